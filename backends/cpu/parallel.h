@@ -1,0 +1,44 @@
+// Splitting loops over the machine's threads (OpenMP; the build enables it).
+#ifndef KGRAD_BACKENDS_CPU_PARALLEL_H_
+#define KGRAD_BACKENDS_CPU_PARALLEL_H_
+
+#include <algorithm>
+#include <cstdint>
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+namespace kgrad {
+namespace cpu {
+
+// Below this many elements of elementwise work a loop runs on one thread: waking
+// threads costs more than the work.
+inline constexpr int64_t kParallelGrain = 1 << 15;
+
+// fn(begin, end) over [0, n) in contiguous chunks, in parallel when n >= grain.
+template <typename Fn>
+void ParallelFor(int64_t n, int64_t grain, Fn&& fn) {
+  if (n <= 0) return;
+  if (n < grain) {
+    fn(int64_t{0}, n);
+    return;
+  }
+#pragma omp parallel
+  {
+    int64_t threads = 1, me = 0;
+#ifdef _OPENMP
+    threads = omp_get_num_threads();
+    me = omp_get_thread_num();
+#endif
+    int64_t chunk = (n + threads - 1) / threads;
+    int64_t b = me * chunk;
+    int64_t e = std::min(n, b + chunk);
+    if (b < e) fn(b, e);
+  }
+}
+
+}  // namespace cpu
+}  // namespace kgrad
+
+#endif  // KGRAD_BACKENDS_CPU_PARALLEL_H_

@@ -1,0 +1,36 @@
+// Device: where tensors live and kernels run. CPU is the default; CUDA is built
+// with --config=cuda. A device is shared by every executor that uses it and is
+// thread-safe.
+#ifndef KGRAD_BACKENDS_DEVICE_H_
+#define KGRAD_BACKENDS_DEVICE_H_
+
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "backends/kernel.h"
+#include "core/tensor.h"
+
+namespace kgrad {
+
+class Device {
+ public:
+  virtual ~Device() = default;
+  virtual DeviceType type() const = 0;
+  virtual std::string name() const = 0;
+  virtual Allocator* allocator() = 0;
+  // The kernel for `id`, or nullptr when the device has none.
+  virtual KernelFn kernel(PrimId id) const = 0;
+
+  // Host <-> device copies at a graph's boundary (the identity on CPU).
+  virtual absl::StatusOr<Tensor> CopyToDevice(const Tensor& host) = 0;
+  virtual absl::StatusOr<Tensor> CopyToHost(const Tensor& tensor) = 0;
+  // A tensor of `dtype` and `shape` filled with `value`.
+  virtual absl::StatusOr<Tensor> Fill(DType dtype, absl::Span<const int64_t> shape,
+                                      double value) = 0;
+  // Waits for queued work (no-op on CPU).
+  virtual absl::Status Synchronize() { return absl::OkStatus(); }
+};
+
+}  // namespace kgrad
+
+#endif  // KGRAD_BACKENDS_DEVICE_H_

@@ -1,0 +1,61 @@
+// The kernel interface: a kernel computes one primitive application on one
+// device. It reads its inputs (Values; tensors already on the device), may reuse
+// an input's buffer when nothing else holds it, and returns the output Value.
+// Errors are plain Status messages ("input 1 must be f32, got f64"); the
+// executor adds the graph, node and primitive.
+#ifndef KGRAD_BACKENDS_KERNEL_H_
+#define KGRAD_BACKENDS_KERNEL_H_
+
+#include <array>
+#include <initializer_list>
+
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "core/primitive.h"
+#include "core/value.h"
+
+namespace kgrad {
+
+class Device;
+
+class KernelContext {
+ public:
+  KernelContext(const Primitive& prim, absl::Span<Value> inputs, Device* device)
+      : prim_(prim), inputs_(inputs), device_(device) {}
+
+  const Primitive& prim() const { return prim_; }
+  size_t num_inputs() const { return inputs_.size(); }
+  const Value& input(size_t i) const { return inputs_[i]; }
+  Value& mutable_input(size_t i) { return inputs_[i]; }
+  Device* device() const { return device_; }
+
+  // Input `i` as a tensor (a scalar input is not converted); error otherwise.
+  absl::StatusOr<const Tensor*> TensorAt(size_t i) const;
+  // Input `i` as a tensor of one of the floating dtypes.
+  absl::StatusOr<const Tensor*> FloatTensorAt(size_t i) const;
+
+  absl::StatusOr<Tensor> Allocate(DType dtype, absl::Span<const int64_t> shape) const;
+  // An output buffer: the buffer of the first candidate input that nothing else
+  // references and that has `dtype` and as many elements (an in-place update,
+  // legal because the executor moved the last use into this call), else a new one.
+  absl::StatusOr<Tensor> AllocateOrReuse(std::initializer_list<int> candidates, DType dtype,
+                                         absl::Span<const int64_t> shape) const;
+
+ private:
+  const Primitive& prim_;
+  absl::Span<Value> inputs_;
+  Device* device_;
+};
+
+using KernelFn = absl::StatusOr<Value> (*)(KernelContext& ctx);
+
+// One kernel per primitive id (nullptr: not available on this device).
+struct KernelTable {
+  std::array<KernelFn, kNumPrimIds> fns{};
+  void Set(PrimId id, KernelFn fn) { fns[static_cast<int>(id)] = fn; }
+  KernelFn Get(PrimId id) const { return fns[static_cast<int>(id)]; }
+};
+
+}  // namespace kgrad
+
+#endif  // KGRAD_BACKENDS_KERNEL_H_

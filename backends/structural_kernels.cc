@@ -1,0 +1,277 @@
+#include "backends/structural_kernels.h"
+
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "backends/device.h"
+#include "core/status_macros.h"
+#include "ops/registry.h"
+
+namespace kgrad {
+namespace {
+
+absl::Status Expect(bool ok, size_t i, const Value& v, const char* what) {
+  if (ok) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat("input ", i, " must be ", what, ", got ", v.TypeString()));
+}
+
+absl::StatusOr<int64_t> IndexInput(const KernelContext& ctx, size_t i, size_t size) {
+  const Value& v = ctx.input(i);
+  KGRAD_RETURN_IF_ERROR(Expect(v.is_scalar() && v.scalar().is_int(), i, v, "an integer"));
+  int64_t k = v.scalar().AsInt();
+  int64_t n = static_cast<int64_t>(size);
+  if (k < -n || k >= n) {
+    return absl::OutOfRangeError(
+        absl::StrCat("tuple index ", k, " is out of range for a tuple of ", n));
+  }
+  return k < 0 ? k + n : k;
+}
+
+absl::StatusOr<Value> MakeTuple(KernelContext& ctx) {
+  std::vector<Value> elems;
+  elems.reserve(ctx.num_inputs());
+  for (size_t i = 0; i < ctx.num_inputs(); ++i) elems.push_back(std::move(ctx.mutable_input(i)));
+  return Value::Tuple(std::move(elems));
+}
+
+absl::StatusOr<Value> TupleGetItem(KernelContext& ctx) {
+  const Value& t = ctx.input(0);
+  KGRAD_RETURN_IF_ERROR(Expect(t.is_tuple(), 0, t, "a tuple"));
+  KGRAD_ASSIGN_OR_RETURN(int64_t k, IndexInput(ctx, 1, t.tuple().size()));
+  return t.tuple()[k];
+}
+
+absl::StatusOr<Value> TupleSetItem(KernelContext& ctx) {
+  const Value& t = ctx.input(0);
+  KGRAD_RETURN_IF_ERROR(Expect(t.is_tuple(), 0, t, "a tuple"));
+  KGRAD_ASSIGN_OR_RETURN(int64_t k, IndexInput(ctx, 1, t.tuple().size()));
+  std::vector<Value> elems = t.tuple();
+  elems[k] = ctx.input(2);
+  return Value::Tuple(std::move(elems));
+}
+
+absl::StatusOr<Value> Switch(KernelContext& ctx) {
+  KGRAD_ASSIGN_OR_RETURN(bool c, ConditionValue(ctx.input(0), ctx.device()));
+  return std::move(ctx.mutable_input(c ? 1 : 2));
+}
+
+absl::StatusOr<Value> Partial(KernelContext& ctx) {
+  const Value& fn = ctx.input(0);
+  KGRAD_RETURN_IF_ERROR(Expect(fn.is_callable(), 0, fn, "a function"));
+  std::vector<Value> args;
+  for (size_t i = 1; i < ctx.num_inputs(); ++i) args.push_back(std::move(ctx.mutable_input(i)));
+  return Value::Partial(fn, std::move(args));
+}
+
+absl::StatusOr<Value> First(KernelContext& ctx) { return std::move(ctx.mutable_input(0)); }
+
+absl::StatusOr<std::string> KeyInput(const KernelContext& ctx, size_t i) {
+  const Value& k = ctx.input(i);
+  KGRAD_RETURN_IF_ERROR(Expect(k.is_string(), i, k, "a string key"));
+  return k.str();
+}
+
+absl::StatusOr<Value> EnvSetItem(KernelContext& ctx) {
+  const Value& env = ctx.input(0);
+  KGRAD_RETURN_IF_ERROR(Expect(env.is_env(), 0, env, "an env"));
+  KGRAD_ASSIGN_OR_RETURN(std::string key, KeyInput(ctx, 1));
+  return Value::EnvWith(env, key, ctx.input(2));
+}
+
+absl::StatusOr<Value> EnvGetItem(KernelContext& ctx) {
+  const Value& env = ctx.input(0);
+  KGRAD_RETURN_IF_ERROR(Expect(env.is_env(), 0, env, "an env"));
+  KGRAD_ASSIGN_OR_RETURN(std::string key, KeyInput(ctx, 1));
+  auto it = env.env().find(key);
+  if (it == env.env().end()) return std::move(ctx.mutable_input(2));
+  return it->second;
+}
+
+absl::StatusOr<Value> EnvAddKernel(KernelContext& ctx) {
+  KGRAD_RETURN_IF_ERROR(Expect(ctx.input(0).is_env(), 0, ctx.input(0), "an env"));
+  KGRAD_RETURN_IF_ERROR(Expect(ctx.input(1).is_env(), 1, ctx.input(1), "an env"));
+  return HyperAdd(ctx.input(0), ctx.input(1), ctx.device());
+}
+
+absl::StatusOr<Value> HyperAddKernel(KernelContext& ctx) {
+  return HyperAdd(ctx.input(0), ctx.input(1), ctx.device());
+}
+
+absl::StatusOr<Value> ZerosLikeKernel(KernelContext& ctx) {
+  return FilledLike(ctx.input(0), 0.0, ctx.device());
+}
+
+absl::StatusOr<Value> OnesLikeKernel(KernelContext& ctx) {
+  const Value& v = ctx.input(0);
+  KGRAD_RETURN_IF_ERROR(Expect(v.is_tensor() || v.is_scalar() || v.is_tuple(), 0, v,
+                               "a tensor, scalar or tuple"));
+  return FilledLike(v, 1.0, ctx.device());
+}
+
+// ----- Scalars ---------------------------------------------------------------------
+DType Promote(DType a, DType b) {
+  if (IsFloating(a) || IsFloating(b)) {
+    return a == DType::kFloat64 || b == DType::kFloat64 ? DType::kFloat64 : DType::kFloat32;
+  }
+  if (a == DType::kInt64 || b == DType::kInt64 || (a == DType::kBool && b == DType::kBool)) {
+    return DType::kInt64;
+  }
+  return DType::kInt32;
+}
+
+template <PrimId kId>
+absl::StatusOr<Value> ScalarBinary(KernelContext& ctx) {
+  const Value& a = ctx.input(0);
+  const Value& b = ctx.input(1);
+  KGRAD_RETURN_IF_ERROR(Expect(a.is_scalar(), 0, a, "a scalar"));
+  KGRAD_RETURN_IF_ERROR(Expect(b.is_scalar(), 1, b, "a scalar"));
+  DType t = Promote(a.scalar().dtype(), b.scalar().dtype());
+  bool f = IsFloating(t);
+  double x = a.scalar().AsDouble(), y = b.scalar().AsDouble();
+  int64_t i = a.scalar().AsInt(), j = b.scalar().AsInt();
+  switch (kId) {
+    case PrimId::kScalarAdd: return Value(f ? Scalar::Float(x + y, t) : Scalar::Int(i + j, t));
+    case PrimId::kScalarSub: return Value(f ? Scalar::Float(x - y, t) : Scalar::Int(i - j, t));
+    case PrimId::kScalarMul: return Value(f ? Scalar::Float(x * y, t) : Scalar::Int(i * j, t));
+    case PrimId::kScalarDiv:
+      if (f) return Value(Scalar::Float(x / y, t));
+      if (j == 0) return absl::InvalidArgumentError("integer division by zero");
+      return Value(Scalar::Int(i / j, t));
+    case PrimId::kScalarLt: return Value(Scalar::Bool(x < y));
+    case PrimId::kScalarLe: return Value(Scalar::Bool(x <= y));
+    case PrimId::kScalarGt: return Value(Scalar::Bool(x > y));
+    case PrimId::kScalarGe: return Value(Scalar::Bool(x >= y));
+    case PrimId::kScalarEq: return Value(Scalar::Bool(x == y));
+    case PrimId::kScalarNe: return Value(Scalar::Bool(x != y));
+    default: return absl::InternalError("not a scalar primitive");
+  }
+}
+
+absl::StatusOr<Value> ScalarToTensor(KernelContext& ctx) {
+  const Value& s = ctx.input(0);
+  KGRAD_RETURN_IF_ERROR(Expect(s.is_scalar(), 0, s, "a scalar"));
+  KGRAD_ASSIGN_OR_RETURN(Tensor t, ctx.device()->Fill(ctx.prim().GetDType("dtype"), {},
+                                                      s.scalar().AsDouble()));
+  return Value(std::move(t));
+}
+
+absl::StatusOr<Value> TensorToScalar(KernelContext& ctx) {
+  KGRAD_ASSIGN_OR_RETURN(const Tensor* t, ctx.TensorAt(0));
+  if (t->NumElements() != 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("input 0 must have one element, got ", t->TypeString()));
+  }
+  KGRAD_ASSIGN_OR_RETURN(Tensor host, ctx.device()->CopyToHost(*t));
+  return Value(Scalar::FromDouble(host.dtype(), host.ElementAsDouble(0)));
+}
+
+}  // namespace
+
+absl::StatusOr<bool> ConditionValue(const Value& c, Device* device) {
+  if (c.is_scalar()) return c.scalar().AsBool();
+  if (c.is_tensor() && c.tensor().NumElements() == 1 && c.tensor().dtype() == DType::kBool) {
+    KGRAD_ASSIGN_OR_RETURN(Tensor host, device->CopyToHost(c.tensor()));
+    return host.data<bool>()[0];
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "condition must be a bool scalar or a one-element bool tensor, got ", c.TypeString()));
+}
+
+absl::StatusOr<Value> FilledLike(const Value& v, double value, Device* device) {
+  switch (v.kind()) {
+    case Value::Kind::kTensor: {
+      KGRAD_ASSIGN_OR_RETURN(Tensor t,
+                             device->Fill(v.tensor().dtype(), v.tensor().shape(), value));
+      return Value(std::move(t));
+    }
+    case Value::Kind::kScalar: return Value(Scalar::FromDouble(v.scalar().dtype(), value));
+    case Value::Kind::kTuple: {
+      std::vector<Value> elems;
+      for (const Value& e : v.tuple()) {
+        KGRAD_ASSIGN_OR_RETURN(Value z, FilledLike(e, value, device));
+        elems.push_back(std::move(z));
+      }
+      return Value::Tuple(std::move(elems));
+    }
+    case Value::Kind::kNone: return Value::None();
+    default:
+      // Functions and envs: their sensitivity is an env; zero is the empty env.
+      return Value::EmptyEnv();
+  }
+}
+
+absl::StatusOr<Value> HyperAdd(const Value& a, const Value& b, Device* device) {
+  // A zero sensitivity of a function is an empty env; anything plus it is itself.
+  if (a.is_env() && a.env().empty()) return b;
+  if (b.is_env() && b.env().empty()) return a;
+  if (a.is_none()) return b;
+  if (b.is_none()) return a;
+  if (a.is_tensor() && b.is_tensor()) {
+    static const PrimitivePtr add = DefaultRegistry().Make(PrimId::kAdd).value();
+    KernelFn fn = device->kernel(PrimId::kAdd);
+    if (fn == nullptr) return absl::UnimplementedError("no add kernel on this device");
+    Value in[2] = {a, b};
+    KernelContext ctx(*add, absl::MakeSpan(in, 2), device);
+    return fn(ctx);
+  }
+  if (a.is_scalar() && b.is_scalar()) {
+    DType t = Promote(a.scalar().dtype(), b.scalar().dtype());
+    if (IsFloating(t)) return Value(Scalar::Float(a.scalar().AsDouble() + b.scalar().AsDouble(), t));
+    return Value(Scalar::Int(a.scalar().AsInt() + b.scalar().AsInt(), t));
+  }
+  if (a.is_tuple() && b.is_tuple() && a.tuple().size() == b.tuple().size()) {
+    std::vector<Value> elems;
+    for (size_t i = 0; i < a.tuple().size(); ++i) {
+      KGRAD_ASSIGN_OR_RETURN(Value s, HyperAdd(a.tuple()[i], b.tuple()[i], device));
+      elems.push_back(std::move(s));
+    }
+    return Value::Tuple(std::move(elems));
+  }
+  if (a.is_env() && b.is_env()) {
+    Value out = a;
+    for (const auto& [key, item] : b.env()) {
+      auto it = out.env().find(key);
+      if (it == out.env().end()) {
+        out = Value::EnvWith(out, key, item);
+      } else {
+        KGRAD_ASSIGN_OR_RETURN(Value s, HyperAdd(it->second, item, device));
+        out = Value::EnvWith(out, key, std::move(s));
+      }
+    }
+    return out;
+  }
+  return absl::InvalidArgumentError(absl::StrCat("cannot add ", a.TypeString(), " and ",
+                                                 b.TypeString(), " (different structure)"));
+}
+
+void RegisterStructuralKernels(KernelTable* t) {
+  t->Set(PrimId::kMakeTuple, MakeTuple);
+  t->Set(PrimId::kTupleGetItem, TupleGetItem);
+  t->Set(PrimId::kTupleSetItem, TupleSetItem);
+  t->Set(PrimId::kSwitch, Switch);
+  t->Set(PrimId::kPartial, Partial);
+  t->Set(PrimId::kStopGradient, First);
+  t->Set(PrimId::kDepend, First);
+  t->Set(PrimId::kEnvSetItem, EnvSetItem);
+  t->Set(PrimId::kEnvGetItem, EnvGetItem);
+  t->Set(PrimId::kEnvAdd, EnvAddKernel);
+  t->Set(PrimId::kHyperAdd, HyperAddKernel);
+  t->Set(PrimId::kZerosLike, ZerosLikeKernel);
+  t->Set(PrimId::kOnesLike, OnesLikeKernel);
+  t->Set(PrimId::kScalarAdd, ScalarBinary<PrimId::kScalarAdd>);
+  t->Set(PrimId::kScalarSub, ScalarBinary<PrimId::kScalarSub>);
+  t->Set(PrimId::kScalarMul, ScalarBinary<PrimId::kScalarMul>);
+  t->Set(PrimId::kScalarDiv, ScalarBinary<PrimId::kScalarDiv>);
+  t->Set(PrimId::kScalarLt, ScalarBinary<PrimId::kScalarLt>);
+  t->Set(PrimId::kScalarLe, ScalarBinary<PrimId::kScalarLe>);
+  t->Set(PrimId::kScalarGt, ScalarBinary<PrimId::kScalarGt>);
+  t->Set(PrimId::kScalarGe, ScalarBinary<PrimId::kScalarGe>);
+  t->Set(PrimId::kScalarEq, ScalarBinary<PrimId::kScalarEq>);
+  t->Set(PrimId::kScalarNe, ScalarBinary<PrimId::kScalarNe>);
+  t->Set(PrimId::kScalarToTensor, ScalarToTensor);
+  t->Set(PrimId::kTensorToScalar, TensorToScalar);
+}
+
+}  // namespace kgrad

@@ -1,0 +1,282 @@
+#include "core/abstract.h"
+
+#include <algorithm>
+
+#include "absl/hash/hash.h"
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "core/func_graph.h"
+#include "core/primitive.h"
+#include "core/status_macros.h"
+
+namespace kgrad {
+
+std::string AbstractTensor::ToString() const {
+  return absl::StrCat(DTypeName(dtype_), ShapeToString(shape_));
+}
+
+std::string AbstractScalar::ToString() const {
+  if (value_.has_value()) return absl::StrCat(DTypeName(dtype_), "=", value_->ToString());
+  return DTypeName(dtype_);
+}
+
+std::string AbstractString::ToString() const {
+  return value_.has_value() ? absl::StrCat("str=\"", *value_, "\"") : "str";
+}
+
+std::string AbstractTuple::ToString() const {
+  std::vector<std::string> parts;
+  for (const AbstractPtr& e : elements_) parts.push_back(AbstractToString(e));
+  return absl::StrCat("(", absl::StrJoin(parts, ", "), elements_.size() == 1 ? ",)" : ")");
+}
+
+std::string FuncAtom::ToString() const {
+  switch (kind) {
+    case Kind::kGraph: return absl::StrCat("@", graph->name());
+    case Kind::kPrimitive: return primitive->ToString();
+    case Kind::kPartial: return absl::StrCat("partial(", fn->ToString(), ", ", bound.size(), ")");
+  }
+  return "?";
+}
+
+std::string AbstractFunction::ToString() const {
+  std::vector<std::string> parts;
+  for (const FuncAtom& a : atoms_) parts.push_back(a.ToString());
+  return absl::StrCat("fn{", absl::StrJoin(parts, ", "), "}");
+}
+
+AbstractPtr MakeAbstractTensor(DType dtype, Shape shape) {
+  return std::make_shared<const AbstractTensor>(dtype, std::move(shape));
+}
+AbstractPtr MakeAbstractScalar(DType dtype) {
+  return std::make_shared<const AbstractScalar>(dtype);
+}
+AbstractPtr MakeAbstractScalarValue(Scalar value) {
+  return std::make_shared<const AbstractScalar>(value);
+}
+AbstractPtr MakeAbstractTuple(std::vector<AbstractPtr> elements) {
+  return std::make_shared<const AbstractTuple>(std::move(elements));
+}
+AbstractPtr MakeAbstractNone() { return std::make_shared<const AbstractNone>(); }
+AbstractPtr MakeAbstractEnv() { return std::make_shared<const AbstractEnv>(); }
+AbstractPtr MakeAbstractString(std::optional<std::string> value) {
+  return std::make_shared<const AbstractString>(std::move(value));
+}
+AbstractPtr MakeAbstractGraphFunction(FuncGraph* graph) {
+  FuncAtom a;
+  a.kind = FuncAtom::Kind::kGraph;
+  a.graph = graph;
+  return std::make_shared<const AbstractFunction>(std::vector<FuncAtom>{std::move(a)});
+}
+AbstractPtr MakeAbstractPrimFunction(PrimitivePtr prim) {
+  FuncAtom a;
+  a.kind = FuncAtom::Kind::kPrimitive;
+  a.primitive = std::move(prim);
+  return std::make_shared<const AbstractFunction>(std::vector<FuncAtom>{std::move(a)});
+}
+
+const AbstractTensor* AsTensor(const AbstractPtr& a) {
+  return a != nullptr && a->kind() == AbstractKind::kTensor
+             ? static_cast<const AbstractTensor*>(a.get()) : nullptr;
+}
+const AbstractScalar* AsScalar(const AbstractPtr& a) {
+  return a != nullptr && a->kind() == AbstractKind::kScalar
+             ? static_cast<const AbstractScalar*>(a.get()) : nullptr;
+}
+const AbstractTuple* AsTuple(const AbstractPtr& a) {
+  return a != nullptr && a->kind() == AbstractKind::kTuple
+             ? static_cast<const AbstractTuple*>(a.get()) : nullptr;
+}
+const AbstractFunction* AsFunction(const AbstractPtr& a) {
+  return a != nullptr && a->kind() == AbstractKind::kFunction
+             ? static_cast<const AbstractFunction*>(a.get()) : nullptr;
+}
+const AbstractString* AsString(const AbstractPtr& a) {
+  return a != nullptr && a->kind() == AbstractKind::kString
+             ? static_cast<const AbstractString*>(a.get()) : nullptr;
+}
+
+bool FuncAtomEquals(const FuncAtom& a, const FuncAtom& b) {
+  if (a.kind != b.kind) return false;
+  switch (a.kind) {
+    case FuncAtom::Kind::kGraph: return a.graph == b.graph;
+    case FuncAtom::Kind::kPrimitive: return PrimitivesEqual(*a.primitive, *b.primitive);
+    case FuncAtom::Kind::kPartial: {
+      if (!FuncAtomEquals(*a.fn, *b.fn) || a.bound.size() != b.bound.size()) return false;
+      for (size_t i = 0; i < a.bound.size(); ++i) {
+        if (!AbstractEquals(a.bound[i], b.bound[i])) return false;
+      }
+      return true;
+    }
+  }
+  return false;
+}
+
+bool AbstractEquals(const AbstractPtr& a, const AbstractPtr& b) {
+  if (a == b) return true;
+  if (a == nullptr || b == nullptr || a->kind() != b->kind()) return false;
+  switch (a->kind()) {
+    case AbstractKind::kTensor: {
+      auto* x = AsTensor(a);
+      auto* y = AsTensor(b);
+      return x->dtype() == y->dtype() && x->shape() == y->shape();
+    }
+    case AbstractKind::kScalar: {
+      auto* x = AsScalar(a);
+      auto* y = AsScalar(b);
+      return x->dtype() == y->dtype() && x->value() == y->value();
+    }
+    case AbstractKind::kString: return AsString(a)->value() == AsString(b)->value();
+    case AbstractKind::kNone:
+    case AbstractKind::kEnv: return true;
+    case AbstractKind::kTuple: {
+      auto* x = AsTuple(a);
+      auto* y = AsTuple(b);
+      if (x->size() != y->size()) return false;
+      for (size_t i = 0; i < x->size(); ++i) {
+        if (!AbstractEquals(x->elements()[i], y->elements()[i])) return false;
+      }
+      return true;
+    }
+    case AbstractKind::kFunction: {
+      const auto& xa = AsFunction(a)->atoms();
+      const auto& ya = AsFunction(b)->atoms();
+      if (xa.size() != ya.size()) return false;
+      // Sets: every atom of one is in the other.
+      for (const FuncAtom& f : xa) {
+        if (std::none_of(ya.begin(), ya.end(),
+                         [&](const FuncAtom& g) { return FuncAtomEquals(f, g); })) {
+          return false;
+        }
+      }
+      return true;
+    }
+  }
+  return false;
+}
+
+size_t AbstractHash(const AbstractPtr& a) {
+  if (a == nullptr) return 0;
+  size_t h = absl::HashOf(static_cast<int>(a->kind()));
+  switch (a->kind()) {
+    case AbstractKind::kTensor: {
+      auto* t = AsTensor(a);
+      h = absl::HashOf(h, static_cast<int>(t->dtype()));
+      for (int64_t d : t->shape()) h = absl::HashOf(h, d);
+      return h;
+    }
+    case AbstractKind::kScalar: {
+      auto* s = AsScalar(a);
+      h = absl::HashOf(h, static_cast<int>(s->dtype()));
+      if (s->value().has_value()) h = absl::HashOf(h, s->value()->AsDouble());
+      return h;
+    }
+    case AbstractKind::kTuple:
+      for (const AbstractPtr& e : AsTuple(a)->elements()) h = absl::HashOf(h, AbstractHash(e));
+      return h;
+    case AbstractKind::kFunction: {
+      // Order-independent: sum of atom hashes.
+      size_t sum = 0;
+      for (const FuncAtom& f : AsFunction(a)->atoms()) {
+        size_t fh = absl::HashOf(static_cast<int>(f.kind));
+        if (f.kind == FuncAtom::Kind::kGraph) fh = absl::HashOf(fh, f.graph);
+        if (f.kind == FuncAtom::Kind::kPrimitive) fh = absl::HashOf(fh, &f.primitive->def());
+        sum += fh;
+      }
+      return absl::HashOf(h, sum);
+    }
+    default:
+      return h;
+  }
+}
+
+namespace {
+
+absl::Status JoinError(const AbstractPtr& a, const AbstractPtr& b, const char* what) {
+  return absl::InvalidArgumentError(absl::StrCat("cannot join ", a->ToString(), " and ",
+                                                 b->ToString(), ": ", what, " differ"));
+}
+
+}  // namespace
+
+absl::StatusOr<AbstractPtr> Join(const AbstractPtr& a, const AbstractPtr& b) {
+  if (a == nullptr) return b;
+  if (b == nullptr || a == b) return a;
+  if (a->kind() != b->kind()) return JoinError(a, b, "kinds");
+  switch (a->kind()) {
+    case AbstractKind::kTensor: {
+      auto* x = AsTensor(a);
+      auto* y = AsTensor(b);
+      if (x->dtype() != y->dtype()) return JoinError(a, b, "dtypes");
+      if (x->rank() != y->rank()) return JoinError(a, b, "ranks");
+      if (x->shape() == y->shape()) return a;
+      Shape s = x->shape();
+      for (int i = 0; i < x->rank(); ++i) {
+        if (s[i] != y->shape()[i]) s[i] = kUnknownDim;
+      }
+      return MakeAbstractTensor(x->dtype(), std::move(s));
+    }
+    case AbstractKind::kScalar: {
+      auto* x = AsScalar(a);
+      auto* y = AsScalar(b);
+      if (x->dtype() != y->dtype()) return JoinError(a, b, "dtypes");
+      if (x->value() == y->value()) return a;
+      return MakeAbstractScalar(x->dtype());
+    }
+    case AbstractKind::kString:
+      if (AsString(a)->value() == AsString(b)->value()) return a;
+      return MakeAbstractString();
+    case AbstractKind::kNone:
+    case AbstractKind::kEnv:
+      return a;
+    case AbstractKind::kTuple: {
+      auto* x = AsTuple(a);
+      auto* y = AsTuple(b);
+      if (x->size() != y->size()) return JoinError(a, b, "tuple lengths");
+      std::vector<AbstractPtr> elems;
+      for (size_t i = 0; i < x->size(); ++i) {
+        KGRAD_ASSIGN_OR_RETURN(AbstractPtr e, Join(x->elements()[i], y->elements()[i]));
+        elems.push_back(std::move(e));
+      }
+      return MakeAbstractTuple(std::move(elems));
+    }
+    case AbstractKind::kFunction: {
+      std::vector<FuncAtom> atoms = AsFunction(a)->atoms();
+      bool added = false;
+      for (const FuncAtom& f : AsFunction(b)->atoms()) {
+        if (std::none_of(atoms.begin(), atoms.end(),
+                         [&](const FuncAtom& g) { return FuncAtomEquals(f, g); })) {
+          atoms.push_back(f);
+          added = true;
+        }
+      }
+      if (!added) return a;
+      return std::make_shared<const AbstractFunction>(std::move(atoms));
+    }
+  }
+  return a;
+}
+
+AbstractPtr Broaden(const AbstractPtr& a) {
+  if (a == nullptr) return a;
+  if (const AbstractScalar* s = AsScalar(a)) {
+    return s->value().has_value() ? MakeAbstractScalar(s->dtype()) : a;
+  }
+  if (const AbstractTuple* t = AsTuple(a)) {
+    std::vector<AbstractPtr> elems;
+    bool changed = false;
+    for (const AbstractPtr& e : t->elements()) {
+      elems.push_back(Broaden(e));
+      changed |= elems.back() != e;
+    }
+    return changed ? MakeAbstractTuple(std::move(elems)) : a;
+  }
+  return a;
+}
+
+std::string AbstractToString(const AbstractPtr& a) {
+  return a == nullptr ? "null" : a->ToString();
+}
+
+}  // namespace kgrad

@@ -1,0 +1,165 @@
+// Abstract values: what inference knows about a node's value (dtype and shape of
+// tensors, constant scalars, tuple structure, the set of functions a node may
+// call). Immutable and shared.
+#ifndef KGRAD_CORE_ABSTRACT_H_
+#define KGRAD_CORE_ABSTRACT_H_
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "core/dtype.h"
+#include "core/scalar.h"
+#include "core/shape.h"
+
+namespace kgrad {
+
+class FuncGraph;
+class Primitive;
+class Abstract;
+using AbstractPtr = std::shared_ptr<const Abstract>;
+using PrimitivePtr = std::shared_ptr<const Primitive>;
+
+enum class AbstractKind { kTensor, kScalar, kString, kNone, kTuple, kFunction, kEnv };
+
+class Abstract {
+ public:
+  virtual ~Abstract() = default;
+  AbstractKind kind() const { return kind_; }
+  virtual std::string ToString() const = 0;
+
+ protected:
+  explicit Abstract(AbstractKind k) : kind_(k) {}
+
+ private:
+  AbstractKind kind_;
+};
+
+class AbstractTensor final : public Abstract {
+ public:
+  AbstractTensor(DType dtype, Shape shape)
+      : Abstract(AbstractKind::kTensor), dtype_(dtype), shape_(std::move(shape)) {}
+  DType dtype() const { return dtype_; }
+  const Shape& shape() const { return shape_; }
+  int rank() const { return static_cast<int>(shape_.size()); }
+  bool shape_known() const { return IsFullyKnown(shape_); }
+  std::string ToString() const override;
+
+ private:
+  DType dtype_;
+  Shape shape_;
+};
+
+class AbstractScalar final : public Abstract {
+ public:
+  explicit AbstractScalar(DType dtype) : Abstract(AbstractKind::kScalar), dtype_(dtype) {}
+  explicit AbstractScalar(Scalar value)
+      : Abstract(AbstractKind::kScalar), dtype_(value.dtype()), value_(value) {}
+  DType dtype() const { return dtype_; }
+  const std::optional<Scalar>& value() const { return value_; }
+  std::string ToString() const override;
+
+ private:
+  DType dtype_;
+  std::optional<Scalar> value_;
+};
+
+class AbstractString final : public Abstract {
+ public:
+  explicit AbstractString(std::optional<std::string> value = std::nullopt)
+      : Abstract(AbstractKind::kString), value_(std::move(value)) {}
+  const std::optional<std::string>& value() const { return value_; }
+  std::string ToString() const override;
+
+ private:
+  std::optional<std::string> value_;
+};
+
+class AbstractNone final : public Abstract {
+ public:
+  AbstractNone() : Abstract(AbstractKind::kNone) {}
+  std::string ToString() const override { return "none"; }
+};
+
+class AbstractEnv final : public Abstract {
+ public:
+  AbstractEnv() : Abstract(AbstractKind::kEnv) {}
+  std::string ToString() const override { return "env"; }
+};
+
+class AbstractTuple final : public Abstract {
+ public:
+  explicit AbstractTuple(std::vector<AbstractPtr> elements)
+      : Abstract(AbstractKind::kTuple), elements_(std::move(elements)) {}
+  const std::vector<AbstractPtr>& elements() const { return elements_; }
+  size_t size() const { return elements_.size(); }
+  std::string ToString() const override;
+
+ private:
+  std::vector<AbstractPtr> elements_;
+};
+
+// One function a node may evaluate to: a graph (as a closure in its lexical
+// context), a primitive, or a partial application of another atom.
+struct FuncAtom {
+  enum class Kind { kGraph, kPrimitive, kPartial } kind;
+  FuncGraph* graph = nullptr;
+  PrimitivePtr primitive;
+  std::shared_ptr<const FuncAtom> fn;  // kPartial: the partially applied function
+  std::vector<AbstractPtr> bound;      // kPartial: abstracts of the bound arguments
+
+  std::string ToString() const;
+};
+
+class AbstractFunction final : public Abstract {
+ public:
+  explicit AbstractFunction(std::vector<FuncAtom> atoms)
+      : Abstract(AbstractKind::kFunction), atoms_(std::move(atoms)) {}
+  const std::vector<FuncAtom>& atoms() const { return atoms_; }
+  std::string ToString() const override;
+
+ private:
+  std::vector<FuncAtom> atoms_;
+};
+
+// Constructors.
+AbstractPtr MakeAbstractTensor(DType dtype, Shape shape);
+AbstractPtr MakeAbstractScalar(DType dtype);
+AbstractPtr MakeAbstractScalarValue(Scalar value);
+AbstractPtr MakeAbstractTuple(std::vector<AbstractPtr> elements);
+AbstractPtr MakeAbstractNone();
+AbstractPtr MakeAbstractEnv();
+AbstractPtr MakeAbstractString(std::optional<std::string> value = std::nullopt);
+AbstractPtr MakeAbstractGraphFunction(FuncGraph* graph);
+AbstractPtr MakeAbstractPrimFunction(PrimitivePtr prim);
+
+// Downcasts; nullptr when the kind differs (or `a` is null).
+const AbstractTensor* AsTensor(const AbstractPtr& a);
+const AbstractScalar* AsScalar(const AbstractPtr& a);
+const AbstractTuple* AsTuple(const AbstractPtr& a);
+const AbstractFunction* AsFunction(const AbstractPtr& a);
+const AbstractString* AsString(const AbstractPtr& a);
+
+// Structural equality (null == null).
+bool AbstractEquals(const AbstractPtr& a, const AbstractPtr& b);
+size_t AbstractHash(const AbstractPtr& a);
+bool FuncAtomEquals(const FuncAtom& a, const FuncAtom& b);
+
+// Least upper bound: dims that differ become unknown, constants that differ are
+// dropped, function sets are united. Null (not yet known) is the bottom element.
+// Error when the kinds, dtypes, ranks or tuple lengths differ.
+absl::StatusOr<AbstractPtr> Join(const AbstractPtr& a, const AbstractPtr& b);
+
+// Drops constant scalar values (recursively), so that loop counters do not create
+// a new inference context per iteration.
+AbstractPtr Broaden(const AbstractPtr& a);
+
+// "null" for the bottom element.
+std::string AbstractToString(const AbstractPtr& a);
+
+}  // namespace kgrad
+
+#endif  // KGRAD_CORE_ABSTRACT_H_

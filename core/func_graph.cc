@@ -1,0 +1,74 @@
+#include "core/func_graph.h"
+
+#include "core/module.h"
+#include "core/status_macros.h"
+
+namespace kgrad {
+
+void FuncGraph::set_parent(FuncGraph* parent) {
+  parent_ = parent;
+  module_->Touch();
+}
+
+bool FuncGraph::IsSelfOrAncestor(const FuncGraph* g) const {
+  for (const FuncGraph* p = this; p != nullptr; p = p->parent_) {
+    if (p == g) return true;
+  }
+  return false;
+}
+
+int FuncGraph::depth() const {
+  int d = 0;
+  for (const FuncGraph* p = parent_; p != nullptr; p = p->parent_) ++d;
+  return d;
+}
+
+Parameter* FuncGraph::AddParameter(std::string name, AbstractPtr declared) {
+  auto p = std::make_unique<Parameter>(this, module_->NewNodeId());
+  p->set_name(std::move(name));
+  p->set_declared(declared);
+  if (declared != nullptr) p->set_abstract(std::move(declared));
+  Parameter* raw = p.get();
+  nodes_.push_back(std::move(p));
+  parameters_.push_back(raw);
+  module_->Touch();
+  return raw;
+}
+
+void FuncGraph::SetParameters(std::vector<Parameter*> params) {
+  for (Parameter* p : params) KGRAD_CHECK(p->graph() == this);
+  parameters_ = std::move(params);
+  module_->Touch();
+}
+
+void FuncGraph::set_output(AnfNode* node) {
+  KGRAD_CHECK(node != nullptr);
+  if (output_ == node) return;
+  if (output_ != nullptr) output_->RemoveUse(Use{nullptr, -1, this});
+  output_ = node;
+  node->AddUse(Use{nullptr, -1, this});
+  module_->Touch();
+}
+
+CNode* FuncGraph::NewCNode(std::vector<AnfNode*> inputs) {
+  std::unique_ptr<CNode> c(new CNode(this, module_->NewNodeId(), std::move(inputs)));
+  CNode* raw = c.get();
+  nodes_.push_back(std::move(c));
+  module_->Touch();
+  return raw;
+}
+
+ValueNode* FuncGraph::NewValueNode(Value v) {
+  auto n = std::make_unique<ValueNode>(this, module_->NewNodeId(), std::move(v));
+  ValueNode* raw = n.get();
+  raw->set_abstract(AbstractOfValue(raw->value()));
+  nodes_.push_back(std::move(n));
+  return raw;
+}
+
+void FuncGraph::set_custom_bprop(FuncGraph* g) {
+  custom_bprop_ = g;
+  module_->Touch();
+}
+
+}  // namespace kgrad

@@ -1,0 +1,73 @@
+// FuncGraph: parameters, an output, the nodes it owns, and an optional enclosing
+// (lexical parent) graph whose nodes it may use as free variables.
+#ifndef KGRAD_CORE_FUNC_GRAPH_H_
+#define KGRAD_CORE_FUNC_GRAPH_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/node.h"
+
+namespace kgrad {
+
+class Module;
+
+class FuncGraph {
+ public:
+  FuncGraph(const FuncGraph&) = delete;
+  FuncGraph& operator=(const FuncGraph&) = delete;
+
+  Module* module() const { return module_; }
+  const std::string& name() const { return name_; }
+
+  // The enclosing graph (lexical scope); nullptr for a top-level graph. Free
+  // variables must be owned by an ancestor; the verifier checks it.
+  FuncGraph* parent() const { return parent_; }
+  void set_parent(FuncGraph* parent);
+  // True when `g` is this graph or one of its ancestors.
+  bool IsSelfOrAncestor(const FuncGraph* g) const;
+  int depth() const;
+
+  const std::vector<Parameter*>& parameters() const { return parameters_; }
+  Parameter* AddParameter(std::string name = "", AbstractPtr declared = nullptr);
+  // Replaces the parameter list (passes that change a signature).
+  void SetParameters(std::vector<Parameter*> params);
+
+  AnfNode* output() const { return output_; }
+  void set_output(AnfNode* node);
+
+  CNode* NewCNode(std::vector<AnfNode*> inputs);
+  ValueNode* NewValueNode(Value v);
+
+  // A user-attached bprop: a graph taking (params..., out, dout) and returning the
+  // tuple of parameter sensitivities. The K-transform uses it instead of
+  // differentiating the body.
+  FuncGraph* custom_bprop() const { return custom_bprop_; }
+  void set_custom_bprop(FuncGraph* g);
+
+  // Graphs the user holds (entry points, GradOperation results). Garbage
+  // collection keeps public graphs and whatever they reach.
+  bool is_public() const { return public_; }
+  void set_public(bool p) { public_ = p; }
+
+  // Every node this graph owns, reachable or not, in creation order.
+  const std::vector<std::unique_ptr<AnfNode>>& owned_nodes() const { return nodes_; }
+
+ private:
+  friend class Module;
+  FuncGraph(Module* module, std::string name, FuncGraph* parent)
+      : module_(module), name_(std::move(name)), parent_(parent) {}
+  Module* module_;
+  std::string name_;
+  FuncGraph* parent_;
+  std::vector<Parameter*> parameters_;
+  AnfNode* output_ = nullptr;
+  FuncGraph* custom_bprop_ = nullptr;
+  bool public_ = false;
+  std::vector<std::unique_ptr<AnfNode>> nodes_;
+};
+
+}  // namespace kgrad
+
+#endif  // KGRAD_CORE_FUNC_GRAPH_H_

@@ -1,0 +1,94 @@
+// Manager: the def-use and scoping analyses of a Module (after MindSpore's
+// FuncGraphManager): per graph, the nodes it evaluates in order, its free
+// variables (direct, and transitive through the graphs it references), the graphs
+// it references, and which graphs reference it. Node users are kept on the nodes
+// themselves (AnfNode::uses) and are always current; the analyses here are
+// recomputed lazily when the module's version changes. Edits are batched in a
+// Transaction (SetEdge, Replace, SetOutput) and applied by Commit.
+//
+// Threading: a Manager belongs to its Module; same contract (one thread mutates).
+#ifndef KGRAD_CORE_MANAGER_H_
+#define KGRAD_CORE_MANAGER_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "core/func_graph.h"
+
+namespace kgrad {
+
+class Module;
+
+struct GraphInfo {
+  // CNodes owned by the graph that its output, or a graph it references, needs,
+  // inputs before users. Nodes needed only as free variables of a referenced graph
+  // come before the ValueNode that references that graph is used.
+  std::vector<CNode*> order;
+  // Nodes owned elsewhere (enclosing graphs, or weights) used directly.
+  std::vector<AnfNode*> direct_fvs;
+  // direct_fvs plus the free variables of referenced graphs that live outside this
+  // graph (owned by a strict ancestor, or weights); sorted by node id.
+  std::vector<AnfNode*> fvs;
+  // Graphs named by ValueNodes among the graph's reachable nodes.
+  std::vector<FuncGraph*> used_graphs;
+  // ValueNodes (anywhere in reachable graphs) that hold this graph.
+  std::vector<ValueNode*> referenced_by;
+};
+
+class Manager {
+ public:
+  explicit Manager(Module* module) : module_(module) {}
+
+  // Recomputes if the module changed since the last call.
+  const GraphInfo& Info(FuncGraph* g);
+  // Graphs reachable from `roots` through graph references (and custom bprops).
+  std::vector<FuncGraph*> Reachable(const std::vector<FuncGraph*>& roots);
+  // Graphs reachable from every public graph.
+  std::vector<FuncGraph*> ReachableFromPublic();
+  bool IsFreeVariableOf(FuncGraph* g, AnfNode* node);
+  // Index of `node` in Info(g).fvs, or -1.
+  int FvIndex(FuncGraph* g, AnfNode* node);
+
+ private:
+  void Recompute();
+  void ScanGraph(FuncGraph* g);
+  void ComputeTotalFvs(const std::vector<FuncGraph*>& graphs);
+  void ComputeOrder(FuncGraph* g);
+
+  Module* module_;
+  uint64_t version_ = ~uint64_t{0};
+  absl::flat_hash_map<FuncGraph*, GraphInfo> info_;
+  absl::flat_hash_map<FuncGraph*, absl::flat_hash_map<AnfNode*, int>> fv_index_;
+};
+
+// Batched edits. Nothing changes until Commit; then edges are rewired in order.
+class Transaction {
+ public:
+  explicit Transaction(Module* module) : module_(module) {}
+  // Input `index` of `user` becomes `node`.
+  void SetEdge(CNode* user, int index, AnfNode* node);
+  // Every use of `old_node` (inputs and graph outputs) becomes a use of `new_node`.
+  void Replace(AnfNode* old_node, AnfNode* new_node);
+  void SetOutput(FuncGraph* g, AnfNode* node);
+  bool empty() const { return edits_.empty(); }
+  // Applies the edits; returns whether anything changed.
+  bool Commit();
+
+ private:
+  struct Edit {
+    enum class Kind { kSetEdge, kReplace, kSetOutput } kind;
+    CNode* user;
+    int index;
+    AnfNode* old_node;
+    AnfNode* node;
+    FuncGraph* graph;
+  };
+  Module* module_;
+  std::vector<Edit> edits_;
+};
+
+}  // namespace kgrad
+
+#endif  // KGRAD_CORE_MANAGER_H_

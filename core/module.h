@@ -1,0 +1,76 @@
+// Module: owns graphs and weights; the unit that is loaded, saved, transformed
+// and executed. A Module is mutated by one thread at a time.
+#ifndef KGRAD_CORE_MODULE_H_
+#define KGRAD_CORE_MODULE_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "core/func_graph.h"
+#include "core/primitive.h"
+
+namespace kgrad {
+
+class Manager;
+
+class Module {
+ public:
+  explicit Module(const PrimitiveRegistry& registry);
+  ~Module();
+  Module(const Module&) = delete;
+  Module& operator=(const Module&) = delete;
+
+  const PrimitiveRegistry& registry() const { return *registry_; }
+
+  // A new graph; the name is made unique within the module by a numeric suffix.
+  FuncGraph* NewGraph(absl::string_view name, FuncGraph* parent = nullptr);
+  FuncGraph* FindGraph(absl::string_view name) const;
+  // All graphs in creation order.
+  const std::vector<std::unique_ptr<FuncGraph>>& graphs() const { return graphs_; }
+  // Renames a graph; error if the name is taken.
+  absl::Status RenameGraph(FuncGraph* g, std::string name);
+
+  // Weights: named module-level parameters with values.
+  absl::StatusOr<Parameter*> AddWeight(std::string name, Tensor value);
+  Parameter* FindWeight(absl::string_view name) const;
+  const std::vector<std::unique_ptr<Parameter>>& weights() const { return weights_; }
+
+  // Shorthand for registry().Make(...) that must succeed (internal use: ids and
+  // attributes written in C++ source).
+  PrimitivePtr Prim(PrimId id, AttrMap attrs = {}) const;
+
+  // Analyses of the graph structure (free variables, order), recomputed on demand
+  // after edits.
+  Manager& manager();
+
+  // Bumped on every structural change; analyses compare it to know they are stale.
+  uint64_t version() const { return version_; }
+  void Touch() { ++version_; }
+  uint64_t NewNodeId() { return next_node_id_++; }
+
+  // Deletes graphs that no public graph reaches and, in every remaining graph,
+  // nodes that neither its output nor a nested graph needs. Pointers to deleted
+  // graphs and nodes dangle afterwards: hold only public graphs across calls.
+  void CollectGarbage();
+
+ private:
+  std::string UniqueGraphName(absl::string_view base) const;
+
+  const PrimitiveRegistry* registry_;
+  std::vector<std::unique_ptr<FuncGraph>> graphs_;
+  absl::flat_hash_map<std::string, FuncGraph*> graphs_by_name_;
+  std::vector<std::unique_ptr<Parameter>> weights_;
+  absl::flat_hash_map<std::string, Parameter*> weights_by_name_;
+  std::unique_ptr<Manager> manager_;
+  uint64_t version_ = 0;
+  uint64_t next_node_id_ = 1;
+};
+
+}  // namespace kgrad
+
+#endif  // KGRAD_CORE_MODULE_H_

@@ -1,0 +1,147 @@
+#include "core/printer.h"
+
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
+#include "core/manager.h"
+
+namespace kgrad {
+namespace {
+
+std::string Ref(const AnfNode* n, const PrintOptions& o) {
+  if (const ValueNode* v = n->AsValue()) {
+    const Value& val = v->value();
+    if (val.is_tensor()) return val.tensor().DebugString(o.max_tensor_elements);
+    return val.ToString();
+  }
+  if (const Parameter* p = n->AsParameter(); p != nullptr && p->is_weight()) {
+    return absl::StrCat("$", p->DebugName());
+  }
+  return absl::StrCat("%", n->name().empty() ? absl::StrCat(n->id()) : n->name());
+}
+
+std::string TypeSuffix(const AnfNode* n, const PrintOptions& o) {
+  if (!o.show_types || n->abstract() == nullptr) return "";
+  return absl::StrCat(" : ", n->abstract()->ToString());
+}
+
+class Printer {
+ public:
+  Printer(Module& m, const PrintOptions& o) : module_(m), manager_(m.manager()), o_(o) {
+    for (const auto& g : m.graphs()) {
+      if (g->parent() != nullptr) children_[g->parent()].push_back(g.get());
+    }
+  }
+
+  void PrintGraph(FuncGraph* g, int indent) {
+    std::string pad(indent * 2, ' ');
+    std::vector<std::string> params;
+    for (Parameter* p : g->parameters()) params.push_back(Ref(p, o_) + TypeSuffix(p, o_));
+    const GraphInfo& info = manager_.Info(g);
+    std::string header = absl::StrCat(pad, "@", g->name(), "(", absl::StrJoin(params, ", "), ")");
+    if (g->custom_bprop() != nullptr) absl::StrAppend(&header, " bprop=@", g->custom_bprop()->name());
+    absl::StrAppend(&header, " {");
+    if (g->parent() != nullptr && !info.fvs.empty()) {
+      std::vector<std::string> fvs;
+      for (AnfNode* v : info.fvs) fvs.push_back(Ref(v, o_));
+      absl::StrAppend(&header, "  # free: ", absl::StrJoin(fvs, ", "));
+    }
+    out_ += header + "\n";
+    for (FuncGraph* child : children_[g]) PrintGraph(child, indent + 1);
+    for (CNode* c : info.order) {
+      std::vector<std::string> args;
+      for (size_t i = 1; i < c->size(); ++i) args.push_back(Ref(c->input(i), o_));
+      std::string callee = c->size() > 0 ? Ref(c->input(0), o_) : "<no callee>";
+      absl::StrAppend(&out_, pad, "  ", Ref(c, o_), " = ", callee, "(",
+                      absl::StrJoin(args, ", "), ")", TypeSuffix(c, o_), "\n");
+    }
+    absl::StrAppend(&out_, pad, "  return ",
+                    g->output() != nullptr ? Ref(g->output(), o_) : "<none>", "\n");
+    absl::StrAppend(&out_, pad, "}\n");
+  }
+
+  std::string PrintAll() {
+    for (const auto& w : module_.weights()) {
+      absl::StrAppend(&out_, Ref(w.get(), o_), TypeSuffix(w.get(), o_));
+      if (o_.show_weight_values && w->default_value().has_value()) {
+        absl::StrAppend(&out_, " = ", w->default_value()->DebugString(o_.max_tensor_elements));
+      }
+      out_ += "\n";
+    }
+    for (const auto& g : module_.graphs()) {
+      if (g->parent() == nullptr) PrintGraph(g.get(), 0);
+    }
+    return out_;
+  }
+
+  std::string out_;
+
+ private:
+  Module& module_;
+  Manager& manager_;
+  const PrintOptions& o_;
+  absl::flat_hash_map<FuncGraph*, std::vector<FuncGraph*>> children_;
+};
+
+std::string DotEscape(const std::string& s) {
+  return absl::StrReplaceAll(s, {{"\\", "\\\\"}, {"\"", "\\\""}, {"\n", "\\n"}});
+}
+
+}  // namespace
+
+std::string PrintModule(Module& module, const PrintOptions& options) {
+  Printer p(module, options);
+  return p.PrintAll();
+}
+
+std::string PrintGraph(FuncGraph* graph, const PrintOptions& options) {
+  Printer p(*graph->module(), options);
+  p.PrintGraph(graph, 0);
+  return p.out_;
+}
+
+std::string ToDot(Module& module) {
+  Manager& manager = module.manager();
+  PrintOptions o;
+  o.max_tensor_elements = 3;
+  std::string out = "digraph kgrad {\n  compound=true;\n  node [shape=box, fontsize=10];\n";
+  auto id = [](const AnfNode* n) { return absl::StrCat("n", n->id()); };
+  for (const auto& w : module.weights()) {
+    absl::StrAppend(&out, "  ", id(w.get()), " [label=\"", DotEscape(Ref(w.get(), o)),
+                    "\", shape=cylinder];\n");
+  }
+  int cluster = 0;
+  for (const auto& gp : module.graphs()) {
+    FuncGraph* g = gp.get();
+    const GraphInfo& info = manager.Info(g);
+    absl::StrAppend(&out, "  subgraph cluster_", cluster++, " {\n    label=\"@",
+                    DotEscape(g->name()), "\";\n");
+    for (Parameter* p : g->parameters()) {
+      absl::StrAppend(&out, "    ", id(p), " [label=\"", DotEscape(Ref(p, o)),
+                      "\", shape=ellipse];\n");
+    }
+    for (CNode* c : info.order) {
+      std::string callee = c->size() > 0 ? Ref(c->input(0), o) : "?";
+      absl::StrAppend(&out, "    ", id(c), " [label=\"", DotEscape(Ref(c, o)), " = ",
+                      DotEscape(callee), "\"];\n");
+    }
+    std::string ret = absl::StrCat("ret", g->name().size(), "_", cluster);
+    absl::StrAppend(&out, "    ", ret, " [label=\"return\", shape=plaintext];\n  }\n");
+    for (CNode* c : info.order) {
+      for (size_t i = 1; i < c->size(); ++i) {
+        const AnfNode* in = c->input(i);
+        if (in->is_value()) continue;
+        absl::StrAppend(&out, "  ", id(in), " -> ", id(c), ";\n");
+      }
+    }
+    if (g->output() != nullptr && !g->output()->is_value()) {
+      absl::StrAppend(&out, "  ", id(g->output()), " -> ", ret, ";\n");
+    }
+  }
+  out += "}\n";
+  return out;
+}
+
+}  // namespace kgrad

@@ -1,0 +1,123 @@
+#include "core/tensor.h"
+
+#include <cstdlib>
+#include <cstring>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "core/status_macros.h"
+
+namespace kgrad {
+namespace {
+
+class HostAllocator final : public Allocator {
+ public:
+  DeviceType device() const override { return DeviceType::kCpu; }
+  void* Allocate(size_t bytes) override {
+    // 64-byte alignment suits AVX-512 loads; aligned_alloc wants a multiple.
+    size_t rounded = (bytes + 63) / 64 * 64;
+    if (rounded == 0) rounded = 64;
+    return std::aligned_alloc(64, rounded);
+  }
+  void Free(void* ptr, size_t) override { std::free(ptr); }
+};
+
+}  // namespace
+
+const char* DeviceTypeName(DeviceType d) {
+  return d == DeviceType::kCpu ? "cpu" : "cuda";
+}
+
+Allocator* CpuAllocator() {
+  static HostAllocator* const allocator = new HostAllocator();
+  return allocator;
+}
+
+Buffer::~Buffer() {
+  if (data_ != nullptr) allocator_->Free(data_, bytes_);
+}
+
+absl::StatusOr<Tensor> Tensor::Create(DType dtype, absl::Span<const int64_t> shape,
+                                      Allocator* allocator) {
+  KGRAD_ASSIGN_OR_RETURN(int64_t n, CheckedNumElements(shape));
+  size_t bytes = static_cast<size_t>(n) * DTypeSize(dtype);
+  void* data = allocator->Allocate(bytes);
+  if (data == nullptr) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("out of ", DeviceTypeName(allocator->device()), " memory allocating ",
+                     bytes, " bytes for ", DTypeName(dtype), ShapeToString(shape)));
+  }
+  auto impl = std::make_shared<Impl>();
+  impl->dtype = dtype;
+  impl->shape = Shape(shape.begin(), shape.end());
+  impl->num_elements = n;
+  impl->buffer = std::make_shared<Buffer>(allocator, data, bytes);
+  return Tensor(std::move(impl));
+}
+
+absl::StatusOr<Tensor> Tensor::Zeros(DType dtype, absl::Span<const int64_t> shape) {
+  KGRAD_ASSIGN_OR_RETURN(Tensor t, Create(dtype, shape));
+  std::memset(t.raw_data(), 0, t.nbytes());
+  return t;
+}
+
+absl::StatusOr<Tensor> Tensor::Full(DType dtype, absl::Span<const int64_t> shape,
+                                    double value) {
+  KGRAD_ASSIGN_OR_RETURN(Tensor t, Create(dtype, shape));
+  DispatchDType(dtype, [&](auto zero) {
+    using T = decltype(zero);
+    T* p = t.mutable_data<T>();
+    T v = static_cast<T>(value);
+    for (int64_t i = 0; i < t.NumElements(); ++i) p[i] = v;
+  });
+  return t;
+}
+
+Tensor Tensor::Reshaped(absl::Span<const int64_t> shape) const {
+  auto impl = std::make_shared<Impl>(*impl_);
+  impl->shape = Shape(shape.begin(), shape.end());
+  return Tensor(std::move(impl));
+}
+
+Tensor Tensor::Clone() const {
+  Tensor out = Create(dtype(), shape()).value();
+  std::memcpy(out.raw_data(), raw_data(), nbytes());
+  return out;
+}
+
+double Tensor::ElementAsDouble(int64_t i) const {
+  return DispatchDType(dtype(), [&](auto zero) -> double {
+    using T = decltype(zero);
+    return static_cast<double>(data<T>()[i]);
+  });
+}
+
+std::string Tensor::TypeString() const {
+  return absl::StrCat(DTypeName(dtype()), ShapeToString(shape()));
+}
+
+std::string Tensor::DebugString(int max_elements) const {
+  if (!defined()) return "<undefined tensor>";
+  std::string s = TypeString() + "{";
+  if (device() != DeviceType::kCpu) return s + "on " + DeviceTypeName(device()) + "}";
+  int64_t n = NumElements();
+  for (int64_t i = 0; i < n && i < max_elements; ++i) {
+    if (i) s += ", ";
+    if (dtype() == DType::kBool) {
+      s += data<bool>()[i] ? "true" : "false";
+    } else {
+      absl::StrAppend(&s, ElementAsDouble(i));
+    }
+  }
+  if (n > max_elements) s += ", ...";
+  return s + "}";
+}
+
+bool TensorsEqual(const Tensor& a, const Tensor& b) {
+  if (a.defined() != b.defined()) return false;
+  if (!a.defined()) return true;
+  if (a.dtype() != b.dtype() || a.shape() != b.shape()) return false;
+  return std::memcmp(a.raw_data(), b.raw_data(), a.nbytes()) == 0;
+}
+
+}  // namespace kgrad

@@ -1,0 +1,38 @@
+#include "ops/registry.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+
+#include "ops/elementwise.h"
+#include "ops/linalg.h"
+#include "ops/nn.h"
+#include "ops/reduce.h"
+#include "ops/shape_ops.h"
+#include "ops/structural.h"
+
+namespace kgrad {
+
+const PrimitiveRegistry& DefaultRegistry() {
+  // Built once (thread-safe static initialisation), never modified afterwards.
+  static const PrimitiveRegistry* const registry = [] {
+    std::vector<PrimitiveDef> defs;
+    ops::RegisterStructuralOps(&defs);
+    ops::RegisterElementwiseOps(&defs);
+    ops::RegisterReduceOps(&defs);
+    ops::RegisterShapeOps(&defs);
+    ops::RegisterLinalgOps(&defs);
+    ops::RegisterNnOps(&defs);
+    auto r = PrimitiveRegistry::Create(std::move(defs));
+    if (!r.ok()) {
+      // A broken op table is a build defect, not user input.
+      std::fprintf(stderr, "kgrad: bad primitive registry: %s\n",
+                   std::string(r.status().message()).c_str());
+      std::abort();
+    }
+    return r->release();
+  }();
+  return *registry;
+}
+
+}  // namespace kgrad

@@ -1,0 +1,261 @@
+#include "ops/structural.h"
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "core/status_macros.h"
+#include "ops/op_util.h"
+
+namespace kgrad {
+namespace ops {
+namespace {
+
+// ----- Tuples -------------------------------------------------------------------
+absl::StatusOr<AbstractPtr> InferMakeTuple(const InferCall& c) {
+  return MakeAbstractTuple(std::vector<AbstractPtr>(c.args.begin(), c.args.end()));
+}
+
+absl::StatusOr<const AbstractTuple*> TupleArg(const InferCall& c, int i) {
+  const AbstractTuple* t = AsTuple(c.args[i]);
+  if (t == nullptr) return ArgError(c, i, "a tuple");
+  return t;
+}
+
+absl::StatusOr<int64_t> TupleIndex(const InferCall& c, const AbstractTuple* t) {
+  KGRAD_ASSIGN_OR_RETURN(int64_t i, ConstIntArg(c, 1));
+  int64_t n = static_cast<int64_t>(t->size());
+  if (i < -n || i >= n) {
+    return absl::OutOfRangeError(
+        absl::StrCat("tuple index ", i, " is out of range for a tuple of ", n));
+  }
+  return i < 0 ? i + n : i;
+}
+
+absl::StatusOr<AbstractPtr> InferTupleGetItem(const InferCall& c) {
+  KGRAD_ASSIGN_OR_RETURN(const AbstractTuple* t, TupleArg(c, 0));
+  KGRAD_ASSIGN_OR_RETURN(int64_t i, TupleIndex(c, t));
+  return t->elements()[i];
+}
+
+absl::StatusOr<AbstractPtr> InferTupleSetItem(const InferCall& c) {
+  KGRAD_ASSIGN_OR_RETURN(const AbstractTuple* t, TupleArg(c, 0));
+  KGRAD_ASSIGN_OR_RETURN(int64_t i, TupleIndex(c, t));
+  std::vector<AbstractPtr> elems = t->elements();
+  elems[i] = c.args[2];
+  return MakeAbstractTuple(std::move(elems));
+}
+
+// ----- Control flow and closures --------------------------------------------------
+// switch(cond, a, b): a if cond else b. The inference driver handles switch
+// itself (it is not strict in its branches); this is its plain form.
+absl::StatusOr<AbstractPtr> InferSwitch(const InferCall& c) {
+  if (const AbstractScalar* s = AsScalar(c.args[0]); s != nullptr && s->value().has_value()) {
+    return s->value()->AsBool() ? c.args[1] : c.args[2];
+  }
+  return Join(c.args[1], c.args[2]);
+}
+
+// partial(f, a...): f with its first arguments bound.
+absl::StatusOr<AbstractPtr> InferPartial(const InferCall& c) {
+  const AbstractFunction* f = AsFunction(c.args[0]);
+  if (f == nullptr) return ArgError(c, 0, "a function");
+  std::vector<FuncAtom> atoms;
+  for (const FuncAtom& a : f->atoms()) {
+    FuncAtom p;
+    p.kind = FuncAtom::Kind::kPartial;
+    p.fn = std::make_shared<const FuncAtom>(a);
+    p.bound.assign(c.args.begin() + 1, c.args.end());
+    atoms.push_back(std::move(p));
+  }
+  return std::make_shared<const AbstractFunction>(std::move(atoms));
+}
+
+absl::StatusOr<AbstractPtr> InferFirst(const InferCall& c) { return c.args[0]; }
+
+// ----- Envs ---------------------------------------------------------------------------
+absl::Status EnvArg(const InferCall& c, int i) {
+  if (c.args[i]->kind() != AbstractKind::kEnv) return ArgError(c, i, "an env");
+  return absl::OkStatus();
+}
+
+absl::Status KeyArg(const InferCall& c, int i) {
+  if (AsString(c.args[i]) == nullptr) return ArgError(c, i, "a string key");
+  return absl::OkStatus();
+}
+
+absl::StatusOr<AbstractPtr> InferEnvSetItem(const InferCall& c) {
+  KGRAD_RETURN_IF_ERROR(EnvArg(c, 0));
+  KGRAD_RETURN_IF_ERROR(KeyArg(c, 1));
+  return MakeAbstractEnv();
+}
+
+absl::StatusOr<AbstractPtr> InferEnvGetItem(const InferCall& c) {
+  KGRAD_RETURN_IF_ERROR(EnvArg(c, 0));
+  KGRAD_RETURN_IF_ERROR(KeyArg(c, 1));
+  return c.args[2];
+}
+
+absl::StatusOr<AbstractPtr> InferEnvAdd(const InferCall& c) {
+  KGRAD_RETURN_IF_ERROR(EnvArg(c, 0));
+  KGRAD_RETURN_IF_ERROR(EnvArg(c, 1));
+  return MakeAbstractEnv();
+}
+
+// ----- Gradient plumbing -------------------------------------------------------------
+// The sensitivity type of a value: itself for tensors, scalars and tuples
+// (elementwise); an env for functions (the sensitivities of what they capture).
+AbstractPtr SensitivityOf(const AbstractPtr& a) {
+  switch (a->kind()) {
+    case AbstractKind::kFunction:
+    case AbstractKind::kEnv:
+      return MakeAbstractEnv();
+    case AbstractKind::kTuple: {
+      std::vector<AbstractPtr> elems;
+      for (const AbstractPtr& e : AsTuple(a)->elements()) elems.push_back(SensitivityOf(e));
+      return MakeAbstractTuple(std::move(elems));
+    }
+    case AbstractKind::kScalar:
+      return MakeAbstractScalar(AsScalar(a)->dtype());
+    default:
+      return a;
+  }
+}
+
+// hyper_add(a, b): a + b for tensors and scalars, elementwise for tuples, env_add
+// for envs. Both sides have the same structure (sensitivities of one value).
+absl::StatusOr<AbstractPtr> InferHyperAdd(const InferCall& c) {
+  absl::StatusOr<AbstractPtr> j = Join(SensitivityOf(c.args[0]), SensitivityOf(c.args[1]));
+  if (!j.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "hyper_add needs two values of one structure: ", j.status().message()));
+  }
+  return *j;
+}
+
+absl::StatusOr<AbstractPtr> InferZerosLike(const InferCall& c) {
+  return SensitivityOf(c.args[0]);
+}
+
+absl::StatusOr<AbstractPtr> InferOnesLike(const InferCall& c) {
+  const AbstractPtr& a = c.args[0];
+  if (a->kind() != AbstractKind::kTensor && a->kind() != AbstractKind::kScalar &&
+      a->kind() != AbstractKind::kTuple) {
+    return ArgError(c, 0, "a tensor, scalar or tuple");
+  }
+  return SensitivityOf(a);
+}
+
+// ----- Scalars -------------------------------------------------------------------------
+DType PromoteScalar(DType a, DType b) {
+  if (IsFloating(a) || IsFloating(b)) {
+    return a == DType::kFloat64 || b == DType::kFloat64 ? DType::kFloat64 : DType::kFloat32;
+  }
+  if (a == DType::kInt64 || b == DType::kInt64) return DType::kInt64;
+  if (a == DType::kBool && b == DType::kBool) return DType::kInt64;
+  return DType::kInt32;
+}
+
+absl::StatusOr<std::pair<const AbstractScalar*, const AbstractScalar*>> ScalarPair(
+    const InferCall& c) {
+  KGRAD_ASSIGN_OR_RETURN(const AbstractScalar* a, ScalarArg(c, 0));
+  KGRAD_ASSIGN_OR_RETURN(const AbstractScalar* b, ScalarArg(c, 1));
+  return std::make_pair(a, b);
+}
+
+// Folds constants: loop bounds and tuple indices stay constant through arithmetic.
+std::optional<Scalar> FoldScalar(PrimId id, const Scalar& a, const Scalar& b, DType out) {
+  bool f = IsFloating(out);
+  double x = a.AsDouble(), y = b.AsDouble();
+  int64_t i = a.AsInt(), j = b.AsInt();
+  switch (id) {
+    case PrimId::kScalarAdd: return f ? Scalar::Float(x + y, out) : Scalar::Int(i + j, out);
+    case PrimId::kScalarSub: return f ? Scalar::Float(x - y, out) : Scalar::Int(i - j, out);
+    case PrimId::kScalarMul: return f ? Scalar::Float(x * y, out) : Scalar::Int(i * j, out);
+    case PrimId::kScalarDiv:
+      if (f) return Scalar::Float(x / y, out);
+      if (j == 0) return std::nullopt;
+      return Scalar::Int(i / j, out);
+    case PrimId::kScalarLt: return Scalar::Bool(x < y);
+    case PrimId::kScalarLe: return Scalar::Bool(x <= y);
+    case PrimId::kScalarGt: return Scalar::Bool(x > y);
+    case PrimId::kScalarGe: return Scalar::Bool(x >= y);
+    case PrimId::kScalarEq: return Scalar::Bool(x == y);
+    case PrimId::kScalarNe: return Scalar::Bool(x != y);
+    default: return std::nullopt;
+  }
+}
+
+absl::StatusOr<AbstractPtr> InferScalarArith(const InferCall& c) {
+  KGRAD_ASSIGN_OR_RETURN(auto ab, ScalarPair(c));
+  DType out = PromoteScalar(ab.first->dtype(), ab.second->dtype());
+  if (ab.first->value().has_value() && ab.second->value().has_value()) {
+    if (std::optional<Scalar> v = FoldScalar(c.prim.id(), *ab.first->value(),
+                                             *ab.second->value(), out)) {
+      return MakeAbstractScalarValue(*v);
+    }
+  }
+  return MakeAbstractScalar(out);
+}
+
+absl::StatusOr<AbstractPtr> InferScalarCompare(const InferCall& c) {
+  KGRAD_ASSIGN_OR_RETURN(auto ab, ScalarPair(c));
+  if (ab.first->value().has_value() && ab.second->value().has_value()) {
+    return MakeAbstractScalarValue(
+        *FoldScalar(c.prim.id(), *ab.first->value(), *ab.second->value(), DType::kBool));
+  }
+  return MakeAbstractScalar(DType::kBool);
+}
+
+// scalar_to_tensor(s){dtype}: the scalar as a rank-0 tensor of `dtype` (default f32).
+absl::StatusOr<AbstractPtr> InferScalarToTensor(const InferCall& c) {
+  KGRAD_ASSIGN_OR_RETURN(const AbstractScalar* s, ScalarArg(c, 0));
+  (void)s;
+  return MakeAbstractTensor(c.prim.GetDType("dtype"), {});
+}
+
+// tensor_to_scalar(t): the single element of a rank-0 (or one-element) tensor.
+absl::StatusOr<AbstractPtr> InferTensorToScalar(const InferCall& c) {
+  KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* t, TensorArg(c, 0));
+  for (int64_t d : t->shape()) {
+    if (d != 1 && d != kUnknownDim) return ArgError(c, 0, "a tensor with one element");
+  }
+  return MakeAbstractScalar(t->dtype());
+}
+
+PrimitiveDef Structural(PrimitiveDef d) {
+  d.structural = true;
+  return d;
+}
+
+}  // namespace
+
+void RegisterStructuralOps(std::vector<PrimitiveDef>* defs) {
+  defs->push_back(Structural(MakeDef(PrimId::kMakeTuple, 0, -1, InferMakeTuple)));
+  defs->push_back(Structural(MakeDef(PrimId::kTupleGetItem, 2, 2, InferTupleGetItem)));
+  defs->push_back(Structural(MakeDef(PrimId::kTupleSetItem, 3, 3, InferTupleSetItem)));
+  defs->push_back(Structural(MakeDef(PrimId::kSwitch, 3, 3, InferSwitch)));
+  defs->push_back(Structural(MakeDef(PrimId::kPartial, 1, -1, InferPartial)));
+  defs->push_back(Structural(MakeDef(PrimId::kStopGradient, 1, 1, InferFirst)));
+  defs->push_back(Structural(MakeDef(PrimId::kDepend, 2, 2, InferFirst)));
+  defs->push_back(Structural(MakeDef(PrimId::kEnvSetItem, 3, 3, InferEnvSetItem)));
+  defs->push_back(Structural(MakeDef(PrimId::kEnvGetItem, 3, 3, InferEnvGetItem)));
+  defs->push_back(Structural(MakeDef(PrimId::kEnvAdd, 2, 2, InferEnvAdd)));
+  defs->push_back(Structural(MakeDef(PrimId::kHyperAdd, 2, 2, InferHyperAdd)));
+  defs->push_back(Structural(MakeDef(PrimId::kZerosLike, 1, 1, InferZerosLike)));
+  defs->push_back(Structural(MakeDef(PrimId::kOnesLike, 1, 1, InferOnesLike)));
+  for (PrimId id : {PrimId::kScalarAdd, PrimId::kScalarSub, PrimId::kScalarMul,
+                    PrimId::kScalarDiv}) {
+    defs->push_back(Structural(MakeDef(id, 2, 2, InferScalarArith)));
+  }
+  for (PrimId id : {PrimId::kScalarLt, PrimId::kScalarLe, PrimId::kScalarGt,
+                    PrimId::kScalarGe, PrimId::kScalarEq, PrimId::kScalarNe}) {
+    PrimitiveDef d = Structural(MakeDef(id, 2, 2, InferScalarCompare));
+    d.zero_gradient = true;
+    defs->push_back(std::move(d));
+  }
+  defs->push_back(Structural(MakeDef(PrimId::kScalarToTensor, 1, 1, InferScalarToTensor,
+                                     {DTypeAttr("dtype", DType::kFloat32)})));
+  defs->push_back(Structural(MakeDef(PrimId::kTensorToScalar, 1, 1, InferTensorToScalar)));
+}
+
+}  // namespace ops
+}  // namespace kgrad
