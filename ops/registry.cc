@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <vector>
 
+#include "ops/conv.h"
 #include "ops/elementwise.h"
 #include "ops/linalg.h"
 #include "ops/nn.h"
@@ -23,6 +24,7 @@ const PrimitiveRegistry& DefaultRegistry() {
     ops::RegisterShapeOps(&defs);
     ops::RegisterLinalgOps(&defs);
     ops::RegisterNnOps(&defs);
+    ops::RegisterConvOps(&defs);
     auto r = PrimitiveRegistry::Create(std::move(defs));
     if (!r.ok()) {
       // A broken op table is a build defect, not user input.

@@ -31,6 +31,7 @@ const KernelTable& CpuKernels() {
     cpu::RegisterShapeKernels(t);
     cpu::RegisterLinalgKernels(t);
     cpu::RegisterNnKernels(t);
+    cpu::RegisterConvKernels(t);
     return t;
   }();
   return *table;

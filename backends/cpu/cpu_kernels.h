@@ -13,6 +13,7 @@ void RegisterReduceKernels(KernelTable* table);
 void RegisterShapeKernels(KernelTable* table);
 void RegisterLinalgKernels(KernelTable* table);
 void RegisterNnKernels(KernelTable* table);
+void RegisterConvKernels(KernelTable* table);
 
 }  // namespace cpu
 }  // namespace kgrad
