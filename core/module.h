@@ -44,6 +44,13 @@ class Module {
   // attributes written in C++ source).
   PrimitivePtr Prim(PrimId id, AttrMap attrs = {}) const;
 
+  // The main graph (what `kgrad run` runs; graph files name it). Public.
+  FuncGraph* entry() const { return entry_; }
+  void set_entry(FuncGraph* g) {
+    entry_ = g;
+    if (g != nullptr) g->set_public(true);
+  }
+
   // Analyses of the graph structure (free variables, order), recomputed on demand
   // after edits.
   Manager& manager();
@@ -66,6 +73,7 @@ class Module {
   absl::flat_hash_map<std::string, FuncGraph*> graphs_by_name_;
   std::vector<std::unique_ptr<Parameter>> weights_;
   absl::flat_hash_map<std::string, Parameter*> weights_by_name_;
+  FuncGraph* entry_ = nullptr;
   std::unique_ptr<Manager> manager_;
   uint64_t version_ = 0;
   uint64_t next_node_id_ = 1;

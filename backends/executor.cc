@@ -1,0 +1,560 @@
+#include "backends/executor.h"
+
+#include <utility>
+
+#include "absl/container/inlined_vector.h"
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "backends/cpu/cpu_device.h"
+#include "core/manager.h"
+#include "core/module.h"
+#include "core/status_macros.h"
+
+namespace kgrad {
+
+namespace {
+
+enum class OperandKind : uint8_t { kSlot, kConst, kWeight };
+
+struct Operand {
+  OperandKind kind;
+  int32_t index;
+};
+
+struct Step {
+  enum class Kind : uint8_t { kKernel, kCall, kClosure } kind;
+  const CNode* node = nullptr;
+  const Primitive* prim = nullptr;  // kKernel
+  KernelFn kernel = nullptr;        // kKernel
+  FuncGraph* closure_graph = nullptr;  // kClosure
+  absl::InlinedVector<Operand, 4> inputs;  // kCall: inputs[0] is the callee
+  absl::InlinedVector<bool, 4> move;       // read by moving (last use of the slot)
+  absl::InlinedVector<int32_t, 2> release; // slots dead after this step
+  int32_t out = -1;
+  bool tail = false;
+};
+
+absl::Status AtNode(const absl::Status& s, const CNode* node, const Primitive* prim) {
+  std::string what = prim != nullptr ? absl::StrCat(" (", prim->name(), ")") : "";
+  return absl::Status(s.code(), absl::StrCat(node->Location(), what, ": ", s.message()));
+}
+
+}  // namespace
+
+class Plan {
+ public:
+  FuncGraph* graph = nullptr;
+  int num_params = 0;
+  int num_slots = 0;
+  std::vector<const AnfNode*> fvs;  // captured free variables, closure order
+  std::vector<Step> steps;
+  std::vector<Value> constants;
+  Operand output{OperandKind::kSlot, 0};
+  std::vector<int32_t> release_at_entry;
+};
+
+namespace {
+
+// Builds the Plan of one graph.
+class PlanCompiler {
+ public:
+  PlanCompiler(FuncGraph* g, Device* device, Manager& manager,
+               const absl::flat_hash_map<const Parameter*, int>& weight_index)
+      : g_(g), device_(device), manager_(manager), weight_index_(weight_index) {}
+
+  absl::StatusOr<std::unique_ptr<Plan>> Compile() {
+    plan_ = std::make_unique<Plan>();
+    plan_->graph = g_;
+    const GraphInfo& info = manager_.Info(g_);
+    for (Parameter* p : g_->parameters()) slot_[p] = NewSlot();
+    plan_->num_params = static_cast<int>(g_->parameters().size());
+    for (AnfNode* fv : info.fvs) {
+      if (fv->graph() == nullptr) continue;  // weights are global
+      plan_->fvs.push_back(fv);
+      slot_[fv] = NewSlot();
+    }
+    for (CNode* c : info.order) KGRAD_RETURN_IF_ERROR(CompileNode(c));
+    if (g_->output() == nullptr) {
+      return absl::FailedPreconditionError(absl::StrCat("graph '", g_->name(), "' has no output"));
+    }
+    KGRAD_ASSIGN_OR_RETURN(plan_->output, OperandOf(g_->output(), nullptr));
+    MarkTailCall();
+    ComputeLiveness();
+    plan_->num_slots = next_slot_;
+    return std::move(plan_);
+  }
+
+ private:
+  int32_t NewSlot() { return next_slot_++; }
+
+  absl::Status CompileNode(CNode* c) {
+    if (c->size() == 0) {
+      return absl::FailedPreconditionError(absl::StrCat(c->Location(), ": no callee"));
+    }
+    Step step;
+    step.node = c;
+    const Primitive* prim = c->primitive();
+    size_t first_arg = 1;
+    if (prim != nullptr) {
+      step.kind = Step::Kind::kKernel;
+      step.prim = prim;
+      step.kernel = device_->kernel(prim->id());
+      if (step.kernel == nullptr) {
+        return absl::UnimplementedError(absl::StrCat(c->Location(), ": no ", device_->name(),
+                                                     " kernel for primitive '", prim->name(), "'"));
+      }
+    } else {
+      step.kind = Step::Kind::kCall;
+      first_arg = 0;
+    }
+    for (size_t i = first_arg; i < c->size(); ++i) {
+      KGRAD_ASSIGN_OR_RETURN(Operand op, OperandOf(c->input(i), c));
+      step.inputs.push_back(op);
+    }
+    step.out = NewSlot();
+    slot_[c] = step.out;
+    plan_->steps.push_back(std::move(step));
+    return absl::OkStatus();
+  }
+
+  // Where a node's value comes from; emits a closure step for a graph constant
+  // that captures free variables.
+  absl::StatusOr<Operand> OperandOf(AnfNode* n, const CNode* user) {
+    auto it = slot_.find(n);
+    if (it != slot_.end()) return Operand{OperandKind::kSlot, it->second};
+    if (Parameter* p = n->AsParameter(); p != nullptr && p->is_weight()) {
+      auto w = weight_index_.find(p);
+      if (w == weight_index_.end()) {
+        return absl::InternalError(absl::StrCat("weight '", p->name(), "' is not registered"));
+      }
+      return Operand{OperandKind::kWeight, w->second};
+    }
+    if (const ValueNode* v = n->AsValue()) return ConstantOperand(v->value(), user);
+    std::string where = user != nullptr ? user->Location() : absl::StrCat("graph '", g_->name(), "'");
+    return absl::FailedPreconditionError(absl::StrCat(
+        where, ": input '", n->DebugName(), "' is not in scope (it belongs to graph '",
+        n->graph() != nullptr ? n->graph()->name() : "?", "')"));
+  }
+
+  absl::StatusOr<Operand> ConstantOperand(const Value& v, const CNode* user) {
+    if (v.is_graph()) {
+      FuncGraph* h = v.graph();
+      std::vector<AnfNode*> captured;
+      for (AnfNode* fv : manager_.Info(h).fvs) {
+        if (fv->graph() != nullptr) captured.push_back(fv);
+      }
+      if (!captured.empty()) return ClosureOperand(h, captured, user);
+    }
+    Value on_device = v;
+    if (v.is_tensor() && v.tensor().device() != device_->type()) {
+      KGRAD_ASSIGN_OR_RETURN(Tensor t, device_->CopyToDevice(v.tensor()));
+      on_device = Value(std::move(t));
+    }
+    plan_->constants.push_back(std::move(on_device));
+    return Operand{OperandKind::kConst, static_cast<int32_t>(plan_->constants.size() - 1)};
+  }
+
+  absl::StatusOr<Operand> ClosureOperand(FuncGraph* h, const std::vector<AnfNode*>& captured,
+                                         const CNode* user) {
+    auto it = closure_slot_.find(h);
+    if (it != closure_slot_.end()) return Operand{OperandKind::kSlot, it->second};
+    Step step;
+    step.kind = Step::Kind::kClosure;
+    step.node = user;
+    step.closure_graph = h;
+    for (AnfNode* fv : captured) {
+      auto s = slot_.find(fv);
+      if (s == slot_.end()) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "graph '", g_->name(), "' makes a closure of graph '", h->name(),
+            "' whose free variable '", fv->DebugName(), "' is not in scope"));
+      }
+      step.inputs.push_back(Operand{OperandKind::kSlot, s->second});
+    }
+    step.out = NewSlot();
+    closure_slot_[h] = step.out;
+    plan_->steps.push_back(std::move(step));
+    return Operand{OperandKind::kSlot, step.out};
+  }
+
+  void MarkTailCall() {
+    if (plan_->steps.empty()) return;
+    Step& last = plan_->steps.back();
+    if (last.kind == Step::Kind::kCall && plan_->output.kind == OperandKind::kSlot &&
+        plan_->output.index == last.out) {
+      last.tail = true;
+    }
+  }
+
+  // Each slot is freed right after its last reader; the last read moves the value
+  // so that a kernel may reuse a buffer nothing else holds.
+  void ComputeLiveness() {
+    const int n = static_cast<int>(plan_->steps.size());
+    std::vector<int> last_use(next_slot_, -1);
+    for (int i = 0; i < n; ++i) {
+      for (const Operand& op : plan_->steps[i].inputs) {
+        if (op.kind == OperandKind::kSlot) last_use[op.index] = i;
+      }
+    }
+    if (plan_->output.kind == OperandKind::kSlot) last_use[plan_->output.index] = n;
+    std::vector<int> defined_at(next_slot_, -1);
+    for (int i = 0; i < n; ++i) defined_at[plan_->steps[i].out] = i;
+    for (int i = 0; i < n; ++i) {
+      Step& s = plan_->steps[i];
+      s.move.assign(s.inputs.size(), false);
+      for (int k = static_cast<int>(s.inputs.size()) - 1; k >= 0; --k) {
+        const Operand& op = s.inputs[k];
+        if (op.kind != OperandKind::kSlot || last_use[op.index] != i) continue;
+        bool later_in_step = false;
+        for (size_t j = k + 1; j < s.inputs.size(); ++j) {
+          later_in_step |= s.inputs[j].kind == OperandKind::kSlot && s.inputs[j].index == op.index;
+        }
+        if (!later_in_step) {
+          s.move[k] = true;
+          s.release.push_back(op.index);
+        }
+      }
+      if (last_use[s.out] < 0) s.release.push_back(s.out);
+    }
+    for (int slot = 0; slot < next_slot_; ++slot) {
+      if (defined_at[slot] < 0 && last_use[slot] < 0) plan_->release_at_entry.push_back(slot);
+    }
+  }
+
+  FuncGraph* g_;
+  Device* device_;
+  Manager& manager_;
+  const absl::flat_hash_map<const Parameter*, int>& weight_index_;
+  std::unique_ptr<Plan> plan_;
+  absl::flat_hash_map<const AnfNode*, int32_t> slot_;
+  absl::flat_hash_map<const FuncGraph*, int32_t> closure_slot_;
+  int32_t next_slot_ = 0;
+};
+
+struct Frame {
+  const Plan* plan;
+  std::vector<Value> slots;
+  size_t pc = 0;
+};
+
+}  // namespace
+
+Executor::Executor(FuncGraph* entry, ExecutorOptions options)
+    : entry_(entry), options_(options),
+      device_(options.device != nullptr ? options.device : CpuDevice()) {}
+
+Executor::~Executor() = default;
+
+absl::StatusOr<std::unique_ptr<Executor>> Executor::Create(FuncGraph* entry,
+                                                           ExecutorOptions options) {
+  std::unique_ptr<Executor> e(new Executor(entry, options));
+  KGRAD_RETURN_IF_ERROR(e->Compile());
+  return e;
+}
+
+absl::Status Executor::Compile() {
+  Module* module = entry_->module();
+  for (const auto& w : module->weights()) {
+    weight_index_[w.get()] = static_cast<int>(weights_.size());
+    weights_.push_back(w.get());
+    if (!w->default_value().has_value()) {
+      return absl::FailedPreconditionError(absl::StrCat("weight '", w->name(), "' has no value"));
+    }
+    KGRAD_ASSIGN_OR_RETURN(Tensor t, device_->CopyToDevice(*w->default_value()));
+    weight_values_.push_back(Value(std::move(t)));
+  }
+  Manager& manager = module->manager();
+  for (FuncGraph* g : manager.Reachable({entry_})) {
+    PlanCompiler compiler(g, device_, manager, weight_index_);
+    KGRAD_ASSIGN_OR_RETURN(std::unique_ptr<Plan> plan, compiler.Compile());
+    stats_.steps += static_cast<int>(plan->steps.size());
+    plans_[g] = std::move(plan);
+  }
+  stats_.graphs = static_cast<int>(plans_.size());
+  stats_.flat = true;
+  for (const Step& s : plans_.at(entry_)->steps) {
+    if (s.kind != Step::Kind::kKernel) stats_.flat = false;
+  }
+  return absl::OkStatus();
+}
+
+namespace {
+
+absl::Status CheckArgument(const Parameter* p, const Value& v, const FuncGraph* g) {
+  const AbstractTensor* want = AsTensor(p->declared());
+  if (want == nullptr) return absl::OkStatus();
+  if (!v.is_tensor()) {
+    return absl::InvalidArgumentError(absl::StrCat("graph '", g->name(), "', input '",
+                                                   p->DebugName(), "' must be ", want->ToString(),
+                                                   ", got ", v.TypeString()));
+  }
+  const Tensor& t = v.tensor();
+  bool ok = t.dtype() == want->dtype() && t.rank() == want->rank();
+  for (int i = 0; ok && i < t.rank(); ++i) {
+    ok = want->shape()[i] == kUnknownDim || want->shape()[i] == t.dim(i);
+  }
+  if (!ok) {
+    return absl::InvalidArgumentError(absl::StrCat("graph '", g->name(), "', input '",
+                                                   p->DebugName(), "' must be ", want->ToString(),
+                                                   ", got ", t.TypeString()));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Value> ToDevice(Value v, Device* d) {
+  if (v.is_tensor()) {
+    if (v.tensor().device() == d->type()) return v;
+    KGRAD_ASSIGN_OR_RETURN(Tensor t, d->CopyToDevice(v.tensor()));
+    return Value(std::move(t));
+  }
+  if (v.is_tuple()) {
+    std::vector<Value> elems;
+    for (const Value& e : v.tuple()) {
+      KGRAD_ASSIGN_OR_RETURN(Value x, ToDevice(e, d));
+      elems.push_back(std::move(x));
+    }
+    return Value::Tuple(std::move(elems));
+  }
+  return v;
+}
+
+absl::StatusOr<Value> ToHost(Value v, Device* d) {
+  if (v.is_tensor()) {
+    if (v.tensor().device() == DeviceType::kCpu) return v;
+    KGRAD_ASSIGN_OR_RETURN(Tensor t, d->CopyToHost(v.tensor()));
+    return Value(std::move(t));
+  }
+  if (v.is_tuple()) {
+    std::vector<Value> elems;
+    for (const Value& e : v.tuple()) {
+      KGRAD_ASSIGN_OR_RETURN(Value x, ToHost(e, d));
+      elems.push_back(std::move(x));
+    }
+    return Value::Tuple(std::move(elems));
+  }
+  return v;
+}
+
+}  // namespace
+
+absl::StatusOr<Value> Executor::Run(
+    std::vector<Value> args, const absl::flat_hash_map<std::string, Tensor>& weights) const {
+  const auto& params = entry_->parameters();
+  if (args.size() != params.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("graph '", entry_->name(), "' takes ",
+                                                   params.size(), " inputs, got ", args.size()));
+  }
+  for (size_t i = 0; i < args.size(); ++i) {
+    KGRAD_RETURN_IF_ERROR(CheckArgument(params[i], args[i], entry_));
+    KGRAD_ASSIGN_OR_RETURN(args[i], ToDevice(std::move(args[i]), device_));
+  }
+  std::vector<Value> w = weight_values_;
+  for (const auto& [name, tensor] : weights) {
+    int index = -1;
+    for (size_t i = 0; i < weights_.size(); ++i) {
+      if (weights_[i]->name() == name) index = static_cast<int>(i);
+    }
+    if (index < 0) {
+      return absl::NotFoundError(absl::StrCat("the module has no weight named '", name, "'"));
+    }
+    const Tensor& old = *weights_[index]->default_value();
+    if (tensor.dtype() != old.dtype() || tensor.shape() != old.shape()) {
+      return absl::InvalidArgumentError(absl::StrCat("weight '", name, "' must be ",
+                                                     old.TypeString(), ", got ",
+                                                     tensor.TypeString()));
+    }
+    KGRAD_ASSIGN_OR_RETURN(Tensor t, device_->CopyToDevice(tensor));
+    w[index] = Value(std::move(t));
+  }
+  KGRAD_ASSIGN_OR_RETURN(Value out, Execute(std::move(args), std::move(w)));
+  KGRAD_RETURN_IF_ERROR(device_->Synchronize());
+  return ToHost(std::move(out), device_);
+}
+
+namespace {
+
+// The run-time state of one Execute call.
+class Machine {
+ public:
+  Machine(const absl::flat_hash_map<const FuncGraph*, std::unique_ptr<Plan>>& plans,
+          std::vector<Value> weights, Device* device, int max_depth)
+      : plans_(plans), weights_(std::move(weights)), device_(device), max_depth_(max_depth) {}
+
+  absl::StatusOr<Value> Run(const Plan* entry, std::vector<Value> args) {
+    KGRAD_RETURN_IF_ERROR(Push(entry, std::move(args), {}, nullptr));
+    while (true) {
+      Frame& f = stack_.back();
+      if (f.pc >= f.plan->steps.size()) {
+        Value result = Read(f, f.plan->output, true);
+        stack_.pop_back();
+        if (stack_.empty()) return result;
+        Frame& caller = stack_.back();
+        const Step& s = caller.plan->steps[caller.pc];
+        caller.slots[s.out] = std::move(result);
+        Finish(caller, s);
+        continue;
+      }
+      const Step& s = f.plan->steps[f.pc];
+      switch (s.kind) {
+        case Step::Kind::kKernel:
+          KGRAD_RETURN_IF_ERROR(RunKernel(f, s));
+          break;
+        case Step::Kind::kClosure:
+          MakeClosure(f, s);
+          break;
+        case Step::Kind::kCall:
+          KGRAD_RETURN_IF_ERROR(Call(s));
+          break;
+      }
+    }
+  }
+
+ private:
+  Value Read(Frame& f, const Operand& op, bool move) {
+    switch (op.kind) {
+      case OperandKind::kSlot:
+        return move ? std::move(f.slots[op.index]) : f.slots[op.index];
+      case OperandKind::kConst:
+        return f.plan->constants[op.index];
+      case OperandKind::kWeight:
+        return weights_[op.index];
+    }
+    return Value();
+  }
+
+  void Gather(Frame& f, const Step& s, size_t from, absl::InlinedVector<Value, 6>* out) {
+    out->clear();
+    for (size_t i = from; i < s.inputs.size(); ++i) out->push_back(Read(f, s.inputs[i], s.move[i]));
+  }
+
+  void Finish(Frame& f, const Step& s) {
+    for (int32_t slot : s.release) f.slots[slot] = Value();
+    ++f.pc;
+  }
+
+  absl::Status RunKernel(Frame& f, const Step& s) {
+    Gather(f, s, 0, &args_);
+    KernelContext ctx(*s.prim, absl::MakeSpan(args_.data(), args_.size()), device_);
+    absl::StatusOr<Value> out = s.kernel(ctx);
+    if (!out.ok()) return AtNode(out.status(), s.node, s.prim);
+    f.slots[s.out] = *std::move(out);
+    args_.clear();
+    Finish(f, s);
+    return absl::OkStatus();
+  }
+
+  void MakeClosure(Frame& f, const Step& s) {
+    std::vector<Value> captured;
+    captured.reserve(s.inputs.size());
+    for (size_t i = 0; i < s.inputs.size(); ++i) captured.push_back(Read(f, s.inputs[i], s.move[i]));
+    f.slots[s.out] = Value::Closure(s.closure_graph, std::move(captured));
+    Finish(f, s);
+  }
+
+  // Calls whatever the callee evaluates to: a closure or graph (a new frame, or
+  // the current one replaced for a tail call), a partial application, or a
+  // primitive used as a value.
+  absl::Status Call(const Step& s) {
+    Frame& f = stack_.back();
+    absl::InlinedVector<Value, 6> in;
+    Gather(f, s, 0, &in);
+    Value fn = std::move(in[0]);
+    std::vector<Value> args(std::make_move_iterator(in.begin() + 1),
+                            std::make_move_iterator(in.end()));
+    while (fn.is_partial()) {
+      const PartialRep& p = fn.partial();
+      args.insert(args.begin(), p.args.begin(), p.args.end());
+      Value inner = p.fn;
+      fn = std::move(inner);
+    }
+    if (fn.is_primitive()) {
+      const Primitive& prim = *fn.primitive();
+      KernelFn kernel = device_->kernel(prim.id());
+      if (kernel == nullptr) {
+        return AtNode(absl::UnimplementedError(absl::StrCat("no ", device_->name(), " kernel")),
+                      s.node, &prim);
+      }
+      KernelContext ctx(prim, absl::MakeSpan(args), device_);
+      absl::StatusOr<Value> out = kernel(ctx);
+      if (!out.ok()) return AtNode(out.status(), s.node, &prim);
+      f.slots[s.out] = *std::move(out);
+      Finish(f, s);
+      return absl::OkStatus();
+    }
+    FuncGraph* g = nullptr;
+    std::vector<Value> captured;
+    if (fn.is_closure()) {
+      g = fn.closure().graph;
+      captured = fn.closure().captured;
+    } else if (fn.is_graph()) {
+      g = fn.graph();
+    } else {
+      return AtNode(absl::InvalidArgumentError(
+                        absl::StrCat("callee is not a function, it is ", fn.TypeString())),
+                    s.node, nullptr);
+    }
+    auto it = plans_.find(g);
+    if (it == plans_.end()) {
+      return AtNode(absl::InternalError(absl::StrCat("graph '", g->name(), "' was not compiled")),
+                    s.node, nullptr);
+    }
+    const Plan* plan = it->second.get();
+    if (args.size() != static_cast<size_t>(plan->num_params)) {
+      return AtNode(absl::InvalidArgumentError(absl::StrCat("graph '", g->name(), "' takes ",
+                                                            plan->num_params, " arguments, got ",
+                                                            args.size())),
+                    s.node, nullptr);
+    }
+    if (captured.size() != plan->fvs.size()) {
+      return AtNode(absl::InternalError(absl::StrCat("closure of graph '", g->name(), "' captures ",
+                                                     captured.size(), " values, expected ",
+                                                     plan->fvs.size())),
+                    s.node, nullptr);
+    }
+    if (s.tail) {
+      stack_.pop_back();  // a tail call returns straight to our caller
+    } else {
+      for (int32_t slot : s.release) f.slots[slot] = Value();
+    }
+    return Push(plan, std::move(args), std::move(captured), s.node);
+  }
+
+  absl::Status Push(const Plan* plan, std::vector<Value> args, std::vector<Value> captured,
+                    const CNode* site) {
+    if (static_cast<int>(stack_.size()) >= max_depth_) {
+      std::string where = site != nullptr ? site->Location() : "entry";
+      return absl::ResourceExhaustedError(absl::StrCat(
+          where, ": call depth exceeds ", max_depth_,
+          " (non-tail recursion too deep; raise ExecutorOptions::max_call_depth)"));
+    }
+    Frame f;
+    f.plan = plan;
+    f.slots.resize(plan->num_slots);
+    for (size_t i = 0; i < args.size(); ++i) f.slots[i] = std::move(args[i]);
+    for (size_t i = 0; i < captured.size(); ++i) f.slots[plan->num_params + i] = std::move(captured[i]);
+    for (int32_t slot : plan->release_at_entry) f.slots[slot] = Value();
+    stack_.push_back(std::move(f));
+    return absl::OkStatus();
+  }
+
+  const absl::flat_hash_map<const FuncGraph*, std::unique_ptr<Plan>>& plans_;
+  std::vector<Value> weights_;
+  Device* device_;
+  int max_depth_;
+  std::vector<Frame> stack_;
+  absl::InlinedVector<Value, 6> args_;
+};
+
+}  // namespace
+
+absl::StatusOr<Value> Executor::Execute(std::vector<Value> args, std::vector<Value> weights) const {
+  Machine m(plans_, std::move(weights), device_, options_.max_call_depth);
+  return m.Run(plans_.at(entry_).get(), std::move(args));
+}
+
+absl::StatusOr<Value> RunGraph(FuncGraph* graph, std::vector<Value> args) {
+  KGRAD_ASSIGN_OR_RETURN(std::unique_ptr<Executor> e, Executor::Create(graph));
+  return e->Run(std::move(args));
+}
+
+}  // namespace kgrad

@@ -1,0 +1,74 @@
+// Executor: runs any FuncGraph on a device. Every graph reachable from the entry
+// is compiled once into a Plan: its applications in order, each reading and
+// writing numbered slots, with the slots each step frees (last use), closures
+// created from captured slots, and calls marked when in tail position. A graph
+// without calls (the usual case after optimisation) is a flat kernel schedule.
+// Calls run on an explicit frame stack, so recursion never grows the C++ stack:
+// tail calls replace the caller's frame (a 100,000-iteration loop runs in one
+// frame), other calls are limited by `max_call_depth` (ResourceExhausted beyond).
+//
+// Threading: Create() compiles; afterwards the executor is immutable and Run may
+// be called from many threads at once.
+#ifndef KGRAD_BACKENDS_EXECUTOR_H_
+#define KGRAD_BACKENDS_EXECUTOR_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "backends/device.h"
+#include "core/func_graph.h"
+
+namespace kgrad {
+
+struct ExecutorOptions {
+  Device* device = nullptr;     // nullptr: the CPU
+  int max_call_depth = 10000;   // non-tail calls in flight
+};
+
+struct ExecutorStats {
+  int graphs = 0;       // compiled graphs
+  int steps = 0;        // steps over all plans
+  bool flat = false;    // the entry graph makes no calls and creates no closures
+};
+
+class Plan;
+
+class Executor {
+ public:
+  static absl::StatusOr<std::unique_ptr<Executor>> Create(FuncGraph* entry,
+                                                          ExecutorOptions options = {});
+  ~Executor();
+
+  // Runs the entry graph. Tensors in `args` are copied to the device, the result
+  // back to the host. Weights take their module values unless `weights` names
+  // them (name -> tensor).
+  absl::StatusOr<Value> Run(std::vector<Value> args,
+                            const absl::flat_hash_map<std::string, Tensor>& weights = {}) const;
+
+  const ExecutorStats& stats() const { return stats_; }
+  Device* device() const { return device_; }
+
+ private:
+  Executor(FuncGraph* entry, ExecutorOptions options);
+  absl::Status Compile();
+  absl::StatusOr<Value> Execute(std::vector<Value> args, std::vector<Value> weights) const;
+
+  FuncGraph* entry_;
+  ExecutorOptions options_;
+  Device* device_;
+  absl::flat_hash_map<const FuncGraph*, std::unique_ptr<Plan>> plans_;
+  std::vector<const Parameter*> weights_;         // weight index -> parameter
+  std::vector<Value> weight_values_;              // on the device
+  absl::flat_hash_map<const Parameter*, int> weight_index_;
+  ExecutorStats stats_;
+};
+
+// Convenience: compile and run once on the CPU.
+absl::StatusOr<Value> RunGraph(FuncGraph* graph, std::vector<Value> args);
+
+}  // namespace kgrad
+
+#endif  // KGRAD_BACKENDS_EXECUTOR_H_

@@ -1,0 +1,262 @@
+#include "proto/convert.h"
+
+#include <cstring>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "core/func_graph.h"
+#include "core/status_macros.h"
+
+namespace kgrad {
+
+proto::DataType DTypeToProto(DType t) {
+  switch (t) {
+    case DType::kFloat32: return proto::DT_FLOAT32;
+    case DType::kFloat64: return proto::DT_FLOAT64;
+    case DType::kInt32: return proto::DT_INT32;
+    case DType::kInt64: return proto::DT_INT64;
+    case DType::kBool: return proto::DT_BOOL;
+  }
+  return proto::DT_INVALID;
+}
+
+absl::StatusOr<DType> DTypeFromProto(int t) {
+  switch (t) {
+    case proto::DT_FLOAT32: return DType::kFloat32;
+    case proto::DT_FLOAT64: return DType::kFloat64;
+    case proto::DT_INT32: return DType::kInt32;
+    case proto::DT_INT64: return DType::kInt64;
+    case proto::DT_BOOL: return DType::kBool;
+    default:
+      return absl::InvalidArgumentError(absl::StrCat(
+          "bad dtype ", t, " (expected DT_FLOAT32, DT_FLOAT64, DT_INT32, DT_INT64 or DT_BOOL)"));
+  }
+}
+
+void TensorToProto(const Tensor& t, proto::TensorProto* out) {
+  out->set_dtype(DTypeToProto(t.dtype()));
+  for (int64_t d : t.shape()) out->add_dims(d);
+  out->set_raw_data(std::string(static_cast<const char*>(t.raw_data()), t.nbytes()));
+}
+
+absl::StatusOr<Tensor> TensorFromProto(const proto::TensorProto& p, const LoadLimits& limits) {
+  KGRAD_ASSIGN_OR_RETURN(DType dtype, DTypeFromProto(p.dtype()));
+  Shape shape(p.dims().begin(), p.dims().end());
+  KGRAD_ASSIGN_OR_RETURN(int64_t n, CheckedNumElements(shape));
+  int64_t bytes = n * static_cast<int64_t>(DTypeSize(dtype));
+  if (bytes > limits.max_tensor_bytes) {
+    return absl::ResourceExhaustedError(absl::StrCat("tensor of ", bytes, " bytes exceeds the limit of ",
+                                                     limits.max_tensor_bytes));
+  }
+  if (static_cast<int64_t>(p.raw_data().size()) != bytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "tensor ", DTypeName(dtype), ShapeToString(shape), " needs ", bytes,
+        " bytes of data, the file has ", p.raw_data().size()));
+  }
+  KGRAD_ASSIGN_OR_RETURN(Tensor t, Tensor::Create(dtype, shape));
+  if (bytes > 0) std::memcpy(t.raw_data(), p.raw_data().data(), bytes);
+  if (dtype == DType::kBool) {
+    // Only 0 and 1 are valid bool bytes in C++.
+    bool* b = t.mutable_data<bool>();
+    const unsigned char* raw = reinterpret_cast<const unsigned char*>(p.raw_data().data());
+    for (int64_t i = 0; i < n; ++i) b[i] = raw[i] != 0;
+  }
+  return t;
+}
+
+void AttrToProto(const AttrValue& v, proto::AttrProto* out) {
+  switch (AttrValueType(v)) {
+    case AttrType::kInt: out->set_i(std::get<int64_t>(v)); break;
+    case AttrType::kFloat: out->set_f(std::get<double>(v)); break;
+    case AttrType::kBool: out->set_b(std::get<bool>(v)); break;
+    case AttrType::kString: out->set_s(std::get<std::string>(v)); break;
+    case AttrType::kInts:
+      for (int64_t x : std::get<std::vector<int64_t>>(v)) out->mutable_ints()->add_values(x);
+      out->mutable_ints();
+      break;
+    case AttrType::kFloats:
+      for (double x : std::get<std::vector<double>>(v)) out->mutable_floats()->add_values(x);
+      out->mutable_floats();
+      break;
+    case AttrType::kDType: out->set_dtype(DTypeToProto(std::get<DType>(v))); break;
+  }
+}
+
+absl::StatusOr<AttrValue> AttrFromProto(const proto::AttrProto& p) {
+  switch (p.value_case()) {
+    case proto::AttrProto::kI: return AttrValue(p.i());
+    case proto::AttrProto::kF: return AttrValue(p.f());
+    case proto::AttrProto::kB: return AttrValue(p.b());
+    case proto::AttrProto::kS: return AttrValue(p.s());
+    case proto::AttrProto::kInts:
+      return AttrValue(std::vector<int64_t>(p.ints().values().begin(), p.ints().values().end()));
+    case proto::AttrProto::kFloats:
+      return AttrValue(std::vector<double>(p.floats().values().begin(), p.floats().values().end()));
+    case proto::AttrProto::kDtype: {
+      KGRAD_ASSIGN_OR_RETURN(DType t, DTypeFromProto(p.dtype()));
+      return AttrValue(t);
+    }
+    case proto::AttrProto::VALUE_NOT_SET: break;
+  }
+  return absl::InvalidArgumentError("attribute has no value");
+}
+
+absl::Status ValueToProto(const Value& v, proto::ValueProto* out) {
+  switch (v.kind()) {
+    case Value::Kind::kNone: out->mutable_none(); return absl::OkStatus();
+    case Value::Kind::kTensor: TensorToProto(v.tensor(), out->mutable_tensor()); return absl::OkStatus();
+    case Value::Kind::kScalar: {
+      proto::ScalarProto* s = out->mutable_scalar();
+      const Scalar& x = v.scalar();
+      s->set_dtype(DTypeToProto(x.dtype()));
+      if (x.is_float()) s->set_f(x.AsDouble());
+      else if (x.is_bool()) s->set_b(x.AsBool());
+      else s->set_i(x.AsInt());
+      return absl::OkStatus();
+    }
+    case Value::Kind::kString: out->set_str(v.str()); return absl::OkStatus();
+    case Value::Kind::kTuple: {
+      proto::TupleProto* t = out->mutable_tuple();
+      for (const Value& e : v.tuple()) KGRAD_RETURN_IF_ERROR(ValueToProto(e, t->add_elements()));
+      return absl::OkStatus();
+    }
+    case Value::Kind::kPrimitive: {
+      proto::PrimitiveProto* p = out->mutable_primitive();
+      p->set_name(v.primitive()->name());
+      for (const auto& [k, a] : v.primitive()->attrs()) AttrToProto(a, &(*p->mutable_attrs())[k]);
+      return absl::OkStatus();
+    }
+    case Value::Kind::kGraph: out->set_graph(v.graph()->name()); return absl::OkStatus();
+    case Value::Kind::kEnv:
+      if (v.env().empty()) {
+        out->mutable_env();
+        return absl::OkStatus();
+      }
+      break;
+    default:
+      break;
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("a ", v.TypeString(), " is a run-time value and cannot be saved"));
+}
+
+namespace {
+
+absl::StatusOr<Value> ScalarFromProto(const proto::ScalarProto& s) {
+  KGRAD_ASSIGN_OR_RETURN(DType t, DTypeFromProto(s.dtype()));
+  switch (s.value_case()) {
+    case proto::ScalarProto::kI:
+      if (IsFloating(t)) return Value(Scalar::Float(static_cast<double>(s.i()), t));
+      if (t == DType::kBool) return Value(Scalar::Bool(s.i() != 0));
+      return Value(Scalar::Int(s.i(), t));
+    case proto::ScalarProto::kF: return Value(Scalar::FromDouble(t, s.f()));
+    case proto::ScalarProto::kB: return Value(Scalar::FromDouble(t, s.b() ? 1.0 : 0.0));
+    case proto::ScalarProto::VALUE_NOT_SET: break;
+  }
+  return absl::InvalidArgumentError("scalar has no value");
+}
+
+}  // namespace
+
+absl::StatusOr<Value> ValueFromProto(const proto::ValueProto& p, const PrimitiveRegistry& registry,
+                                     const GraphResolver& graphs, const LoadLimits& limits,
+                                     int depth) {
+  if (depth > limits.max_value_depth) {
+    return absl::InvalidArgumentError(absl::StrCat("constant nests deeper than ", limits.max_value_depth));
+  }
+  switch (p.value_case()) {
+    case proto::ValueProto::kTensor: {
+      KGRAD_ASSIGN_OR_RETURN(Tensor t, TensorFromProto(p.tensor(), limits));
+      return Value(std::move(t));
+    }
+    case proto::ValueProto::kScalar: return ScalarFromProto(p.scalar());
+    case proto::ValueProto::kStr: return Value::String(p.str());
+    case proto::ValueProto::kNone: return Value::None();
+    case proto::ValueProto::kTuple: {
+      std::vector<Value> elems;
+      for (const proto::ValueProto& e : p.tuple().elements()) {
+        KGRAD_ASSIGN_OR_RETURN(Value v, ValueFromProto(e, registry, graphs, limits, depth + 1));
+        elems.push_back(std::move(v));
+      }
+      return Value::Tuple(std::move(elems));
+    }
+    case proto::ValueProto::kPrimitive: {
+      AttrMap attrs;
+      for (const auto& [k, a] : p.primitive().attrs()) {
+        absl::StatusOr<AttrValue> v = AttrFromProto(a);
+        if (!v.ok()) {
+          return absl::InvalidArgumentError(absl::StrCat("attribute '", k, "' of primitive '",
+                                                         p.primitive().name(), "': ",
+                                                         v.status().message()));
+        }
+        attrs.emplace(k, *std::move(v));
+      }
+      KGRAD_ASSIGN_OR_RETURN(PrimitivePtr prim, registry.Make(p.primitive().name(), std::move(attrs)));
+      return Value::Prim(std::move(prim));
+    }
+    case proto::ValueProto::kGraph: {
+      KGRAD_ASSIGN_OR_RETURN(FuncGraph* g, graphs(p.graph()));
+      return Value::Graph(g);
+    }
+    case proto::ValueProto::kEnv: return Value::EmptyEnv();
+    case proto::ValueProto::VALUE_NOT_SET: break;
+  }
+  return absl::InvalidArgumentError("constant has no value");
+}
+
+absl::Status TypeToProto(const AbstractPtr& a, proto::TypeProto* out) {
+  if (const AbstractTensor* t = AsTensor(a)) {
+    out->mutable_tensor()->set_dtype(DTypeToProto(t->dtype()));
+    for (int64_t d : t->shape()) out->mutable_tensor()->add_dims(d);
+    return absl::OkStatus();
+  }
+  if (const AbstractScalar* s = AsScalar(a)) {
+    out->mutable_scalar()->set_dtype(DTypeToProto(s->dtype()));
+    return absl::OkStatus();
+  }
+  if (const AbstractTuple* t = AsTuple(a)) {
+    proto::TypeProto::Tuple* tp = out->mutable_tuple();
+    for (const AbstractPtr& e : t->elements()) KGRAD_RETURN_IF_ERROR(TypeToProto(e, tp->add_elements()));
+    return absl::OkStatus();
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("type ", AbstractToString(a), " cannot be declared in a graph file"));
+}
+
+absl::StatusOr<AbstractPtr> TypeFromProto(const proto::TypeProto& p, int depth) {
+  if (depth > 64) return absl::InvalidArgumentError("type nests deeper than 64");
+  switch (p.kind_case()) {
+    case proto::TypeProto::kTensor: {
+      KGRAD_ASSIGN_OR_RETURN(DType t, DTypeFromProto(p.tensor().dtype()));
+      if (p.tensor().dims_size() > kMaxRank) {
+        return absl::InvalidArgumentError(absl::StrCat("rank ", p.tensor().dims_size(),
+                                                       " exceeds the limit ", kMaxRank));
+      }
+      Shape s;
+      for (int64_t d : p.tensor().dims()) {
+        if (d < -1) return absl::InvalidArgumentError(absl::StrCat("bad dimension ", d, " (use -1 for unknown)"));
+        s.push_back(d);
+      }
+      Shape known;
+      for (int64_t d : s) known.push_back(d < 0 ? 1 : d);
+      KGRAD_RETURN_IF_ERROR(CheckedNumElements(known).status());
+      return MakeAbstractTensor(t, std::move(s));
+    }
+    case proto::TypeProto::kScalar: {
+      KGRAD_ASSIGN_OR_RETURN(DType t, DTypeFromProto(p.scalar().dtype()));
+      return MakeAbstractScalar(t);
+    }
+    case proto::TypeProto::kTuple: {
+      std::vector<AbstractPtr> elems;
+      for (const proto::TypeProto& e : p.tuple().elements()) {
+        KGRAD_ASSIGN_OR_RETURN(AbstractPtr a, TypeFromProto(e, depth + 1));
+        elems.push_back(std::move(a));
+      }
+      return MakeAbstractTuple(std::move(elems));
+    }
+    case proto::TypeProto::KIND_NOT_SET: break;
+  }
+  return absl::InvalidArgumentError("type has no kind");
+}
+
+}  // namespace kgrad

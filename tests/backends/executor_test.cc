@@ -1,0 +1,169 @@
+#include "backends/executor.h"
+
+#include "core/builder.h"
+#include "core/infer.h"
+#include "core/verifier.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "ops/registry.h"
+
+namespace kgrad {
+namespace {
+
+using ::testing::HasSubstr;
+
+Value I(int64_t v) { return Value(Scalar::Int(v)); }
+
+// fact(n) = n <= 1 ? 1 : n * fact(n - 1)   (not a tail call: the multiply waits)
+FuncGraph* BuildFactorial(Module* m) {
+  GraphBuilder b(m, "fact");
+  AnfNode* n = b.Param("n");
+  AnfNode* small = b.Op(PrimId::kScalarLe, {n, b.Int(1)});
+  CNode* r = b.If(
+      small, [](GraphBuilder& t) { return t.Int(1); },
+      [&](GraphBuilder& e) {
+        AnfNode* rec = e.Call(b.graph(), {e.Op(PrimId::kScalarSub, {n, e.Int(1)})});
+        return e.Op(PrimId::kScalarMul, {n, rec});
+      });
+  return b.Return(r).value();
+}
+
+// sum_{i < n} i with a while loop (tail recursion).
+FuncGraph* BuildLoopSum(Module* m) {
+  GraphBuilder b(m, "loop_sum");
+  AnfNode* n = b.Param("n");
+  std::vector<AnfNode*> out = b.While(
+      {b.Int(0), b.Int(0)},
+      [&](GraphBuilder& c, absl::Span<AnfNode* const> s) {
+        return c.Op(PrimId::kScalarLt, {s[0], n});
+      },
+      [&](GraphBuilder& body, absl::Span<AnfNode* const> s) {
+        return std::vector<AnfNode*>{body.Op(PrimId::kScalarAdd, {s[0], body.Int(1)}),
+                                     body.Op(PrimId::kScalarAdd, {s[1], s[0]})};
+      });
+  return b.Return(out[1]).value();
+}
+
+TEST(ExecutorTest, NonTailRecursionComputesFactorial) {
+  Module m(DefaultRegistry());
+  FuncGraph* f = BuildFactorial(&m);
+  ASSERT_TRUE(VerifyModule(m).ok());
+  absl::StatusOr<Value> r = RunGraph(f, {I(10)});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->scalar().AsInt(), 3628800);
+  r = RunGraph(f, {I(1)});
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->scalar().AsInt(), 1);
+}
+
+TEST(ExecutorTest, DeepNonTailRecursionIsAResourceExhaustedStatus) {
+  Module m(DefaultRegistry());
+  FuncGraph* f = BuildFactorial(&m);
+  ExecutorOptions o;
+  o.max_call_depth = 100;
+  auto e = Executor::Create(f, o);
+  ASSERT_TRUE(e.ok());
+  absl::StatusOr<Value> r = (*e)->Run({I(50)});
+  ASSERT_TRUE(r.ok()) << r.status();
+  r = (*e)->Run({I(1000)});
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(r.status().message(), HasSubstr("call depth exceeds 100"));
+}
+
+TEST(ExecutorTest, HundredThousandIterationLoopRunsInBoundedStack) {
+  Module m(DefaultRegistry());
+  FuncGraph* f = BuildLoopSum(&m);
+  ASSERT_TRUE(VerifyModule(m).ok());
+  ExecutorOptions o;
+  o.max_call_depth = 8;  // tail calls must not accumulate frames
+  auto e = Executor::Create(f, o);
+  ASSERT_TRUE(e.ok()) << e.status();
+  absl::StatusOr<Value> r = (*e)->Run({I(100000)});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->scalar().AsInt(), int64_t{100000} * 99999 / 2);
+}
+
+TEST(ExecutorTest, ClosureCapturesFreeVariablesOfEnclosingGraphs) {
+  Module m(DefaultRegistry());
+  GraphBuilder b(&m, "outer");
+  AnfNode* x = b.Param("x");
+  AnfNode* y = b.Op(PrimId::kScalarMul, {x, b.Int(10)});
+  // make_adder(k) returns a closure over k and y; outer applies it twice.
+  ValueNode* add = b.Closure("add", 1, [&](GraphBuilder& c, absl::Span<AnfNode* const> p) {
+    return c.Op(PrimId::kScalarAdd, {c.Op(PrimId::kScalarAdd, {p[0], y}), x});
+  });
+  AnfNode* once = b.Call(add, {b.Int(1)});
+  AnfNode* twice = b.Call(add, {once});
+  FuncGraph* g = b.Return(b.Tuple({once, twice})).value();
+  absl::StatusOr<Value> r = RunGraph(g, {I(3)});
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_TRUE(r->is_tuple());
+  EXPECT_EQ(r->tuple()[0].scalar().AsInt(), 1 + 30 + 3);
+  EXPECT_EQ(r->tuple()[1].scalar().AsInt(), 34 + 30 + 3);
+}
+
+TEST(ExecutorTest, PartialApplicationAndPrimitivesAsValues) {
+  Module m(DefaultRegistry());
+  GraphBuilder b(&m, "f");
+  AnfNode* x = b.Param("x");
+  AnfNode* c = b.Param("c");
+  // op = c ? scalar_add : scalar_mul; p = partial(op, x); p(5)
+  AnfNode* op = b.Switch(c, b.PrimRef(PrimId::kScalarAdd), b.PrimRef(PrimId::kScalarMul));
+  AnfNode* p = b.Partial(op, {x});
+  FuncGraph* g = b.Return(b.Call(p, {b.Int(5)})).value();
+  auto e = Executor::Create(g);
+  ASSERT_TRUE(e.ok()) << e.status();
+  EXPECT_EQ((*e)->Run({I(7), Value(Scalar::Bool(true))})->scalar().AsInt(), 12);
+  EXPECT_EQ((*e)->Run({I(7), Value(Scalar::Bool(false))})->scalar().AsInt(), 35);
+}
+
+TEST(ExecutorTest, NestedTuplesInAndOut) {
+  Module m(DefaultRegistry());
+  GraphBuilder b(&m, "swap");
+  AnfNode* t = b.Param("t");  // ((a, b), c)
+  AnfNode* inner = b.GetItem(t, 0);
+  AnfNode* out = b.Tuple({b.GetItem(t, 1), b.Tuple({b.GetItem(inner, 1), b.GetItem(inner, 0)})});
+  FuncGraph* g = b.Return(out).value();
+  Value arg = Value::Tuple({Value::Tuple({I(1), I(2)}), I(3)});
+  absl::StatusOr<Value> r = RunGraph(g, {arg});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->ToString(), "(3, (2, 1))");
+}
+
+TEST(ExecutorTest, WrongArgumentCountIsAnError) {
+  Module m(DefaultRegistry());
+  FuncGraph* f = BuildFactorial(&m);
+  absl::StatusOr<Value> r = RunGraph(f, {I(1), I(2)});
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(r.status().message(), HasSubstr("takes 1 inputs, got 2"));
+}
+
+TEST(ExecutorTest, RunTimeErrorsNameTheNode) {
+  Module m(DefaultRegistry());
+  GraphBuilder b(&m, "bad");
+  AnfNode* t = b.Param("t");
+  CNode* item = b.GetItem(t, 5);
+  item->set_name("pick");
+  FuncGraph* g = b.Return(item).value();
+  absl::StatusOr<Value> r = RunGraph(g, {Value::Tuple({I(1)})});
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(r.status().message(), HasSubstr("graph 'bad', node 'pick' (tuple_getitem)"));
+  EXPECT_THAT(r.status().message(), HasSubstr("out of range"));
+}
+
+TEST(ExecutorTest, InferenceThroughRecursionReachesAFixpoint) {
+  Module m(DefaultRegistry());
+  FuncGraph* f = BuildFactorial(&m);
+  absl::StatusOr<AbstractPtr> a = InferGraph(f, {MakeAbstractScalar(DType::kInt64)});
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ((*a)->ToString(), "i64");
+  FuncGraph* loop = BuildLoopSum(&m);
+  a = InferGraph(loop, {MakeAbstractScalarValue(Scalar::Int(10))});
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ((*a)->ToString(), "i64");
+}
+
+}  // namespace
+}  // namespace kgrad
