@@ -39,6 +39,37 @@ void TensorToProto(const Tensor& t, proto::TensorProto* out) {
   out->set_raw_data(std::string(static_cast<const char*>(t.raw_data()), t.nbytes()));
 }
 
+namespace {
+
+// Values written as numbers (hand-written files).
+absl::StatusOr<Tensor> TensorFromLists(const proto::TensorProto& p, DType dtype, const Shape& shape,
+                                       int64_t n) {
+  bool floating = IsFloating(dtype);
+  int given = floating ? p.double_data_size() : p.int_data_size();
+  if (!p.raw_data().empty() || (p.double_data_size() > 0 && p.int_data_size() > 0)) {
+    return absl::InvalidArgumentError("tensor values must come in only one of raw_data, double_data, int_data");
+  }
+  if ((floating && p.int_data_size() > 0) || (!floating && p.double_data_size() > 0)) {
+    return absl::InvalidArgumentError(absl::StrCat("a ", DTypeName(dtype), " tensor takes its values in ",
+                                                   floating ? "double_data" : "int_data"));
+  }
+  if (given != n) {
+    return absl::InvalidArgumentError(absl::StrCat("tensor ", DTypeName(dtype), ShapeToString(shape),
+                                                   " needs ", n, " values, the file has ", given));
+  }
+  KGRAD_ASSIGN_OR_RETURN(Tensor t, Tensor::Create(dtype, shape));
+  DispatchDType(dtype, [&](auto zero) {
+    using V = decltype(zero);
+    V* out = t.mutable_data<V>();
+    for (int64_t i = 0; i < n; ++i) {
+      out[i] = floating ? static_cast<V>(p.double_data(i)) : static_cast<V>(p.int_data(i));
+    }
+  });
+  return t;
+}
+
+}  // namespace
+
 absl::StatusOr<Tensor> TensorFromProto(const proto::TensorProto& p, const LoadLimits& limits) {
   KGRAD_ASSIGN_OR_RETURN(DType dtype, DTypeFromProto(p.dtype()));
   Shape shape(p.dims().begin(), p.dims().end());
@@ -48,6 +79,7 @@ absl::StatusOr<Tensor> TensorFromProto(const proto::TensorProto& p, const LoadLi
     return absl::ResourceExhaustedError(absl::StrCat("tensor of ", bytes, " bytes exceeds the limit of ",
                                                      limits.max_tensor_bytes));
   }
+  if (p.double_data_size() > 0 || p.int_data_size() > 0) return TensorFromLists(p, dtype, shape, n);
   if (static_cast<int64_t>(p.raw_data().size()) != bytes) {
     return absl::InvalidArgumentError(absl::StrCat(
         "tensor ", DTypeName(dtype), ShapeToString(shape), " needs ", bytes,

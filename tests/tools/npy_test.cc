@@ -1,0 +1,83 @@
+#include "tools/npy.h"
+
+#include <fstream>
+#include <sstream>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace kgrad {
+namespace {
+
+using ::testing::HasSubstr;
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+std::vector<double> Values(const Tensor& t) {
+  std::vector<double> v;
+  for (int64_t i = 0; i < t.NumElements(); ++i) v.push_back(t.ElementAsDouble(i));
+  return v;
+}
+
+struct Fixture {
+  const char* file;
+  DType dtype;
+  Shape shape;
+  std::vector<double> values;
+};
+
+class NpyFixtureTest : public ::testing::TestWithParam<Fixture> {};
+
+// The fixtures were written by NumPy (tests/tools/make_npy_fixtures.py).
+TEST_P(NpyFixtureTest, ReadsNumpyFilesAndWritesTheSameBytes) {
+  const Fixture& f = GetParam();
+  std::string bytes = ReadFile(std::string("tests/tools/testdata/") + f.file);
+  ASSERT_FALSE(bytes.empty());
+  absl::StatusOr<Tensor> t = ParseNpy(bytes, f.file);
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_EQ(t->dtype(), f.dtype);
+  EXPECT_EQ(t->shape(), f.shape);
+  EXPECT_EQ(Values(*t), f.values);
+  EXPECT_EQ(SerializeNpy(*t), bytes);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    NumpyWritten, NpyFixtureTest,
+    ::testing::Values(
+        Fixture{"f32_2x3.npy", DType::kFloat32, {2, 3}, {-1, -0.5, 0, 0.5, 1, 1.5}},
+        Fixture{"f64_4.npy", DType::kFloat64, {4}, {1.0, -2.5, 3.25, 1e-300}},
+        Fixture{"i32_scalar.npy", DType::kInt32, {}, {-7}},
+        Fixture{"i64_2x1x2.npy", DType::kInt64, {2, 1, 2}, {1, 2, 3, -4}},
+        Fixture{"bool_3.npy", DType::kBool, {3}, {1, 0, 1}},
+        Fixture{"f32_0x3.npy", DType::kFloat32, {0, 3}, {}}));
+
+TEST(NpyTest, RejectsBadFilesWithAStatus) {
+  std::string good = ReadFile("tests/tools/testdata/f32_2x3.npy");
+  EXPECT_THAT(ParseNpy("hello", "x.npy").status().message(), HasSubstr("bad magic"));
+  EXPECT_THAT(ParseNpy(good.substr(0, good.size() - 1), "x.npy").status().message(),
+              HasSubstr("data is 23 bytes"));
+  std::string f16 = good;
+  f16.replace(f16.find("<f4"), 3, "<f2");
+  EXPECT_THAT(ParseNpy(f16, "x.npy").status().message(), HasSubstr("unsupported dtype '<f2'"));
+  std::string big = good;
+  big.replace(big.find("<f4"), 3, ">f4");
+  EXPECT_THAT(ParseNpy(big, "x.npy").status().message(), HasSubstr("big-endian"));
+  std::string fortran = good;
+  fortran.replace(fortran.find("False"), 5, "True ");
+  EXPECT_THAT(ParseNpy(fortran, "x.npy").status().message(), HasSubstr("Fortran"));
+  std::string huge = good;
+  huge.replace(huge.find("(2, 3)"), 6, "(99999999999, 99999999999)");
+  absl::StatusOr<Tensor> h = ParseNpy(huge, "x.npy");
+  EXPECT_FALSE(h.ok());
+  for (size_t n = 0; n < good.size(); ++n) {
+    EXPECT_FALSE(ParseNpy(good.substr(0, n), "cut.npy").ok()) << n;
+  }
+}
+
+}  // namespace
+}  // namespace kgrad

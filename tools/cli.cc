@@ -1,0 +1,109 @@
+#include "tools/cli.h"
+
+#include <functional>
+#include <map>
+
+#include "absl/strings/str_cat.h"
+#include "backends/executor.h"
+#include "core/infer.h"
+#include "core/printer.h"
+#include "core/status_macros.h"
+#include "tools/cli_common.h"
+
+namespace kgrad {
+namespace cli {
+namespace {
+
+constexpr char kUsage[] = R"(kgrad: automatic differentiation of programs held as graphs
+
+usage: kgrad COMMAND FILE [options]
+
+FILE is a kgrad graph file: binary protobuf (.pb) or text format (.pbtxt).
+
+commands:
+  print FILE [--no-types]       the IR as text (nested graphs inside their parents),
+                                with inferred types when the entry's inputs are declared
+  dot FILE                      Graphviz DOT of every graph
+  run FILE --input NAME=VALUE... [--weight NAME=FILE.npy]... [--output DIR] [--graph G]
+                                run the entry graph (or G); VALUE is a .npy file, or a
+                                literal for a scalar input; outputs are summarised and,
+                                with --output, written as DIR/out[_i].npy
+  help                          this text
+
+Errors name the file, graph and node, and exit with status 1.
+)";
+
+int Help(const std::vector<std::string>&, std::ostream& out, std::ostream&) {
+  out << kUsage;
+  return 0;
+}
+
+// Types help the reader; a graph without declared inputs prints without them.
+void InferIfPossible(Module& m) {
+  if (m.entry() != nullptr) (void)InferGraph(m.entry());
+}
+
+int Print(const std::vector<std::string>& argv, std::ostream& out, std::ostream& err) {
+  absl::StatusOr<ParsedArgs> args = ParseArgs(argv, {}, {"no-types"});
+  if (!args.ok()) return Fail(args.status(), err);
+  if (args->positional.size() != 1) return Fail(absl::InvalidArgumentError("print takes one FILE"), err);
+  absl::StatusOr<std::unique_ptr<Module>> m = LoadModule(args->positional[0]);
+  if (!m.ok()) return Fail(m.status(), err);
+  PrintOptions o;
+  o.show_types = !args->Has("no-types");
+  if (o.show_types) InferIfPossible(**m);
+  out << PrintModule(**m, o);
+  return 0;
+}
+
+int Dot(const std::vector<std::string>& argv, std::ostream& out, std::ostream& err) {
+  absl::StatusOr<ParsedArgs> args = ParseArgs(argv, {}, {});
+  if (!args.ok()) return Fail(args.status(), err);
+  if (args->positional.size() != 1) return Fail(absl::InvalidArgumentError("dot takes one FILE"), err);
+  absl::StatusOr<std::unique_ptr<Module>> m = LoadModule(args->positional[0]);
+  if (!m.ok()) return Fail(m.status(), err);
+  out << ToDot(**m);
+  return 0;
+}
+
+absl::Status RunCommand(const ParsedArgs& args, std::ostream& out) {
+  if (args.positional.size() != 1) return absl::InvalidArgumentError("run takes one FILE");
+  KGRAD_ASSIGN_OR_RETURN(std::unique_ptr<Module> m, LoadModule(args.positional[0]));
+  KGRAD_ASSIGN_OR_RETURN(FuncGraph* g, SelectGraph(*m, args));
+  KGRAD_ASSIGN_OR_RETURN(std::vector<Value> inputs, ReadInputs(g, args));
+  KGRAD_ASSIGN_OR_RETURN(auto weights, ReadWeightOverrides(args));
+  KGRAD_ASSIGN_OR_RETURN(std::unique_ptr<Executor> e, Executor::Create(g));
+  KGRAD_ASSIGN_OR_RETURN(Value result, e->Run(std::move(inputs), weights));
+  PrintSummary(result, "out", out);
+  if (args.Has("output")) KGRAD_RETURN_IF_ERROR(WriteOutputs(result, args.Get("output"), "out"));
+  return absl::OkStatus();
+}
+
+int Run(const std::vector<std::string>& argv, std::ostream& out, std::ostream& err) {
+  absl::StatusOr<ParsedArgs> args = ParseArgs(argv, {"input", "weight", "output", "graph"}, {});
+  if (!args.ok()) return Fail(args.status(), err);
+  absl::Status s = RunCommand(*args, out);
+  return s.ok() ? 0 : Fail(s, err);
+}
+
+}  // namespace
+
+int Main(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  using Command = std::function<int(const std::vector<std::string>&, std::ostream&, std::ostream&)>;
+  static const std::map<std::string, Command>* const commands = new std::map<std::string, Command>{
+      {"help", Help}, {"--help", Help}, {"-h", Help}, {"print", Print}, {"dot", Dot}, {"run", Run},
+  };
+  if (args.empty()) {
+    err << kUsage;
+    return 2;
+  }
+  auto it = commands->find(args[0]);
+  if (it == commands->end()) {
+    err << "error: unknown command '" << args[0] << "' (try: kgrad help)\n";
+    return 2;
+  }
+  return it->second(std::vector<std::string>(args.begin() + 1, args.end()), out, err);
+}
+
+}  // namespace cli
+}  // namespace kgrad

@@ -1,0 +1,40 @@
+// Pieces the CLI commands share: loading a model, reading inputs, summarising and
+// writing outputs.
+#ifndef KGRAD_TOOLS_CLI_COMMON_H_
+#define KGRAD_TOOLS_CLI_COMMON_H_
+
+#include <memory>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "core/module.h"
+#include "tools/cli_args.h"
+
+namespace kgrad {
+namespace cli {
+
+absl::StatusOr<std::unique_ptr<Module>> LoadModule(const std::string& path);
+// The graph named by --graph, or the module's entry.
+absl::StatusOr<FuncGraph*> SelectGraph(Module& m, const ParsedArgs& args);
+
+// Arguments for `g` from --input name=VALUE, where VALUE is a .npy path or, for a
+// parameter declared scalar, a literal ("5", "2.5", "true").
+absl::StatusOr<std::vector<Value>> ReadInputs(FuncGraph* g, const ParsedArgs& args);
+// --weight name=path.npy overrides.
+absl::StatusOr<absl::flat_hash_map<std::string, Tensor>> ReadWeightOverrides(const ParsedArgs& args);
+
+// One line per tensor leaf: "out_1: f32[2,3] min=.. max=.. mean=.. [v0, v1, ...]".
+void PrintSummary(const Value& v, const std::string& name, std::ostream& out);
+// Writes each tensor leaf of `v` as DIR/<name>[_i[_j]].npy.
+absl::Status WriteOutputs(const Value& v, const std::string& dir, const std::string& name);
+
+// "error: <message>" and exit status 1.
+int Fail(const absl::Status& s, std::ostream& err);
+
+}  // namespace cli
+}  // namespace kgrad
+
+#endif  // KGRAD_TOOLS_CLI_COMMON_H_
