@@ -3,6 +3,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "core/status_macros.h"
+#include "ops/bprop_context.h"
 #include "ops/op_util.h"
 
 namespace kgrad {
@@ -221,40 +222,143 @@ absl::StatusOr<AbstractPtr> InferTensorToScalar(const InferCall& c) {
   return MakeAbstractScalar(t->dtype());
 }
 
-PrimitiveDef Structural(PrimitiveDef d) {
+// ----- Gradient rules ----------------------------------------------------------------
+// Forward: t = (x_0, ..., x_n).  Backward: dx_i = dt[i].
+// (The K-transform handles make_tuple/tuple_getitem pairs element-wise itself; these
+// rules serve the general case.)
+absl::Status BpropMakeTuple(BpropContext& c) {
+  for (int i = 0; i < c.num_inputs(); ++i) c.SetGrad(i, c.GetItem(c.Dout(), i));
+  return absl::OkStatus();
+}
+
+// Forward: y = t[i].  Backward: dt = zeros_like(t) with element i set to dy.
+absl::Status BpropTupleGetItem(BpropContext& c) {
+  c.SetGrad(0, c.Op(PrimId::kTupleSetItem, {c.ZerosLike(c.I(0)), c.I(1), c.Dout()}));
+  return absl::OkStatus();
+}
+
+// Forward: y = t with element i replaced by v.  Backward: dt = dy with element i
+// zeroed, dv = dy[i].
+absl::Status BpropTupleSetItem(BpropContext& c) {
+  c.SetGrad(0, c.Op(PrimId::kTupleSetItem, {c.Dout(), c.I(1), c.ZerosLike(c.I(2))}));
+  c.SetGrad(2, c.Op(PrimId::kTupleGetItem, {c.Dout(), c.I(1)}));
+  return absl::OkStatus();
+}
+
+// Forward: y = cond ? a : b.  Backward: da = cond ? dy : 0, db = cond ? 0 : dy.
+// (For closures dy is an env and 0 the empty env.)
+absl::Status BpropSwitch(BpropContext& c) {
+  c.SetGrad(1, c.Op(PrimId::kSwitch, {c.I(0), c.Dout(), c.ZerosLike(c.I(1))}));
+  c.SetGrad(2, c.Op(PrimId::kSwitch, {c.I(0), c.ZerosLike(c.I(2)), c.Dout()}));
+  return absl::OkStatus();
+}
+
+// Forward: y = x (after y's dependency on z).  Backward: dx = dy.
+absl::Status BpropDepend(BpropContext& c) {
+  c.SetGrad(0, c.Dout());
+  return absl::OkStatus();
+}
+
+// Forward: e' = e with e'[k] = v.  Backward: de = dy with dy[k] zeroed, dv = dy[k].
+absl::Status BpropEnvSetItem(BpropContext& c) {
+  AnfNode* zeros = c.ZerosLike(c.I(2));
+  c.SetGrad(0, c.Op(PrimId::kEnvSetItem, {c.Dout(), c.I(1), zeros}));
+  c.SetGrad(2, c.Op(PrimId::kEnvGetItem, {c.Dout(), c.I(1), zeros}));
+  return absl::OkStatus();
+}
+
+// Forward: y = e[k] (or the default, a zero).  Backward: de = {k: dy}.
+absl::Status BpropEnvGetItem(BpropContext& c) {
+  c.SetGrad(0, c.Op(PrimId::kEnvSetItem, {c.Const(Value::EmptyEnv()), c.I(1), c.Dout()}));
+  return absl::OkStatus();
+}
+
+// Forward: y = a + b (tensors, tuples or envs).  Backward: da = db = dy.
+absl::Status BpropSumOfTwo(BpropContext& c) {
+  c.SetGrad(0, c.Dout());
+  c.SetGrad(1, c.Dout());
+  return absl::OkStatus();
+}
+
+// Forward: y = a - b.  Backward: da = dy, db = -dy.
+absl::Status BpropScalarSub(BpropContext& c) {
+  c.SetGrad(0, c.Dout());
+  c.SetGrad(1, c.Op(PrimId::kScalarMul, {c.Dout(), c.Const(Value(Scalar::Float(-1.0)))}));
+  return absl::OkStatus();
+}
+
+// Forward: y = a * b.  Backward: da = dy * b, db = dy * a.
+absl::Status BpropScalarMul(BpropContext& c) {
+  c.SetGrad(0, c.Op(PrimId::kScalarMul, {c.Dout(), c.I(1)}));
+  c.SetGrad(1, c.Op(PrimId::kScalarMul, {c.Dout(), c.I(0)}));
+  return absl::OkStatus();
+}
+
+// Forward: y = a / b.  Backward: da = dy / b, db = -dy * y / b.
+absl::Status BpropScalarDiv(BpropContext& c) {
+  AnfNode* da = c.Op(PrimId::kScalarDiv, {c.Dout(), c.I(1)});
+  c.SetGrad(0, da);
+  AnfNode* t = c.Op(PrimId::kScalarMul, {da, c.Out()});
+  c.SetGrad(1, c.Op(PrimId::kScalarMul, {t, c.Const(Value(Scalar::Float(-1.0)))}));
+  return absl::OkStatus();
+}
+
+// Forward: t = tensor(s).  Backward: ds = scalar(dt).
+absl::Status BpropScalarToTensor(BpropContext& c) {
+  c.SetGrad(0, c.Op(PrimId::kTensorToScalar, {c.Dout()}));
+  return absl::OkStatus();
+}
+
+// Forward: s = the single element of t.  Backward: dt = ds as a tensor shaped like t.
+absl::Status BpropTensorToScalar(BpropContext& c) {
+  absl::StatusOr<DType> t = c.InDType(0);
+  if (!t.ok()) return t.status();
+  AnfNode* d = c.Op(PrimId::kScalarToTensor, {c.Dout()}, {{"dtype", *t}});
+  c.SetGrad(0, c.ReshapeLike(d, c.I(0)));
+  return absl::OkStatus();
+}
+
+PrimitiveDef Structural(PrimitiveDef d, BpropFn bprop = nullptr) {
   d.structural = true;
+  d.bprop = bprop;
+  return d;
+}
+
+PrimitiveDef ZeroGradient(PrimitiveDef d) {
+  d.zero_gradient = true;
   return d;
 }
 
 }  // namespace
 
 void RegisterStructuralOps(std::vector<PrimitiveDef>* defs) {
-  defs->push_back(Structural(MakeDef(PrimId::kMakeTuple, 0, -1, InferMakeTuple)));
-  defs->push_back(Structural(MakeDef(PrimId::kTupleGetItem, 2, 2, InferTupleGetItem)));
-  defs->push_back(Structural(MakeDef(PrimId::kTupleSetItem, 3, 3, InferTupleSetItem)));
-  defs->push_back(Structural(MakeDef(PrimId::kSwitch, 3, 3, InferSwitch)));
+  defs->push_back(Structural(MakeDef(PrimId::kMakeTuple, 0, -1, InferMakeTuple), BpropMakeTuple));
+  defs->push_back(Structural(MakeDef(PrimId::kTupleGetItem, 2, 2, InferTupleGetItem), BpropTupleGetItem));
+  defs->push_back(Structural(MakeDef(PrimId::kTupleSetItem, 3, 3, InferTupleSetItem), BpropTupleSetItem));
+  defs->push_back(Structural(MakeDef(PrimId::kSwitch, 3, 3, InferSwitch), BpropSwitch));
+  // partial is lowered to a closure before differentiation (ad/prepare.cc).
   defs->push_back(Structural(MakeDef(PrimId::kPartial, 1, -1, InferPartial)));
-  defs->push_back(Structural(MakeDef(PrimId::kStopGradient, 1, 1, InferFirst)));
-  defs->push_back(Structural(MakeDef(PrimId::kDepend, 2, 2, InferFirst)));
-  defs->push_back(Structural(MakeDef(PrimId::kEnvSetItem, 3, 3, InferEnvSetItem)));
-  defs->push_back(Structural(MakeDef(PrimId::kEnvGetItem, 3, 3, InferEnvGetItem)));
-  defs->push_back(Structural(MakeDef(PrimId::kEnvAdd, 2, 2, InferEnvAdd)));
-  defs->push_back(Structural(MakeDef(PrimId::kHyperAdd, 2, 2, InferHyperAdd)));
-  defs->push_back(Structural(MakeDef(PrimId::kZerosLike, 1, 1, InferZerosLike)));
-  defs->push_back(Structural(MakeDef(PrimId::kOnesLike, 1, 1, InferOnesLike)));
-  for (PrimId id : {PrimId::kScalarAdd, PrimId::kScalarSub, PrimId::kScalarMul,
-                    PrimId::kScalarDiv}) {
-    defs->push_back(Structural(MakeDef(id, 2, 2, InferScalarArith)));
-  }
+  defs->push_back(ZeroGradient(Structural(MakeDef(PrimId::kStopGradient, 1, 1, InferFirst))));
+  defs->push_back(Structural(MakeDef(PrimId::kDepend, 2, 2, InferFirst), BpropDepend));
+  defs->push_back(Structural(MakeDef(PrimId::kEnvSetItem, 3, 3, InferEnvSetItem), BpropEnvSetItem));
+  defs->push_back(Structural(MakeDef(PrimId::kEnvGetItem, 3, 3, InferEnvGetItem), BpropEnvGetItem));
+  defs->push_back(Structural(MakeDef(PrimId::kEnvAdd, 2, 2, InferEnvAdd), BpropSumOfTwo));
+  defs->push_back(Structural(MakeDef(PrimId::kHyperAdd, 2, 2, InferHyperAdd), BpropSumOfTwo));
+  defs->push_back(ZeroGradient(Structural(MakeDef(PrimId::kZerosLike, 1, 1, InferZerosLike))));
+  defs->push_back(ZeroGradient(Structural(MakeDef(PrimId::kOnesLike, 1, 1, InferOnesLike))));
+  defs->push_back(Structural(MakeDef(PrimId::kScalarAdd, 2, 2, InferScalarArith), BpropSumOfTwo));
+  defs->push_back(Structural(MakeDef(PrimId::kScalarSub, 2, 2, InferScalarArith), BpropScalarSub));
+  defs->push_back(Structural(MakeDef(PrimId::kScalarMul, 2, 2, InferScalarArith), BpropScalarMul));
+  defs->push_back(Structural(MakeDef(PrimId::kScalarDiv, 2, 2, InferScalarArith), BpropScalarDiv));
   for (PrimId id : {PrimId::kScalarLt, PrimId::kScalarLe, PrimId::kScalarGt,
                     PrimId::kScalarGe, PrimId::kScalarEq, PrimId::kScalarNe}) {
-    PrimitiveDef d = Structural(MakeDef(id, 2, 2, InferScalarCompare));
-    d.zero_gradient = true;
-    defs->push_back(std::move(d));
+    defs->push_back(ZeroGradient(Structural(MakeDef(id, 2, 2, InferScalarCompare))));
   }
   defs->push_back(Structural(MakeDef(PrimId::kScalarToTensor, 1, 1, InferScalarToTensor,
-                                     {DTypeAttr("dtype", DType::kFloat32)})));
-  defs->push_back(Structural(MakeDef(PrimId::kTensorToScalar, 1, 1, InferTensorToScalar)));
+                                     {DTypeAttr("dtype", DType::kFloat32)}),
+                             BpropScalarToTensor));
+  defs->push_back(Structural(MakeDef(PrimId::kTensorToScalar, 1, 1, InferTensorToScalar),
+                             BpropTensorToScalar));
 }
 
 }  // namespace ops

@@ -1,0 +1,150 @@
+#include "ad/grad_operation.h"
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "ad/ad_context.h"
+#include "ad/prepare.h"
+#include "core/builder.h"
+#include "core/status_macros.h"
+
+namespace kgrad {
+namespace {
+
+// What a gradient graph returns; every variant is assembled from the same pieces.
+struct GradSpec {
+  std::string name;
+  std::vector<int> argnums;
+  bool tuple_inputs = true;       // argnum grads as a tuple (else the single grad)
+  std::vector<Parameter*> weights;
+  bool weights_only = false;      // return only the weight grads
+  bool sens_param = false;
+  bool has_aux = false;
+  bool with_value = false;        // return (value, grads)
+  std::vector<AbstractPtr> arg_types;
+};
+
+absl::Status CheckDifferentiable(FuncGraph* prepared, FuncGraph* fg, const std::vector<int>& argnums) {
+  for (int i : argnums) {
+    if (i < 0 || i >= static_cast<int>(fg->parameters().size())) {
+      return absl::InvalidArgumentError(absl::StrCat("graph '", fg->name(), "' has no input ", i,
+                                                     " (it takes ", fg->parameters().size(), ")"));
+    }
+    const AbstractPtr& a = prepared->parameters()[i]->abstract();
+    const AbstractTensor* t = AsTensor(a);
+    const AbstractScalar* s = AsScalar(a);
+    if ((t != nullptr && !IsFloating(t->dtype())) || (s != nullptr && !IsFloating(s->dtype()))) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "cannot differentiate graph '", fg->name(), "' with respect to input ", i, " ('",
+          fg->parameters()[i]->name(), "'): it is ", a->ToString(),
+          ", not a floating-point value"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<FuncGraph*> BuildGradGraph(Module& module, FuncGraph* fg, const GradSpec& spec) {
+  if (fg == nullptr || fg->module() != &module) {
+    return absl::InvalidArgumentError("the graph to differentiate must belong to the module");
+  }
+  KGRAD_ASSIGN_OR_RETURN(FuncGraph* prepared, PrepareForAd(fg, spec.arg_types));
+  KGRAD_RETURN_IF_ERROR(CheckDifferentiable(prepared, fg, spec.argnums));
+  AdContext ctx(&module, prepared);
+  KGRAD_ASSIGN_OR_RETURN(FuncGraph* k, ctx.K(prepared));
+
+  GraphBuilder b(&module, spec.name, fg->parent());
+  std::vector<AnfNode*> xs;
+  for (Parameter* p : fg->parameters()) xs.push_back(b.Param(p->name(), p->declared()));
+  AnfNode* app = b.Call(k, xs);
+  AnfNode* out = b.GetItem(app, 0);
+  AnfNode* bprop = b.GetItem(app, 1);
+  AnfNode* value = spec.has_aux ? b.GetItem(out, 0) : out;
+  AnfNode* sens = spec.sens_param ? static_cast<AnfNode*>(b.Param("sens"))
+                                   : b.Op(PrimId::kOnesLike, {value});
+  if (spec.has_aux) sens = b.Tuple({sens, b.Op(PrimId::kZerosLike, {b.GetItem(out, 1)})});
+  AnfNode* din = b.Call(bprop, {sens});
+
+  std::vector<AnfNode*> dxs;
+  for (int i : spec.argnums) dxs.push_back(b.GetItem(din, i + 1));
+  AnfNode* input_grads = spec.tuple_inputs ? b.Tuple(dxs) : dxs.at(0);
+  AnfNode* grads = input_grads;
+  if (!spec.weights.empty() || spec.weights_only) {
+    AnfNode* env = b.GetItem(din, 0);
+    std::vector<AnfNode*> dws;
+    for (Parameter* w : spec.weights) {
+      AnfNode* key = b.Const(Value::String(AdContext::KeyOf(w)));
+      dws.push_back(b.Op(PrimId::kEnvGetItem, {env, key, b.Op(PrimId::kZerosLike, {w})}));
+    }
+    AnfNode* weight_grads = b.Tuple(dws);
+    grads = spec.weights_only ? weight_grads : b.Tuple({input_grads, weight_grads});
+  }
+  return b.Return(spec.with_value ? b.Tuple({out, grads}) : grads);
+}
+
+absl::Status CheckWeights(Module& module, const std::vector<Parameter*>& weights) {
+  for (Parameter* w : weights) {
+    if (w == nullptr || !w->is_weight() || module.FindWeight(w->name()) != w) {
+      return absl::InvalidArgumentError("weights to differentiate must be weights of the module");
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<FuncGraph*> GradOperation::operator()(Module& module, FuncGraph* fg) const {
+  std::vector<Parameter*> weights;
+  if (get_by_list_) {
+    for (const auto& w : module.weights()) weights.push_back(w.get());
+  }
+  return (*this)(module, fg, weights);
+}
+
+absl::StatusOr<FuncGraph*> GradOperation::operator()(Module& module, FuncGraph* fg,
+                                                     const std::vector<Parameter*>& weights,
+                                                     const std::vector<AbstractPtr>& arg_types) const {
+  KGRAD_RETURN_IF_ERROR(CheckWeights(module, weights));
+  GradSpec spec;
+  spec.name = absl::StrCat("grad_", fg->name());
+  spec.sens_param = sens_param_;
+  spec.arg_types = arg_types;
+  if (get_all_) {
+    for (size_t i = 0; i < fg->parameters().size(); ++i) spec.argnums.push_back(static_cast<int>(i));
+  } else if (!get_by_list_) {
+    if (fg->parameters().empty()) {
+      return absl::InvalidArgumentError(absl::StrCat("graph '", fg->name(), "' has no input to differentiate"));
+    }
+    spec.argnums = {0};
+    spec.tuple_inputs = false;
+  }
+  if (get_by_list_) {
+    spec.weights = weights;
+    spec.weights_only = !get_all_;
+  }
+  return BuildGradGraph(module, fg, spec);
+}
+
+absl::StatusOr<FuncGraph*> ValueAndGrad(Module& module, FuncGraph* fg, const ValueAndGradOptions& options) {
+  KGRAD_RETURN_IF_ERROR(CheckWeights(module, options.weights));
+  GradSpec spec;
+  spec.name = absl::StrCat("value_and_grad_", fg->name());
+  int n = static_cast<int>(fg->parameters().size());
+  for (int i : options.argnums) spec.argnums.push_back(i < 0 ? i + n : i);
+  spec.tuple_inputs = options.argnums.size() != 1;
+  spec.weights = options.weights;
+  spec.has_aux = options.has_aux;
+  spec.with_value = true;
+  spec.arg_types = options.arg_types;
+  return BuildGradGraph(module, fg, spec);
+}
+
+absl::StatusOr<FuncGraph*> Vjp(Module& module, FuncGraph* fg, const std::vector<AbstractPtr>& arg_types) {
+  GradSpec spec;
+  spec.name = absl::StrCat("vjp_", fg->name());
+  for (size_t i = 0; i < fg->parameters().size(); ++i) spec.argnums.push_back(static_cast<int>(i));
+  spec.sens_param = true;
+  spec.with_value = true;
+  spec.arg_types = arg_types;
+  return BuildGradGraph(module, fg, spec);
+}
+
+}  // namespace kgrad

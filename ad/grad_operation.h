@@ -1,0 +1,61 @@
+// Reverse-mode public API, with MindSpore semantics.
+//
+//   GradOperation grad(/*get_all=*/true, /*get_by_list=*/false, /*sens_param=*/false);
+//   absl::StatusOr<FuncGraph*> g = grad(module, fg);  // (x...) -> (dx...)
+//
+// get_all: gradients of every input (a tuple); otherwise of the first input only.
+// get_by_list: gradients of the module's weights (a tuple), like MindSpore's
+//   ParameterTuple; with get_all too the result is (input grads, weight grads).
+// sens_param: the gradient graph takes the output sensitivity as a last input;
+//   otherwise it is ones_like(output).
+// The results are ordinary graphs of the caller's module: differentiating them
+// again gives higher derivatives.
+#ifndef KGRAD_AD_GRAD_OPERATION_H_
+#define KGRAD_AD_GRAD_OPERATION_H_
+
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "core/module.h"
+
+namespace kgrad {
+
+class GradOperation {
+ public:
+  explicit GradOperation(bool get_all = false, bool get_by_list = false, bool sens_param = false)
+      : get_all_(get_all), get_by_list_(get_by_list), sens_param_(sens_param) {}
+
+  // With get_by_list, differentiates with respect to every weight of the module.
+  absl::StatusOr<FuncGraph*> operator()(Module& module, FuncGraph* fg) const;
+  // With respect to `weights` (weights of the module); `arg_types` are fg's
+  // argument types when its parameters are not declared (else empty).
+  absl::StatusOr<FuncGraph*> operator()(Module& module, FuncGraph* fg,
+                                        const std::vector<Parameter*>& weights,
+                                        const std::vector<AbstractPtr>& arg_types = {}) const;
+
+ private:
+  bool get_all_;
+  bool get_by_list_;
+  bool sens_param_;
+};
+
+struct ValueAndGradOptions {
+  std::vector<int> argnums = {0};   // inputs to differentiate (negative: from the end)
+  std::vector<Parameter*> weights;  // weights to differentiate too
+  bool has_aux = false;             // fg returns (value, aux); only value is differentiated
+  std::vector<AbstractPtr> arg_types;
+};
+
+// (x...) -> (value, grads): grads is dx for a single argnum, else the tuple of
+// them; with weights it is (input grads, weight grads). With has_aux, value is
+// (value, aux).
+absl::StatusOr<FuncGraph*> ValueAndGrad(Module& module, FuncGraph* fg,
+                                        const ValueAndGradOptions& options = {});
+
+// (x..., cotangent) -> (out, (dx...)): the vector-Jacobian product.
+absl::StatusOr<FuncGraph*> Vjp(Module& module, FuncGraph* fg,
+                               const std::vector<AbstractPtr>& arg_types = {});
+
+}  // namespace kgrad
+
+#endif  // KGRAD_AD_GRAD_OPERATION_H_

@@ -1,0 +1,146 @@
+#include "core/cloner.h"
+
+#include <algorithm>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
+#include "core/manager.h"
+#include "core/module.h"
+#include "core/status_macros.h"
+
+namespace kgrad {
+namespace {
+
+// Every graph nested (transitively) in one of `roots`, parents before children.
+std::vector<FuncGraph*> WithNested(Module* m, const std::vector<FuncGraph*>& roots) {
+  absl::flat_hash_set<const FuncGraph*> in(roots.begin(), roots.end());
+  std::vector<FuncGraph*> out(roots.begin(), roots.end());
+  bool grew = true;
+  while (grew) {
+    grew = false;
+    for (const auto& g : m->graphs()) {
+      if (!in.contains(g.get()) && g->parent() != nullptr && in.contains(g->parent())) {
+        in.insert(g.get());
+        out.push_back(g.get());
+        grew = true;
+      }
+    }
+  }
+  std::stable_sort(out.begin(), out.end(),
+                   [](FuncGraph* a, FuncGraph* b) { return a->depth() < b->depth(); });
+  return out;
+}
+
+Value MapValue(const Value& v, const CloneMap& map) {
+  if (v.is_graph()) return Value::Graph(map.Graph(v.graph()));
+  if (v.is_tuple()) {
+    std::vector<Value> elems;
+    for (const Value& e : v.tuple()) elems.push_back(MapValue(e, map));
+    return Value::Tuple(std::move(elems));
+  }
+  return v;
+}
+
+// The shared machinery: shells for graphs, parameters, and node copies in a
+// given order (inputs mapped when copied, shared otherwise).
+class Copier {
+ public:
+  Copier(Module* m, CloneMap* map) : module_(m), map_(map) {}
+
+  void MakeShells(const std::vector<FuncGraph*>& graphs, const std::string& suffix,
+                  FuncGraph* from_parent, FuncGraph* to_parent) {
+    for (FuncGraph* g : graphs) {
+      FuncGraph* parent = g->parent() == nullptr ? nullptr
+                          : g->parent() == from_parent ? to_parent
+                                                       : map_->Graph(g->parent());
+      map_->graphs[g] = module_->NewGraph(absl::StrCat(g->name(), suffix), parent);
+    }
+    for (FuncGraph* g : graphs) {
+      for (Parameter* p : g->parameters()) {
+        Parameter* q = map_->graphs[g]->AddParameter(p->name(), p->declared());
+        q->set_abstract(p->abstract());
+        map_->nodes[p] = q;
+      }
+    }
+  }
+
+  AnfNode* Mapped(AnfNode* n, FuncGraph* target) {
+    auto it = map_->nodes.find(n);
+    if (it != map_->nodes.end()) return it->second;
+    const ValueNode* v = n->AsValue();
+    if (v == nullptr || (!v->value().is_graph() && !v->value().is_tuple())) return n;
+    Value nv = MapValue(v->value(), *map_);
+    if (ValuesEqual(nv, v->value())) return n;  // constants are shared
+    ValueNode* k = target->NewValueNode(std::move(nv));
+    k->set_name(n->name());
+    return k;
+  }
+
+  void CopyNodes(FuncGraph* target, const std::vector<CNode*>& order) {
+    for (CNode* node : order) {
+      std::vector<AnfNode*> inputs;
+      inputs.reserve(node->size());
+      for (AnfNode* in : node->inputs()) inputs.push_back(Mapped(in, target));
+      CNode* copy = target->NewCNode(std::move(inputs));
+      copy->set_name(node->name());
+      copy->set_abstract(node->abstract());
+      map_->nodes[node] = copy;
+    }
+  }
+
+  // Body, output and custom bprop of a copied graph.
+  void CopyGraph(FuncGraph* g, const std::vector<CNode*>& order) {
+    FuncGraph* c = map_->graphs[g];
+    CopyNodes(c, order);
+    if (g->output() != nullptr) c->set_output(Mapped(g->output(), c));
+    if (g->custom_bprop() != nullptr) c->set_custom_bprop(map_->Graph(g->custom_bprop()));
+  }
+
+ private:
+  Module* module_;
+  CloneMap* map_;
+};
+
+}  // namespace
+
+CloneMap CloneGraphs(const std::vector<FuncGraph*>& roots, const std::string& suffix) {
+  CloneMap map;
+  if (roots.empty()) return map;
+  Module* m = roots[0]->module();
+  Manager& manager = m->manager();
+  std::vector<FuncGraph*> graphs = WithNested(m, roots);
+  // Orders of the originals, computed before any copy changes the module.
+  absl::flat_hash_map<FuncGraph*, std::vector<CNode*>> orders;
+  for (FuncGraph* g : graphs) orders[g] = manager.Info(g).order;
+  Copier copier(m, &map);
+  copier.MakeShells(graphs, suffix, nullptr, nullptr);
+  // Parents first, so that free variables of nested graphs are already mapped.
+  for (FuncGraph* g : graphs) copier.CopyGraph(g, orders[g]);
+  return map;
+}
+
+AnfNode* InlineInto(FuncGraph* callee, FuncGraph* caller, absl::Span<AnfNode* const> args) {
+  Module* m = callee->module();
+  Manager& manager = m->manager();
+  KGRAD_CHECK(args.size() == callee->parameters().size());
+  std::vector<FuncGraph*> children;
+  for (const auto& g : m->graphs()) {
+    if (g->parent() == callee) children.push_back(g.get());
+  }
+  std::vector<FuncGraph*> nested = WithNested(m, children);
+  absl::flat_hash_map<FuncGraph*, std::vector<CNode*>> orders;
+  for (FuncGraph* g : nested) orders[g] = manager.Info(g).order;
+  std::vector<CNode*> body = manager.Info(callee).order;
+  CloneMap map;
+  for (size_t i = 0; i < args.size(); ++i) map.nodes[callee->parameters()[i]] = args[i];
+  Copier copier(m, &map);
+  // Graphs nested in the callee move under the caller; the body reads their
+  // shells, and they read the copied body as free variables.
+  copier.MakeShells(nested, "", callee, caller);
+  copier.CopyNodes(caller, body);
+  AnfNode* result = copier.Mapped(callee->output(), caller);
+  for (FuncGraph* g : nested) copier.CopyGraph(g, orders[g]);
+  return result;
+}
+
+}  // namespace kgrad

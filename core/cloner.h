@@ -1,0 +1,43 @@
+// Copying graphs. Clone copies a set of graphs (each with the graphs nested in
+// it) so that references among them point to the copies, while free variables
+// and graphs outside the set stay shared. Inline copies a callee's body into a
+// caller at a call site (partial evaluation: the optimizer's inliner and the
+// AD preparation both use it).
+#ifndef KGRAD_CORE_CLONER_H_
+#define KGRAD_CORE_CLONER_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/types/span.h"
+#include "core/func_graph.h"
+
+namespace kgrad {
+
+struct CloneMap {
+  absl::flat_hash_map<const FuncGraph*, FuncGraph*> graphs;
+  absl::flat_hash_map<const AnfNode*, AnfNode*> nodes;
+
+  AnfNode* Node(AnfNode* n) const {
+    auto it = nodes.find(n);
+    return it == nodes.end() ? n : it->second;
+  }
+  FuncGraph* Graph(FuncGraph* g) const {
+    auto it = graphs.find(g);
+    return it == graphs.end() ? g : it->second;
+  }
+};
+
+// Copies `roots` and every graph nested in them. The copies keep the originals'
+// parents unless a parent was copied too. Names get `suffix`.
+CloneMap CloneGraphs(const std::vector<FuncGraph*>& roots, const std::string& suffix);
+
+// Copies the body of `callee` into `caller`, with the callee's parameters bound to
+// `args` (nodes visible in `caller`); graphs nested in the callee are copied and
+// re-parented under `caller`. Returns the node standing for the callee's output.
+AnfNode* InlineInto(FuncGraph* callee, FuncGraph* caller, absl::Span<AnfNode* const> args);
+
+}  // namespace kgrad
+
+#endif  // KGRAD_CORE_CLONER_H_
