@@ -1,0 +1,293 @@
+#include "tools/grad_check.h"
+
+#include <cmath>
+#include <memory>
+#include <random>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "ad/grad_operation.h"
+#include "backends/executor.h"
+#include "core/builder.h"
+#include "core/status_macros.h"
+
+namespace kgrad {
+namespace {
+
+bool IsFloatValue(const Value& v) {
+  return (v.is_tensor() && IsFloating(v.tensor().dtype())) || (v.is_scalar() && v.scalar().is_float());
+}
+
+absl::Status RequireF64(const Value& v, const std::string& what) {
+  bool ok = (v.is_tensor() && v.tensor().dtype() == DType::kFloat64) ||
+            (v.is_scalar() && v.scalar().dtype() == DType::kFloat64);
+  if (IsFloatValue(v) && !ok) {
+    return absl::InvalidArgumentError(absl::StrCat(what, " is ", v.TypeString(),
+                                                   "; gradient checks run in float64"));
+  }
+  return absl::OkStatus();
+}
+
+Value RandomLike(const Value& v, std::mt19937_64& rng) {
+  std::uniform_real_distribution<double> u(-1.0, 1.0);
+  if (v.is_scalar()) return Value(Scalar::Float(u(rng)));
+  Tensor t = Tensor::Create(DType::kFloat64, v.tensor().shape()).value();
+  double* p = t.mutable_data<double>();
+  for (int64_t i = 0; i < t.NumElements(); ++i) p[i] = u(rng);
+  return Value(std::move(t));
+}
+
+// x + s * d for float64 tensors or scalars of one shape.
+Value Axpy(const Value& x, double s, const Value& d) {
+  if (x.is_scalar()) return Value(Scalar::Float(x.scalar().AsDouble() + s * d.scalar().AsDouble()));
+  Tensor out = x.tensor().Clone();
+  double* o = out.mutable_data<double>();
+  const double* dd = d.tensor().data<double>();
+  for (int64_t i = 0; i < out.NumElements(); ++i) o[i] += s * dd[i];
+  return Value(std::move(out));
+}
+
+double Dot(const Value& a, const Value& b) {
+  if (a.is_scalar()) return a.scalar().AsDouble() * b.scalar().AsDouble();
+  double s = 0;
+  for (int64_t i = 0; i < a.tensor().NumElements(); ++i) {
+    s += a.tensor().ElementAsDouble(i) * b.tensor().ElementAsDouble(i);
+  }
+  return s;
+}
+
+double ScalarOf(const Value& v) {
+  return v.is_scalar() ? v.scalar().AsDouble() : v.tensor().ElementAsDouble(0);
+}
+
+// sum over float leaves of <leaf, weight>, as a rank-0 float64 tensor node.
+absl::StatusOr<AnfNode*> Contract(GraphBuilder& b, AnfNode* node, const Value& sample,
+                                  std::mt19937_64& rng, std::vector<AnfNode*>* terms) {
+  if (sample.is_tuple()) {
+    for (size_t i = 0; i < sample.tuple().size(); ++i) {
+      KGRAD_RETURN_IF_ERROR(Contract(b, b.GetItem(node, i), sample.tuple()[i], rng, terms).status());
+    }
+    return nullptr;
+  }
+  if (!IsFloatValue(sample)) return nullptr;
+  KGRAD_RETURN_IF_ERROR(RequireF64(sample, "an output"));
+  Value w = RandomLike(sample, rng);
+  if (sample.is_scalar()) {
+    AnfNode* p = b.Op(PrimId::kScalarMul, {node, b.Const(w)});
+    terms->push_back(b.Op(PrimId::kScalarToTensor, {p}, {{"dtype", DType::kFloat64}}));
+  } else {
+    terms->push_back(b.Op(PrimId::kReduceSum, {b.Op(PrimId::kMul, {node, b.Const(w)})}));
+  }
+  return nullptr;
+}
+
+// A graph x... -> sum of <leaf, random weight> over the float leaves of g(x...).
+absl::StatusOr<FuncGraph*> ScalarProjection(Module& m, FuncGraph* g, const Value& sample_out,
+                                            std::mt19937_64& rng, const std::string& name) {
+  GraphBuilder b(&m, name, g->parent());
+  b.graph()->set_public(false);
+  std::vector<AnfNode*> xs;
+  for (Parameter* p : g->parameters()) xs.push_back(b.Param(p->name(), p->declared()));
+  AnfNode* out = b.Call(g, xs);
+  std::vector<AnfNode*> terms;
+  KGRAD_RETURN_IF_ERROR(Contract(b, out, sample_out, rng, &terms).status());
+  if (terms.empty()) return absl::InvalidArgumentError("the graph has no floating-point output to check");
+  AnfNode* sum = terms[0];
+  for (size_t i = 1; i < terms.size(); ++i) sum = b.Op(PrimId::kAdd, {sum, terms[i]});
+  return b.Return(sum);
+}
+
+struct Subject {
+  std::string name;
+  int arg = -1;               // an input, or
+  Parameter* weight = nullptr;  // a weight
+};
+
+class Checker {
+ public:
+  Checker(Module& m, FuncGraph* fg, std::vector<Value> args, const GradCheckOptions& o)
+      : m_(m), fg_(fg), args_(std::move(args)), o_(o), rng_(o.seed) {}
+
+  absl::StatusOr<GradCheckReport> Run() {
+    KGRAD_RETURN_IF_ERROR(Setup());
+    GradCheckReport report;
+    report.seed = o_.seed;
+    KGRAD_ASSIGN_OR_RETURN(Value out, RunGraph(fg_, args_));
+    KGRAD_ASSIGN_OR_RETURN(FuncGraph* level, ScalarProjection(m_, fg_, out, rng_, "gradcheck_L1"));
+    for (int order = 1; order <= o_.order; ++order) {
+      std::vector<Parameter*> weights;
+      for (const Subject& s : subjects_) {
+        if (s.weight != nullptr) weights.push_back(s.weight);
+      }
+      KGRAD_ASSIGN_OR_RETURN(FuncGraph* grad,
+                             GradOperation(/*get_all=*/true, !weights.empty())(m_, level, weights));
+      grad->set_public(false);
+      KGRAD_ASSIGN_OR_RETURN(Value grads, RunGraph(grad, args_));
+      KGRAD_ASSIGN_OR_RETURN(std::unique_ptr<Executor> exec, Executor::Create(level));
+      for (const Subject& s : subjects_) {
+        const Value& analytic = Pick(grads, s, !weights.empty());
+        KGRAD_ASSIGN_OR_RETURN(GradCheckEntry e, CheckSubject(*exec, s, analytic));
+        e.order = order;
+        report.entries.push_back(e);
+      }
+      if (order < o_.order) {
+        KGRAD_ASSIGN_OR_RETURN(level, ScalarProjection(m_, grad, grads, rng_,
+                                                       absl::StrCat("gradcheck_L", order + 1)));
+      }
+    }
+    return report;
+  }
+
+ private:
+  absl::Status Setup() {
+    if (args_.size() != fg_->parameters().size()) {
+      return absl::InvalidArgumentError(absl::StrCat("graph '", fg_->name(), "' takes ",
+                                                     fg_->parameters().size(), " inputs, got ", args_.size()));
+    }
+    for (size_t i = 0; i < args_.size(); ++i) {
+      std::string name = fg_->parameters()[i]->name();
+      KGRAD_RETURN_IF_ERROR(RequireF64(args_[i], absl::StrCat("input '", name, "'")));
+      if (IsFloatValue(args_[i])) subjects_.push_back(Subject{name, static_cast<int>(i), nullptr});
+    }
+    if (!o_.check_weights) return absl::OkStatus();
+    for (const auto& w : m_.weights()) {
+      Value v(*w->default_value());
+      KGRAD_RETURN_IF_ERROR(RequireF64(v, absl::StrCat("weight '", w->name(), "'")));
+      if (IsFloatValue(v)) subjects_.push_back(Subject{w->name(), -1, w.get()});
+      weights_[w->name()] = *w->default_value();
+    }
+    return absl::OkStatus();
+  }
+
+  // grads = (dx...) or ((dx...), (dw...)); position of the subject in it.
+  const Value& Pick(const Value& grads, const Subject& s, bool has_weights) {
+    if (!has_weights) return grads.tuple()[s.arg];
+    if (s.weight == nullptr) return grads.tuple()[0].tuple()[s.arg];
+    int k = 0;
+    for (const Subject& t : subjects_) {
+      if (t.weight == nullptr) continue;
+      if (t.weight == s.weight) break;
+      ++k;
+    }
+    return grads.tuple()[1].tuple()[k];
+  }
+
+  Value Current(const Subject& s) const {
+    return s.weight == nullptr ? args_[s.arg] : Value(weights_.at(s.name));
+  }
+
+  absl::StatusOr<double> Evaluate(const Executor& e, const Subject& s, const Value& x) {
+    std::vector<Value> args = args_;
+    absl::flat_hash_map<std::string, Tensor> weights;
+    if (s.weight == nullptr) {
+      args[s.arg] = x;
+    } else {
+      weights[s.name] = x.tensor();
+    }
+    KGRAD_ASSIGN_OR_RETURN(Value r, e.Run(std::move(args), weights));
+    return ScalarOf(r);
+  }
+
+  std::vector<Value> Directions(const Value& x) {
+    std::vector<Value> dirs;
+    for (int i = 0; i < o_.directions; ++i) dirs.push_back(RandomLike(x, rng_));
+    int64_t n = x.is_scalar() ? 1 : x.tensor().NumElements();
+    if (n <= o_.max_coordinates) {
+      for (int64_t k = 0; k < n; ++k) {
+        Value d = x.is_scalar() ? Value(Scalar::Float(1.0)) : Value(Tensor::Zeros(DType::kFloat64, x.tensor().shape()).value());
+        if (d.is_tensor()) d.tensor().mutable_data<double>()[k] = 1.0;
+        dirs.push_back(std::move(d));
+      }
+    }
+    return dirs;
+  }
+
+  absl::StatusOr<GradCheckEntry> CheckSubject(const Executor& e, const Subject& s, const Value& analytic) {
+    GradCheckEntry entry;
+    entry.input = s.name;
+    Value x = Current(s);
+    for (const Value& v : Directions(x)) {
+      KGRAD_ASSIGN_OR_RETURN(double plus, Evaluate(e, s, Axpy(x, o_.eps, v)));
+      KGRAD_ASSIGN_OR_RETURN(double minus, Evaluate(e, s, Axpy(x, -o_.eps, v)));
+      double numeric = (plus - minus) / (2 * o_.eps);
+      double exact = Dot(analytic, v);
+      double scale = std::max(std::abs(numeric), std::abs(exact));
+      double err = std::abs(numeric - exact);
+      if (std::isnan(err)) err = INFINITY;
+      entry.max_abs_error = std::max(entry.max_abs_error, err);
+      entry.max_rel_error = std::max(entry.max_rel_error, scale > 0 ? err / scale : 0.0);
+      entry.max_magnitude = std::max(entry.max_magnitude, std::abs(exact));
+      if (!(err <= o_.atol + o_.rtol * scale)) entry.passed = false;
+    }
+    return entry;
+  }
+
+  Module& m_;
+  FuncGraph* fg_;
+  std::vector<Value> args_;
+  GradCheckOptions o_;
+  std::mt19937_64 rng_;
+  std::vector<Subject> subjects_;
+  absl::flat_hash_map<std::string, Tensor> weights_;
+};
+
+}  // namespace
+
+bool GradCheckReport::passed() const {
+  for (const GradCheckEntry& e : entries) {
+    if (!e.passed) return false;
+  }
+  return true;
+}
+
+std::string GradCheckReport::ToString() const {
+  std::string s = absl::StrCat("gradient check, seed ", seed, "\n");
+  for (const GradCheckEntry& e : entries) {
+    absl::StrAppend(&s, absl::StrFormat("  order %d  %-20s max abs err %.3g  max rel err %.3g  (|grad| up to %.3g)  %s\n",
+                                        e.order, e.input, e.max_abs_error, e.max_rel_error,
+                                        e.max_magnitude, e.passed ? "ok" : "FAILED"));
+  }
+  return s;
+}
+
+absl::StatusOr<GradCheckReport> CheckGradients(Module& module, FuncGraph* fg,
+                                               const std::vector<Value>& args,
+                                               const GradCheckOptions& options) {
+  if (options.order < 1 || options.order > 3) {
+    return absl::InvalidArgumentError(absl::StrCat("order must be 1, 2 or 3, got ", options.order));
+  }
+  Checker checker(module, fg, args, options);
+  return checker.Run();
+}
+
+absl::StatusOr<std::vector<Value>> RandomArguments(FuncGraph* fg, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::vector<Value> out;
+  for (Parameter* p : fg->parameters()) {
+    const AbstractPtr& d = p->declared();
+    if (const AbstractTensor* t = AsTensor(d); t != nullptr && t->shape_known()) {
+      Tensor x = Tensor::Create(IsFloating(t->dtype()) ? DType::kFloat64 : t->dtype(), t->shape()).value();
+      std::uniform_real_distribution<double> u(-1.0, 1.0);
+      DispatchDType(x.dtype(), [&](auto zero) {
+        using V = decltype(zero);
+        V* q = x.mutable_data<V>();
+        for (int64_t i = 0; i < x.NumElements(); ++i) {
+          double r = u(rng);
+          q[i] = std::is_floating_point_v<V> ? static_cast<V>(r) : static_cast<V>(std::floor((r + 1) * 1.5));
+        }
+      });
+      out.push_back(Value(std::move(x)));
+    } else if (const AbstractScalar* s = AsScalar(d)) {
+      std::uniform_real_distribution<double> u(-1.0, 1.0);
+      out.push_back(IsFloating(s->dtype()) ? Value(Scalar::Float(u(rng))) : Value(Scalar::Int(3, s->dtype())));
+    } else {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "input '", p->name(), "' of graph '", fg->name(),
+          "' needs a declared tensor type with known dims (or a scalar) to draw random arguments"));
+    }
+  }
+  return out;
+}
+
+}  // namespace kgrad

@@ -1,0 +1,64 @@
+// Gradient checking in float64 (in tools/: it runs graphs, and ad/ never depends
+// on backends/): analytic derivatives from the transform against
+// central finite differences, at random points and directions (seeded; the seed is
+// in the report).
+//
+// Order 1: with a random cotangent u, L(x) = <u, f(x)>; for every floating input
+// and weight, and random directions v (plus every coordinate for small inputs),
+// <dL/dx, v> (reverse mode) must match (L(x + e v) - L(x - e v)) / 2e. This is
+// the identity <J v, u> == <v, J^T u>.
+// Order k > 1: the same check on L_{k-1}(x) = sum_i <dL_{k-2}/dx_i, w_i> with
+// random w, i.e. the gradient of a gradient, built by differentiating the
+// gradient graph again.
+#ifndef KGRAD_TOOLS_GRAD_CHECK_H_
+#define KGRAD_TOOLS_GRAD_CHECK_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "core/module.h"
+
+namespace kgrad {
+
+struct GradCheckOptions {
+  uint64_t seed = 0;
+  int order = 1;            // checks orders 1..order
+  int directions = 3;       // random directions per input
+  int max_coordinates = 16; // every coordinate of inputs at most this large
+  double eps = 1e-5;
+  double rtol = 1e-5;
+  double atol = 1e-7;
+  bool check_weights = true;
+};
+
+struct GradCheckEntry {
+  int order = 1;
+  std::string input;  // parameter or weight name
+  double max_abs_error = 0;
+  double max_rel_error = 0;
+  double max_magnitude = 0;  // largest |derivative| seen
+  bool passed = true;
+};
+
+struct GradCheckReport {
+  uint64_t seed = 0;
+  std::vector<GradCheckEntry> entries;
+  bool passed() const;
+  std::string ToString() const;
+};
+
+// `args` are float64 (tensors or scalars) for floating inputs; integer/bool
+// inputs are passed through and not checked. Floating weights must be float64.
+absl::StatusOr<GradCheckReport> CheckGradients(Module& module, FuncGraph* fg,
+                                               const std::vector<Value>& args,
+                                               const GradCheckOptions& options = {});
+
+// Random float64 arguments for fg's declared parameter types (uniform in
+// [-1, 1); integers in [0, 3)).
+absl::StatusOr<std::vector<Value>> RandomArguments(FuncGraph* fg, uint64_t seed);
+
+}  // namespace kgrad
+
+#endif  // KGRAD_TOOLS_GRAD_CHECK_H_
