@@ -1,10 +1,392 @@
-// CPU kernels: conv family.
+// CPU kernels: convolution (NCHW activations, OIHW filters), f32 and f64. Pooling
+// lives in pool_kernels.cc and is registered from here.
+//
+// Convolution is lowered to GEMM per sample and group (im2col):
+//   col[(c*KH + p)*KW + q, i*OW + j] = x[c, i*sh - top + p*dh, j*sw - left + q*dw]  (0 outside)
+//   conv2d:          Y_g  = W_g * col                 [O/g, OH*OW]
+//   backprop_input:  col  = W_g^T * dY_g, then col2im  (scatter-add back into dx)
+//   backprop_filter: dW_g += dY_g * col^T, summed over the batch
+// The batch is split over threads, or, for few big samples, left to Eigen's
+// OpenMP-parallel GEMM. Every kernel validates its inputs and attributes itself.
+#include <algorithm>
+#include <array>
+#include <utility>
+
+// GCC 12 reports false -Wmaybe-uninitialized inside Eigen's AVX-512 GEMM kernels.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include "Eigen/Core"
+#pragma GCC diagnostic pop
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "backends/cpu/conv_window.h"
 #include "backends/cpu/cpu_kernels.h"
+#include "backends/cpu/parallel.h"
+#include "core/status_macros.h"
 
 namespace kgrad {
 namespace cpu {
+namespace {
 
-void RegisterConvKernels(KernelTable* table) { (void)table; }
+using conv_internal::ConvAttrs;
+using conv_internal::ExpectShape;
+using conv_internal::Nchw;
+using conv_internal::ValidRange;
+using conv_internal::Window;
+using conv_internal::WindowCount;
+
+// Per-sample GEMM work (flops) above which one GEMM is worth all the threads.
+constexpr double kGemmParallelFlops = 1 << 24;
+// Elements of column scratch per chunk that im2col tiles aim for (16 MB in f32).
+constexpr double kColBudget = 1 << 22;
+
+// ----- Convolution geometry ----------------------------------------------------------
+struct ConvGeom {
+  Window win;
+  int64_t n, c, h, w;  // input
+  int64_t o, kh, kw;   // filter [O, C/groups, KH, KW]
+  int64_t oh, ow;      // output
+  int64_t cg, og;      // channels per group (input, output)
+
+  int64_t col_rows() const { return cg * kh * kw; }
+  int64_t col_cols() const { return oh * ow; }
+  Shape y_shape() const { return {n, o, oh, ow}; }
+  Shape w_shape() const { return {o, cg, kh, kw}; }
+  // A 1x1 filter with unit stride and no padding reads x itself as its column matrix.
+  bool is_pointwise() const {
+    return kh == 1 && kw == 1 && win.stride[0] == 1 && win.stride[1] == 1 &&
+           win.pad_lo == std::array<int64_t, 2>{0, 0} && win.pad_hi == std::array<int64_t, 2>{0, 0};
+  }
+};
+
+// Checks x [N,C,H,W] (input xi) against a filter of shape `w` (input wi).
+absl::StatusOr<ConvGeom> MakeConvGeom(const Window& win, const Shape& x, size_t xi, const Shape& w,
+                                      size_t wi) {
+  ConvGeom g;
+  g.n = x[0], g.c = x[1], g.h = x[2], g.w = x[3];
+  g.o = w[0], g.kh = w[2], g.kw = w[3];
+  int64_t groups = win.groups;
+  if (g.c % groups != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "input ", xi, " has ", g.c, " channels (dim 1), not divisible by groups=", groups));
+  }
+  if (g.o % groups != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("input ", wi, " (filter) has ", g.o,
+                     " output channels (dim 0), not divisible by groups=", groups));
+  }
+  if (w[1] != g.c / groups) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("input ", wi, " (filter) must have C/groups = ", g.c / groups,
+                     " input channels (dim 1) for ", g.c, " channels and groups=", groups, ", got ",
+                     ShapeToString(w)));
+  }
+  if (g.kh < 1 || g.kw < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "input ", wi, " (filter) must have a kernel of at least 1x1, got ", ShapeToString(w)));
+  }
+  g.cg = g.c / groups;
+  g.og = g.o / groups;
+  g.win = win;
+  g.win.kernel = {g.kh, g.kw};
+  KGRAD_ASSIGN_OR_RETURN(g.oh, WindowCount(g.win, 0, g.h, /*pool=*/false));
+  KGRAD_ASSIGN_OR_RETURN(g.ow, WindowCount(g.win, 1, g.w, /*pool=*/false));
+  return g;
+}
+
+// The column matrix of output rows [i0, i1): col[(c*KH + p)*KW + q, (i - i0)*OW + j],
+// [cg*KH*KW, (i1 - i0)*OW], from one sample's group x [cg, H, W].
+template <typename T>
+void Im2Col(const ConvGeom& g, const T* x, int64_t i0, int64_t i1, T* col) {
+  const Window& k = g.win;
+  const int64_t tile = (i1 - i0) * g.ow;
+  for (int64_t c = 0; c < g.cg; ++c) {
+    for (int64_t p = 0; p < g.kh; ++p) {
+      for (int64_t q = 0; q < g.kw; ++q) {
+        T* row = col + ((c * g.kh + p) * g.kw + q) * tile;
+        int64_t off_w = q * k.dilation[1] - k.pad_lo[1];
+        auto [j0, j1] = ValidRange(off_w, k.stride[1], g.w, g.ow);
+        for (int64_t i = i0; i < i1; ++i) {
+          T* r = row + (i - i0) * g.ow;
+          int64_t ih = i * k.stride[0] - k.pad_lo[0] + p * k.dilation[0];
+          if (ih < 0 || ih >= g.h) {
+            std::fill(r, r + g.ow, T(0));
+            continue;
+          }
+          const T* src = x + (c * g.h + ih) * g.w;
+          std::fill(r, r + j0, T(0));
+          for (int64_t j = j0; j < j1; ++j) r[j] = src[j * k.stride[1] + off_w];
+          std::fill(r + j1, r + g.ow, T(0));
+        }
+      }
+    }
+  }
+}
+
+// The adjoint of Im2Col: adds each column entry into the x cell it was read from.
+template <typename T>
+void Col2Im(const ConvGeom& g, const T* col, int64_t i0, int64_t i1, T* dx) {
+  const Window& k = g.win;
+  const int64_t tile = (i1 - i0) * g.ow;
+  for (int64_t c = 0; c < g.cg; ++c) {
+    for (int64_t p = 0; p < g.kh; ++p) {
+      for (int64_t q = 0; q < g.kw; ++q) {
+        const T* row = col + ((c * g.kh + p) * g.kw + q) * tile;
+        int64_t off_w = q * k.dilation[1] - k.pad_lo[1];
+        auto [j0, j1] = ValidRange(off_w, k.stride[1], g.w, g.ow);
+        for (int64_t i = i0; i < i1; ++i) {
+          int64_t ih = i * k.stride[0] - k.pad_lo[0] + p * k.dilation[0];
+          if (ih < 0 || ih >= g.h) continue;
+          const T* r = row + (i - i0) * g.ow;
+          T* dst = dx + (c * g.h + ih) * g.w;
+          for (int64_t j = j0; j < j1; ++j) dst[j * k.stride[1] + off_w] += r[j];
+        }
+      }
+    }
+  }
+}
+
+template <typename T>
+using RowMat = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+using Stride = Eigen::OuterStride<>;
+template <typename T>
+using MatMap = Eigen::Map<RowMat<T>, 0, Stride>;
+template <typename T>
+using ConstMatMap = Eigen::Map<const RowMat<T>, 0, Stride>;
+
+// A row-major [rows, cols] view of `p` whose rows are `stride` elements apart.
+template <typename T>
+MatMap<T> View(T* p, int64_t rows, int64_t cols, int64_t stride) {
+  return MatMap<T>(p, rows, cols, Stride(stride));
+}
+template <typename T>
+ConstMatMap<T> View(const T* p, int64_t rows, int64_t cols, int64_t stride) {
+  return ConstMatMap<T>(p, rows, cols, Stride(stride));
+}
+
+// Batch chunks to run in parallel. One chunk (a serial batch loop) when the work is
+// small, or when a sample's GEMM is big enough to use every thread by itself
+// (Eigen's GEMM parallelises with OpenMP outside a parallel region). Work is
+// estimated in double: the dims are bounded but their products need not fit int64.
+int64_t BatchChunks(const ConvGeom& g) {
+  int64_t threads = 1;
+#ifdef _OPENMP
+  threads = omp_get_max_threads();
+#endif
+  double per_sample = 2.0 * g.o * g.col_rows() * g.col_cols();
+  if (g.n <= 1 || threads <= 1 || g.n * per_sample < kParallelGrain) return 1;
+  if (g.n < threads && per_sample >= kGemmParallelFlops) return 1;
+  return std::min(g.n, threads);
+}
+
+// Output rows per im2col tile, so that a chunk's column scratch stays near
+// kColBudget elements (large images would otherwise need gigabytes). Pointwise
+// convolutions read x in place and take all rows at once.
+int64_t TileRows(const ConvGeom& g) {
+  if (g.is_pointwise()) return g.oh;
+  double per_row = std::max(1.0, static_cast<double>(g.col_rows()) * g.ow);
+  return std::clamp<int64_t>(static_cast<int64_t>(kColBudget / per_row), 1, g.oh);
+}
+
+// Runs fn(chunk, n) for every sample, the chunks in parallel.
+template <typename Fn>
+void ForEachSample(int64_t n, int64_t chunks, Fn&& fn) {
+  ParallelFor(chunks, 2, [&](int64_t b, int64_t e) {
+    for (int64_t c = b; c < e; ++c) {
+      for (int64_t s = n * c / chunks; s < n * (c + 1) / chunks; ++s) fn(c, s);
+    }
+  });
+}
+
+// The shared plan of the three convolution kernels: chunks and their scratch.
+struct ConvPlan {
+  int64_t chunks, tile_rows;
+  Tensor scratch;  // [chunks, col_rows, tile_rows*OW] (empty for pointwise)
+
+  template <typename T>
+  T* col(int64_t chunk, const ConvGeom& g) const {
+    if (scratch.NumElements() == 0) return nullptr;  // pointwise: no im2col
+    return scratch.mutable_data<T>() + chunk * g.col_rows() * tile_rows * g.ow;
+  }
+};
+
+absl::StatusOr<ConvPlan> MakePlan(const KernelContext& ctx, DType dtype, const ConvGeom& g) {
+  ConvPlan plan;
+  plan.chunks = BatchChunks(g);
+  plan.tile_rows = TileRows(g);
+  Shape shape = {0};
+  if (!g.is_pointwise()) shape = {plan.chunks, g.col_rows(), plan.tile_rows * g.ow};
+  KGRAD_ASSIGN_OR_RETURN(plan.scratch, ctx.Allocate(dtype, shape));
+  return plan;
+}
+
+// Columns of output rows [i0, i1) for one sample's group xg: x itself (row stride
+// H*W) for pointwise convolutions, else im2col into `col`. Returns the view.
+template <typename T>
+ConstMatMap<T> Columns(const ConvGeom& g, const T* xg, int64_t i0, int64_t i1, T* col) {
+  int64_t tile = (i1 - i0) * g.ow;
+  if (g.is_pointwise()) return View(xg + i0 * g.ow, g.col_rows(), tile, g.col_cols());
+  Im2Col(g, xg, i0, i1, col);
+  return View(static_cast<const T*>(col), g.col_rows(), tile, tile);
+}
+
+// Runs fn(T{}) with T = float or double after `dtype` (checked by Nchw).
+template <typename Fn>
+void DispatchFloat(DType dtype, Fn&& fn) {
+  if (dtype == DType::kFloat32) {
+    fn(float{});
+  } else {
+    fn(double{});
+  }
+}
+
+// ----- conv2d -------------------------------------------------------------------------
+// Y_g[:, tile] = W_g * col(tile) per sample, group and tile of output rows.
+template <typename T>
+void Conv2dForward(const ConvGeom& g, const ConvPlan& plan, const T* x, const T* w, T* y) {
+  const int64_t rows = g.col_rows(), cols = g.col_cols();
+  ForEachSample(g.n, plan.chunks, [&](int64_t chunk, int64_t n) {
+    T* col = plan.col<T>(chunk, g);
+    for (int64_t gi = 0; gi < g.win.groups; ++gi) {
+      const T* xg = x + (n * g.c + gi * g.cg) * g.h * g.w;
+      T* yg = y + (n * g.o + gi * g.og) * cols;
+      auto wg = View(w + gi * g.og * rows, g.og, rows, rows);
+      for (int64_t i0 = 0; i0 < g.oh; i0 += plan.tile_rows) {
+        int64_t i1 = std::min(g.oh, i0 + plan.tile_rows);
+        auto out = View(yg + i0 * g.ow, g.og, (i1 - i0) * g.ow, cols);
+        if (rows == 0) {
+          out.setZero();  // no input channels: an empty sum
+        } else {
+          out.noalias() = wg * Columns(g, xg, i0, i1, col);
+        }
+      }
+    }
+  });
+}
+
+absl::StatusOr<Value> Conv2d(KernelContext& ctx) {
+  KGRAD_ASSIGN_OR_RETURN(Window win, ConvAttrs(ctx.prim()));
+  KGRAD_ASSIGN_OR_RETURN(const Tensor* x, Nchw(ctx, 0, "NCHW input"));
+  KGRAD_ASSIGN_OR_RETURN(const Tensor* w, Nchw(ctx, 1, "OIHW filter"));
+  KGRAD_ASSIGN_OR_RETURN(ConvGeom g, MakeConvGeom(win, x->shape(), 0, w->shape(), 1));
+  KGRAD_ASSIGN_OR_RETURN(Tensor y, ctx.Allocate(x->dtype(), g.y_shape()));
+  KGRAD_ASSIGN_OR_RETURN(ConvPlan plan, MakePlan(ctx, x->dtype(), g));
+  DispatchFloat(x->dtype(), [&](auto zero) {
+    using T = decltype(zero);
+    Conv2dForward<T>(g, plan, x->data<T>(), w->data<T>(), y.mutable_data<T>());
+  });
+  return Value(std::move(y));
+}
+
+// ----- conv2d_backprop_input ----------------------------------------------------------
+// col(tile) = W_g^T * dY_g[:, tile], scattered back by col2im (pointwise: written
+// straight into dx).
+template <typename T>
+void Conv2dBackpropInput(const ConvGeom& g, const ConvPlan& plan, const T* dy, const T* w, T* dx) {
+  const int64_t rows = g.col_rows(), cols = g.col_cols();
+  ForEachSample(g.n, plan.chunks, [&](int64_t chunk, int64_t n) {
+    T* col = plan.col<T>(chunk, g);
+    for (int64_t gi = 0; gi < g.win.groups; ++gi) {
+      T* dxg = dx + (n * g.c + gi * g.cg) * g.h * g.w;
+      const T* dyg = dy + (n * g.o + gi * g.og) * cols;
+      auto wg = View(w + gi * g.og * rows, g.og, rows, rows);
+      if (!g.is_pointwise()) std::fill(dxg, dxg + g.cg * g.h * g.w, T(0));
+      for (int64_t i0 = 0; i0 < g.oh; i0 += plan.tile_rows) {
+        int64_t i1 = std::min(g.oh, i0 + plan.tile_rows);
+        int64_t tile = (i1 - i0) * g.ow;
+        auto out = g.is_pointwise() ? View(dxg + i0 * g.ow, rows, tile, cols)
+                                    : View(col, rows, tile, tile);
+        if (g.og == 0) {
+          out.setZero();  // no output channels: nothing flows back
+        } else {
+          out.noalias() = wg.transpose() * View(dyg + i0 * g.ow, g.og, tile, cols);
+        }
+        if (!g.is_pointwise()) Col2Im(g, col, i0, i1, dxg);
+      }
+    }
+  });
+}
+
+absl::StatusOr<Value> Conv2dBackpropInputKernel(KernelContext& ctx) {
+  KGRAD_ASSIGN_OR_RETURN(Window win, ConvAttrs(ctx.prim()));
+  KGRAD_ASSIGN_OR_RETURN(const Tensor* dy, Nchw(ctx, 0, "NCHW gradient"));
+  KGRAD_ASSIGN_OR_RETURN(const Tensor* w, Nchw(ctx, 1, "OIHW filter"));
+  KGRAD_ASSIGN_OR_RETURN(const Tensor* x_ref, Nchw(ctx, 2, "NCHW input-shape"));
+  KGRAD_ASSIGN_OR_RETURN(ConvGeom g, MakeConvGeom(win, x_ref->shape(), 2, w->shape(), 1));
+  KGRAD_RETURN_IF_ERROR(ExpectShape(0, *dy, g.y_shape(), "the conv2d output of inputs 2 and 1"));
+  KGRAD_ASSIGN_OR_RETURN(Tensor dx, ctx.Allocate(dy->dtype(), x_ref->shape()));
+  KGRAD_ASSIGN_OR_RETURN(ConvPlan plan, MakePlan(ctx, dy->dtype(), g));
+  DispatchFloat(dy->dtype(), [&](auto zero) {
+    using T = decltype(zero);
+    Conv2dBackpropInput<T>(g, plan, dy->data<T>(), w->data<T>(), dx.mutable_data<T>());
+  });
+  return Value(std::move(dx));
+}
+
+// ----- conv2d_backprop_filter ---------------------------------------------------------
+// dW_g += dY_g[:, tile] * col(tile)^T over samples and tiles. Each chunk sums its
+// samples into its own slice of `partial` ([chunks, |w|]); the slices are then
+// added in chunk order, so the result does not depend on thread timing.
+template <typename T>
+void Conv2dBackpropFilter(const ConvGeom& g, const ConvPlan& plan, const T* x, const T* dy, T* dw,
+                          T* partial) {
+  const int64_t rows = g.col_rows(), cols = g.col_cols();
+  const int64_t wsize = g.o * rows;
+  const int64_t chunks = plan.chunks;
+  for (int64_t c = 0; c < chunks; ++c) {
+    T* acc = chunks == 1 ? dw : partial + c * wsize;
+    std::fill(acc, acc + wsize, T(0));
+  }
+  ForEachSample(g.n, chunks, [&](int64_t chunk, int64_t n) {
+    T* col = plan.col<T>(chunk, g);
+    T* acc = chunks == 1 ? dw : partial + chunk * wsize;
+    for (int64_t gi = 0; gi < g.win.groups; ++gi) {
+      const T* xg = x + (n * g.c + gi * g.cg) * g.h * g.w;
+      const T* dyg = dy + (n * g.o + gi * g.og) * cols;
+      auto dwg = View(acc + gi * g.og * rows, g.og, rows, rows);
+      for (int64_t i0 = 0; i0 < g.oh; i0 += plan.tile_rows) {
+        int64_t i1 = std::min(g.oh, i0 + plan.tile_rows);
+        int64_t tile = (i1 - i0) * g.ow;
+        dwg.noalias() +=
+            View(dyg + i0 * g.ow, g.og, tile, cols) * Columns(g, xg, i0, i1, col).transpose();
+      }
+    }
+  });
+  if (chunks == 1) return;
+  std::fill(dw, dw + wsize, T(0));
+  for (int64_t c = 0; c < chunks; ++c) {
+    const T* p = partial + c * wsize;
+    for (int64_t i = 0; i < wsize; ++i) dw[i] += p[i];
+  }
+}
+
+absl::StatusOr<Value> Conv2dBackpropFilterKernel(KernelContext& ctx) {
+  KGRAD_ASSIGN_OR_RETURN(Window win, ConvAttrs(ctx.prim()));
+  KGRAD_ASSIGN_OR_RETURN(const Tensor* x, Nchw(ctx, 0, "NCHW input"));
+  KGRAD_ASSIGN_OR_RETURN(const Tensor* dy, Nchw(ctx, 1, "NCHW gradient"));
+  KGRAD_ASSIGN_OR_RETURN(const Tensor* w_ref, Nchw(ctx, 2, "OIHW filter-shape"));
+  KGRAD_ASSIGN_OR_RETURN(ConvGeom g, MakeConvGeom(win, x->shape(), 0, w_ref->shape(), 2));
+  KGRAD_RETURN_IF_ERROR(ExpectShape(1, *dy, g.y_shape(), "the conv2d output of inputs 0 and 2"));
+  KGRAD_ASSIGN_OR_RETURN(Tensor dw, ctx.Allocate(x->dtype(), g.w_shape()));
+  KGRAD_ASSIGN_OR_RETURN(ConvPlan plan, MakePlan(ctx, x->dtype(), g));
+  int64_t partials = plan.chunks == 1 ? 0 : plan.chunks;
+  KGRAD_ASSIGN_OR_RETURN(Tensor partial, ctx.Allocate(x->dtype(), {partials, dw.NumElements()}));
+  DispatchFloat(x->dtype(), [&](auto zero) {
+    using T = decltype(zero);
+    Conv2dBackpropFilter<T>(g, plan, x->data<T>(), dy->data<T>(), dw.mutable_data<T>(),
+                            partial.mutable_data<T>());
+  });
+  return Value(std::move(dw));
+}
+
+}  // namespace
+
+void RegisterConvKernels(KernelTable* table) {
+  table->Set(PrimId::kConv2d, Conv2d);
+  table->Set(PrimId::kConv2dBackpropInput, Conv2dBackpropInputKernel);
+  table->Set(PrimId::kConv2dBackpropFilter, Conv2dBackpropFilterKernel);
+  conv_internal::RegisterPoolKernels(table);
+}
 
 }  // namespace cpu
 }  // namespace kgrad

@@ -1,0 +1,338 @@
+// CPU kernels: max and average pooling (NCHW), f32 and f64, over the N*C planes in
+// parallel.
+//
+// Loops run per output row i. For a kernel row r inside the input and a kernel
+// column q, the output columns j in [j0, j1) whose tap j*sw + q - left is a real
+// cell form one strided run, so the innermost loops run over j and vectorise.
+// Visiting (r, q) in increasing order visits the cells of every window in
+// row-major order, which is what the first-max tie rule needs. Padding cells are
+// never visited: they are -infinity for max and absent (or zero) for mean.
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+#include <type_traits>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "backends/cpu/conv_window.h"
+#include "backends/cpu/cpu_kernels.h"
+#include "backends/cpu/parallel.h"
+#include "core/status_macros.h"
+
+namespace kgrad {
+namespace cpu {
+namespace conv_internal {
+namespace {
+
+struct PoolGeom {
+  Window win;
+  int64_t n, c, h, w, oh, ow;
+  bool count_include_pad = true;
+
+  int64_t planes() const { return n * c; }
+  Shape y_shape() const { return {n, c, oh, ow}; }
+  // Kernel rows [r0, r1) of output row i that lie inside the input (never empty).
+  std::pair<int64_t, int64_t> Rows(int64_t i) const {
+    int64_t start = i * win.stride[0] - win.pad_lo[0];
+    return {std::max<int64_t>(start, 0), std::min(start + win.kernel[0], h)};
+  }
+  // Real cells in the columns of window column j.
+  int64_t ColCount(int64_t j) const {
+    int64_t start = j * win.stride[1] - win.pad_lo[1];
+    return std::min(start + win.kernel[1], w) - std::max<int64_t>(start, 0);
+  }
+};
+
+absl::StatusOr<PoolGeom> MakePoolGeom(const Primitive& p, const Shape& x) {
+  PoolGeom g;
+  KGRAD_ASSIGN_OR_RETURN(g.win, PoolAttrs(p));
+  g.n = x[0], g.c = x[1], g.h = x[2], g.w = x[3];
+  KGRAD_ASSIGN_OR_RETURN(g.oh, WindowCount(g.win, 0, g.h, /*pool=*/true));
+  KGRAD_ASSIGN_OR_RETURN(g.ow, WindowCount(g.win, 1, g.w, /*pool=*/true));
+  if (p.id() == PrimId::kAvgPool2d || p.id() == PrimId::kAvgPool2dGrad) {
+    g.count_include_pad = p.GetBool("count_include_pad");
+  }
+  return g;
+}
+
+// fn(base, j0, j1) for each run of output row i: output column j in [j0, j1)
+// reads the plane cell base + j*sw, in row-major window order.
+template <typename Fn>
+void ForEachRun(const PoolGeom& g, int64_t i, Fn&& fn) {
+  auto [r0, r1] = g.Rows(i);
+  // Only kernel columns that some window places inside the input (a hostile kernel
+  // attribute can be far wider than the input).
+  const int64_t left = g.win.pad_lo[1];
+  const int64_t q0 = std::max<int64_t>(0, left - (g.ow - 1) * g.win.stride[1]);
+  const int64_t q1 = std::min(g.win.kernel[1], left + g.w);
+  for (int64_t r = r0; r < r1; ++r) {
+    for (int64_t q = q0; q < q1; ++q) {
+      int64_t off = q - g.win.pad_lo[1];
+      auto [j0, j1] = ValidRange(off, g.win.stride[1], g.w, g.ow);
+      fn(r * g.w + off, j0, j1);
+    }
+  }
+}
+
+// Splits the planes into contiguous chunks, one per thread when the work is big
+// enough; each chunk owns one row of the scratch buffers.
+int64_t PlaneChunks(const PoolGeom& g) {
+  int64_t threads = 1;
+#ifdef _OPENMP
+  threads = omp_get_max_threads();
+#endif
+  double work = static_cast<double>(g.planes()) * g.oh * g.ow * g.win.kernel[0] * g.win.kernel[1];
+  if (threads <= 1 || work < kParallelGrain) return 1;
+  return std::max<int64_t>(1, std::min(g.planes(), threads));
+}
+
+// fn(plane, chunk) over all planes.
+template <typename Fn>
+void ForEachPlane(const PoolGeom& g, int64_t chunks, Fn&& fn) {
+  int64_t planes = g.planes();
+  ParallelFor(chunks, 2, [&](int64_t b, int64_t e) {
+    for (int64_t c = b; c < e; ++c) {
+      for (int64_t pl = planes * c / chunks; pl < planes * (c + 1) / chunks; ++pl) fn(pl, c);
+    }
+  });
+}
+
+// ----- Max ----------------------------------------------------------------------------------
+// m[j] = the max of window (i, j) of the plane (NaN wins, so that it propagates
+// like in PyTorch). Strict `>` keeps the first of equal values, so m[j] is the
+// value at the first argmax.
+template <typename T>
+void MaxRow(const PoolGeom& g, const T* xp, int64_t i, T* m) {
+  const int64_t s = g.win.stride[1];
+  std::fill(m, m + g.ow, -std::numeric_limits<T>::infinity());
+  ForEachRun(g, i, [&](int64_t base, int64_t j0, int64_t j1) {
+    for (int64_t j = j0; j < j1; ++j) {
+      T v = xp[base + j * s];
+      m[j] = (v > m[j] || v != v) ? v : m[j];
+    }
+  });
+}
+
+// idx[j] = the plane position of the first max of window (i, j); m is scratch.
+// Positions P are int32 for f32 planes under 2^31 cells, so that values and
+// positions have the same lane width and the select loop vectorises.
+template <typename T, typename P>
+void ArgmaxRow(const PoolGeom& g, const T* xp, int64_t i, T* m, P* idx) {
+  const int64_t s = g.win.stride[1];
+  const int64_t r0 = g.Rows(i).first;
+  std::fill(m, m + g.ow, -std::numeric_limits<T>::infinity());
+  // The first real cell: the answer when every cell is -inf.
+  for (int64_t j = 0; j < g.ow; ++j) {
+    idx[j] = static_cast<P>(r0 * g.w + std::max<int64_t>(j * s - g.win.pad_lo[1], 0));
+  }
+  ForEachRun(g, i, [&](int64_t base, int64_t j0, int64_t j1) {
+    for (int64_t j = j0; j < j1; ++j) {
+      T v = xp[base + j * s];
+      bool take = v > m[j] || (v != v && m[j] == m[j]);
+      m[j] = take ? v : m[j];
+      idx[j] = take ? static_cast<P>(base + j * s) : idx[j];
+    }
+  });
+}
+
+template <typename T>
+void MaxPool(const PoolGeom& g, const T* x, T* y, int64_t chunks) {
+  ForEachPlane(g, chunks, [&](int64_t pl, int64_t) {
+    for (int64_t i = 0; i < g.oh; ++i) {
+      MaxRow(g, x + pl * g.h * g.w, i, y + (pl * g.oh + i) * g.ow);
+    }
+  });
+}
+
+// The scratch of the argmax kernels: per chunk, one row of values and one of positions.
+struct ArgmaxScratch {
+  Tensor values, positions;
+};
+
+bool SmallPositions(DType dtype, const PoolGeom& g) {
+  return dtype == DType::kFloat32 && g.h * g.w < (int64_t{1} << 31);
+}
+
+absl::StatusOr<ArgmaxScratch> MakeArgmaxScratch(const KernelContext& ctx, DType dtype,
+                                                const PoolGeom& g, int64_t chunks) {
+  ArgmaxScratch s;
+  KGRAD_ASSIGN_OR_RETURN(s.values, ctx.Allocate(dtype, {chunks, g.ow}));
+  DType positions = SmallPositions(dtype, g) ? DType::kInt32 : DType::kInt64;
+  KGRAD_ASSIGN_OR_RETURN(s.positions, ctx.Allocate(positions, {chunks, g.ow}));
+  return s;
+}
+
+// scatter: dx[argmax] += dy (max_pool2d_grad, dst shaped like x).
+// gather:  dst[window] = src[argmax] (max_pool2d_grad_grad, dst shaped like y).
+template <typename T, typename P, bool kScatter>
+void RouteArgmax(const PoolGeom& g, const T* x, const T* src, T* dst, ArgmaxScratch& s,
+                 int64_t chunks) {
+  ForEachPlane(g, chunks, [&](int64_t pl, int64_t chunk) {
+    const T* xp = x + pl * g.h * g.w;
+    T* m = s.values.mutable_data<T>() + chunk * g.ow;
+    P* idx = s.positions.mutable_data<P>() + chunk * g.ow;
+    if (kScatter) std::fill(dst + pl * g.h * g.w, dst + (pl + 1) * g.h * g.w, T(0));
+    for (int64_t i = 0; i < g.oh; ++i) {
+      ArgmaxRow(g, xp, i, m, idx);
+      int64_t row = (pl * g.oh + i) * g.ow;
+      if (kScatter) {
+        T* dxp = dst + pl * g.h * g.w;
+        for (int64_t j = 0; j < g.ow; ++j) dxp[idx[j]] += src[row + j];
+      } else {
+        const T* sp = src + pl * g.h * g.w;
+        for (int64_t j = 0; j < g.ow; ++j) dst[row + j] = sp[idx[j]];
+      }
+    }
+  });
+}
+
+// RouteArgmax with the position type MakeArgmaxScratch chose.
+template <typename T, bool kScatter>
+void Route(const PoolGeom& g, const T* x, const T* src, T* dst, ArgmaxScratch& s, int64_t chunks) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (s.positions.dtype() == DType::kInt32) {
+      RouteArgmax<T, int32_t, kScatter>(g, x, src, dst, s, chunks);
+      return;
+    }
+  }
+  RouteArgmax<T, int64_t, kScatter>(g, x, src, dst, s, chunks);
+}
+
+// ----- Average --------------------------------------------------------------------------------
+// The divisor of window (i, j): KH*KW, or its real cells without count_include_pad.
+template <typename T>
+T Divisor(const PoolGeom& g, int64_t rows, int64_t j) {
+  if (g.count_include_pad) {
+    return static_cast<T>(static_cast<double>(g.win.kernel[0]) * g.win.kernel[1]);
+  }
+  return static_cast<T>(rows * g.ColCount(j));
+}
+
+template <typename T>
+void AvgPool(const PoolGeom& g, const T* x, T* y, int64_t chunks) {
+  const int64_t s = g.win.stride[1];
+  ForEachPlane(g, chunks, [&](int64_t pl, int64_t) {
+    const T* xp = x + pl * g.h * g.w;
+    for (int64_t i = 0; i < g.oh; ++i) {
+      T* yr = y + (pl * g.oh + i) * g.ow;
+      std::fill(yr, yr + g.ow, T(0));
+      ForEachRun(g, i, [&](int64_t base, int64_t j0, int64_t j1) {
+        for (int64_t j = j0; j < j1; ++j) yr[j] += xp[base + j * s];
+      });
+      auto [r0, r1] = g.Rows(i);
+      for (int64_t j = 0; j < g.ow; ++j) yr[j] /= Divisor<T>(g, r1 - r0, j);
+    }
+  });
+}
+
+// dx[cell] += dy[window] / divisor for every real cell of every window; `share`
+// (scratch, one row per chunk) holds dy / divisor of the current output row.
+template <typename T>
+void AvgPoolGrad(const PoolGeom& g, const T* dy, T* dx, T* share, int64_t chunks) {
+  const int64_t s = g.win.stride[1];
+  ForEachPlane(g, chunks, [&](int64_t pl, int64_t chunk) {
+    T* dxp = dx + pl * g.h * g.w;
+    T* v = share + chunk * g.ow;
+    std::fill(dxp, dxp + g.h * g.w, T(0));
+    for (int64_t i = 0; i < g.oh; ++i) {
+      const T* dyr = dy + (pl * g.oh + i) * g.ow;
+      auto [r0, r1] = g.Rows(i);
+      for (int64_t j = 0; j < g.ow; ++j) v[j] = dyr[j] / Divisor<T>(g, r1 - r0, j);
+      ForEachRun(g, i, [&](int64_t base, int64_t j0, int64_t j1) {
+        for (int64_t j = j0; j < j1; ++j) dxp[base + j * s] += v[j];
+      });
+    }
+  });
+}
+
+// ----- Kernels
+// ------------------------------------------------------------------------------------ Runs fn(T{})
+// with T = float or double after the dtype of `t` (checked by Nchw).
+template <typename Fn>
+void DispatchFloat(const Tensor& t, Fn&& fn) {
+  if (t.dtype() == DType::kFloat32) {
+    fn(float{});
+  } else {
+    fn(double{});
+  }
+}
+
+// max_pool2d(x) and avg_pool2d(x).
+absl::StatusOr<Value> PoolKernel(KernelContext& ctx) {
+  KGRAD_ASSIGN_OR_RETURN(const Tensor* x, Nchw(ctx, 0, "NCHW input"));
+  KGRAD_ASSIGN_OR_RETURN(PoolGeom g, MakePoolGeom(ctx.prim(), x->shape()));
+  KGRAD_ASSIGN_OR_RETURN(Tensor y, ctx.Allocate(x->dtype(), g.y_shape()));
+  bool max = ctx.prim().id() == PrimId::kMaxPool2d;
+  int64_t chunks = PlaneChunks(g);
+  DispatchFloat(*x, [&](auto zero) {
+    using T = decltype(zero);
+    if (max) {
+      MaxPool<T>(g, x->data<T>(), y.mutable_data<T>(), chunks);
+    } else {
+      AvgPool<T>(g, x->data<T>(), y.mutable_data<T>(), chunks);
+    }
+  });
+  return Value(std::move(y));
+}
+
+// max_pool2d_grad(x, dy) -> dx shaped like x.
+absl::StatusOr<Value> MaxPoolGradKernel(KernelContext& ctx) {
+  KGRAD_ASSIGN_OR_RETURN(const Tensor* x, Nchw(ctx, 0, "NCHW input"));
+  KGRAD_ASSIGN_OR_RETURN(const Tensor* dy, Nchw(ctx, 1, "NCHW gradient"));
+  KGRAD_ASSIGN_OR_RETURN(PoolGeom g, MakePoolGeom(ctx.prim(), x->shape()));
+  KGRAD_RETURN_IF_ERROR(ExpectShape(1, *dy, g.y_shape(), "the pooled shape of input 0"));
+  KGRAD_ASSIGN_OR_RETURN(Tensor dx, ctx.Allocate(x->dtype(), x->shape()));
+  int64_t chunks = PlaneChunks(g);
+  KGRAD_ASSIGN_OR_RETURN(ArgmaxScratch s, MakeArgmaxScratch(ctx, x->dtype(), g, chunks));
+  DispatchFloat(*x, [&](auto zero) {
+    using T = decltype(zero);
+    Route<T, true>(g, x->data<T>(), dy->data<T>(), dx.mutable_data<T>(), s, chunks);
+  });
+  return Value(std::move(dx));
+}
+
+// max_pool2d_grad_grad(x, ddx) -> shaped like max_pool2d(x).
+absl::StatusOr<Value> MaxPoolGradGradKernel(KernelContext& ctx) {
+  KGRAD_ASSIGN_OR_RETURN(const Tensor* x, Nchw(ctx, 0, "NCHW input"));
+  KGRAD_ASSIGN_OR_RETURN(const Tensor* ddx, Nchw(ctx, 1, "NCHW input-gradient"));
+  KGRAD_RETURN_IF_ERROR(ExpectShape(1, *ddx, x->shape(), "like input 0"));
+  KGRAD_ASSIGN_OR_RETURN(PoolGeom g, MakePoolGeom(ctx.prim(), x->shape()));
+  KGRAD_ASSIGN_OR_RETURN(Tensor y, ctx.Allocate(x->dtype(), g.y_shape()));
+  int64_t chunks = PlaneChunks(g);
+  KGRAD_ASSIGN_OR_RETURN(ArgmaxScratch s, MakeArgmaxScratch(ctx, x->dtype(), g, chunks));
+  DispatchFloat(*x, [&](auto zero) {
+    using T = decltype(zero);
+    Route<T, false>(g, x->data<T>(), ddx->data<T>(), y.mutable_data<T>(), s, chunks);
+  });
+  return Value(std::move(y));
+}
+
+// avg_pool2d_grad(dy, x_ref) -> dx shaped like x_ref.
+absl::StatusOr<Value> AvgPoolGradKernel(KernelContext& ctx) {
+  KGRAD_ASSIGN_OR_RETURN(const Tensor* dy, Nchw(ctx, 0, "NCHW gradient"));
+  KGRAD_ASSIGN_OR_RETURN(const Tensor* x_ref, Nchw(ctx, 1, "NCHW input-shape"));
+  KGRAD_ASSIGN_OR_RETURN(PoolGeom g, MakePoolGeom(ctx.prim(), x_ref->shape()));
+  KGRAD_RETURN_IF_ERROR(ExpectShape(0, *dy, g.y_shape(), "the pooled shape of input 1"));
+  KGRAD_ASSIGN_OR_RETURN(Tensor dx, ctx.Allocate(dy->dtype(), x_ref->shape()));
+  int64_t chunks = PlaneChunks(g);
+  KGRAD_ASSIGN_OR_RETURN(Tensor share, ctx.Allocate(dy->dtype(), {chunks, g.ow}));
+  DispatchFloat(*dy, [&](auto zero) {
+    using T = decltype(zero);
+    AvgPoolGrad<T>(g, dy->data<T>(), dx.mutable_data<T>(), share.mutable_data<T>(), chunks);
+  });
+  return Value(std::move(dx));
+}
+
+}  // namespace
+
+void RegisterPoolKernels(KernelTable* table) {
+  table->Set(PrimId::kMaxPool2d, PoolKernel);
+  table->Set(PrimId::kMaxPool2dGrad, MaxPoolGradKernel);
+  table->Set(PrimId::kMaxPool2dGradGrad, MaxPoolGradGradKernel);
+  table->Set(PrimId::kAvgPool2d, PoolKernel);
+  table->Set(PrimId::kAvgPool2dGrad, AvgPoolGradKernel);
+}
+
+}  // namespace conv_internal
+}  // namespace cpu
+}  // namespace kgrad
