@@ -28,13 +28,16 @@ AnfNode* EnvSimplifyPass::GetItem(CNode* c) {
   // newenv[k] => default
   if (IsEmptyEnv(env)) return dflt;
   if (key == nullptr) return nullptr;
-  // set(e, k, v)[k] => v;  set(e, k2, v)[k] => e[k]
-  if (CNode* set = Match(env, PrimId::kEnvSetItem)) {
+  // set(e, k, v)[k] => v;  set(e, k2, v)[k] => e[k]  (down the whole chain)
+  AnfNode* start = env;
+  while (CNode* set = Match(env, PrimId::kEnvSetItem)) {
     const std::string* k2 = ConstString(In(set, 2));
-    if (k2 == nullptr) return nullptr;
+    if (k2 == nullptr) break;
     if (*k2 == *key) return In(set, 3);
-    return NewOp(c->graph(), PrimId::kEnvGetItem, {In(set, 1), In(c, 2), dflt});
+    env = In(set, 1);
   }
+  if (IsEmptyEnv(env)) return dflt;
+  if (env != start) return NewOp(c->graph(), PrimId::kEnvGetItem, {env, In(c, 2), dflt});
   // (e1 + e2)[k] => e1[k] + e2[k]   (the default is zero: a missing key adds nothing)
   if (CNode* add = Match(env, PrimId::kEnvAdd); add != nullptr && IsZero(dflt)) {
     AnfNode* a = NewOp(c->graph(), PrimId::kEnvGetItem, {In(add, 1), In(c, 2), dflt});

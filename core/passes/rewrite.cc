@@ -81,8 +81,9 @@ std::optional<double> UniformConstant(const AnfNode* n) {
   }
   const CNode* c = n->AsCNode();
   if (c == nullptr) return std::nullopt;
+  // zeros_like is a zero of whatever structure (tensor, tuple, env) its input has.
+  if (c->IsPrim(PrimId::kZerosLike)) return 0.0;
   bool numeric = AsTensor(c->abstract()) != nullptr || AsScalar(c->abstract()) != nullptr;
-  if (c->IsPrim(PrimId::kZerosLike) && numeric) return 0.0;
   if (c->IsPrim(PrimId::kOnesLike) && numeric) return 1.0;
   if (c->IsPrim(PrimId::kFill)) return c->primitive()->GetFloat("value");
   return std::nullopt;

@@ -24,19 +24,21 @@ AnfNode* TupleSimplifyPass::GetItem(CNode* c) {
   std::optional<int64_t> i = ConstInt(In(c, 2));
   if (!i.has_value()) return nullptr;
   AnfNode* t = In(c, 1);
+  // set(t, j, v)[i] => t[i] for i != j, down the chain
+  AnfNode* start = t;
+  while (CNode* st = Match(t, PrimId::kTupleSetItem)) {
+    std::optional<int64_t> j = ConstInt(In(st, 2));
+    if (!j.has_value() || *j < 0 || *i < 0) break;
+    if (*i == *j) return In(st, 3);
+    t = In(st, 1);
+  }
   // (a_0, ..., a_n)[i] => a_i
   if (CNode* mt = Match(t, PrimId::kMakeTuple)) {
     int64_t n = static_cast<int64_t>(mt->num_args());
     int64_t k = *i < 0 ? *i + n : *i;
     return k >= 0 && k < n ? Resolve(mt->arg(k)) : nullptr;
   }
-  // set(t, j, v)[i] => v if i == j else t[i]
-  if (CNode* st = Match(t, PrimId::kTupleSetItem)) {
-    std::optional<int64_t> j = ConstInt(In(st, 2));
-    if (!j.has_value() || *i < 0 || *j < 0) return nullptr;
-    if (*i == *j) return In(st, 3);
-    return NewOp(c->graph(), PrimId::kTupleGetItem, {In(st, 1), In(c, 2)});
-  }
+  if (t != start) return NewOp(c->graph(), PrimId::kTupleGetItem, {t, In(c, 2)});
   // constant[i] => the element as a constant
   if (const Value* v = ConstantOf(t); v != nullptr && v->is_tuple()) {
     int64_t n = static_cast<int64_t>(v->tuple().size());
