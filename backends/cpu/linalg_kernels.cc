@@ -1,7 +1,6 @@
 // CPU kernels: linalg family (matmul, einsum). Matrix products go through one
 // batched GEMM: Eigen's for floats (row-major maps, transposes as views, so no
-// copies), a plain loop for integers and for tiny float problems where Eigen's
-// packing costs more than the arithmetic.
+// copies), a plain loop for integers.
 // GCC 12 reports -Wmaybe-uninitialized inside its own AVX-512 intrinsics
 // (_mm512_undefined_ps) when Eigen inlines them: a known false positive that
 // would bury real warnings.
@@ -27,8 +26,8 @@ namespace kgrad {
 namespace cpu {
 namespace {
 
-// Below this many multiply-adds a float GEMM runs as a plain loop.
-inline constexpr int64_t kTinyGemm = 2048;
+// A thread gets at least this many multiply-adds of a batch of matrices.
+inline constexpr int64_t kMinParallelGemm = int64_t{1} << 16;
 // Batches of matrices with fewer multiply-adds than this are spread over threads
 // by batch; bigger ones use Eigen's own threads, one matrix at a time.
 inline constexpr int64_t kBigGemm = int64_t{1} << 21;
@@ -51,6 +50,9 @@ struct GemmDims {
 template <typename T>
 using RowMatrix = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 
+// Eigen picks its own algorithm by size: packed GEMM, or a coefficient-based
+// product for tiny matrices (measured: its choice beats a lazy product forced on
+// 8x8x8 and 12x12x12 batches).
 template <typename T>
 void EigenGemm(const T* a, const T* b, T* c, const GemmDims& d) {
   using ConstMap = Eigen::Map<const RowMatrix<T>>;
@@ -68,8 +70,8 @@ void EigenGemm(const T* a, const T* b, T* c, const GemmDims& d) {
   }
 }
 
-// Integers accumulate in the unsigned type: wrap-around instead of undefined
-// signed overflow.
+// Integers accumulate in the unsigned type (wrap-around instead of undefined
+// signed overflow); floats in their own type.
 template <typename T, bool = std::is_integral_v<T>>
 struct AccumType {
   using type = T;
@@ -101,25 +103,49 @@ void GemmLoopRow(const T* a, const T* b, T* c, const GemmDims& d, int64_t i) {
 
 template <typename T>
 void SerialGemm(const T* a, const T* b, T* c, const GemmDims& d) {
-  if constexpr (std::is_floating_point_v<T>) {
-    if (d.k == 0) {
-      std::fill(c, c + d.m * d.n, T{0});
-    } else {
-      EigenGemm(a, b, c, d);
-    }
+  if (d.k == 0) {
+    std::fill(c, c + d.m * d.n, T{0});  // a sum of nothing
   } else {
-    for (int64_t i = 0; i < d.m; ++i) GemmLoopRow(a, b, c, d, i);
+    EigenGemm(a, b, c, d);
   }
+}
+
+// Where each batch's matrix starts in an operand: bi * stride, or table[bi] when
+// broadcasting makes the pattern irregular.
+struct BatchOffsets {
+  int64_t stride = 0;
+  std::vector<int64_t> table;
+  int64_t operator[](int64_t bi) const { return table.empty() ? bi * stride : table[bi]; }
+};
+
+// c[bi] = a[bi] . b[bi] for 1 x k times k x 1 problems (batched dot products, and
+// elementwise products when k == 1): a tight loop where a call into Eigen per
+// batch would cost more than the arithmetic.
+template <typename T>
+void BatchedDot(const T* a, const T* b, T* c, int64_t k, int64_t batch, const BatchOffsets& a_off,
+                const BatchOffsets& b_off) {
+  using A = typename AccumType<T>::type;
+  ParallelFor(batch, std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(1, k)),
+              [&](int64_t begin, int64_t end) {
+                for (int64_t bi = begin; bi < end; ++bi) {
+                  const T* x = a + a_off[bi];
+                  const T* y = b + b_off[bi];
+                  A s{0};
+                  for (int64_t j = 0; j < k; ++j) s += static_cast<A>(x[j]) * static_cast<A>(y[j]);
+                  c[bi] = static_cast<T>(s);
+                }
+              });
 }
 
 // c[bi] = op(a + a_off[bi]) * op(b + b_off[bi]) for every batch bi; c is dense.
 template <typename T>
-void BatchedGemm(const T* a, const T* b, T* c, const GemmDims& d, const std::vector<int64_t>& a_off,
-                 const std::vector<int64_t>& b_off) {
-  int64_t batch = static_cast<int64_t>(a_off.size());
+void BatchedGemm(const T* a, const T* b, T* c, const GemmDims& d, int64_t batch,
+                 const BatchOffsets& a_off, const BatchOffsets& b_off) {
   int64_t mn = d.m * d.n;
   int64_t work = mn * std::max<int64_t>(d.k, 1);
-  if (!std::is_floating_point_v<T> || work < kTinyGemm) {
+  if (mn == 1) {
+    BatchedDot(a, b, c, d.k, batch, a_off, b_off);  // a 1 x k row is contiguous either way
+  } else if constexpr (!std::is_floating_point_v<T>) {
     // Rows of every batch are the work items.
     int64_t grain = std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(1, d.n * d.k));
     ParallelFor(batch * d.m, grain, [&](int64_t begin, int64_t end) {
@@ -128,25 +154,19 @@ void BatchedGemm(const T* a, const T* b, T* c, const GemmDims& d, const std::vec
         GemmLoopRow(a + a_off[bi], b + b_off[bi], c + bi * mn, d, r % d.m);
       }
     });
-    return;
-  }
-  auto run = [&](int64_t begin, int64_t end) {
-    for (int64_t bi = begin; bi < end; ++bi) {
-      SerialGemm(a + a_off[bi], b + b_off[bi], c + bi * mn, d);
-    }
-  };
-  if (batch == 1 || (work >= kBigGemm && batch < MaxThreads())) {
-    run(0, batch);  // outside a parallel region: Eigen uses all threads per matrix
   } else {
-    // Inside ParallelFor's region Eigen sees nested parallelism and stays serial.
-    ParallelFor(batch, std::max<int64_t>(1, kBigGemm / work), run);
+    auto run = [&](int64_t begin, int64_t end) {
+      for (int64_t bi = begin; bi < end; ++bi) {
+        SerialGemm(a + a_off[bi], b + b_off[bi], c + bi * mn, d);
+      }
+    };
+    if (batch == 1 || (work >= kBigGemm && batch < MaxThreads())) {
+      run(0, batch);  // outside a parallel region: Eigen uses all threads per matrix
+    } else {
+      // Inside ParallelFor's region Eigen sees nested parallelism and stays serial.
+      ParallelFor(batch, std::max<int64_t>(1, kMinParallelGemm / work), run);
+    }
   }
-}
-
-std::vector<int64_t> StridedOffsets(int64_t n, int64_t stride) {
-  std::vector<int64_t> off(n);
-  for (int64_t i = 0; i < n; ++i) off[i] = i * stride;
-  return off;
 }
 
 // ----- matmul -----------------------------------------------------------------------
@@ -162,19 +182,21 @@ absl::StatusOr<const Tensor*> MatMulInput(const KernelContext& ctx, int i) {
 // Offsets of each output batch's matrix inside an operand with batch dims `dims`
 // (right-aligned against `out`, broadcasting dims of size 1) and `mat` elements
 // per matrix.
-std::vector<int64_t> BroadcastOffsets(absl::Span<const int64_t> out, absl::Span<const int64_t> dims,
-                                      int64_t mat) {
+BatchOffsets BroadcastOffsets(absl::Span<const int64_t> out, absl::Span<const int64_t> dims,
+                              int64_t mat) {
   int rank = static_cast<int>(out.size());
   int lead = rank - static_cast<int>(dims.size());
+  if (NumElementsOf(dims) == NumElementsOf(out)) return {mat, {}};  // no broadcasting
   Shape strides = RowMajorStrides(dims);
   std::vector<int64_t> step(rank, 0);
   for (int i = lead; i < rank; ++i) {
     step[i] = dims[i - lead] == 1 ? 0 : strides[i - lead] * mat;
   }
-  std::vector<int64_t> off(NumElementsOf(out));
+  BatchOffsets off;
+  off.table.resize(NumElementsOf(out));
   std::vector<int64_t> idx(rank, 0);
   int64_t cur = 0;
-  for (int64_t& o : off) {
+  for (int64_t& o : off.table) {
     o = cur;
     for (int i = rank - 1; i >= 0; --i) {  // odometer
       cur += step[i];
@@ -195,10 +217,10 @@ void MatMulTyped(const Tensor& a, const Tensor& b, const Shape& batch, GemmDims 
   if (NumElementsOf(batch_b) == 1 && !d.ta) {
     // b is shared by every batch and a's batches are stacked rows: one GEMM.
     d.m *= nb;
-    BatchedGemm(a.data<T>(), b.data<T>(), c, d, {0}, {0});
+    BatchedGemm(a.data<T>(), b.data<T>(), c, d, 1, BatchOffsets{}, BatchOffsets{});
     return;
   }
-  BatchedGemm(a.data<T>(), b.data<T>(), c, d, BroadcastOffsets(batch, batch_a, d.m * d.k),
+  BatchedGemm(a.data<T>(), b.data<T>(), c, d, nb, BroadcastOffsets(batch, batch_a, d.m * d.k),
               BroadcastOffsets(batch, batch_b, d.k * d.n));
 }
 
@@ -489,8 +511,8 @@ absl::StatusOr<Operand> Contract(const KernelContext& ctx, const Operand& a0, co
   KGRAD_ASSIGN_OR_RETURN(c.t, ctx.Allocate(a.t.dtype(), shape));
   int64_t nb = SizeOf(g.batch, size);
   if (c.t.NumElements() > 0) {
-    BatchedGemm(a.t.data<T>(), b.t.data<T>(), c.t.mutable_data<T>(), d,
-                StridedOffsets(nb, d.m * d.k), StridedOffsets(nb, d.k * d.n));
+    BatchedGemm(a.t.data<T>(), b.t.data<T>(), c.t.mutable_data<T>(), d, nb,
+                BatchOffsets{d.m * d.k, {}}, BatchOffsets{d.k * d.n, {}});
   }
   return c;
 }

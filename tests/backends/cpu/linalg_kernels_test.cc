@@ -129,6 +129,8 @@ std::vector<MatMulCase> MatMulCases() {
       {{3, 4}, {5, 4}, false, true},
       {{4, 3}, {5, 4}, true, true},
       {{1, 1}, {1, 1}, false, false},
+      {{2, 1, 1, 3}, {5, 3, 1}, false, false},  // broadcast dot products
+      {{4, 3, 1}, {4, 3, 1}, true, false},      // dot products, a transposed
       {{2, 3, 4}, {2, 4, 5}, false, false},     // batched
       {{2, 1, 3, 4}, {5, 4, 2}, false, false},  // broadcast both ways
       {{3, 4}, {6, 4, 5}, false, false},        // a broadcast over b's batch
