@@ -473,13 +473,21 @@ absl::StatusOr<Value> LayerNorm(KernelContext& ctx) {
 // ----- dropout -------------------------------------------------------------------------
 // dropout(x){rate, seed}: x * keep / (1 - rate) with the counter-based mask of
 // dropout_hash.h (a dropped NaN stays NaN, as the formula says).
+// Elements [begin, end). The parameters are plain values, not lambda captures, so
+// the compiler sees that stores to y cannot change them and vectorises the hash.
+template <typename T>
+void DropoutRange(const T* x, T* y, int64_t begin, int64_t end, uint64_t seed, double rate,
+                  T scale) {
+  for (int64_t i = begin; i < end; ++i) {
+    y[i] = x[i] * (DropoutKeep(seed, static_cast<uint64_t>(i), rate) ? scale : T{0});
+  }
+}
+
 template <typename T>
 void DropoutTyped(const T* x, T* y, int64_t n, uint64_t seed, double rate) {
   T scale = static_cast<T>(1.0 / (1.0 - rate));
-  ParallelFor(n, kParallelGrain, [&](int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i) {
-      y[i] = x[i] * (DropoutKeep(seed, static_cast<uint64_t>(i), rate) ? scale : T{0});
-    }
+  ParallelFor(n, kParallelGrain, [=](int64_t begin, int64_t end) {
+    DropoutRange(x, y, begin, end, seed, rate, scale);
   });
 }
 
