@@ -1,6 +1,7 @@
 // CPU kernels: linalg family (matmul, einsum). Matrix products go through one
 // batched GEMM: Eigen's for floats (row-major maps, transposes as views, so no
 // copies), a plain loop for integers.
+
 // GCC 12 reports -Wmaybe-uninitialized inside its own AVX-512 intrinsics
 // (_mm512_undefined_ps) when Eigen inlines them: a known false positive that
 // would bury real warnings.
@@ -28,8 +29,9 @@ namespace {
 
 // A thread gets at least this many multiply-adds of a batch of matrices.
 inline constexpr int64_t kMinParallelGemm = int64_t{1} << 16;
-// Batches of matrices with fewer multiply-adds than this are spread over threads
-// by batch; bigger ones use Eigen's own threads, one matrix at a time.
+// Matrices with at least this many multiply-adds use Eigen's own threads, one
+// matrix at a time, unless the batch alone has a matrix for every thread; smaller
+// ones are spread over threads by batch.
 inline constexpr int64_t kBigGemm = int64_t{1} << 21;
 
 int MaxThreads() {
@@ -118,21 +120,29 @@ struct BatchOffsets {
   int64_t operator[](int64_t bi) const { return table.empty() ? bi * stride : table[bi]; }
 };
 
+// a . b over k contiguous elements: Eigen's vectorised reduction for floats.
+template <typename T>
+T Dot(const T* a, const T* b, int64_t k) {
+  if constexpr (std::is_floating_point_v<T>) {
+    using Vec = Eigen::Matrix<T, Eigen::Dynamic, 1>;
+    return Eigen::Map<const Vec>(a, k).dot(Eigen::Map<const Vec>(b, k));
+  } else {
+    using A = typename AccumType<T>::type;
+    A s{0};
+    for (int64_t j = 0; j < k; ++j) s += static_cast<A>(a[j]) * static_cast<A>(b[j]);
+    return static_cast<T>(s);
+  }
+}
+
 // c[bi] = a[bi] . b[bi] for 1 x k times k x 1 problems (batched dot products, and
-// elementwise products when k == 1): a tight loop where a call into Eigen per
-// batch would cost more than the arithmetic.
+// elementwise products when k == 1), without the per-call cost of a GEMM.
 template <typename T>
 void BatchedDot(const T* a, const T* b, T* c, int64_t k, int64_t batch, const BatchOffsets& a_off,
                 const BatchOffsets& b_off) {
-  using A = typename AccumType<T>::type;
   ParallelFor(batch, std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(1, k)),
               [&](int64_t begin, int64_t end) {
                 for (int64_t bi = begin; bi < end; ++bi) {
-                  const T* x = a + a_off[bi];
-                  const T* y = b + b_off[bi];
-                  A s{0};
-                  for (int64_t j = 0; j < k; ++j) s += static_cast<A>(x[j]) * static_cast<A>(y[j]);
-                  c[bi] = static_cast<T>(s);
+                  c[bi] = Dot(a + a_off[bi], b + b_off[bi], k);
                 }
               });
 }
