@@ -378,7 +378,7 @@ double SumReduced(const T* src, const StridedPlan& p) {
   int rank = static_cast<int>(p.red.size());
   int64_t last = p.red[rank - 1], last_stride = p.red_stride[rank - 1];
   int64_t runs = NumElementsOf(p.red) / last;
-  std::vector<int64_t> idx(rank, 0);
+  Shape idx(rank, 0);  // inline storage: no allocation per output element
   int64_t off = 0;
   double acc = 0;
   for (int64_t r = 0; r < runs; ++r) {
@@ -411,7 +411,7 @@ void RunStridedPlan(const T* src, StridedPlan p, T* dst) {
   bool copy = nred == 1;
   int64_t grain = std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(1, last * nred));
   ParallelFor(last == 0 ? 0 : rows, grain, [&](int64_t begin, int64_t end) {
-    std::vector<int64_t> idx(rank, 0);
+    Shape idx(rank, 0);
     int64_t off = 0;
     int64_t rest = begin;
     for (int i = rank - 2; i >= 0; --i) {
