@@ -20,6 +20,7 @@
 #include "Eigen/Core"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/types/span.h"
 #include "backends/cpu/cpu_kernels.h"
 #include "backends/cpu/dropout_hash.h"
 #include "backends/cpu/parallel.h"
@@ -356,13 +357,12 @@ void BatchNormChannel(const T* x, T* y, int64_t c, const AxisGeometry& g, double
 template <typename T>
 void BatchNormColumns(const T* x, T* y, int64_t c0, int64_t w, const AxisGeometry& g, double eps,
                       const T* scale, const T* bias) {
-  using Acc = DoubleTile;
   auto row = [&](int64_t o) { return ConstSeg<T>(x + o * g.len + c0, w).template cast<double>(); };
-  Acc sum = Acc::Zero(w), sq = Acc::Zero(w);
+  DoubleTile sum = DoubleTile::Zero(w), sq = DoubleTile::Zero(w);
   for (int64_t o = 0; o < g.outer; ++o) sum += row(o);
-  Acc mean = sum / static_cast<double>(g.outer);
+  DoubleTile mean = sum / static_cast<double>(g.outer);
   for (int64_t o = 0; o < g.outer; ++o) sq += (row(o) - mean).square();
-  Acc mul(w), add(w);
+  DoubleTile mul(w), add(w);
   for (int64_t j = 0; j < w; ++j) {
     Affine a = GroupAffine(mean[j], sq[j], g.outer, eps, scale[c0 + j], bias[c0 + j]);
     mul[j] = a.mul;
