@@ -137,6 +137,20 @@ absl::StatusOr<FuncGraph*> ValueAndGrad(Module& module, FuncGraph* fg, const Val
   return BuildGradGraph(module, fg, spec);
 }
 
+absl::StatusOr<FuncGraph*> Grad(Module& module, FuncGraph* fg, const GradOptions& options) {
+  KGRAD_RETURN_IF_ERROR(CheckWeights(module, options.weights));
+  GradSpec spec;
+  spec.name = absl::StrCat("grad_", fg->name());
+  int n = static_cast<int>(fg->parameters().size());
+  for (int i : options.argnums) spec.argnums.push_back(i < 0 ? i + n : i);
+  spec.tuple_inputs = options.argnums.size() != 1;
+  spec.weights = options.weights;
+  spec.weights_only = options.argnums.empty() && !options.weights.empty();
+  spec.sens_param = options.sens_param;
+  spec.arg_types = options.arg_types;
+  return BuildGradGraph(module, fg, spec);
+}
+
 absl::StatusOr<FuncGraph*> Vjp(Module& module, FuncGraph* fg, const std::vector<AbstractPtr>& arg_types) {
   GradSpec spec;
   spec.name = absl::StrCat("vjp_", fg->name());

@@ -52,6 +52,17 @@ struct ValueAndGradOptions {
 absl::StatusOr<FuncGraph*> ValueAndGrad(Module& module, FuncGraph* fg,
                                         const ValueAndGradOptions& options = {});
 
+struct GradOptions {
+  std::vector<int> argnums = {0};   // inputs to differentiate (negative: from the end)
+  std::vector<Parameter*> weights;  // weights to differentiate too
+  bool sens_param = false;          // the output sensitivity is a last input
+  std::vector<AbstractPtr> arg_types;
+};
+
+// (x...) -> grads: dx for a single argnum, else the tuple of them; with weights,
+// (input grads, weight grads), or only the weight grads when argnums is empty.
+absl::StatusOr<FuncGraph*> Grad(Module& module, FuncGraph* fg, const GradOptions& options);
+
 // (x..., cotangent) -> (out, (dx...)): the vector-Jacobian product.
 absl::StatusOr<FuncGraph*> Vjp(Module& module, FuncGraph* fg,
                                const std::vector<AbstractPtr>& arg_types = {});

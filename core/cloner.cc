@@ -119,28 +119,46 @@ CloneMap CloneGraphs(const std::vector<FuncGraph*>& roots, const std::string& su
   return map;
 }
 
-AnfNode* InlineInto(FuncGraph* callee, FuncGraph* caller, absl::Span<AnfNode* const> args) {
-  Module* m = callee->module();
+Inliner::Inliner(Module* m) : module_(m) {
   Manager& manager = m->manager();
-  KGRAD_CHECK(args.size() == callee->parameters().size());
-  std::vector<FuncGraph*> children;
   for (const auto& g : m->graphs()) {
-    if (g->parent() == callee) children.push_back(g.get());
+    orders_[g.get()] = manager.Info(g.get()).order;
+    if (g->parent() != nullptr) children_[g->parent()].push_back(g.get());
   }
-  std::vector<FuncGraph*> nested = WithNested(m, children);
-  absl::flat_hash_map<FuncGraph*, std::vector<CNode*>> orders;
-  for (FuncGraph* g : nested) orders[g] = manager.Info(g).order;
-  std::vector<CNode*> body = manager.Info(callee).order;
+}
+
+AnfNode* Inliner::Inline(FuncGraph* callee, FuncGraph* caller, absl::Span<AnfNode* const> args) {
+  KGRAD_CHECK(args.size() == callee->parameters().size());
+  // Graphs nested in the callee (transitively), parents first.
+  std::vector<FuncGraph*> nested;
+  std::vector<FuncGraph*> frontier{callee};
+  while (!frontier.empty()) {
+    FuncGraph* g = frontier.back();
+    frontier.pop_back();
+    auto it = children_.find(g);
+    if (it == children_.end()) continue;
+    for (FuncGraph* c : it->second) {
+      nested.push_back(c);
+      frontier.push_back(c);
+    }
+  }
+  std::stable_sort(nested.begin(), nested.end(),
+                   [](FuncGraph* a, FuncGraph* b) { return a->depth() < b->depth(); });
   CloneMap map;
   for (size_t i = 0; i < args.size(); ++i) map.nodes[callee->parameters()[i]] = args[i];
-  Copier copier(m, &map);
+  Copier copier(module_, &map);
   // Graphs nested in the callee move under the caller; the body reads their
   // shells, and they read the copied body as free variables.
   copier.MakeShells(nested, "", callee, caller);
-  copier.CopyNodes(caller, body);
+  copier.CopyNodes(caller, orders_.at(callee));
   AnfNode* result = copier.Mapped(callee->output(), caller);
-  for (FuncGraph* g : nested) copier.CopyGraph(g, orders[g]);
+  for (FuncGraph* g : nested) copier.CopyGraph(g, orders_.at(g));
   return result;
+}
+
+AnfNode* InlineInto(FuncGraph* callee, FuncGraph* caller, absl::Span<AnfNode* const> args) {
+  Inliner inliner(callee->module());
+  return inliner.Inline(callee, caller, args);
 }
 
 }  // namespace kgrad

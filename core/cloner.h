@@ -10,6 +10,8 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+
+#include "absl/container/flat_hash_map.h"
 #include "absl/types/span.h"
 #include "core/func_graph.h"
 
@@ -37,6 +39,19 @@ CloneMap CloneGraphs(const std::vector<FuncGraph*>& roots, const std::string& su
 // `args` (nodes visible in `caller`); graphs nested in the callee are copied and
 // re-parented under `caller`. Returns the node standing for the callee's output.
 AnfNode* InlineInto(FuncGraph* callee, FuncGraph* caller, absl::Span<AnfNode* const> args);
+
+// Many inlines in one sweep: the graphs' orders are read once, when the Inliner is
+// made, and stay valid while no edge changes (new nodes and graphs may appear).
+class Inliner {
+ public:
+  explicit Inliner(Module* m);
+  AnfNode* Inline(FuncGraph* callee, FuncGraph* caller, absl::Span<AnfNode* const> args);
+
+ private:
+  Module* module_;
+  absl::flat_hash_map<const FuncGraph*, std::vector<CNode*>> orders_;
+  absl::flat_hash_map<const FuncGraph*, std::vector<FuncGraph*>> children_;
+};
 
 }  // namespace kgrad
 

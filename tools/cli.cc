@@ -8,6 +8,7 @@
 #include "core/infer.h"
 #include "core/printer.h"
 #include "core/status_macros.h"
+#include "tools/cli_ad.h"
 #include "tools/cli_common.h"
 
 namespace kgrad {
@@ -28,6 +29,13 @@ commands:
                                 run the entry graph (or G); VALUE is a .npy file, or a
                                 literal for a scalar input; outputs are summarised and,
                                 with --output, written as DIR/out[_i].npy
+  grad FILE -o OUT [--wrt all|weights|0,2] [--sens] [--graph G]
+                                write the gradient graph (entry of OUT) of the entry graph
+                                with respect to all inputs, the weights, or input positions;
+                                --sens adds the output sensitivity as a last input
+  check FILE [--order 1|2|3] [--seed N] [--input NAME=VALUE]... [--graph G]
+                                float64 central-difference check of derivatives up to the
+                                order, at random inputs (seed printed); exit 1 above tolerance
   help                          this text
 
 Errors name the file, graph and node, and exit with status 1.
@@ -91,7 +99,8 @@ int Run(const std::vector<std::string>& argv, std::ostream& out, std::ostream& e
 int Main(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   using Command = std::function<int(const std::vector<std::string>&, std::ostream&, std::ostream&)>;
   static const std::map<std::string, Command>* const commands = new std::map<std::string, Command>{
-      {"help", Help}, {"--help", Help}, {"-h", Help}, {"print", Print}, {"dot", Dot}, {"run", Run},
+      {"help", Help}, {"--help", Help}, {"-h", Help}, {"print", Print}, {"dot", Dot},
+      {"run", Run},   {"grad", GradCommand},  {"check", CheckCommand},
   };
   if (args.empty()) {
     err << kUsage;

@@ -59,6 +59,21 @@ absl::StatusOr<FuncGraph*> SelectGraph(Module& m, const ParsedArgs& args) {
   return m.entry();
 }
 
+absl::StatusOr<Value> ReadOneInput(const Parameter* p, const std::string& text) {
+  const AbstractScalar* scalar = AsScalar(p->declared());
+  if (scalar != nullptr && !absl::EndsWith(text, ".npy")) return ParseLiteral(text, scalar, p->name());
+  KGRAD_ASSIGN_OR_RETURN(Tensor t, ReadNpyFile(text));
+  return Value(std::move(t));
+}
+
+Value WidenToFloat64(const Value& v) {
+  if (v.is_scalar() && v.scalar().dtype() == DType::kFloat32) return Value(Scalar::Float(v.scalar().AsDouble()));
+  if (!v.is_tensor() || v.tensor().dtype() != DType::kFloat32) return v;
+  Tensor t = Tensor::Create(DType::kFloat64, v.tensor().shape()).value();
+  for (int64_t k = 0; k < t.NumElements(); ++k) t.mutable_data<double>()[k] = v.tensor().ElementAsDouble(k);
+  return Value(std::move(t));
+}
+
 absl::StatusOr<std::vector<Value>> ReadInputs(FuncGraph* g, const ParsedArgs& args) {
   absl::flat_hash_map<std::string, std::string> given;
   auto it = args.options.find("input");
@@ -75,14 +90,8 @@ absl::StatusOr<std::vector<Value>> ReadInputs(FuncGraph* g, const ParsedArgs& ar
       return absl::InvalidArgumentError(absl::StrCat("graph '", g->name(), "' needs input '", p->name(),
                                                      "': pass --input ", p->name(), "=FILE.npy"));
     }
-    const AbstractScalar* scalar = AsScalar(p->declared());
-    if (scalar != nullptr && !absl::EndsWith(v->second, ".npy")) {
-      KGRAD_ASSIGN_OR_RETURN(Value x, ParseLiteral(v->second, scalar, p->name()));
-      values.push_back(std::move(x));
-    } else {
-      KGRAD_ASSIGN_OR_RETURN(Tensor t, ReadNpyFile(v->second));
-      values.push_back(Value(std::move(t)));
-    }
+    KGRAD_ASSIGN_OR_RETURN(Value x, ReadOneInput(p, v->second));
+    values.push_back(std::move(x));
     given.erase(v);
   }
   if (!given.empty()) {

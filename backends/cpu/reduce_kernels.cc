@@ -1,10 +1,486 @@
-// CPU kernels: reduce family.
+// CPU kernels: reduce family. Input dims are merged into alternating groups of
+// kept and reduced dims; three loops then cover every case:
+//   * everything reduced: one contiguous run, cut into a fixed number of chunks
+//     whose partial results are merged in order (deterministic for any thread count);
+//   * innermost group reduced: per output, contiguous runs reduced with Eigen;
+//   * innermost group kept: per block of outputs, whole input rows folded into a
+//     row of accumulators (vectorised over the kept dim).
+// Integer sums and products wrap (two's complement). Empty reductions: see
+// ops/reduce.cc (sum 0, prod 1, mean NaN, logsumexp -inf, max/min/arg* errors).
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <type_traits>
+#include <vector>
+
+#include "Eigen/Core"
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
 #include "backends/cpu/cpu_kernels.h"
+#include "backends/cpu/parallel.h"
+#include "core/shape.h"
+#include "core/status_macros.h"
 
 namespace kgrad {
 namespace cpu {
+namespace {
 
-void RegisterReduceKernels(KernelTable* table) { (void)table; }
+using DTypeMask = uint32_t;
+constexpr DTypeMask Bit(DType t) { return DTypeMask{1} << static_cast<int>(t); }
+constexpr DTypeMask kFloatTypes = Bit(DType::kFloat32) | Bit(DType::kFloat64);
+constexpr DTypeMask kNumericTypes = kFloatTypes | Bit(DType::kInt32) | Bit(DType::kInt64);
+constexpr bool Allows(DTypeMask mask, DType t) { return (mask & Bit(t)) != 0; }
+
+template <typename T>
+using ConstArrayMap = Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>>;
+template <typename T>
+using ArrayMap = Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>>;
+
+// Accumulator rows are cut to this many columns: long enough to vectorise,
+// short enough to stay in L1 while every reduced row streams past.
+constexpr int64_t kRowPiece = 1024;
+// A full reduction is cut into at most this many chunks.
+constexpr int64_t kMaxChunks = 64;
+
+// ----- Reducers -----------------------------------------------------------------
+// Identity(); Merge(a, b) of two partial results; Run(x, n, o, acc): acc folded
+// with the contiguous run x[0, n) of output o; Rows(x, n, o, acc): acc[j] folded
+// with x[j] for the n outputs o, o + 1, ...
+template <typename T>
+T WrapAdd(T a, T b) {
+  if constexpr (std::is_integral_v<T>) {
+    using U = std::make_unsigned_t<T>;
+    return static_cast<T>(static_cast<U>(a) + static_cast<U>(b));
+  } else {
+    return a + b;
+  }
+}
+template <typename T>
+T WrapMul(T a, T b) {
+  if constexpr (std::is_integral_v<T>) {
+    using U = std::make_unsigned_t<T>;
+    return static_cast<T>(static_cast<U>(a) * static_cast<U>(b));
+  } else {
+    return a * b;
+  }
+}
+
+template <typename T>
+struct SumReducer {
+  T Identity() const { return T(0); }
+  T Merge(T a, T b) const { return WrapAdd(a, b); }
+  T Run(const T* x, int64_t n, int64_t, T acc) const {
+    if constexpr (std::is_floating_point_v<T>) {
+      return acc + ConstArrayMap<T>(x, n).sum();
+    } else {
+      for (int64_t i = 0; i < n; ++i) acc = WrapAdd(acc, x[i]);
+      return acc;
+    }
+  }
+  void Rows(const T* x, int64_t n, int64_t, T* acc) const {
+    for (int64_t j = 0; j < n; ++j) acc[j] = WrapAdd(acc[j], x[j]);
+  }
+};
+
+template <typename T>
+struct ProdReducer {
+  T Identity() const { return T(1); }
+  T Merge(T a, T b) const { return WrapMul(a, b); }
+  T Run(const T* x, int64_t n, int64_t, T acc) const {
+    if constexpr (std::is_floating_point_v<T>) {
+      return acc * ConstArrayMap<T>(x, n).prod();
+    } else {
+      for (int64_t i = 0; i < n; ++i) acc = WrapMul(acc, x[i]);
+      return acc;
+    }
+  }
+  void Rows(const T* x, int64_t n, int64_t, T* acc) const {
+    for (int64_t j = 0; j < n; ++j) acc[j] = WrapMul(acc[j], x[j]);
+  }
+};
+
+// Max (kMax) or min; a NaN anywhere makes the result NaN, as in NumPy.
+template <typename T, bool kMax>
+struct ExtremumReducer {
+  T Identity() const {
+    if constexpr (std::is_floating_point_v<T>) {
+      return kMax ? -std::numeric_limits<T>::infinity() : std::numeric_limits<T>::infinity();
+    } else {
+      return kMax ? std::numeric_limits<T>::lowest() : std::numeric_limits<T>::max();
+    }
+  }
+  // `b != b` is NaN: it replaces the accumulator and then nothing replaces it.
+  static T Pick(T a, T b) { return ((kMax ? b > a : b < a) || b != b) ? b : a; }
+  T Merge(T a, T b) const { return Pick(a, b); }
+  T Run(const T* x, int64_t n, int64_t, T acc) const {
+    if constexpr (std::is_floating_point_v<T>) {
+      ConstArrayMap<T> v(x, n);
+      return Pick(acc, kMax ? v.template maxCoeff<Eigen::PropagateNaN>()
+                            : v.template minCoeff<Eigen::PropagateNaN>());
+    } else {
+      for (int64_t i = 0; i < n; ++i) acc = Pick(acc, x[i]);
+      return acc;
+    }
+  }
+  void Rows(const T* x, int64_t n, int64_t, T* acc) const {
+    for (int64_t j = 0; j < n; ++j) acc[j] = Pick(acc[j], x[j]);
+  }
+};
+
+// sum exp(x - shift[o]): the second pass of logsumexp.
+template <typename T>
+struct SumExpReducer {
+  const T* shift;
+  T Identity() const { return T(0); }
+  T Merge(T a, T b) const { return a + b; }
+  T Run(const T* x, int64_t n, int64_t o, T acc) const {
+    return acc + (ConstArrayMap<T>(x, n) - shift[o]).exp().sum();
+  }
+  void Rows(const T* x, int64_t n, int64_t o, T* acc) const {
+    ArrayMap<T>(acc, n) += (ConstArrayMap<T>(x, n) - ConstArrayMap<T>(shift + o, n)).exp();
+  }
+};
+
+// ----- Plan ------------------------------------------------------------------------
+struct ReducePlan {
+  int64_t out_count = 1;  // output elements
+  int64_t red_count = 1;  // input elements folded into each output
+  // Merged groups (size-1 dims dropped), outermost first, with input strides.
+  Shape kept_dims, kept_strides;
+  Shape red_dims, red_strides;
+  bool inner_kept = false;  // the innermost group is kept (stride 1)
+};
+
+ReducePlan MakeReducePlan(const Shape& in, const std::vector<bool>& reduced) {
+  ReducePlan p;
+  Shape sizes;
+  std::vector<bool> is_red;
+  for (size_t d = 0; d < in.size(); ++d) {
+    (reduced[d] ? p.red_count : p.out_count) *= in[d];
+    if (in[d] == 1) continue;
+    if (!sizes.empty() && is_red.back() == reduced[d]) {
+      sizes.back() *= in[d];  // row-major neighbours of one kind walk as one
+    } else {
+      sizes.push_back(in[d]);
+      is_red.push_back(reduced[d]);
+    }
+  }
+  Shape strides = RowMajorStrides(sizes);
+  for (size_t g = 0; g < sizes.size(); ++g) {
+    (is_red[g] ? p.red_dims : p.kept_dims).push_back(sizes[g]);
+    (is_red[g] ? p.red_strides : p.kept_strides).push_back(strides[g]);
+  }
+  p.inner_kept = !is_red.empty() && !is_red.back();
+  return p;
+}
+
+// Calls fn(offset) for every index of `dims` in row-major order.
+template <typename Fn>
+void ForEachOffset(absl::Span<const int64_t> dims, absl::Span<const int64_t> strides,
+                   Fn&& fn) {
+  const int rank = static_cast<int>(dims.size());
+  Shape idx(rank, 0);
+  int64_t off = 0;
+  while (true) {
+    fn(off);
+    int d = rank - 1;
+    for (; d >= 0; --d) {
+      off += strides[d];
+      if (++idx[d] < dims[d]) break;
+      off -= strides[d] * dims[d];
+      idx[d] = 0;
+    }
+    if (d < 0) return;
+  }
+}
+
+// Input offset of kept index `k` over the first `n` kept groups.
+int64_t KeptOffset(const ReducePlan& p, int64_t k, size_t n) {
+  int64_t off = 0;
+  for (size_t g = n; g-- > 0;) {
+    off += (k % p.kept_dims[g]) * p.kept_strides[g];
+    k /= p.kept_dims[g];
+  }
+  return off;
+}
+
+// ----- Loops ------------------------------------------------------------------------
+// Folds the contiguous x[0, n) into one value.
+template <typename T, typename Op>
+T ReduceContiguous(const T* x, int64_t n, int64_t o, const Op& op) {
+  const int64_t chunks = std::clamp<int64_t>(n / kParallelGrain, 1, kMaxChunks);
+  if (chunks == 1) return op.Run(x, n, o, op.Identity());
+  const int64_t len = (n + chunks - 1) / chunks;
+  std::vector<T> partial(chunks, op.Identity());
+  ParallelFor(chunks, 1, [&](int64_t cb, int64_t ce) {
+    for (int64_t c = cb; c < ce; ++c) {
+      const int64_t b = c * len, e = std::min(n, b + len);
+      if (b < e) partial[c] = op.Run(x + b, e - b, o, op.Identity());
+    }
+  });
+  T acc = op.Identity();
+  for (T v : partial) acc = op.Merge(acc, v);
+  return acc;
+}
+
+// Innermost group reduced: each output folds runs of the innermost reduced group.
+template <typename T, typename Op>
+void ReduceRuns(const ReducePlan& p, const T* x, T* out, const Op& op) {
+  const int64_t run = p.red_dims.back();
+  const absl::Span<const int64_t> outer_dims(p.red_dims.data(), p.red_dims.size() - 1);
+  const absl::Span<const int64_t> outer_strides(p.red_strides.data(), p.red_strides.size() - 1);
+  if (outer_dims.empty() && run >= 2 * kParallelGrain) {
+    // Few long runs: parallelise inside each one instead.
+    for (int64_t o = 0; o < p.out_count; ++o) {
+      out[o] = ReduceContiguous(x + KeptOffset(p, o, p.kept_dims.size()), run, o, op);
+    }
+    return;
+  }
+  ParallelFor(p.out_count, std::max<int64_t>(1, kParallelGrain / p.red_count),
+              [&](int64_t ob, int64_t oe) {
+                for (int64_t o = ob; o < oe; ++o) {
+                  const T* base = x + KeptOffset(p, o, p.kept_dims.size());
+                  T acc = op.Identity();
+                  ForEachOffset(outer_dims, outer_strides,
+                                [&](int64_t off) { acc = op.Run(base + off, run, o, acc); });
+                  out[o] = acc;
+                }
+              });
+}
+
+// Innermost group kept: each task owns a piece of one row of outputs and folds
+// the matching piece of every reduced input row into it.
+template <typename T, typename Op>
+void ReduceRows(const ReducePlan& p, const T* x, T* out, const Op& op) {
+  const int64_t k = p.kept_dims.back();
+  const int64_t piece = std::min(k, kRowPiece);
+  const int64_t pieces = (k + piece - 1) / piece;
+  const int64_t tasks = p.out_count / k * pieces;
+  std::fill(out, out + p.out_count, op.Identity());
+  ParallelFor(tasks, std::max<int64_t>(1, kParallelGrain / (p.red_count * piece)),
+              [&](int64_t tb, int64_t te) {
+                for (int64_t t = tb; t < te; ++t) {
+                  const int64_t block = t / pieces, c0 = (t % pieces) * piece;
+                  const int64_t n = std::min(k, c0 + piece) - c0;
+                  const int64_t o = block * k + c0;
+                  const T* base = x + KeptOffset(p, block, p.kept_dims.size() - 1) + c0;
+                  ForEachOffset(p.red_dims, p.red_strides,
+                                [&](int64_t off) { op.Rows(base + off, n, o, out + o); });
+                }
+              });
+}
+
+template <typename T, typename Op>
+void Reduce(const ReducePlan& p, const T* x, T* out, const Op& op) {
+  if (p.out_count == 0) return;
+  if (p.red_count == 0) {
+    std::fill(out, out + p.out_count, op.Identity());
+  } else if (p.kept_dims.empty()) {
+    out[0] = ReduceContiguous(x, p.red_count, 0, op);
+  } else if (p.inner_kept) {
+    ReduceRows(p, x, out, op);
+  } else {
+    ReduceRuns(p, x, out, op);
+  }
+}
+
+// ----- Kernels ------------------------------------------------------------------------
+absl::StatusOr<const Tensor*> ReduceInput(const KernelContext& ctx, DTypeMask allowed) {
+  KGRAD_ASSIGN_OR_RETURN(const Tensor* x, ctx.TensorAt(0));
+  if (!Allows(allowed, x->dtype())) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "input 0 must be a ", allowed == kFloatTypes ? "f32 or f64" : "f32, f64, i32 or i64",
+        " tensor, got ", x->TypeString()));
+  }
+  return x;
+}
+
+absl::Status EmptyAxisError(const KernelContext& ctx, const Tensor& x, int axis) {
+  return absl::InvalidArgumentError(absl::StrCat(
+      ctx.prim().name(), " over an empty axis: axis ", axis, " of ", x.TypeString(),
+      " has size 0, and the ", ctx.prim().name(), " of no elements is undefined"));
+}
+
+// Which input dims `axes` reduces (empty: all); error on bad or repeated axes.
+absl::StatusOr<std::vector<bool>> ReducedDims(const std::vector<int64_t>& axes, int rank) {
+  std::vector<bool> reduced(rank, axes.empty());
+  for (int64_t a : axes) {
+    KGRAD_ASSIGN_OR_RETURN(int d, NormalizeAxis(a, rank));
+    if (reduced[d]) return absl::InvalidArgumentError(absl::StrCat("axis ", a, " is repeated"));
+    reduced[d] = true;
+  }
+  return reduced;
+}
+
+Shape OutputShape(const Shape& in, const std::vector<bool>& reduced, bool keepdims) {
+  Shape out;
+  for (size_t d = 0; d < in.size(); ++d) {
+    if (!reduced[d]) {
+      out.push_back(in[d]);
+    } else if (keepdims) {
+      out.push_back(1);
+    }
+  }
+  return out;
+}
+
+enum class ReduceKind { kSum, kMean, kProd, kMax, kMin, kLogsumexp };
+
+template <typename T>
+void LogSumExp(const ReducePlan& p, const T* x, T* out) {
+  Reduce(p, x, out, ExtremumReducer<T, true>{});
+  // Shift by the max where it is finite: all -inf gives log(0) = -inf, a +inf
+  // gives +inf, a NaN gives NaN, never inf - inf.
+  std::vector<T> shift(out, out + p.out_count);
+  for (T& s : shift) s = std::isfinite(s) ? s : T(0);
+  std::vector<T> sum(p.out_count);
+  Reduce(p, x, sum.data(), SumExpReducer<T>{shift.data()});
+  for (int64_t o = 0; o < p.out_count; ++o) out[o] = shift[o] + std::log(sum[o]);
+}
+
+template <ReduceKind kKind>
+absl::StatusOr<Value> ReduceKernel(KernelContext& ctx) {
+  constexpr bool kFloatOnly = kKind == ReduceKind::kMean || kKind == ReduceKind::kLogsumexp;
+  constexpr bool kNeedsElements = kKind == ReduceKind::kMax || kKind == ReduceKind::kMin;
+  KGRAD_ASSIGN_OR_RETURN(const Tensor* x,
+                         ReduceInput(ctx, kFloatOnly ? kFloatTypes : kNumericTypes));
+  KGRAD_ASSIGN_OR_RETURN(std::vector<bool> reduced,
+                         ReducedDims(ctx.prim().GetInts("axes"), x->rank()));
+  for (int d = 0; d < x->rank(); ++d) {
+    if (kNeedsElements && reduced[d] && x->dim(d) == 0) return EmptyAxisError(ctx, *x, d);
+  }
+  KGRAD_ASSIGN_OR_RETURN(
+      Tensor out,
+      ctx.Allocate(x->dtype(), OutputShape(x->shape(), reduced, ctx.prim().GetBool("keepdims"))));
+  const ReducePlan plan = MakeReducePlan(x->shape(), reduced);
+  DispatchDType(x->dtype(), [&](auto zero) {
+    using T = decltype(zero);
+    if constexpr (!std::is_same_v<T, bool>) {
+      const T* px = x->data<T>();
+      T* po = out.mutable_data<T>();
+      if constexpr (kKind == ReduceKind::kSum) Reduce(plan, px, po, SumReducer<T>{});
+      if constexpr (kKind == ReduceKind::kProd) Reduce(plan, px, po, ProdReducer<T>{});
+      if constexpr (kKind == ReduceKind::kMax) Reduce(plan, px, po, ExtremumReducer<T, true>{});
+      if constexpr (kKind == ReduceKind::kMin) Reduce(plan, px, po, ExtremumReducer<T, false>{});
+      if constexpr (std::is_floating_point_v<T> && kKind == ReduceKind::kMean) {
+        // An empty mean is 0 / 0 = NaN.
+        Reduce(plan, px, po, SumReducer<T>{});
+        const T count = static_cast<T>(plan.red_count);
+        for (int64_t o = 0; o < plan.out_count; ++o) po[o] /= count;
+      }
+      if constexpr (std::is_floating_point_v<T> && kKind == ReduceKind::kLogsumexp) {
+        LogSumExp(plan, px, po);
+      }
+    }
+  });
+  return Value(std::move(out));
+}
+
+// ----- argmax / argmin ----------------------------------------------------------------
+// True when x replaces `best`: strictly larger (smaller), or the first NaN.
+template <bool kMax, typename T>
+bool Beats(T x, T best) {
+  if constexpr (std::is_floating_point_v<T>) {
+    if (best != best) return false;
+    if (x != x) return true;
+  }
+  return kMax ? x > best : x < best;
+}
+
+// Index of the first extremum of a contiguous row (n > 0): the extremum by a
+// vectorised Eigen reduction, then a scan for its first occurrence, which is
+// faster than one branchy pass that tracks the index.
+template <bool kMax, typename T>
+int64_t ArgExtremum(const T* row, int64_t n) {
+  ConstArrayMap<T> v(row, n);
+  T m;
+  if constexpr (std::is_floating_point_v<T>) {
+    m = kMax ? v.template maxCoeff<Eigen::PropagateNaN>()
+             : v.template minCoeff<Eigen::PropagateNaN>();
+    if (m != m) {
+      for (int64_t i = 0; i < n; ++i) {
+        if (row[i] != row[i]) return i;
+      }
+    }
+  } else {
+    m = kMax ? v.maxCoeff() : v.minCoeff();
+  }
+  for (int64_t i = 0; i < n; ++i) {
+    if (row[i] == m) return i;
+  }
+  return 0;  // unreachable: m is an element of the row
+}
+
+// x viewed as [outer, n, inner]; out[o, j] = index along n of the first extremum.
+template <bool kMax, typename T>
+void ArgReduce(const T* x, int64_t outer, int64_t n, int64_t inner, int64_t* out) {
+  if (inner == 1) {
+    ParallelFor(outer, std::max<int64_t>(1, kParallelGrain / n), [&](int64_t ob, int64_t oe) {
+      for (int64_t o = ob; o < oe; ++o) out[o] = ArgExtremum<kMax>(x + o * n, n);
+    });
+    return;
+  }
+  const int64_t piece = std::min(inner, kRowPiece);
+  const int64_t pieces = (inner + piece - 1) / piece;
+  ParallelFor(outer * pieces, std::max<int64_t>(1, kParallelGrain / (n * piece)),
+              [&](int64_t tb, int64_t te) {
+                std::vector<T> best(piece);
+                for (int64_t t = tb; t < te; ++t) {
+                  const int64_t o = t / pieces, c0 = (t % pieces) * piece;
+                  const int64_t m = std::min(inner, c0 + piece) - c0;
+                  const T* base = x + o * n * inner + c0;
+                  int64_t* idx = out + o * inner + c0;
+                  std::copy(base, base + m, best.begin());
+                  std::fill(idx, idx + m, 0);
+                  for (int64_t i = 1; i < n; ++i) {
+                    const T* row = base + i * inner;
+                    for (int64_t j = 0; j < m; ++j) {
+                      if (Beats<kMax>(row[j], best[j])) {
+                        best[j] = row[j];
+                        idx[j] = i;
+                      }
+                    }
+                  }
+                }
+              });
+}
+
+template <bool kMax>
+absl::StatusOr<Value> ArgReduceKernel(KernelContext& ctx) {
+  KGRAD_ASSIGN_OR_RETURN(const Tensor* x, ReduceInput(ctx, kNumericTypes));
+  KGRAD_ASSIGN_OR_RETURN(int axis, NormalizeAxis(ctx.prim().GetInt("axis"), x->rank()));
+  if (x->dim(axis) == 0) return EmptyAxisError(ctx, *x, axis);
+  std::vector<bool> reduced(x->rank(), false);
+  reduced[axis] = true;
+  KGRAD_ASSIGN_OR_RETURN(
+      Tensor out, ctx.Allocate(DType::kInt64,
+                               OutputShape(x->shape(), reduced, ctx.prim().GetBool("keepdims"))));
+  const Shape& s = x->shape();
+  const int64_t outer = NumElementsOf(absl::MakeConstSpan(s).subspan(0, axis));
+  const int64_t inner = NumElementsOf(absl::MakeConstSpan(s).subspan(axis + 1));
+  if (outer * inner == 0) return Value(std::move(out));
+  DispatchDType(x->dtype(), [&](auto zero) {
+    using T = decltype(zero);
+    if constexpr (!std::is_same_v<T, bool>) {
+      ArgReduce<kMax>(x->data<T>(), outer, s[axis], inner, out.mutable_data<int64_t>());
+    }
+  });
+  return Value(std::move(out));
+}
+
+}  // namespace
+
+void RegisterReduceKernels(KernelTable* t) {
+  t->Set(PrimId::kReduceSum, ReduceKernel<ReduceKind::kSum>);
+  t->Set(PrimId::kReduceMean, ReduceKernel<ReduceKind::kMean>);
+  t->Set(PrimId::kReduceProd, ReduceKernel<ReduceKind::kProd>);
+  t->Set(PrimId::kReduceMax, ReduceKernel<ReduceKind::kMax>);
+  t->Set(PrimId::kReduceMin, ReduceKernel<ReduceKind::kMin>);
+  t->Set(PrimId::kLogsumexp, ReduceKernel<ReduceKind::kLogsumexp>);
+  t->Set(PrimId::kArgmax, ArgReduceKernel<true>);
+  t->Set(PrimId::kArgmin, ArgReduceKernel<false>);
+}
 
 }  // namespace cpu
 }  // namespace kgrad

@@ -1,0 +1,41 @@
+// Helpers shared by the passes: matching applications of primitives and reading
+// constants, and creating new applications with their types inferred.
+#ifndef KGRAD_CORE_PASSES_REWRITE_H_
+#define KGRAD_CORE_PASSES_REWRITE_H_
+
+#include <optional>
+#include <vector>
+
+#include "core/func_graph.h"
+#include "core/module.h"
+
+namespace kgrad {
+namespace passes {
+
+// The application if `n` applies primitive `id`, else nullptr.
+CNode* Match(AnfNode* n, PrimId id);
+// A constant integer (scalar) held by `n`.
+std::optional<int64_t> ConstInt(const AnfNode* n);
+// A constant string held by `n`.
+const std::string* ConstString(const AnfNode* n);
+// True when n is the constant empty env.
+bool IsEmptyEnv(const AnfNode* n);
+
+// A new application of `id` in `g`, its abstract inferred from its inputs'
+// abstracts when they are known.
+CNode* NewOp(FuncGraph* g, PrimId id, std::vector<AnfNode*> args, AttrMap attrs = {});
+// A new application of an existing primitive.
+CNode* NewOp(FuncGraph* g, const PrimitivePtr& prim, std::vector<AnfNode*> args);
+
+// The static tensor type of a node, or nullptr when unknown or not fully known.
+const AbstractTensor* KnownTensor(const AnfNode* n);
+// Same dtype and the same fully known shape.
+bool SameTensorType(const AnfNode* a, const AnfNode* b);
+
+// The graphs `root` reaches (and their enclosing graphs).
+std::vector<FuncGraph*> Graphs(Module& m, FuncGraph* root);
+
+}  // namespace passes
+}  // namespace kgrad
+
+#endif  // KGRAD_CORE_PASSES_REWRITE_H_

@@ -1,0 +1,131 @@
+#include "tools/cli_ad.h"
+
+#include <random>
+
+#include "absl/status/status.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "ad/grad_operation.h"
+#include "core/manager.h"
+#include "core/status_macros.h"
+#include "proto/model_io.h"
+#include "tools/cli_common.h"
+#include "tools/float64.h"
+#include "tools/grad_check.h"
+
+namespace kgrad {
+namespace cli {
+namespace {
+
+// --wrt all | weights | 0,2 (input positions).
+absl::StatusOr<GradOptions> ParseWrt(const std::string& wrt, Module& m, FuncGraph* g) {
+  GradOptions o;
+  o.argnums.clear();
+  if (wrt == "all") {
+    for (size_t i = 0; i < g->parameters().size(); ++i) o.argnums.push_back(static_cast<int>(i));
+  } else if (wrt == "weights") {
+    for (const auto& w : m.weights()) o.weights.push_back(w.get());
+    if (o.weights.empty()) return absl::InvalidArgumentError("--wrt weights: the model has no weights");
+  } else {
+    for (absl::string_view part : absl::StrSplit(wrt, ',')) {
+      int i;
+      if (!absl::SimpleAtoi(part, &i)) {
+        return absl::InvalidArgumentError(absl::StrCat("--wrt wants all, weights or input positions like 0,2; got '", wrt, "'"));
+      }
+      o.argnums.push_back(i);
+    }
+  }
+  if (o.argnums.size() == g->parameters().size() && wrt == "all" && o.argnums.size() == 1) {
+    o.argnums = {0};
+  }
+  return o;
+}
+
+int CountNodes(Module& m, FuncGraph* root) {
+  int n = 0;
+  for (FuncGraph* g : m.manager().Reachable({root})) n += static_cast<int>(m.manager().Info(g).order.size());
+  return n;
+}
+
+absl::Status Grad(const ParsedArgs& args, std::ostream& out) {
+  if (args.positional.size() != 1) return absl::InvalidArgumentError("grad takes one FILE");
+  if (!args.Has("output")) return absl::InvalidArgumentError("grad needs -o OUT (.pb or .pbtxt)");
+  KGRAD_ASSIGN_OR_RETURN(std::unique_ptr<Module> m, LoadModule(args.positional[0]));
+  KGRAD_ASSIGN_OR_RETURN(FuncGraph* g, SelectGraph(*m, args));
+  KGRAD_ASSIGN_OR_RETURN(GradOptions o, ParseWrt(args.Get("wrt", "all"), *m, g));
+  o.sens_param = args.Has("sens");
+  KGRAD_ASSIGN_OR_RETURN(FuncGraph* grad, Grad(*m, g, o));
+  m->set_entry(grad);
+  KGRAD_RETURN_IF_ERROR(SaveModelFile(*m, args.Get("output")));
+  out << "wrote " << args.Get("output") << ": graph '" << grad->name() << "' ("
+      << CountNodes(*m, grad) << " applications)\n";
+  return absl::OkStatus();
+}
+
+// Random float64 arguments, with --input overrides (a .npy file or a scalar literal).
+absl::StatusOr<std::vector<Value>> CheckArguments(FuncGraph* g, const ParsedArgs& args, uint64_t seed) {
+  KGRAD_ASSIGN_OR_RETURN(std::vector<Value> values, RandomArguments(g, seed));
+  auto it = args.options.find("input");
+  if (it == args.options.end()) return values;
+  for (const std::string& s : it->second) {
+    size_t eq = s.find('=');
+    std::string name = s.substr(0, eq);
+    int index = -1;
+    for (size_t i = 0; i < g->parameters().size(); ++i) {
+      if (g->parameters()[i]->name() == name) index = static_cast<int>(i);
+    }
+    if (eq == std::string::npos || index < 0) {
+      return absl::InvalidArgumentError(absl::StrCat("--input '", s, "': graph '", g->name(),
+                                                     "' has no input named '", name, "'"));
+    }
+    KGRAD_ASSIGN_OR_RETURN(Value v, ReadOneInput(g->parameters()[index], s.substr(eq + 1)));
+    values[index] = WidenToFloat64(v);
+  }
+  return values;
+}
+
+absl::Status Check(const ParsedArgs& args, std::ostream& out, bool* passed) {
+  if (args.positional.size() != 1) return absl::InvalidArgumentError("check takes one FILE");
+  KGRAD_ASSIGN_OR_RETURN(std::unique_ptr<Module> original, LoadModule(args.positional[0]));
+  KGRAD_ASSIGN_OR_RETURN(std::unique_ptr<Module> m, ToFloat64(*original));
+  KGRAD_ASSIGN_OR_RETURN(FuncGraph* g, SelectGraph(*m, args));
+  GradCheckOptions o;
+  int order = 1;
+  if (args.Has("order") && (!absl::SimpleAtoi(args.Get("order"), &order) || order < 1 || order > 3)) {
+    return absl::InvalidArgumentError("--order must be 1, 2 or 3");
+  }
+  o.order = order;
+  if (args.Has("seed")) {
+    if (!absl::SimpleAtoi(args.Get("seed"), &o.seed)) return absl::InvalidArgumentError("--seed must be a number");
+  } else {
+    o.seed = std::random_device()() % 1000000;
+  }
+  KGRAD_ASSIGN_OR_RETURN(std::vector<Value> inputs, CheckArguments(g, args, o.seed));
+  KGRAD_ASSIGN_OR_RETURN(GradCheckReport report, CheckGradients(*m, g, inputs, o));
+  out << report.ToString();
+  out << (report.passed() ? "PASSED" : "FAILED") << " (rerun with --seed " << o.seed << ")\n";
+  *passed = report.passed();
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+int GradCommand(const std::vector<std::string>& argv, std::ostream& out, std::ostream& err) {
+  absl::StatusOr<ParsedArgs> args = ParseArgs(argv, {"wrt", "output", "graph"}, {"sens"});
+  if (!args.ok()) return Fail(args.status(), err);
+  absl::Status s = Grad(*args, out);
+  return s.ok() ? 0 : Fail(s, err);
+}
+
+int CheckCommand(const std::vector<std::string>& argv, std::ostream& out, std::ostream& err) {
+  absl::StatusOr<ParsedArgs> args = ParseArgs(argv, {"order", "seed", "graph", "input"}, {});
+  if (!args.ok()) return Fail(args.status(), err);
+  bool passed = false;
+  absl::Status s = Check(*args, out, &passed);
+  if (!s.ok()) return Fail(s, err);
+  return passed ? 0 : 1;
+}
+
+}  // namespace cli
+}  // namespace kgrad

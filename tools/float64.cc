@@ -1,0 +1,71 @@
+#include "tools/float64.h"
+
+#include <cstring>
+
+#include "core/status_macros.h"
+#include "proto/model_io.h"
+
+namespace kgrad {
+namespace {
+
+void Widen(proto::TensorProto* t) {
+  if (t->dtype() != proto::DT_FLOAT32) return;
+  t->set_dtype(proto::DT_FLOAT64);
+  if (t->raw_data().empty()) return;  // values given as double_data (or none)
+  const std::string& raw = t->raw_data();
+  std::string wide(raw.size() * 2, '\0');
+  for (size_t i = 0; i < raw.size() / 4; ++i) {
+    float f;
+    std::memcpy(&f, raw.data() + 4 * i, 4);
+    double d = f;
+    std::memcpy(&wide[8 * i], &d, 8);
+  }
+  t->set_raw_data(wide);
+}
+
+void Widen(proto::TypeProto* t) {
+  if (t->has_tensor() && t->tensor().dtype() == proto::DT_FLOAT32) {
+    t->mutable_tensor()->set_dtype(proto::DT_FLOAT64);
+  }
+  if (t->has_scalar() && t->scalar().dtype() == proto::DT_FLOAT32) {
+    t->mutable_scalar()->set_dtype(proto::DT_FLOAT64);
+  }
+  if (t->has_tuple()) {
+    for (auto& e : *t->mutable_tuple()->mutable_elements()) Widen(&e);
+  }
+}
+
+void Widen(proto::ValueProto* v) {
+  if (v->has_tensor()) Widen(v->mutable_tensor());
+  if (v->has_scalar() && v->scalar().dtype() == proto::DT_FLOAT32) {
+    v->mutable_scalar()->set_dtype(proto::DT_FLOAT64);
+  }
+  if (v->has_tuple()) {
+    for (auto& e : *v->mutable_tuple()->mutable_elements()) Widen(&e);
+  }
+  if (v->has_primitive()) {
+    for (auto& [name, attr] : *v->mutable_primitive()->mutable_attrs()) {
+      if (attr.value_case() == proto::AttrProto::kDtype && attr.dtype() == proto::DT_FLOAT32) {
+        attr.set_dtype(proto::DT_FLOAT64);
+      }
+    }
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Module>> ToFloat64(Module& module) {
+  KGRAD_ASSIGN_OR_RETURN(proto::ModelProto p, SaveModel(module));
+  for (auto& w : *p.mutable_weights()) Widen(w.mutable_value());
+  for (auto& g : *p.mutable_graphs()) {
+    for (auto& param : *g.mutable_parameters()) {
+      if (param.has_type()) Widen(param.mutable_type());
+    }
+    for (auto& n : *g.mutable_nodes()) {
+      if (n.has_constant()) Widen(n.mutable_constant());
+    }
+  }
+  return LoadModel(p, module.registry(), "<float64 copy>");
+}
+
+}  // namespace kgrad
