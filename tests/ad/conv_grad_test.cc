@@ -107,8 +107,8 @@ TEST_P(ConvGradTest, Conv2dBackpropInput) {
   std::mt19937_64 rng(2);
   for (uint64_t seed : kSeeds) {
     Value dy = RandomF64(c.y(), rng), w = RandomF64(c.w, rng), x_ref = RandomF64(c.x, rng);
-    EXPECT_TRUE(
-        PrimitiveGradientOk(PrimId::kConv2dBackpropInput, {dy, w, x_ref}, c.attrs(), Order(2, seed)));
+    EXPECT_TRUE(PrimitiveGradientOk(PrimId::kConv2dBackpropInput, {dy, w, x_ref}, c.attrs(),
+                                    Order(2, seed)));
   }
 }
 
@@ -117,8 +117,8 @@ TEST_P(ConvGradTest, Conv2dBackpropFilter) {
   std::mt19937_64 rng(3);
   for (uint64_t seed : kSeeds) {
     Value x = RandomF64(c.x, rng), dy = RandomF64(c.y(), rng), w_ref = RandomF64(c.w, rng);
-    EXPECT_TRUE(
-        PrimitiveGradientOk(PrimId::kConv2dBackpropFilter, {x, dy, w_ref}, c.attrs(), Order(2, seed)));
+    EXPECT_TRUE(PrimitiveGradientOk(PrimId::kConv2dBackpropFilter, {x, dy, w_ref}, c.attrs(),
+                                    Order(2, seed)));
   }
 }
 
@@ -139,7 +139,9 @@ struct PoolCase {
   Shape x;
   Ints kernel, stride, padding;
 
-  AttrMap max_attrs() const { return {{"kernel", kernel}, {"stride", stride}, {"padding", padding}}; }
+  AttrMap max_attrs() const {
+    return {{"kernel", kernel}, {"stride", stride}, {"padding", padding}};
+  }
   AttrMap avg_attrs(bool count_include_pad) const {
     AttrMap a = max_attrs();
     a["count_include_pad"] = count_include_pad;
@@ -178,7 +180,8 @@ TEST_P(PoolGradTest, MaxPool2dGrad) {
   std::mt19937_64 rng(2);
   for (uint64_t seed : kSeeds) {
     Value x = Distinct(c.x, rng), dy = RandomF64(c.y(), rng);
-    EXPECT_TRUE(PrimitiveGradientOk(PrimId::kMaxPool2dGrad, {x, dy}, c.max_attrs(), Order(2, seed)));
+    EXPECT_TRUE(
+        PrimitiveGradientOk(PrimId::kMaxPool2dGrad, {x, dy}, c.max_attrs(), Order(2, seed)));
   }
 }
 
@@ -224,8 +227,8 @@ INSTANTIATE_TEST_SUITE_P(Geometries, PoolGradTest, ::testing::ValuesIn(kPoolCase
 // ----- Values the numeric checks cannot see --------------------------------------------------
 // The gradient of f at `args` with the output sensitivity `sens` (all inputs).
 absl::StatusOr<Value> VjpOf(Module& m, FuncGraph* f, std::vector<Value> args, Value sens) {
-  absl::StatusOr<FuncGraph*> g = GradOperation(/*get_all=*/true, false, /*sens_param=*/true)(
-      m, f, {}, {});
+  absl::StatusOr<FuncGraph*> g =
+      GradOperation(/*get_all=*/true, false, /*sens_param=*/true)(m, f, {}, {});
   if (!g.ok()) return g.status();
   args.push_back(std::move(sens));
   return RunGraph(*g, std::move(args));
@@ -235,22 +238,22 @@ Value Full(const Shape& shape, double v) { return Value(Tensor::Full(F64, shape,
 
 // On ties the gradient goes to the first max in row-major window order (the kernel's
 // rule), not divided among the tied cells.
-TEST(PoolGradValueTest, MaxPoolTiesRouteToTheFirstMax) {
+TEST(ConvPoolValueTest, MaxPoolTiesRouteToTheFirstMax) {
   Module m(DefaultRegistry());
   AttrMap attrs = {{"kernel", Ints{2, 2}}, {"stride", Ints{1, 1}}, {"padding", Ints{0, 0}}};
   Value x = Full({1, 1, 3, 3}, 0.5);
   absl::StatusOr<FuncGraph*> f = testing::BuildPrimitiveGraph(m, PrimId::kMaxPool2d, {x}, attrs);
   ASSERT_TRUE(f.ok()) << f.status();
   // Windows (i, j) of the constant plane all pick their top-left cell (i, j).
-  absl::StatusOr<Value> dx = VjpOf(m, *f, {x}, Value(testing::MakeTensor(F64, {1, 1, 2, 2},
-                                                                         {1, 2, 3, 4})));
+  absl::StatusOr<Value> dx =
+      VjpOf(m, *f, {x}, Value(testing::MakeTensor(F64, {1, 1, 2, 2}, {1, 2, 3, 4})));
   ASSERT_TRUE(dx.ok()) << dx.status();
   EXPECT_EQ(ToDoubles(dx->tuple()[0].tensor()), (std::vector<double>{1, 2, 0, 3, 4, 0, 0, 0, 0}));
 }
 
 // max_pool2d_grad's x only selects positions: its gradient is exactly zero, and the
 // *_ref inputs of the backprop ops give only a shape.
-TEST(PoolGradValueTest, SelectorsAndShapeReferencesGetExactZeros) {
+TEST(ConvPoolValueTest, SelectorsAndShapeReferencesGetExactZeros) {
   std::mt19937_64 rng(7);
   struct Case {
     PrimId id;
@@ -259,7 +262,9 @@ TEST(PoolGradValueTest, SelectorsAndShapeReferencesGetExactZeros) {
     int zero_input;
   };
   AttrMap pool = {{"kernel", Ints{2, 2}}, {"stride", Ints{}}, {"padding", Ints{0, 0}}};
-  AttrMap conv = {{"stride", Ints{1, 1}}, {"padding", Ints{1, 1}}, {"dilation", Ints{1, 1}},
+  AttrMap conv = {{"stride", Ints{1, 1}},
+                  {"padding", Ints{1, 1}},
+                  {"dilation", Ints{1, 1}},
                   {"groups", int64_t{1}}};
   Value x = Distinct({1, 2, 4, 4}, rng), y = RandomF64({1, 2, 2, 2}, rng);
   Value w = RandomF64({3, 2, 3, 3}, rng), cy = RandomF64({1, 3, 4, 4}, rng);
@@ -297,8 +302,10 @@ FuncGraph* ConvPoolNet(Module* m, const Shape& x_shape) {
   AnfNode* x = b.Param("x", F64, x_shape);
   AnfNode* w = b.Param("w", F64, {4, 2, 3, 3});
   AnfNode* y = b.Op(PrimId::kConv2d, {x, w},
-                    {{"stride", Ints{1, 1}}, {"padding", Ints{1, 2, 0, 1}},
-                     {"dilation", Ints{1, 1}}, {"groups", int64_t{2}}});
+                    {{"stride", Ints{1, 1}},
+                     {"padding", Ints{1, 2, 0, 1}},
+                     {"dilation", Ints{1, 1}},
+                     {"groups", int64_t{2}}});
   y = b.Op(PrimId::kMaxPool2d, {y}, {{"kernel", Ints{2, 2}}, {"stride", Ints{1, 1}}});
   y = b.Op(PrimId::kAvgPool2d, {y},
            {{"kernel", Ints{2, 2}}, {"padding", Ints{1, 1}}, {"count_include_pad", false}});
@@ -306,7 +313,8 @@ FuncGraph* ConvPoolNet(Module* m, const Shape& x_shape) {
 }
 
 // (x, w) -> (dx, dw) and its own gradient, both with sensitivity ones.
-absl::StatusOr<std::vector<Value>> FirstAndSecond(const Shape& x_shape, const std::vector<Value>& args) {
+absl::StatusOr<std::vector<Value>> FirstAndSecond(const Shape& x_shape,
+                                                  const std::vector<Value>& args) {
   Module m(DefaultRegistry());
   FuncGraph* f = ConvPoolNet(&m, x_shape);
   absl::StatusOr<FuncGraph*> g1 = GradOperation(/*get_all=*/true)(m, f);
@@ -340,7 +348,7 @@ TEST(ConvPoolUnknownDimsTest, RulesNeedNoStaticShapes) {
 }
 
 // The finite-difference check of the same network (known shapes), to second order.
-TEST(ConvPoolUnknownDimsTest, NetworkGradientsMatchFiniteDifferences) {
+TEST(ConvPoolNetworkTest, GradientsMatchFiniteDifferencesToSecondOrder) {
   Module m(DefaultRegistry());
   FuncGraph* f = ConvPoolNet(&m, {2, 4, 5, 6});
   std::mt19937_64 rng(10);
