@@ -1,6 +1,9 @@
 #include "core/printer.h"
 
+#include <memory>
 #include <vector>
+
+#include "absl/container/flat_hash_map.h"
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -10,14 +13,36 @@
 namespace kgrad {
 namespace {
 
-std::string Ref(const AnfNode* n, const PrintOptions& o) {
+// Canonical names, assigned in printing order.
+struct Canon {
+  absl::flat_hash_map<const AnfNode*, std::string> nodes;
+  absl::flat_hash_map<const FuncGraph*, std::string> graphs;
+  int next_node = 0;
+  const std::string& Graph(const FuncGraph* g) {
+    auto it = graphs.find(g);
+    if (it != graphs.end()) return it->second;
+    return graphs[g] = absl::StrCat("g", graphs.size());
+  }
+};
+
+std::string GraphName(const FuncGraph* g, Canon* canon) {
+  return canon != nullptr ? canon->Graph(g) : g->name();
+}
+
+std::string Ref(const AnfNode* n, const PrintOptions& o, Canon* canon = nullptr) {
   if (const ValueNode* v = n->AsValue()) {
     const Value& val = v->value();
     if (val.is_tensor()) return val.tensor().DebugString(o.max_tensor_elements);
+    if (val.is_graph()) return absl::StrCat("@", GraphName(val.graph(), canon));
     return val.ToString();
   }
   if (const Parameter* p = n->AsParameter(); p != nullptr && p->is_weight()) {
     return absl::StrCat("$", p->DebugName());
+  }
+  if (canon != nullptr) {
+    auto it = canon->nodes.find(n);
+    if (it != canon->nodes.end()) return absl::StrCat("%", it->second);
+    return absl::StrCat("%?", n->DebugName());
   }
   return absl::StrCat("%", n->name().empty() ? absl::StrCat(n->id()) : n->name());
 }
@@ -30,6 +55,7 @@ std::string TypeSuffix(const AnfNode* n, const PrintOptions& o) {
 class Printer {
  public:
   Printer(Module& m, const PrintOptions& o) : module_(m), manager_(m.manager()), o_(o) {
+    if (o.canonical) canon_ = std::make_unique<Canon>();
     for (const auto& g : m.graphs()) {
       if (g->parent() != nullptr) children_[g->parent()].push_back(g.get());
     }
@@ -37,28 +63,37 @@ class Printer {
 
   void PrintGraph(FuncGraph* g, int indent) {
     std::string pad(indent * 2, ' ');
+    Canon* canon = canon_.get();
     std::vector<std::string> params;
-    for (Parameter* p : g->parameters()) params.push_back(Ref(p, o_) + TypeSuffix(p, o_));
+    for (size_t i = 0; i < g->parameters().size(); ++i) {
+      Parameter* p = g->parameters()[i];
+      if (canon != nullptr) canon->nodes[p] = absl::StrCat("p", canon->next_node++);
+      params.push_back(Ref(p, o_, canon) + TypeSuffix(p, o_));
+    }
     const GraphInfo& info = manager_.Info(g);
-    std::string header = absl::StrCat(pad, "@", g->name(), "(", absl::StrJoin(params, ", "), ")");
-    if (g->custom_bprop() != nullptr) absl::StrAppend(&header, " bprop=@", g->custom_bprop()->name());
+    std::string header = absl::StrCat(pad, "@", GraphName(g, canon), "(", absl::StrJoin(params, ", "), ")");
+    if (g->custom_bprop() != nullptr) absl::StrAppend(&header, " bprop=@", GraphName(g->custom_bprop(), canon));
     absl::StrAppend(&header, " {");
     if (g->parent() != nullptr && !info.fvs.empty()) {
       std::vector<std::string> fvs;
-      for (AnfNode* v : info.fvs) fvs.push_back(Ref(v, o_));
+      for (AnfNode* v : info.fvs) fvs.push_back(Ref(v, o_, canon));
       absl::StrAppend(&header, "  # free: ", absl::StrJoin(fvs, ", "));
     }
     out_ += header + "\n";
+    // Applications are named before nested graphs print (they may read them).
+    if (canon != nullptr) {
+      for (CNode* c : info.order) canon->nodes[c] = absl::StrCat(canon->next_node++);
+    }
     for (FuncGraph* child : children_[g]) PrintGraph(child, indent + 1);
     for (CNode* c : info.order) {
       std::vector<std::string> args;
-      for (size_t i = 1; i < c->size(); ++i) args.push_back(Ref(c->input(i), o_));
-      std::string callee = c->size() > 0 ? Ref(c->input(0), o_) : "<no callee>";
-      absl::StrAppend(&out_, pad, "  ", Ref(c, o_), " = ", callee, "(",
+      for (size_t i = 1; i < c->size(); ++i) args.push_back(Ref(c->input(i), o_, canon));
+      std::string callee = c->size() > 0 ? Ref(c->input(0), o_, canon) : "<no callee>";
+      absl::StrAppend(&out_, pad, "  ", Ref(c, o_, canon), " = ", callee, "(",
                       absl::StrJoin(args, ", "), ")", TypeSuffix(c, o_), "\n");
     }
     absl::StrAppend(&out_, pad, "  return ",
-                    g->output() != nullptr ? Ref(g->output(), o_) : "<none>", "\n");
+                    g->output() != nullptr ? Ref(g->output(), o_, canon) : "<none>", "\n");
     absl::StrAppend(&out_, pad, "}\n");
   }
 
@@ -83,6 +118,7 @@ class Printer {
   Manager& manager_;
   const PrintOptions& o_;
   absl::flat_hash_map<FuncGraph*, std::vector<FuncGraph*>> children_;
+  std::unique_ptr<Canon> canon_;
 };
 
 std::string DotEscape(const std::string& s) {

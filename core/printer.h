@@ -24,6 +24,10 @@ struct PrintOptions {
   bool show_types = true;       // ": f32[2,3]" after each node with an abstract
   bool show_weight_values = false;
   int max_tensor_elements = 8;  // constants longer than this are elided
+  // Names by position (%p0 for parameters, %0, %1, ... for applications, @g0, @g1
+  // for graphs) so that two structurally equal graphs print the same text (the
+  // structural tests of passes compare Before/Expected this way).
+  bool canonical = false;
 };
 
 std::string PrintModule(Module& module, const PrintOptions& options = {});

@@ -29,10 +29,14 @@ commands:
                                 run the entry graph (or G); VALUE is a .npy file, or a
                                 literal for a scalar input; outputs are summarised and,
                                 with --output, written as DIR/out[_i].npy
-  grad FILE -o OUT [--wrt all|weights|0,2] [--sens] [--graph G]
+  grad FILE -o OUT [--wrt all|weights|0,2] [--sens] [--optimize] [--graph G]
                                 write the gradient graph (entry of OUT) of the entry graph
                                 with respect to all inputs, the weights, or input positions;
-                                --sens adds the output sensitivity as a last input
+                                --sens adds the output sensitivity as a last input;
+                                --optimize runs the post-AD optimiser (a plain kernel graph)
+  jvp FILE -o OUT [--no-optimize] [--graph G]
+                                write the forward-mode graph (x..., x_dot...) -> (out, J x_dot),
+                                derived by transposing the reverse graph and optimised
   check FILE [--order 1|2|3] [--seed N] [--input NAME=VALUE]... [--graph G]
                                 float64 central-difference check of derivatives up to the
                                 order, at random inputs (seed printed); exit 1 above tolerance
@@ -101,6 +105,7 @@ int Main(const std::vector<std::string>& args, std::ostream& out, std::ostream& 
   static const std::map<std::string, Command>* const commands = new std::map<std::string, Command>{
       {"help", Help}, {"--help", Help}, {"-h", Help}, {"print", Print}, {"dot", Dot},
       {"run", Run},   {"grad", GradCommand},  {"check", CheckCommand},
+      {"jvp", JvpCommand},
   };
   if (args.empty()) {
     err << kUsage;

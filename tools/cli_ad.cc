@@ -7,6 +7,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "ad/grad_operation.h"
+#include "ad/jvp.h"
+#include "backends/cpu/constant_evaluator.h"
+#include "core/passes/optimize.h"
 #include "core/manager.h"
 #include "core/status_macros.h"
 #include "proto/model_io.h"
@@ -56,10 +59,32 @@ absl::Status Grad(const ParsedArgs& args, std::ostream& out) {
   KGRAD_ASSIGN_OR_RETURN(GradOptions o, ParseWrt(args.Get("wrt", "all"), *m, g));
   o.sens_param = args.Has("sens");
   KGRAD_ASSIGN_OR_RETURN(FuncGraph* grad, Grad(*m, g, o));
+  if (args.Has("optimize")) {
+    CpuConstantEvaluator evaluator;
+    OptimizeOptions oo;
+    oo.evaluator = &evaluator;
+    KGRAD_ASSIGN_OR_RETURN(std::string log, Optimize(*m, grad, oo));
+    out << "optimised: " << log << "\n";
+  }
   m->set_entry(grad);
   KGRAD_RETURN_IF_ERROR(SaveModelFile(*m, args.Get("output")));
   out << "wrote " << args.Get("output") << ": graph '" << grad->name() << "' ("
       << CountNodes(*m, grad) << " applications)\n";
+  return absl::OkStatus();
+}
+
+absl::Status JvpImpl(const ParsedArgs& args, std::ostream& out) {
+  if (args.positional.size() != 1) return absl::InvalidArgumentError("jvp takes one FILE");
+  if (!args.Has("output")) return absl::InvalidArgumentError("jvp needs -o OUT (.pb or .pbtxt)");
+  KGRAD_ASSIGN_OR_RETURN(std::unique_ptr<Module> m, LoadModule(args.positional[0]));
+  KGRAD_ASSIGN_OR_RETURN(FuncGraph* g, SelectGraph(*m, args));
+  JvpOptions o;
+  o.optimize = !args.Has("no-optimize");
+  KGRAD_ASSIGN_OR_RETURN(FuncGraph* jvp, Jvp(*m, g, o));
+  m->set_entry(jvp);
+  KGRAD_RETURN_IF_ERROR(SaveModelFile(*m, args.Get("output")));
+  out << "wrote " << args.Get("output") << ": graph '" << jvp->name() << "' (inputs x..., tangents x_dot...; "
+      << CountNodes(*m, jvp) << " applications)\n";
   return absl::OkStatus();
 }
 
@@ -112,9 +137,16 @@ absl::Status Check(const ParsedArgs& args, std::ostream& out, bool* passed) {
 }  // namespace
 
 int GradCommand(const std::vector<std::string>& argv, std::ostream& out, std::ostream& err) {
-  absl::StatusOr<ParsedArgs> args = ParseArgs(argv, {"wrt", "output", "graph"}, {"sens"});
+  absl::StatusOr<ParsedArgs> args = ParseArgs(argv, {"wrt", "output", "graph"}, {"sens", "optimize"});
   if (!args.ok()) return Fail(args.status(), err);
   absl::Status s = Grad(*args, out);
+  return s.ok() ? 0 : Fail(s, err);
+}
+
+int JvpCommand(const std::vector<std::string>& argv, std::ostream& out, std::ostream& err) {
+  absl::StatusOr<ParsedArgs> args = ParseArgs(argv, {"output", "graph"}, {"no-optimize"});
+  if (!args.ok()) return Fail(args.status(), err);
+  absl::Status s = JvpImpl(*args, out);
   return s.ok() ? 0 : Fail(s, err);
 }
 

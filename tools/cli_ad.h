@@ -10,6 +10,7 @@ namespace kgrad {
 namespace cli {
 
 int GradCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
+int JvpCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
 int CheckCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
 
 }  // namespace cli

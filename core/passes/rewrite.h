@@ -7,7 +7,9 @@
 #include <vector>
 
 #include "core/func_graph.h"
+#include "absl/container/flat_hash_map.h"
 #include "core/module.h"
+#include "core/passes/pass.h"
 
 namespace kgrad {
 namespace passes {
@@ -35,7 +37,33 @@ bool SameTensorType(const AnfNode* a, const AnfNode* b);
 // The graphs `root` reaches (and their enclosing graphs).
 std::vector<FuncGraph*> Graphs(Module& m, FuncGraph* root);
 
+// A constant zero (tensor, scalar, zeros_like(..) or fill(value=0)).
+bool IsZero(const AnfNode* n);
+// A constant one (tensor, scalar, ones_like(..) or fill(value=1)).
+bool IsOne(const AnfNode* n);
+// A zero tensor of `like`'s static type (fill), or nullptr when unknown.
+AnfNode* ZerosOf(FuncGraph* g, const AnfNode* like);
+
 }  // namespace passes
+
+// Base of the local rewriting passes: visits every application (inputs before
+// users), asks Rewrite for a replacement, and commits them all at the end. In()
+// reads an input through the replacements made earlier in the same sweep, so
+// chains collapse in one run.
+class RewritePass : public Pass {
+ public:
+  absl::StatusOr<bool> Run(Module& module, FuncGraph* root) override;
+
+ protected:
+  // A node standing for `c` (nullptr or `c` itself: keep it).
+  virtual AnfNode* Rewrite(CNode* c) = 0;
+  AnfNode* In(const CNode* c, size_t i) const;
+  AnfNode* Resolve(AnfNode* n) const;
+
+ private:
+  absl::flat_hash_map<const AnfNode*, AnfNode*> replaced_;
+};
+
 }  // namespace kgrad
 
 #endif  // KGRAD_CORE_PASSES_REWRITE_H_

@@ -1,0 +1,30 @@
+// The post-AD optimisation pipeline, run to a fixpoint:
+//   inline (partial evaluation) -> partial elimination -> tuple -> env ->
+//   algebra (zeros, ones, identities, static forms) -> constant folding -> CSE -> DCE
+// For a first-order program the result has no closure, partial, env or tuple left:
+// a plain graph of kernels, about the size of a hand-written backward pass.
+#ifndef KGRAD_CORE_PASSES_OPTIMIZE_H_
+#define KGRAD_CORE_PASSES_OPTIMIZE_H_
+
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "core/module.h"
+#include "core/passes/constant_fold.h"
+
+namespace kgrad {
+
+struct OptimizeOptions {
+  ConstantEvaluator* evaluator = nullptr;  // folds tensor constants when given
+  int max_rounds = 512;
+  int max_unroll = 20000;                  // nodes copied by loop unrolling
+};
+
+// Optimises `root` and everything it reaches, in place; unreachable graphs that are
+// not public are deleted. Returns a summary of what ran ("inline x3, tuple x2...").
+absl::StatusOr<std::string> Optimize(Module& module, FuncGraph* root,
+                                     const OptimizeOptions& options = {});
+
+}  // namespace kgrad
+
+#endif  // KGRAD_CORE_PASSES_OPTIMIZE_H_

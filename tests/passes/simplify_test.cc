@@ -1,0 +1,215 @@
+// Before/Expected tests of the local rewriting passes: tuple, env, algebra,
+// constant folding, CSE and DCE.
+#include "backends/cpu/constant_evaluator.h"
+#include "core/builder.h"
+#include "core/infer.h"
+#include "core/passes/algebra.h"
+#include "core/passes/constant_fold.h"
+#include "core/passes/cse.h"
+#include "core/passes/dce.h"
+#include "core/passes/env_simplify.h"
+#include "core/passes/tuple_simplify.h"
+#include "gtest/gtest.h"
+#include "ops/registry.h"
+#include "tests/testing/graph_test_util.h"
+
+namespace kgrad {
+namespace {
+
+using testing::SameGraph;
+
+AbstractPtr F32(Shape s) { return MakeAbstractTensor(DType::kFloat32, std::move(s)); }
+
+// Builds "before" and "expected" graphs with the same parameters.
+struct Case {
+  Module m{DefaultRegistry()};
+  GraphBuilder before{&m, "before"};
+  GraphBuilder expected{&m, "expected"};
+  std::vector<AnfNode*> bx, ex;
+  explicit Case(std::vector<AbstractPtr> params) {
+    for (size_t i = 0; i < params.size(); ++i) {
+      bx.push_back(before.Param("x" + std::to_string(i), params[i]));
+      ex.push_back(expected.Param("x" + std::to_string(i), params[i]));
+    }
+  }
+  ::testing::AssertionResult Check(Pass& pass, AnfNode* b_out, AnfNode* e_out) {
+    FuncGraph* b = before.Return(b_out).value();
+    FuncGraph* e = expected.Return(e_out).value();
+    bool declared = true;
+    for (Parameter* p : b->parameters()) declared &= p->declared() != nullptr;
+    if (declared) (void)InferGraph(b);
+    absl::StatusOr<bool> changed = pass.Run(m, b);
+    if (!changed.ok()) return ::testing::AssertionFailure() << changed.status();
+    if (!*changed) return ::testing::AssertionFailure() << "the pass changed nothing";
+    DcePass().Run(m, b).IgnoreError();
+    return SameGraph(b, e);
+  }
+};
+
+TEST(TupleSimplifyTest, GetItemOfMakeTuple) {
+  // (a, b)[1] => b
+  Case c({F32({2}), F32({2})});
+  TupleSimplifyPass pass;
+  EXPECT_TRUE(c.Check(pass, c.before.GetItem(c.before.Tuple({c.bx[0], c.bx[1]}), 1), c.ex[1]));
+}
+
+TEST(TupleSimplifyTest, GetItemOfSetItem) {
+  // set(t, 0, v)[0] => v;  set(t, 0, v)[1] => t[1]
+  Case c({MakeAbstractTuple({F32({2}), F32({2})}), F32({2})});
+  AnfNode* set = c.before.Op(PrimId::kTupleSetItem, {c.bx[0], c.before.Int(0), c.bx[1]});
+  AnfNode* out = c.before.Tuple({c.before.GetItem(set, 0), c.before.GetItem(set, 1)});
+  AnfNode* expected = c.expected.Tuple({c.ex[1], c.expected.GetItem(c.ex[0], 1)});
+  TupleSimplifyPass pass;
+  EXPECT_TRUE(c.Check(pass, out, expected));
+}
+
+TEST(TupleSimplifyTest, RebuiltTupleIsTheTuple) {
+  // (t[0], t[1]) => t   for a pair t
+  Case c({MakeAbstractTuple({F32({2}), F32({3})})});
+  AnfNode* out = c.before.Tuple({c.before.GetItem(c.bx[0], 0), c.before.GetItem(c.bx[0], 1)});
+  TupleSimplifyPass pass;
+  EXPECT_TRUE(c.Check(pass, out, c.ex[0]));
+}
+
+TEST(TupleSimplifyTest, ZerosLikeOfATupleIsATupleOfZeros) {
+  Case c({F32({2}), F32({3})});
+  AnfNode* out = c.before.Op(PrimId::kZerosLike, {c.before.Tuple({c.bx[0], c.bx[1]})});
+  AnfNode* expected = c.expected.Tuple({c.expected.Op(PrimId::kZerosLike, {c.ex[0]}),
+                                        c.expected.Op(PrimId::kZerosLike, {c.ex[1]})});
+  TupleSimplifyPass pass;
+  EXPECT_TRUE(c.Check(pass, out, expected));
+}
+
+TEST(EnvSimplifyTest, ReadBackWhatWasWritten) {
+  // set(set(newenv, "a", x0), "b", x1)["a"] => x0;  newenv["c"] => default
+  Case c({F32({2}), F32({2})});
+  GraphBuilder& b = c.before;
+  AnfNode* env = b.Op(PrimId::kEnvSetItem, {b.Const(Value::EmptyEnv()), b.Const(Value::String("a")), c.bx[0]});
+  env = b.Op(PrimId::kEnvSetItem, {env, b.Const(Value::String("b")), c.bx[1]});
+  AnfNode* a = b.Op(PrimId::kEnvGetItem, {env, b.Const(Value::String("a")), b.Op(PrimId::kZerosLike, {c.bx[0]})});
+  AnfNode* none = b.Op(PrimId::kEnvGetItem, {b.Const(Value::EmptyEnv()), b.Const(Value::String("c")), c.bx[1]});
+  AnfNode* expected = c.expected.Tuple({c.ex[0], c.ex[1]});
+  EnvSimplifyPass pass;
+  EXPECT_TRUE(c.Check(pass, b.Tuple({a, none}), expected));
+}
+
+TEST(EnvSimplifyTest, AddOfEnvsSplitsIntoItems) {
+  // (e1 + newenv) => e1;  (e1 + e2)[k] => e1[k] + e2[k] (zero default)
+  Case c({F32({2}), F32({2})});
+  GraphBuilder& b = c.before;
+  AnfNode* key = b.Const(Value::String("k"));
+  AnfNode* e1 = b.Op(PrimId::kEnvSetItem, {b.Const(Value::EmptyEnv()), key, c.bx[0]});
+  AnfNode* e2 = b.Op(PrimId::kEnvSetItem, {b.Const(Value::EmptyEnv()), key, c.bx[1]});
+  AnfNode* sum = b.Op(PrimId::kEnvAdd, {b.Op(PrimId::kEnvAdd, {e1, b.Const(Value::EmptyEnv())}), e2});
+  AnfNode* out = b.Op(PrimId::kEnvGetItem, {sum, key, b.Op(PrimId::kZerosLike, {c.bx[0]})});
+  AnfNode* expected = c.expected.Op(PrimId::kHyperAdd, {c.ex[0], c.ex[1]});
+  EnvSimplifyPass pass;
+  Pipeline p;  // the two rewrites need two sweeps through the pipeline driver
+  p.Add(std::make_unique<EnvSimplifyPass>());
+  FuncGraph* bg = b.Return(out).value();
+  FuncGraph* eg = c.expected.Return(expected).value();
+  ASSERT_TRUE(InferGraph(bg).ok());
+  ASSERT_TRUE(*p.Run(c.m, bg));
+  DcePass().Run(c.m, bg).IgnoreError();
+  EXPECT_TRUE(SameGraph(bg, eg));
+}
+
+TEST(AlgebraTest, ZerosVanish) {
+  // x0 + zeros_like(x0) => x0;  x0 * zeros_like(x1) => fill(0)
+  Case c({F32({2, 3}), F32({2, 3})});
+  GraphBuilder& b = c.before;
+  AnfNode* plus = b.Op(PrimId::kAdd, {c.bx[0], b.Op(PrimId::kZerosLike, {c.bx[0]})});
+  AnfNode* times = b.Op(PrimId::kMul, {c.bx[0], b.Op(PrimId::kZerosLike, {c.bx[1]})});
+  AnfNode* expected = c.expected.Tuple(
+      {c.ex[0], c.expected.Op(PrimId::kFill, {}, {{"shape", std::vector<int64_t>{2, 3}}, {"value", 0.0}, {"dtype", DType::kFloat32}})});
+  AlgebraPass pass;
+  EXPECT_TRUE(c.Check(pass, b.Tuple({plus, times}), expected));
+}
+
+TEST(AlgebraTest, DynamicFormsBecomeStatic) {
+  // sum_to_like(x0, x1) => sum_to(x0){[3]};  ones_like(x1) => fill(1)
+  Case c({F32({2, 3}), F32({3})});
+  GraphBuilder& b = c.before;
+  AnfNode* out = b.Tuple({b.Op(PrimId::kSumToLike, {c.bx[0], c.bx[1]}), b.Op(PrimId::kOnesLike, {c.bx[1]})});
+  AnfNode* expected = c.expected.Tuple(
+      {c.expected.Op(PrimId::kSumTo, {c.ex[0]}, {{"shape", std::vector<int64_t>{3}}}),
+       c.expected.Op(PrimId::kFill, {}, {{"shape", std::vector<int64_t>{3}}, {"value", 1.0}, {"dtype", DType::kFloat32}})});
+  AlgebraPass pass;
+  EXPECT_TRUE(c.Check(pass, out, expected));
+}
+
+TEST(AlgebraTest, IdentitiesAndInverses) {
+  // -(-x) => x;  transpose(transpose(x, [1,0]), [1,0]) => x;  reshape(x){own shape} => x
+  Case c({F32({2, 3})});
+  GraphBuilder& b = c.before;
+  AnfNode* nn = b.Op(PrimId::kNeg, {b.Op(PrimId::kNeg, {c.bx[0]})});
+  std::vector<int64_t> perm{1, 0};
+  AnfNode* tt = b.Op(PrimId::kTranspose, {b.Op(PrimId::kTranspose, {c.bx[0]}, {{"perm", perm}})}, {{"perm", perm}});
+  AnfNode* r = b.Op(PrimId::kReshape, {c.bx[0]}, {{"shape", std::vector<int64_t>{2, 3}}});
+  AnfNode* expected = c.expected.Tuple({c.ex[0], c.ex[0], c.ex[0]});
+  AlgebraPass pass;
+  EXPECT_TRUE(c.Check(pass, b.Tuple({nn, tt, r}), expected));
+}
+
+TEST(ConstantFoldTest, ScalarsAndSwitches) {
+  // 2 + 3 => 5;  switch(2 < 3, x0, x1) => x0
+  Case c({F32({2}), F32({2})});
+  GraphBuilder& b = c.before;
+  AnfNode* five = b.Op(PrimId::kScalarAdd, {b.Int(2), b.Int(3)});
+  AnfNode* pick = b.Switch(b.Op(PrimId::kScalarLt, {b.Int(2), b.Int(3)}), c.bx[0], c.bx[1]);
+  Pipeline p;
+  p.Add(std::make_unique<ConstantFoldPass>());
+  FuncGraph* bg = b.Return(b.Tuple({five, pick})).value();
+  FuncGraph* eg = c.expected.Return(c.expected.Tuple({c.expected.Int(5), c.ex[0]})).value();
+  ASSERT_TRUE(*p.Run(c.m, bg));
+  DcePass().Run(c.m, bg).IgnoreError();
+  EXPECT_TRUE(SameGraph(bg, eg));
+}
+
+TEST(ConstantFoldTest, TensorsThroughTheCpuEvaluator) {
+  // exp(0) + 1 on constants => the constant 2
+  Case c({F32({2})});
+  GraphBuilder& b = c.before;
+  AnfNode* zero = b.Const(Value(Tensor::FromVector<float>({2}, {0.f, 0.f})));
+  AnfNode* one = b.Const(Value(Tensor::FromVector<float>({2}, {1.f, 1.f})));
+  AnfNode* out = b.Op(PrimId::kAdd, {b.Op(PrimId::kAdd, {b.Op(PrimId::kExp, {zero}), one}), c.bx[0]});
+  AnfNode* two = c.expected.Const(Value(Tensor::FromVector<float>({2}, {2.f, 2.f})));
+  CpuConstantEvaluator evaluator;
+  Pipeline p;
+  p.Add(std::make_unique<ConstantFoldPass>(&evaluator));
+  FuncGraph* bg = b.Return(out).value();
+  (void)InferGraph(bg);
+  FuncGraph* eg = c.expected.Return(c.expected.Op(PrimId::kAdd, {two, c.ex[0]})).value();
+  ASSERT_TRUE(*p.Run(c.m, bg));
+  DcePass().Run(c.m, bg).IgnoreError();
+  EXPECT_TRUE(SameGraph(bg, eg));
+}
+
+TEST(CseTest, SameApplicationOnce) {
+  // exp(x0) * exp(x0) with two equal constants => e = exp(x0); e * e
+  Case c({F32({2})});
+  GraphBuilder& b = c.before;
+  AnfNode* e1 = b.Op(PrimId::kExp, {c.bx[0]});
+  AnfNode* e2 = b.Op(PrimId::kExp, {c.bx[0]});
+  AnfNode* out = b.Op(PrimId::kMul, {e1, e2});
+  AnfNode* e = c.expected.Op(PrimId::kExp, {c.ex[0]});
+  CsePass pass;
+  EXPECT_TRUE(c.Check(pass, out, c.expected.Op(PrimId::kMul, {e, e})));
+}
+
+TEST(DceTest, UnusedNodesAndGraphsAreDeleted) {
+  Module m(DefaultRegistry());
+  GraphBuilder b(&m, "f");
+  AnfNode* x = b.Param("x");
+  b.Op(PrimId::kScalarAdd, {x, x});  // dead
+  b.Closure("dead", 0, [&](GraphBuilder& cb, auto) { return x; });
+  FuncGraph* f = b.Return(x).value();
+  size_t graphs = m.graphs().size();
+  ASSERT_TRUE(*DcePass().Run(m, f));
+  EXPECT_EQ(m.graphs().size(), graphs - 1);
+  EXPECT_EQ(f->owned_nodes().size(), 1u);
+  EXPECT_FALSE(*DcePass().Run(m, f));
+}
+
+}  // namespace
+}  // namespace kgrad
