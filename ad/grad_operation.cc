@@ -58,7 +58,12 @@ absl::StatusOr<FuncGraph*> BuildGradGraph(Module& module, FuncGraph* fg, const G
   AnfNode* out = b.GetItem(app, 0);
   AnfNode* bprop = b.GetItem(app, 1);
   AnfNode* value = spec.has_aux ? b.GetItem(out, 0) : out;
-  AnfNode* sens = spec.sens_param ? static_cast<AnfNode*>(b.Param("sens"))
+  // The sensitivity has the type of the (differentiated) output, when known.
+  AbstractPtr out_type = Broaden(prepared->output()->abstract());
+  if (spec.has_aux && AsTuple(out_type) != nullptr && AsTuple(out_type)->size() == 2) {
+    out_type = AsTuple(out_type)->elements()[0];
+  }
+  AnfNode* sens = spec.sens_param ? static_cast<AnfNode*>(b.Param("sens", out_type))
                                    : b.Op(PrimId::kOnesLike, {value});
   if (spec.has_aux) sens = b.Tuple({sens, b.Op(PrimId::kZerosLike, {b.GetItem(out, 1)})});
   AnfNode* din = b.Call(bprop, {sens});

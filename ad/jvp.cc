@@ -4,6 +4,7 @@
 #include "absl/strings/str_cat.h"
 #include "ad/ad_context.h"
 #include "ad/grad_operation.h"
+#include "ad/prepare.h"
 #include "absl/container/flat_hash_map.h"
 #include "core/builder.h"
 #include "core/infer.h"
@@ -27,8 +28,9 @@ absl::StatusOr<FuncGraph*> Jvp(Module& module, FuncGraph* fg, const JvpOptions& 
   KGRAD_ASSIGN_OR_RETURN(FuncGraph* h, Vjp(module, fg, options.arg_types));
   if (options.optimize) KGRAD_RETURN_IF_ERROR(Optimize(module, h).status());
   // Step 2. K(h): reverse mode of h, whose bprop maps a cotangent of J^T u to J v.
-  AdContext ctx(&module, h);
-  KGRAD_ASSIGN_OR_RETURN(FuncGraph* kh, ctx.K(h));
+  KGRAD_ASSIGN_OR_RETURN(FuncGraph* prepared, PrepareForAd(h, {}));
+  AdContext ctx(&module, prepared);
+  KGRAD_ASSIGN_OR_RETURN(FuncGraph* kh, ctx.K(prepared));
   // Step 3. jvp(x..., v...) with u = 0 (any u gives the same J v; zero lets the
   // optimiser delete the first reverse pass).
   GraphBuilder b(&module, absl::StrCat("jvp_", fg->name()), fg->parent());

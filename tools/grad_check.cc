@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "ad/grad_operation.h"
+#include "ad/jvp.h"
 #include "backends/executor.h"
 #include "core/builder.h"
 #include "core/status_macros.h"
@@ -86,7 +87,8 @@ absl::StatusOr<AnfNode*> Contract(GraphBuilder& b, AnfNode* node, const Value& s
 absl::StatusOr<FuncGraph*> ScalarProjection(Module& m, FuncGraph* g, const Value& sample_out,
                                             std::mt19937_64& rng, const std::string& name) {
   GraphBuilder b(&m, name, g->parent());
-  b.graph()->set_public(false);
+  // Public: the checker keeps using it while optimisations (which delete
+  // unreachable non-public graphs) run on the graphs built from it.
   std::vector<AnfNode*> xs;
   for (Parameter* p : g->parameters()) xs.push_back(b.Param(p->name(), p->declared()));
   AnfNode* out = b.Call(g, xs);
@@ -122,14 +124,26 @@ class Checker {
       }
       KGRAD_ASSIGN_OR_RETURN(FuncGraph* grad,
                              GradOperation(/*get_all=*/true, !weights.empty())(m_, level, weights));
-      grad->set_public(false);
+
       KGRAD_ASSIGN_OR_RETURN(Value grads, RunGraph(grad, args_));
       KGRAD_ASSIGN_OR_RETURN(std::unique_ptr<Executor> exec, Executor::Create(level));
       for (const Subject& s : subjects_) {
         const Value& analytic = Pick(grads, s, !weights.empty());
-        KGRAD_ASSIGN_OR_RETURN(GradCheckEntry e, CheckSubject(*exec, s, analytic));
+        KGRAD_ASSIGN_OR_RETURN(GradCheckEntry e, CheckSubject(*exec, s, analytic, nullptr));
         e.order = order;
         report.entries.push_back(e);
+      }
+      if (order == 1 && o_.check_jvp) {
+        KGRAD_ASSIGN_OR_RETURN(FuncGraph* jvp, Jvp(m_, level));
+
+        KGRAD_ASSIGN_OR_RETURN(std::unique_ptr<Executor> jexec, Executor::Create(jvp));
+        for (const Subject& s : subjects_) {
+          if (s.weight != nullptr) continue;
+          KGRAD_ASSIGN_OR_RETURN(GradCheckEntry e, CheckSubject(*exec, s, Value(), jexec.get()));
+          e.order = 1;
+          e.forward = true;
+          report.entries.push_back(e);
+        }
       }
       if (order < o_.order) {
         KGRAD_ASSIGN_OR_RETURN(level, ScalarProjection(m_, grad, grads, rng_,
@@ -203,7 +217,30 @@ class Checker {
     return dirs;
   }
 
-  absl::StatusOr<GradCheckEntry> CheckSubject(const Executor& e, const Subject& s, const Value& analytic) {
+  // <dL/dx, v> from the jvp graph: tangent v for this input, zero for the others.
+  absl::StatusOr<double> ForwardDerivative(const Executor& jvp, const Subject& s, const Value& v) {
+    std::vector<Value> args = args_;
+    for (size_t i = 0; i < args_.size(); ++i) {
+      const Value& a = args_[i];
+      if (static_cast<int>(i) == s.arg) {
+        args.push_back(v);
+      } else if (a.is_tensor()) {
+        KGRAD_ASSIGN_OR_RETURN(Tensor z, Tensor::Zeros(a.tensor().dtype(), a.tensor().shape()));
+        args.push_back(Value(std::move(z)));
+      } else if (a.is_scalar()) {
+        args.push_back(Value(Scalar::FromDouble(a.scalar().dtype(), 0.0)));
+      } else {
+        args.push_back(a);
+      }
+    }
+    KGRAD_ASSIGN_OR_RETURN(Value r, jvp.Run(std::move(args)));
+    return ScalarOf(r.tuple()[1]);
+  }
+
+  // Reverse mode (analytic = dL/dx) or, with `jvp`, forward mode, against central
+  // differences along random and coordinate directions.
+  absl::StatusOr<GradCheckEntry> CheckSubject(const Executor& e, const Subject& s, const Value& analytic,
+                                              const Executor* jvp) {
     GradCheckEntry entry;
     entry.input = s.name;
     Value x = Current(s);
@@ -211,7 +248,12 @@ class Checker {
       KGRAD_ASSIGN_OR_RETURN(double plus, Evaluate(e, s, Axpy(x, o_.eps, v)));
       KGRAD_ASSIGN_OR_RETURN(double minus, Evaluate(e, s, Axpy(x, -o_.eps, v)));
       double numeric = (plus - minus) / (2 * o_.eps);
-      double exact = Dot(analytic, v);
+      double exact;
+      if (jvp != nullptr) {
+        KGRAD_ASSIGN_OR_RETURN(exact, ForwardDerivative(*jvp, s, v));
+      } else {
+        exact = Dot(analytic, v);
+      }
       double scale = std::max(std::abs(numeric), std::abs(exact));
       double err = std::abs(numeric - exact);
       if (std::isnan(err)) err = INFINITY;
@@ -244,9 +286,9 @@ bool GradCheckReport::passed() const {
 std::string GradCheckReport::ToString() const {
   std::string s = absl::StrCat("gradient check, seed ", seed, "\n");
   for (const GradCheckEntry& e : entries) {
-    absl::StrAppend(&s, absl::StrFormat("  order %d  %-20s max abs err %.3g  max rel err %.3g  (|grad| up to %.3g)  %s\n",
-                                        e.order, e.input, e.max_abs_error, e.max_rel_error,
-                                        e.max_magnitude, e.passed ? "ok" : "FAILED"));
+    absl::StrAppend(&s, absl::StrFormat("  %s order %d  %-20s max abs err %.3g  max rel err %.3g  (|grad| up to %.3g)  %s\n",
+                                        e.forward ? "jvp" : "vjp", e.order, e.input, e.max_abs_error,
+                                        e.max_rel_error, e.max_magnitude, e.passed ? "ok" : "FAILED"));
   }
   return s;
 }

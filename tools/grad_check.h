@@ -7,6 +7,8 @@
 // and weight, and random directions v (plus every coordinate for small inputs),
 // <dL/dx, v> (reverse mode) must match (L(x + e v) - L(x - e v)) / 2e. This is
 // the identity <J v, u> == <v, J^T u>.
+// With check_jvp, forward mode (Jvp, derived by transposition) is checked the same
+// way at order 1.
 // Order k > 1: the same check on L_{k-1}(x) = sum_i <dL_{k-2}/dx_i, w_i> with
 // random w, i.e. the gradient of a gradient, built by differentiating the
 // gradient graph again.
@@ -31,10 +33,14 @@ struct GradCheckOptions {
   double rtol = 1e-5;
   double atol = 1e-7;
   bool check_weights = true;
+  // Also check forward mode at order 1: Jvp(L)(x, v) must give the same directional
+  // derivative (inputs only; the Jvp takes tangents for inputs, not weights).
+  bool check_jvp = true;
 };
 
 struct GradCheckEntry {
   int order = 1;
+  bool forward = false;  // a Jvp entry (else reverse mode)
   std::string input;  // parameter or weight name
   double max_abs_error = 0;
   double max_rel_error = 0;

@@ -1,10 +1,524 @@
-// CPU kernels: nn family.
+// CPU kernels: nn family (softmax, log_softmax, the two cross-entropies,
+// batch_norm, layer_norm, dropout). Float32 and float64; labels i32/i64.
+//
+// Reductions along an axis see the tensor as [outer, len, inner]. With inner == 1
+// each row is contiguous; otherwise a block of up to kTile adjacent inner
+// columns is processed together, so the inner loops stay contiguous and
+// vectorised (Eigen arrays: exp and log are SIMD).
+
+// GCC 12 reports -Wmaybe-uninitialized inside its own AVX-512 intrinsics
+// (_mm512_undefined_ps) when Eigen inlines them: a known false positive that
+// would bury real warnings.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <type_traits>
+#include <utility>
+
+#include "Eigen/Core"
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/types/span.h"
 #include "backends/cpu/cpu_kernels.h"
+#include "backends/cpu/dropout_hash.h"
+#include "backends/cpu/parallel.h"
+#include "core/shape.h"
+#include "core/status_macros.h"
 
 namespace kgrad {
 namespace cpu {
+namespace {
 
-void RegisterNnKernels(KernelTable* table) { (void)table; }
+inline constexpr int64_t kTile = 256;
+
+template <typename T>
+using Vec = Eigen::Array<T, Eigen::Dynamic, 1>;
+// A column block of a strided reduction: at most kTile values, on the stack.
+template <typename T>
+using TileVec = Eigen::Array<T, Eigen::Dynamic, 1, 0, kTile, 1>;
+template <typename T>
+using ConstSeg = Eigen::Map<const Vec<T>>;
+template <typename T>
+using Seg = Eigen::Map<Vec<T>>;
+
+// ----- Input checks --------------------------------------------------------------------
+// Input i as a tensor of the dtype of input 0 (itself a float tensor).
+absl::StatusOr<const Tensor*> LikeFirst(const KernelContext& ctx, int i) {
+  KGRAD_ASSIGN_OR_RETURN(const Tensor* first, ctx.FloatTensorAt(0));
+  KGRAD_ASSIGN_OR_RETURN(const Tensor* t, ctx.TensorAt(i));
+  if (t->dtype() != first->dtype()) {
+    return absl::InvalidArgumentError(absl::StrCat("input ", i, " must be ",
+                                                   DTypeName(first->dtype()), " like input 0, got ",
+                                                   t->TypeString()));
+  }
+  return t;
+}
+
+absl::StatusOr<int> AxisAttr(const KernelContext& ctx, const Tensor& t, const char* name) {
+  absl::StatusOr<int> axis = NormalizeAxis(ctx.prim().GetInt(name), t.rank());
+  if (!axis.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("attribute '", name, "' on ", t.TypeString(), ": ", axis.status().message()));
+  }
+  return *axis;
+}
+
+absl::StatusOr<double> EpsilonAttr(const KernelContext& ctx) {
+  double eps = ctx.prim().GetFloat("epsilon");
+  if (!(eps >= 0) || !std::isfinite(eps)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("attribute 'epsilon' must be finite and >= 0, got ", eps));
+  }
+  return eps;
+}
+
+// ----- Geometry ----------------------------------------------------------------------
+struct AxisGeometry {
+  int64_t outer, len, inner;
+};
+
+AxisGeometry Geometry(absl::Span<const int64_t> shape, int axis) {
+  AxisGeometry g{1, shape[axis], 1};
+  for (int i = 0; i < axis; ++i) g.outer *= shape[i];
+  for (size_t i = axis + 1; i < shape.size(); ++i) g.inner *= shape[i];
+  return g;
+}
+
+// fn(in, out, width) for every block of `g`: `width` adjacent columns whose
+// elements along the axis start at flat offset `in` and step by g.inner; `out` is
+// the block's offset with the axis removed. Blocks run in parallel.
+template <typename Fn>
+void ForEachBlock(const AxisGeometry& g, Fn fn) {
+  int64_t tiles = (g.inner + kTile - 1) / kTile;
+  int64_t width = std::min(g.inner, kTile);
+  int64_t grain = std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(1, g.len * width));
+  ParallelFor(g.outer * tiles, grain, [&](int64_t begin, int64_t end) {
+    for (int64_t b = begin; b < end; ++b) {
+      int64_t o = b / tiles, i0 = (b % tiles) * kTile;
+      fn(o * g.len * g.inner + i0, o * g.inner + i0, std::min(kTile, g.inner - i0));
+    }
+  });
+}
+
+// Column-wise max of a block.
+template <typename T>
+void BlockMax(const T* x, int64_t len, int64_t stride, int64_t w, TileVec<T>* mx) {
+  *mx = ConstSeg<T>(x, w);
+  for (int64_t j = 1; j < len; ++j) *mx = mx->max(ConstSeg<T>(x + j * stride, w));
+}
+
+// Column-wise max and sum of exp(x - max) of a block: the stable log-sum-exp parts.
+template <typename T>
+void BlockMaxAndSum(const T* x, int64_t len, int64_t stride, int64_t w, TileVec<T>* mx,
+                    TileVec<T>* sum) {
+  BlockMax(x, len, stride, w, mx);
+  sum->setZero(w);
+  for (int64_t j = 0; j < len; ++j) *sum += (ConstSeg<T>(x + j * stride, w) - *mx).exp();
+}
+
+// ----- softmax / log_softmax -----------------------------------------------------------
+// y may alias x: every element is read before its slot is written.
+template <typename T, bool kLog>
+void SoftmaxRow(const T* x, T* y, int64_t n) {
+  ConstSeg<T> xr(x, n);
+  Seg<T> yr(y, n);
+  T mx = xr.maxCoeff();
+  if constexpr (kLog) {
+    T log_sum = std::log((xr - mx).exp().sum());
+    yr = (xr - mx) - log_sum;
+  } else {
+    yr = (xr - mx).exp();
+    yr *= T{1} / yr.sum();
+  }
+}
+
+template <typename T, bool kLog>
+void SoftmaxBlock(const T* x, T* y, int64_t len, int64_t stride, int64_t w) {
+  TileVec<T> mx, sum;
+  if constexpr (kLog) {
+    BlockMaxAndSum(x, len, stride, w, &mx, &sum);
+    TileVec<T> log_sum = sum.log();
+    for (int64_t j = 0; j < len; ++j) {
+      Seg<T>(y + j * stride, w) = (ConstSeg<T>(x + j * stride, w) - mx) - log_sum;
+    }
+  } else {
+    // exp once per element: y holds exp(x - max) until the sums are known.
+    BlockMax(x, len, stride, w, &mx);
+    sum.setZero(w);
+    for (int64_t j = 0; j < len; ++j) {
+      Seg<T> yj(y + j * stride, w);
+      yj = (ConstSeg<T>(x + j * stride, w) - mx).exp();
+      sum += yj;
+    }
+    TileVec<T> inv = sum.inverse();
+    for (int64_t j = 0; j < len; ++j) Seg<T>(y + j * stride, w) *= inv;
+  }
+}
+
+template <typename T, bool kLog>
+void SoftmaxTyped(const T* x, T* y, const AxisGeometry& g) {
+  ForEachBlock(g, [&](int64_t in, int64_t, int64_t w) {
+    if (g.inner == 1) {
+      SoftmaxRow<T, kLog>(x + in, y + in, g.len);
+    } else {
+      SoftmaxBlock<T, kLog>(x + in, y + in, g.len, g.inner, w);
+    }
+  });
+}
+
+// softmax(x){axis} and log_softmax(x){axis}, stable: the row max is subtracted.
+template <bool kLog>
+absl::StatusOr<Value> Softmax(KernelContext& ctx) {
+  KGRAD_ASSIGN_OR_RETURN(const Tensor* x, ctx.FloatTensorAt(0));
+  KGRAD_ASSIGN_OR_RETURN(int axis, AxisAttr(ctx, *x, "axis"));
+  AxisGeometry g = Geometry(x->shape(), axis);
+  // y may be x's own buffer (in place) when nothing else holds x.
+  KGRAD_ASSIGN_OR_RETURN(Tensor y, ctx.AllocateOrReuse({0}, x->dtype(), x->shape()));
+  if (y.NumElements() == 0) return Value(std::move(y));
+  if (x->dtype() == DType::kFloat32) {
+    SoftmaxTyped<float, kLog>(x->data<float>(), y.mutable_data<float>(), g);
+  } else {
+    SoftmaxTyped<double, kLog>(x->data<double>(), y.mutable_data<double>(), g);
+  }
+  return Value(std::move(y));
+}
+
+// ----- softmax_cross_entropy -------------------------------------------------------------
+// sum_j labels_j * (max - x_j + log(sum_j exp(x_j - max))): the stable form of
+// -sum_j labels_j * log_softmax(x)_j.
+template <typename T>
+T CrossEntropyRow(const T* x, const T* labels, int64_t n) {
+  ConstSeg<T> xr(x, n), lr(labels, n);
+  T mx = xr.maxCoeff();
+  T log_sum = std::log((xr - mx).exp().sum());
+  return (((mx - xr) + log_sum) * lr).sum();
+}
+
+template <typename T>
+void CrossEntropyBlock(const T* x, const T* labels, T* loss, int64_t len, int64_t stride,
+                       int64_t w) {
+  TileVec<T> mx, sum;
+  BlockMaxAndSum(x, len, stride, w, &mx, &sum);
+  TileVec<T> log_sum = sum.log();
+  TileVec<T> acc = TileVec<T>::Zero(w);
+  for (int64_t j = 0; j < len; ++j) {
+    acc += ((mx - ConstSeg<T>(x + j * stride, w)) + log_sum) * ConstSeg<T>(labels + j * stride, w);
+  }
+  Seg<T>(loss, w) = acc;
+}
+
+template <typename T>
+void CrossEntropyTyped(const T* x, const T* labels, T* loss, const AxisGeometry& g) {
+  if (g.len == 0) {  // an empty sum
+    std::fill(loss, loss + g.outer * g.inner, T{0});
+    return;
+  }
+  ForEachBlock(g, [&](int64_t in, int64_t out, int64_t w) {
+    if (g.inner == 1) {
+      loss[out] = CrossEntropyRow(x + in, labels + in, g.len);
+    } else {
+      CrossEntropyBlock(x + in, labels + in, loss + out, g.len, g.inner, w);
+    }
+  });
+}
+
+// softmax_cross_entropy(logits, labels){axis}: -sum(labels * log_softmax(logits))
+// along axis.
+absl::StatusOr<Value> SoftmaxCrossEntropy(KernelContext& ctx) {
+  KGRAD_ASSIGN_OR_RETURN(const Tensor* x, ctx.FloatTensorAt(0));
+  KGRAD_ASSIGN_OR_RETURN(const Tensor* labels, LikeFirst(ctx, 1));
+  if (labels->shape() != x->shape()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("labels must have the shape of logits, got logits ", x->TypeString(),
+                     " and labels ", labels->TypeString()));
+  }
+  KGRAD_ASSIGN_OR_RETURN(int axis, AxisAttr(ctx, *x, "axis"));
+  Shape shape = x->shape();
+  shape.erase(shape.begin() + axis);
+  KGRAD_ASSIGN_OR_RETURN(Tensor loss, ctx.Allocate(x->dtype(), shape));
+  AxisGeometry g = Geometry(x->shape(), axis);
+  if (x->dtype() == DType::kFloat32) {
+    CrossEntropyTyped(x->data<float>(), labels->data<float>(), loss.mutable_data<float>(), g);
+  } else {
+    CrossEntropyTyped(x->data<double>(), labels->data<double>(), loss.mutable_data<double>(), g);
+  }
+  return Value(std::move(loss));
+}
+
+// ----- sparse_softmax_cross_entropy ------------------------------------------------------
+template <typename L>
+absl::Status CheckLabels(const L* labels, int64_t n, int64_t classes) {
+  for (int64_t i = 0; i < n; ++i) {
+    if (labels[i] < 0 || labels[i] >= classes) {
+      return absl::OutOfRangeError(absl::StrCat("label ", labels[i], " at position ", i,
+                                                " is out of range [0, ", classes, ")"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+template <typename T, typename L>
+void SparseCrossEntropyTyped(const T* x, const L* labels, T* loss, int64_t n, int64_t c) {
+  int64_t grain = std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(1, c));
+  ParallelFor(n, grain, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      ConstSeg<T> xr(x + i * c, c);
+      T mx = xr.maxCoeff();
+      loss[i] = (mx - xr[labels[i]]) + std::log((xr - mx).exp().sum());
+    }
+  });
+}
+
+template <typename T>
+absl::Status SparseCrossEntropyLabels(const T* x, const Tensor& labels, T* loss, int64_t n,
+                                      int64_t c) {
+  if (labels.dtype() == DType::kInt32) {
+    KGRAD_RETURN_IF_ERROR(CheckLabels(labels.data<int32_t>(), n, c));
+    SparseCrossEntropyTyped(x, labels.data<int32_t>(), loss, n, c);
+  } else {
+    KGRAD_RETURN_IF_ERROR(CheckLabels(labels.data<int64_t>(), n, c));
+    SparseCrossEntropyTyped(x, labels.data<int64_t>(), loss, n, c);
+  }
+  return absl::OkStatus();
+}
+
+// sparse_softmax_cross_entropy(logits[N, C], labels[N]): -log_softmax(logits)[n, labels[n]].
+absl::StatusOr<Value> SparseSoftmaxCrossEntropy(KernelContext& ctx) {
+  KGRAD_ASSIGN_OR_RETURN(const Tensor* x, ctx.FloatTensorAt(0));
+  KGRAD_ASSIGN_OR_RETURN(const Tensor* labels, ctx.TensorAt(1));
+  if (x->rank() != 2) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("input 0 must be logits of rank 2 [N, C], got ", x->TypeString()));
+  }
+  if (!IsInteger(labels->dtype()) || labels->rank() != 1 || labels->dim(0) != x->dim(0)) {
+    return absl::InvalidArgumentError(absl::StrCat("input 1 must be i32 or i64 labels [", x->dim(0),
+                                                   "], got ", labels->TypeString()));
+  }
+  int64_t n = x->dim(0), c = x->dim(1);
+  KGRAD_ASSIGN_OR_RETURN(Tensor loss, ctx.Allocate(x->dtype(), {n}));
+  if (x->dtype() == DType::kFloat32) {
+    KGRAD_RETURN_IF_ERROR(
+        SparseCrossEntropyLabels(x->data<float>(), *labels, loss.mutable_data<float>(), n, c));
+  } else {
+    KGRAD_RETURN_IF_ERROR(
+        SparseCrossEntropyLabels(x->data<double>(), *labels, loss.mutable_data<double>(), n, c));
+  }
+  return Value(std::move(loss));
+}
+
+// ----- Normalisation -------------------------------------------------------------------
+// Statistics come from two passes in double (the mean, then the squared
+// deviations), and y = (x - mean) * mul + add is evaluated in double too, so a
+// float32 input with a large mean loses nothing to cancellation.
+using DoubleTile = Eigen::Array<double, Eigen::Dynamic, 1, 0, kTile, 1>;
+
+// The affine map of one normalised group: mul = rsqrt(var + eps) * scale, add = bias.
+struct Affine {
+  double mean, mul, add;
+};
+
+Affine GroupAffine(double mean, double sq_dev, int64_t count, double eps, double scale,
+                   double bias) {
+  double var = sq_dev / static_cast<double>(count);
+  return {mean, scale / std::sqrt(var + eps), bias};
+}
+
+// y = (x - mean) * mul + add over one contiguous segment (y may alias x).
+template <typename T>
+void ApplyAffine(const T* x, T* y, int64_t n, const Affine& a) {
+  Seg<T>(y, n) =
+      ((ConstSeg<T>(x, n).template cast<double>() - a.mean) * a.mul + a.add).template cast<T>();
+}
+
+// Batch norm for inner > 1: one channel at a time, its `outer` contiguous segments
+// of `inner` values.
+template <typename T>
+void BatchNormChannel(const T* x, T* y, int64_t c, const AxisGeometry& g, double eps,
+                      const T* scale, const T* bias) {
+  auto seg = [&](int64_t o) { return ConstSeg<T>(x + (o * g.len + c) * g.inner, g.inner); };
+  double sum = 0, sq = 0;
+  for (int64_t o = 0; o < g.outer; ++o) sum += seg(o).template cast<double>().sum();
+  int64_t count = g.outer * g.inner;
+  double mean = sum / static_cast<double>(count);
+  for (int64_t o = 0; o < g.outer; ++o) {
+    sq += (seg(o).template cast<double>() - mean).square().sum();
+  }
+  Affine a = GroupAffine(mean, sq, count, eps, scale[c], bias[c]);
+  for (int64_t o = 0; o < g.outer; ++o) {
+    int64_t at = (o * g.len + c) * g.inner;
+    ApplyAffine(x + at, y + at, g.inner, a);
+  }
+}
+
+// Batch norm for inner == 1 (x is [rows, C]): a block of w adjacent channels at
+// once, reading rows as contiguous pieces.
+template <typename T>
+void BatchNormColumns(const T* x, T* y, int64_t c0, int64_t w, const AxisGeometry& g, double eps,
+                      const T* scale, const T* bias) {
+  auto row = [&](int64_t o) { return ConstSeg<T>(x + o * g.len + c0, w).template cast<double>(); };
+  DoubleTile sum = DoubleTile::Zero(w), sq = DoubleTile::Zero(w);
+  for (int64_t o = 0; o < g.outer; ++o) sum += row(o);
+  DoubleTile mean = sum / static_cast<double>(g.outer);
+  for (int64_t o = 0; o < g.outer; ++o) sq += (row(o) - mean).square();
+  DoubleTile mul(w), add(w);
+  for (int64_t j = 0; j < w; ++j) {
+    Affine a = GroupAffine(mean[j], sq[j], g.outer, eps, scale[c0 + j], bias[c0 + j]);
+    mul[j] = a.mul;
+    add[j] = a.add;
+  }
+  for (int64_t o = 0; o < g.outer; ++o) {
+    Seg<T>(y + o * g.len + c0, w) = ((row(o) - mean) * mul + add).template cast<T>();
+  }
+}
+
+template <typename T>
+void BatchNormTyped(const T* x, T* y, const T* scale, const T* bias, const AxisGeometry& g,
+                    double eps) {
+  int64_t per_channel = std::max<int64_t>(1, g.outer * g.inner);
+  if (g.inner == 1) {
+    int64_t tiles = (g.len + kTile - 1) / kTile;
+    int64_t grain = std::max<int64_t>(1, kParallelGrain / (per_channel * kTile));
+    ParallelFor(tiles, grain, [&](int64_t begin, int64_t end) {
+      for (int64_t t = begin; t < end; ++t) {
+        int64_t c0 = t * kTile;
+        BatchNormColumns(x, y, c0, std::min(kTile, g.len - c0), g, eps, scale, bias);
+      }
+    });
+    return;
+  }
+  ParallelFor(g.len, std::max<int64_t>(1, kParallelGrain / per_channel),
+              [&](int64_t begin, int64_t end) {
+                for (int64_t c = begin; c < end; ++c) {
+                  BatchNormChannel(x, y, c, g, eps, scale, bias);
+                }
+              });
+}
+
+// An affine parameter (input i) of the dtype of x and shape `want`.
+absl::StatusOr<const Tensor*> AffineInput(const KernelContext& ctx, int i,
+                                          absl::Span<const int64_t> want) {
+  KGRAD_ASSIGN_OR_RETURN(const Tensor* p, LikeFirst(ctx, i));
+  if (absl::MakeConstSpan(p->shape()) != want) {
+    return absl::InvalidArgumentError(absl::StrCat("input ", i, " must have shape ",
+                                                   ShapeToString(want), ", got ", p->TypeString()));
+  }
+  return p;
+}
+
+// batch_norm(x, scale[C], bias[C]){epsilon, axis}: training mode, batch statistics.
+absl::StatusOr<Value> BatchNorm(KernelContext& ctx) {
+  KGRAD_ASSIGN_OR_RETURN(const Tensor* x, ctx.FloatTensorAt(0));
+  if (x->rank() < 2) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("input 0 must have rank >= 2, got ", x->TypeString()));
+  }
+  KGRAD_ASSIGN_OR_RETURN(int axis, AxisAttr(ctx, *x, "axis"));
+  KGRAD_ASSIGN_OR_RETURN(double eps, EpsilonAttr(ctx));
+  int64_t channels[1] = {x->dim(axis)};
+  KGRAD_ASSIGN_OR_RETURN(const Tensor* scale, AffineInput(ctx, 1, channels));
+  KGRAD_ASSIGN_OR_RETURN(const Tensor* bias, AffineInput(ctx, 2, channels));
+  AxisGeometry g = Geometry(x->shape(), axis);
+  KGRAD_ASSIGN_OR_RETURN(Tensor y, ctx.AllocateOrReuse({0}, x->dtype(), x->shape()));
+  if (y.NumElements() == 0) return Value(std::move(y));
+  if (x->dtype() == DType::kFloat32) {
+    BatchNormTyped(x->data<float>(), y.mutable_data<float>(), scale->data<float>(),
+                   bias->data<float>(), g, eps);
+  } else {
+    BatchNormTyped(x->data<double>(), y.mutable_data<double>(), scale->data<double>(),
+                   bias->data<double>(), g, eps);
+  }
+  return Value(std::move(y));
+}
+
+// One row of layer norm; y may alias x.
+template <typename T>
+void LayerNormRow(const T* x, T* y, int64_t n, double eps, const T* scale, const T* bias) {
+  auto xr = ConstSeg<T>(x, n).template cast<double>();
+  double mean = xr.sum() / static_cast<double>(n);
+  double rstd = 1 / std::sqrt((xr - mean).square().sum() / static_cast<double>(n) + eps);
+  Seg<T>(y, n) = ((xr - mean) * rstd * ConstSeg<T>(scale, n).template cast<double>() +
+                  ConstSeg<T>(bias, n).template cast<double>())
+                     .template cast<T>();
+}
+
+// layer_norm(x, scale, bias){begin_norm_axis, epsilon}: per row of the trailing dims.
+absl::StatusOr<Value> LayerNorm(KernelContext& ctx) {
+  KGRAD_ASSIGN_OR_RETURN(const Tensor* x, ctx.FloatTensorAt(0));
+  KGRAD_ASSIGN_OR_RETURN(int begin, AxisAttr(ctx, *x, "begin_norm_axis"));
+  KGRAD_ASSIGN_OR_RETURN(double eps, EpsilonAttr(ctx));
+  absl::Span<const int64_t> normalized = absl::MakeConstSpan(x->shape()).subspan(begin);
+  KGRAD_ASSIGN_OR_RETURN(const Tensor* scale, AffineInput(ctx, 1, normalized));
+  KGRAD_ASSIGN_OR_RETURN(const Tensor* bias, AffineInput(ctx, 2, normalized));
+  int64_t n = NumElementsOf(normalized);
+  KGRAD_ASSIGN_OR_RETURN(Tensor y, ctx.AllocateOrReuse({0}, x->dtype(), x->shape()));
+  if (y.NumElements() == 0) return Value(std::move(y));
+  int64_t rows = y.NumElements() / n;
+  DispatchDType(x->dtype(), [&](auto zero) {
+    using T = decltype(zero);
+    if constexpr (std::is_floating_point_v<T>) {
+      const T* xp = x->data<T>();
+      T* yp = y.mutable_data<T>();
+      ParallelFor(rows, std::max<int64_t>(1, kParallelGrain / n), [&](int64_t b, int64_t e) {
+        for (int64_t r = b; r < e; ++r) {
+          LayerNormRow(xp + r * n, yp + r * n, n, eps, scale->data<T>(), bias->data<T>());
+        }
+      });
+    }
+  });
+  return Value(std::move(y));
+}
+
+// ----- dropout -------------------------------------------------------------------------
+// dropout(x){rate, seed}: x * keep / (1 - rate) with the counter-based mask of
+// dropout_hash.h (a dropped NaN stays NaN, as the formula says).
+// Elements [begin, end). The parameters are plain values, not lambda captures, so
+// the compiler sees that stores to y cannot change them and vectorises the hash.
+template <typename T>
+void DropoutRange(const T* x, T* y, int64_t begin, int64_t end, uint64_t seed, double rate,
+                  T scale) {
+  for (int64_t i = begin; i < end; ++i) {
+    y[i] = x[i] * (DropoutKeep(seed, static_cast<uint64_t>(i), rate) ? scale : T{0});
+  }
+}
+
+template <typename T>
+void DropoutTyped(const T* x, T* y, int64_t n, uint64_t seed, double rate) {
+  T scale = static_cast<T>(1.0 / (1.0 - rate));
+  ParallelFor(n, kParallelGrain, [=](int64_t begin, int64_t end) {
+    DropoutRange(x, y, begin, end, seed, rate, scale);
+  });
+}
+
+absl::StatusOr<Value> Dropout(KernelContext& ctx) {
+  KGRAD_ASSIGN_OR_RETURN(const Tensor* x, ctx.FloatTensorAt(0));
+  double rate = ctx.prim().GetFloat("rate");
+  if (!(rate >= 0 && rate < 1)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("attribute 'rate' of dropout must be in [0, 1), got ", rate));
+  }
+  uint64_t seed = static_cast<uint64_t>(ctx.prim().GetInt("seed"));
+  KGRAD_ASSIGN_OR_RETURN(Tensor y, ctx.AllocateOrReuse({0}, x->dtype(), x->shape()));
+  if (x->dtype() == DType::kFloat32) {
+    DropoutTyped(x->data<float>(), y.mutable_data<float>(), y.NumElements(), seed, rate);
+  } else {
+    DropoutTyped(x->data<double>(), y.mutable_data<double>(), y.NumElements(), seed, rate);
+  }
+  return Value(std::move(y));
+}
+
+}  // namespace
+
+void RegisterNnKernels(KernelTable* table) {
+  table->Set(PrimId::kSoftmax, Softmax<false>);
+  table->Set(PrimId::kLogSoftmax, Softmax<true>);
+  table->Set(PrimId::kSoftmaxCrossEntropy, SoftmaxCrossEntropy);
+  table->Set(PrimId::kSparseSoftmaxCrossEntropy, SparseSoftmaxCrossEntropy);
+  table->Set(PrimId::kBatchNorm, BatchNorm);
+  table->Set(PrimId::kLayerNorm, LayerNorm);
+  table->Set(PrimId::kDropout, Dropout);
+}
 
 }  // namespace cpu
 }  // namespace kgrad

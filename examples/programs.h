@@ -1,0 +1,41 @@
+// Sample programs built with the C++ builder, shared by tests and benchmarks:
+// an MLP with a softmax cross-entropy loss, a small conv network, and a tanh RNN
+// written as a while loop. Weights are module weights initialised from a seed.
+#ifndef KGRAD_EXAMPLES_PROGRAMS_H_
+#define KGRAD_EXAMPLES_PROGRAMS_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "core/module.h"
+
+namespace kgrad {
+namespace programs {
+
+// loss(x[batch, sizes[0]], labels[batch, sizes.back()]) =
+//   mean(softmax_cross_entropy(layers(x), labels)), tanh between layers.
+FuncGraph* Mlp(Module* m, int64_t batch, const std::vector<int64_t>& sizes, DType dtype,
+               uint64_t seed = 1);
+
+// loss(x[batch, 1, hw, hw], labels[batch, classes]): conv 3x3 (c1) -> relu ->
+// max_pool 2 -> conv 3x3 (c2) -> relu -> max_pool 2 -> dense -> softmax CE. With
+// `batch_norm`, a batch_norm after the first convolution.
+FuncGraph* ConvNet(Module* m, int64_t batch, int64_t hw, int64_t c1, int64_t c2, int64_t classes,
+                   DType dtype, bool batch_norm = false, uint64_t seed = 2);
+
+// loss(xs[steps, batch, input], h0[batch, hidden]) = sum(h_T) where
+// h_{t+1} = tanh(xs[t] @ wx + h_t @ wh + b), as a while loop over t (a constant
+// trip count: the optimiser may unroll it).
+FuncGraph* TanhRnn(Module* m, int64_t steps, int64_t batch, int64_t input, int64_t hidden,
+                   DType dtype, uint64_t seed = 3);
+
+// Inputs for the programs above (deterministic from the seed).
+std::vector<Value> MlpInputs(FuncGraph* g, uint64_t seed = 11);
+// Uniform values in [-scale, scale) with the parameter types of `g`, one-hot
+// labels for parameters named "labels".
+std::vector<Value> RandomInputs(FuncGraph* g, uint64_t seed, double scale = 1.0);
+
+}  // namespace programs
+}  // namespace kgrad
+
+#endif  // KGRAD_EXAMPLES_PROGRAMS_H_
