@@ -58,7 +58,7 @@ ValueNode* GraphBuilder::PrimRef(PrimId id, AttrMap attrs) {
     SetError(p.status());
     return Placeholder();
   }
-  return Const(Value::Prim(*std::move(p)));
+  return graph_->PrimitiveNode(*p);
 }
 
 CNode* GraphBuilder::Op(PrimId id, std::vector<AnfNode*> args, AttrMap attrs) {
@@ -68,7 +68,7 @@ CNode* GraphBuilder::Op(PrimId id, std::vector<AnfNode*> args, AttrMap attrs) {
 }
 
 CNode* GraphBuilder::Op(const PrimitivePtr& prim, std::vector<AnfNode*> args) {
-  args.insert(args.begin(), Const(Value::Prim(prim)));
+  args.insert(args.begin(), graph_->PrimitiveNode(prim));
   return graph_->NewCNode(std::move(args));
 }
 

@@ -127,7 +127,8 @@ Inliner::Inliner(Module* m) : module_(m) {
   }
 }
 
-AnfNode* Inliner::Inline(FuncGraph* callee, FuncGraph* caller, absl::Span<AnfNode* const> args) {
+AnfNode* Inliner::Inline(FuncGraph* callee, FuncGraph* caller, absl::Span<AnfNode* const> args,
+                         std::vector<CNode*>* copies) {
   KGRAD_CHECK(args.size() == callee->parameters().size());
   // Graphs nested in the callee (transitively), parents first.
   std::vector<FuncGraph*> nested;
@@ -151,8 +152,19 @@ AnfNode* Inliner::Inline(FuncGraph* callee, FuncGraph* caller, absl::Span<AnfNod
   // shells, and they read the copied body as free variables.
   copier.MakeShells(nested, "", callee, caller);
   copier.CopyNodes(caller, orders_.at(callee));
+  if (copies != nullptr) {
+    for (CNode* n : orders_.at(callee)) copies->push_back(map.nodes.at(n)->AsCNode());
+  }
   AnfNode* result = copier.Mapped(callee->output(), caller);
   for (FuncGraph* g : nested) copier.CopyGraph(g, orders_.at(g));
+  // The copies' orders are the originals' mapped (copied in that order), so a
+  // graph created by this inline can itself be inlined in the same sweep.
+  for (FuncGraph* g : nested) {
+    FuncGraph* c = map.graphs.at(g);
+    std::vector<CNode*>& order = orders_[c];
+    for (CNode* n : orders_.at(g)) order.push_back(map.nodes.at(n)->AsCNode());
+    children_[c->parent()].push_back(c);
+  }
   return result;
 }
 

@@ -45,7 +45,12 @@ AnfNode* InlineInto(FuncGraph* callee, FuncGraph* caller, absl::Span<AnfNode* co
 class Inliner {
  public:
   explicit Inliner(Module* m);
-  AnfNode* Inline(FuncGraph* callee, FuncGraph* caller, absl::Span<AnfNode* const> args);
+  // `copies`, when given, receives the applications created in `caller`.
+  AnfNode* Inline(FuncGraph* callee, FuncGraph* caller, absl::Span<AnfNode* const> args,
+                  std::vector<CNode*>* copies = nullptr);
+  // Whether the Inliner has the graph's order (it existed when the Inliner was
+  // made, or an inline made it).
+  bool Knows(const FuncGraph* g) const { return orders_.contains(g); }
 
  private:
   Module* module_;

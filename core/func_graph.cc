@@ -5,9 +5,18 @@
 
 namespace kgrad {
 
+void FuncGraph::Touch() {
+  ++version_;
+  module_->Touch();
+}
+
+void FuncGraph::TouchOwner(const AnfNode* n) {
+  if (n != nullptr && n->graph() != nullptr) n->graph()->Touch();
+}
+
 void FuncGraph::set_parent(FuncGraph* parent) {
   parent_ = parent;
-  module_->Touch();
+  Touch();
 }
 
 bool FuncGraph::IsSelfOrAncestor(const FuncGraph* g) const {
@@ -31,30 +40,38 @@ Parameter* FuncGraph::AddParameter(std::string name, AbstractPtr declared) {
   Parameter* raw = p.get();
   nodes_.push_back(std::move(p));
   parameters_.push_back(raw);
-  module_->Touch();
+  Touch();
   return raw;
 }
 
 void FuncGraph::SetParameters(std::vector<Parameter*> params) {
   for (Parameter* p : params) KGRAD_CHECK(p->graph() == this);
   parameters_ = std::move(params);
-  module_->Touch();
+  Touch();
 }
 
 void FuncGraph::set_output(AnfNode* node) {
   KGRAD_CHECK(node != nullptr);
   if (output_ == node) return;
-  if (output_ != nullptr) output_->RemoveUse(Use{nullptr, -1, this});
+  if (output_ != nullptr) {
+    output_->RemoveUse(Use{nullptr, -1, this});
+    if (output_->graph() != this) TouchOwner(output_);
+  }
   output_ = node;
   node->AddUse(Use{nullptr, -1, this});
-  module_->Touch();
+  if (node->graph() != this) TouchOwner(node);
+  Touch();
 }
 
 CNode* FuncGraph::NewCNode(std::vector<AnfNode*> inputs) {
   std::unique_ptr<CNode> c(new CNode(this, module_->NewNodeId(), std::move(inputs)));
   CNode* raw = c.get();
   nodes_.push_back(std::move(c));
-  module_->Touch();
+  // Nodes of other graphs gain a use from here (they may become free variables).
+  for (AnfNode* in : raw->inputs()) {
+    if (in->graph() != this) TouchOwner(in);
+  }
+  Touch();
   return raw;
 }
 
@@ -66,9 +83,19 @@ ValueNode* FuncGraph::NewValueNode(Value v) {
   return raw;
 }
 
+ValueNode* FuncGraph::PrimitiveNode(const PrimitivePtr& p) {
+  std::vector<ValueNode*>& bucket = prim_nodes_[{&p->def(), AttrMapHash(p->attrs())}];
+  for (ValueNode* v : bucket) {
+    if (PrimitivesEqual(*v->value().primitive(), *p)) return v;
+  }
+  ValueNode* v = NewValueNode(Value::Prim(p));
+  bucket.push_back(v);
+  return v;
+}
+
 void FuncGraph::set_custom_bprop(FuncGraph* g) {
   custom_bprop_ = g;
-  module_->Touch();
+  Touch();
 }
 
 }  // namespace kgrad

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "core/node.h"
 
 namespace kgrad {
@@ -39,6 +40,9 @@ class FuncGraph {
 
   CNode* NewCNode(std::vector<AnfNode*> inputs);
   ValueNode* NewValueNode(Value v);
+  // The graph's one constant node for primitive `p` (equal primitives share it), so
+  // that a graph of n applications does not carry n primitive constants.
+  ValueNode* PrimitiveNode(const PrimitivePtr& p);
 
   // A user-attached bprop: a graph taking (params..., out, dout) and returning the
   // tuple of parameter sensitivities. The K-transform uses it instead of
@@ -54,8 +58,17 @@ class FuncGraph {
   // Every node this graph owns, reachable or not, in creation order.
   const std::vector<std::unique_ptr<AnfNode>>& owned_nodes() const { return nodes_; }
 
+  // Bumped whenever the graph's structure may have changed: its edges, output,
+  // parameters, or the uses of its nodes by other graphs. The manager recomputes
+  // only graphs whose version moved.
+  uint64_t version() const { return version_; }
+  void Touch();
+  // Touches the graph owning `n`, if any.
+  static void TouchOwner(const AnfNode* n);
+
  private:
   friend class Module;
+  friend class Transaction;
   FuncGraph(Module* module, std::string name, FuncGraph* parent)
       : module_(module), name_(std::move(name)), parent_(parent) {}
   Module* module_;
@@ -65,7 +78,10 @@ class FuncGraph {
   AnfNode* output_ = nullptr;
   FuncGraph* custom_bprop_ = nullptr;
   bool public_ = false;
+  uint64_t version_ = 0;
   std::vector<std::unique_ptr<AnfNode>> nodes_;
+  // PrimitiveNode's cache, by definition and attribute hash (equality checked).
+  absl::flat_hash_map<std::pair<const PrimitiveDef*, size_t>, std::vector<ValueNode*>> prim_nodes_;
 };
 
 }  // namespace kgrad

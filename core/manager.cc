@@ -50,160 +50,287 @@ int Manager::FvIndex(FuncGraph* g, AnfNode* node) {
 
 bool Manager::IsFreeVariableOf(FuncGraph* g, AnfNode* node) { return FvIndex(g, node) >= 0; }
 
-void Manager::Recompute() {
+void Manager::Reset() {
   info_.clear();
   fv_index_.clear();
-  std::vector<FuncGraph*> graphs;
-  for (const auto& g : module_->graphs()) graphs.push_back(g.get());
-  for (FuncGraph* g : graphs) info_[g];
+  scans_.clear();
+  version_ = ~uint64_t{0};
+}
 
-  // Phase 1: what each graph reads directly. Nodes of g that only a nested graph
-  // reads are found through that graph's direct free variables and scanned too.
-  absl::flat_hash_map<FuncGraph*, absl::flat_hash_set<AnfNode*>> visited;
-  std::vector<std::pair<FuncGraph*, AnfNode*>> work;
-  for (FuncGraph* g : graphs) {
-    if (g->output() != nullptr) work.emplace_back(g, g->output());
+// What a graph reads directly: free variables, graphs named by constants. The scan
+// starts from the output and from the graph's nodes that other graphs use (a nested
+// graph's free variables must be computed here too). Applications are visited once
+// (node marks, not hash sets: this runs after every batch of edits).
+void Manager::ScanGraph(FuncGraph* g, Scan* sc) {
+  sc->direct_fvs.clear();
+  sc->used_graphs.clear();
+  sc->graph_refs.clear();
+  const uint64_t epoch = ++epoch_;
+  absl::flat_hash_set<AnfNode*> fv_set;
+  absl::flat_hash_set<FuncGraph*> used_set;
+  std::vector<AnfNode*> stack;
+  std::vector<FuncGraph*> refs;
+  if (g->output() != nullptr) stack.push_back(g->output());
+  for (const auto& owned : g->owned_nodes()) {
+    if (!owned->is_cnode()) continue;
+    for (const Use& u : owned->uses()) {
+      FuncGraph* ug = u.user != nullptr ? u.user->graph() : u.graph;
+      if (ug != g) {
+        stack.push_back(owned.get());
+        break;
+      }
+    }
   }
-  absl::flat_hash_map<FuncGraph*, absl::flat_hash_set<AnfNode*>> direct_set;
-  absl::flat_hash_map<FuncGraph*, absl::flat_hash_set<FuncGraph*>> used_set;
-  while (!work.empty()) {
-    auto [g, node] = work.back();
-    work.pop_back();
-    if (!visited[g].insert(node).second) continue;
+  while (!stack.empty()) {
+    AnfNode* node = stack.back();
+    stack.pop_back();
     if (node->is_value()) {
-      std::vector<FuncGraph*> refs;
-      CollectGraphs(node->AsValue()->value(), &refs);
+      const Value& v = node->AsValue()->value();
+      if (!v.is_graph() && !v.is_tuple()) continue;  // primitives and data: nothing to record
+      if (node->mark_epoch == epoch) continue;
+      node->mark_epoch = epoch;
+      refs.clear();
+      CollectGraphs(v, &refs);
       for (FuncGraph* h : refs) {
-        if (used_set[g].insert(h).second) info_[g].used_graphs.push_back(h);
-        info_[h].referenced_by.push_back(node->AsValue());
+        if (used_set.insert(h).second) sc->used_graphs.push_back(h);
+        sc->graph_refs.emplace_back(node->AsValue(), h);
       }
       continue;
     }
     if (OwnedOutside(node, g)) {
-      if (direct_set[g].insert(node).second) {
-        info_[g].direct_fvs.push_back(node);
-        // The owner must evaluate it: scan it there as well.
-        if (node->graph() != nullptr && info_.contains(node->graph())) {
-          work.emplace_back(node->graph(), node);
-        }
-      }
+      if (fv_set.insert(node).second) sc->direct_fvs.push_back(node);
       continue;
     }
+    if (node->mark_epoch == epoch) continue;
+    node->mark_epoch = epoch;
     if (const CNode* c = node->AsCNode()) {
-      for (AnfNode* in : c->inputs()) work.emplace_back(g, in);
+      for (AnfNode* in : c->inputs()) stack.push_back(in);
     }
   }
+  SortById(&sc->direct_fvs);
+}
+
+void Manager::Recompute() {
+  std::vector<FuncGraph*> graphs;
+  graphs.reserve(module_->graphs().size());
+  for (const auto& g : module_->graphs()) graphs.push_back(g.get());
+  // Phase 1: rescan only the graphs that changed.
+  absl::flat_hash_set<FuncGraph*> rescanned;
   for (FuncGraph* g : graphs) {
-    SortById(&info_[g].direct_fvs);
-    info_[g].fvs = info_[g].direct_fvs;
+    Scan& sc = scans_[g];
+    if (sc.version != g->version() || !info_.contains(g)) {
+      ScanGraph(g, &sc);
+      sc.version = g->version();
+      rescanned.insert(g);
+    }
   }
+  absl::flat_hash_map<FuncGraph*, GraphInfo> prev = std::move(info_);
+  info_.clear();
+  for (FuncGraph* g : graphs) {
+    GraphInfo& gi = info_[g];
+    const Scan& sc = scans_[g];
+    gi.direct_fvs = sc.direct_fvs;
+    gi.fvs = sc.direct_fvs;
+    gi.used_graphs = sc.used_graphs;
+  }
+  for (FuncGraph* g : graphs) {
+    for (const auto& [vn, h] : scans_[g].graph_refs) {
+      auto it = info_.find(h);
+      if (it != info_.end()) it->second.referenced_by.push_back(vn);
+    }
+  }
+  // Phase 2: transitive free variables (graph-level, cheap).
   ComputeTotalFvs(graphs);
+  fv_index_.clear();
   for (FuncGraph* g : graphs) {
     auto& idx = fv_index_[g];
     const auto& fvs = info_[g].fvs;
     for (size_t i = 0; i < fvs.size(); ++i) idx[fvs[i]] = static_cast<int>(i);
   }
-  for (FuncGraph* g : graphs) ComputeOrder(g);
+  // Phase 3: orders, for graphs that changed or whose callees' free variables did.
+  absl::flat_hash_set<FuncGraph*> fvs_changed;
+  for (FuncGraph* g : graphs) {
+    auto it = prev.find(g);
+    if (it == prev.end() || it->second.fvs != info_[g].fvs) fvs_changed.insert(g);
+  }
+  for (FuncGraph* g : graphs) {
+    auto it = prev.find(g);
+    bool stale = it == prev.end() || rescanned.contains(g);
+    for (FuncGraph* h : info_[g].used_graphs) stale |= fvs_changed.contains(h);
+    if (stale) {
+      ComputeOrder(g);
+    } else {
+      info_[g].order = std::move(it->second.order);
+      info_[g].live_graphs = std::move(it->second.live_graphs);
+    }
+  }
   version_ = module_->version();
+}
+
+// Iterative post-order over used_graphs: a graph after the graphs it uses, except
+// along cycles.
+std::vector<FuncGraph*> Manager::CalleesFirst(const std::vector<FuncGraph*>& graphs) {
+  std::vector<FuncGraph*> post;
+  post.reserve(graphs.size());
+  absl::flat_hash_set<FuncGraph*> seen;
+  std::vector<std::pair<FuncGraph*, size_t>> stack;
+  for (FuncGraph* root : graphs) {
+    if (!seen.insert(root).second) continue;
+    stack.emplace_back(root, 0);
+    while (!stack.empty()) {
+      auto& [g, next] = stack.back();
+      const std::vector<FuncGraph*>& used = info_[g].used_graphs;
+      if (next < used.size()) {
+        FuncGraph* h = used[next++];
+        if (info_.contains(h) && seen.insert(h).second) stack.emplace_back(h, 0);
+        continue;
+      }
+      post.push_back(g);
+      stack.pop_back();
+    }
+  }
+  return post;
 }
 
 // fvs(g) = direct(g) + { v in fvs(h) : h used by g, v a weight or owned by a strict
 // ancestor of g }, to a fixpoint (graphs may reference each other recursively).
+// A worklist revisits only the users of a graph whose set grew, so a chain of
+// unrolled iterations costs its length, not its length squared.
 void Manager::ComputeTotalFvs(const std::vector<FuncGraph*>& graphs) {
   absl::flat_hash_map<FuncGraph*, absl::flat_hash_set<AnfNode*>> sets;
+  absl::flat_hash_map<FuncGraph*, std::vector<FuncGraph*>> users;
   for (FuncGraph* g : graphs) {
-    sets[g].insert(info_[g].fvs.begin(), info_[g].fvs.end());
+    GraphInfo& gi = info_[g];
+    sets[g].insert(gi.fvs.begin(), gi.fvs.end());
+    for (FuncGraph* h : gi.used_graphs) {
+      if (h != g && info_.contains(h)) users[h].push_back(g);
+    }
   }
-  bool changed = true;
-  while (changed) {
-    changed = false;
-    for (FuncGraph* g : graphs) {
+  // Callees first (a post-order of the used-graphs relation), so that outside
+  // recursion each graph hands on its final set once.
+  std::vector<FuncGraph*> post = CalleesFirst(graphs);
+  std::vector<FuncGraph*> work(post.rbegin(), post.rend());
+  absl::flat_hash_set<FuncGraph*> queued(graphs.begin(), graphs.end());
+  while (!work.empty()) {
+    FuncGraph* h = work.back();
+    work.pop_back();
+    queued.erase(h);
+    auto uit = users.find(h);
+    if (uit == users.end()) continue;
+    const std::vector<AnfNode*>& hfvs = info_[h].fvs;
+    for (FuncGraph* g : uit->second) {
       GraphInfo& gi = info_[g];
-      for (FuncGraph* h : gi.used_graphs) {
-        auto it = info_.find(h);
-        if (it == info_.end() || h == g) continue;
-        for (AnfNode* v : it->second.fvs) {
-          bool outside = v->graph() == nullptr ||
-                         (v->graph() != g && g->IsSelfOrAncestor(v->graph()));
-          if (outside && sets[g].insert(v).second) {
-            gi.fvs.push_back(v);
-            changed = true;
-          }
+      absl::flat_hash_set<AnfNode*>& set = sets[g];
+      bool grew = false;
+      for (size_t i = 0; i < hfvs.size(); ++i) {
+        AnfNode* v = hfvs[i];
+        bool outside = v->graph() == nullptr || (v->graph() != g && g->IsSelfOrAncestor(v->graph()));
+        if (outside && set.insert(v).second) {
+          gi.fvs.push_back(v);
+          grew = true;
         }
       }
+      if (grew && queued.insert(g).second) work.push_back(g);
     }
   }
   for (FuncGraph* g : graphs) SortById(&info_[g].fvs);
 }
 
 // Iterative post-order DFS (graphs of 100k nodes must not overflow the stack).
+// A node's predecessors are its inputs owned by g and, for an input that names a
+// graph, that graph's free variables owned by g (a closure needs them first).
 void Manager::ComputeOrder(FuncGraph* g) {
   GraphInfo& gi = info_[g];
   if (g->output() == nullptr) return;
-  absl::flat_hash_map<AnfNode*, int> state;  // 1: on stack, 2: done
+  const uint64_t epoch = ++epoch_;  // mark_state: 1 on the stack, 2 placed
   struct Frame {
     AnfNode* node;
-    std::vector<AnfNode*> succ;
-    size_t next;
+    size_t input;      // next input to look at
+    const std::vector<AnfNode*>* fvs;  // free variables of the graph input `input - 1`
+    size_t fv;
   };
-  auto successors = [&](AnfNode* n) {
-    std::vector<AnfNode*> out;
-    const CNode* c = n->AsCNode();
-    if (c == nullptr) return out;
-    for (AnfNode* in : c->inputs()) {
-      if (in->is_value()) {
-        std::vector<FuncGraph*> refs;
-        CollectGraphs(in->AsValue()->value(), &refs);
-        for (FuncGraph* h : refs) {
-          auto it = info_.find(h);
-          if (it == info_.end()) continue;
-          for (AnfNode* v : it->second.fvs) {
-            if (v->graph() == g && v->is_cnode()) out.push_back(v);
-          }
-        }
-      } else if (in->graph() == g && in->is_cnode()) {
-        out.push_back(in);
-      }
+  std::vector<Frame> stack;
+  std::vector<FuncGraph*> refs;
+  // Graph-valued inputs: their free variables owned by g, as an extra list.
+  auto graph_fvs = [&](AnfNode* in) -> const std::vector<AnfNode*>* {
+    if (!in->is_value()) return nullptr;
+    const Value& v = in->AsValue()->value();
+    if (!v.is_graph()) {
+      if (!v.is_tuple()) return nullptr;
+      refs.clear();
+      CollectGraphs(v, &refs);
+      if (refs.empty()) return nullptr;
+      // Constant tuples of graphs are rare; their free variables go through the
+      // first graph only when it is alone.
+      if (refs.size() != 1) return nullptr;
+      auto it = info_.find(refs[0]);
+      return it == info_.end() ? nullptr : &it->second.fvs;
     }
-    return out;
+    auto it = info_.find(v.graph());
+    return it == info_.end() ? nullptr : &it->second.fvs;
+  };
+  auto push = [&](AnfNode* n) {
+    if (n->graph() != g || !n->is_cnode()) return;
+    if (n->mark_epoch == epoch) return;  // on the stack (a cycle: the verifier reports it) or placed
+    n->mark_epoch = epoch;
+    n->mark_state = 1;
+    stack.push_back(Frame{n, 0, nullptr, 0});
   };
   std::vector<AnfNode*> roots;
   if (g->output()->graph() == g && g->output()->is_cnode()) {
     roots.push_back(g->output());
-  } else if (g->output()->is_value()) {
-    // A graph returning a closure needs the closure's free variables.
-    std::vector<FuncGraph*> refs;
-    CollectGraphs(g->output()->AsValue()->value(), &refs);
-    for (FuncGraph* h : refs) {
-      auto it = info_.find(h);
-      if (it == info_.end()) continue;
-      for (AnfNode* v : it->second.fvs) {
-        if (v->graph() == g && v->is_cnode()) roots.push_back(v);
-      }
-    }
+  } else if (const std::vector<AnfNode*>* fvs = graph_fvs(g->output())) {
+    roots = *fvs;  // a graph returning a closure needs the closure's free variables
   }
+  // One root at a time, so that a root reached from another is placed first.
   for (AnfNode* root : roots) {
-    if (state[root] != 0) continue;
-    std::vector<Frame> stack;
-    stack.push_back(Frame{root, successors(root), 0});
-    state[root] = 1;
+    push(root);
     while (!stack.empty()) {
       Frame& f = stack.back();
-      if (f.next < f.succ.size()) {
-        AnfNode* s = f.succ[f.next++];
-        if (state[s] == 0) {
-          state[s] = 1;
-          std::vector<AnfNode*> ss = successors(s);
-          stack.push_back(Frame{s, std::move(ss), 0});
+      if (f.fvs != nullptr) {
+        if (f.fv < f.fvs->size()) {
+          AnfNode* fv = (*f.fvs)[f.fv++];
+          push(fv);
+          continue;
         }
-        // state 1: a cycle; the verifier reports it. state 2: already placed.
+        f.fvs = nullptr;
+      }
+      const CNode* c = f.node->AsCNode();
+      if (f.input < c->size()) {
+        AnfNode* in = c->input(f.input++);
+        if (in->is_value()) {
+          f.fvs = graph_fvs(in);
+          f.fv = 0;
+        } else {
+          push(in);
+        }
         continue;
       }
-      state[f.node] = 2;
-      gi.order.push_back(f.node->AsCNode());
+      f.node->mark_state = 2;
+      gi.order.push_back(static_cast<CNode*>(f.node));
       stack.pop_back();
     }
   }
+  CollectLiveGraphs(g);
+}
+
+void Manager::CollectLiveGraphs(FuncGraph* g) {
+  GraphInfo& gi = info_[g];
+  gi.live_graphs.clear();
+  absl::flat_hash_set<FuncGraph*> seen;
+  std::vector<FuncGraph*> refs;
+  auto add = [&](const AnfNode* n) {
+    if (!n->is_value()) return;
+    refs.clear();
+    CollectGraphs(n->AsValue()->value(), &refs);
+    for (FuncGraph* h : refs) {
+      if (seen.insert(h).second) gi.live_graphs.push_back(h);
+    }
+  };
+  for (CNode* c : gi.order) {
+    for (AnfNode* in : c->inputs()) add(in);
+  }
+  if (g->output() != nullptr) add(g->output());
 }
 
 std::vector<FuncGraph*> Manager::Reachable(const std::vector<FuncGraph*>& roots) {
@@ -218,7 +345,7 @@ std::vector<FuncGraph*> Manager::Reachable(const std::vector<FuncGraph*>& roots)
     out.push_back(g);
     auto it = info_.find(g);
     if (it != info_.end()) {
-      for (FuncGraph* h : it->second.used_graphs) work.push_back(h);
+      for (FuncGraph* h : it->second.live_graphs) work.push_back(h);
     }
     if (g->parent() != nullptr) work.push_back(g->parent());
     if (g->custom_bprop() != nullptr) work.push_back(g->custom_bprop());
@@ -263,16 +390,25 @@ bool Transaction::Commit() {
         }
         break;
       case Edit::Kind::kReplace: {
-        if (e.old_node == e.node) break;
-        std::vector<Use> uses = e.old_node->uses();
+        // All uses move at once (O(uses), not O(uses^2) through set_input).
+        if (e.old_node == e.node || e.old_node->uses_.empty()) break;
+        std::vector<Use> uses = std::move(e.old_node->uses_);
+        e.old_node->uses_.clear();
+        FuncGraph::TouchOwner(e.old_node);
+        FuncGraph::TouchOwner(e.node);
+        FuncGraph* last = nullptr;
         for (const Use& u : uses) {
+          FuncGraph* g = u.user != nullptr ? u.user->graph() : u.graph;
           if (u.user != nullptr) {
-            u.user->set_input(u.index, e.node);
+            u.user->inputs_[u.index] = e.node;
           } else {
-            u.graph->set_output(e.node);
+            u.graph->output_ = e.node;
           }
-          changed = true;
+          e.node->uses_.push_back(u);
+          if (g != last) g->Touch();
+          last = g;
         }
+        changed = true;
         break;
       }
     }

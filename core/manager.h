@@ -31,8 +31,12 @@ struct GraphInfo {
   // direct_fvs plus the free variables of referenced graphs that live outside this
   // graph (owned by a strict ancestor, or weights); sorted by node id.
   std::vector<AnfNode*> fvs;
-  // Graphs named by ValueNodes among the graph's reachable nodes.
+  // Graphs named by constants among the graph's nodes, including nodes that only
+  // other graphs read (an over-approximation, safe for free variables).
   std::vector<FuncGraph*> used_graphs;
+  // Graphs named by constants among the nodes the graph evaluates (`order`) or
+  // returns: what running the graph can reach. Reachability follows these.
+  std::vector<FuncGraph*> live_graphs;
   // ValueNodes (anywhere in reachable graphs) that hold this graph.
   std::vector<ValueNode*> referenced_by;
 };
@@ -48,19 +52,32 @@ class Manager {
   // Graphs reachable from every public graph.
   std::vector<FuncGraph*> ReachableFromPublic();
   bool IsFreeVariableOf(FuncGraph* g, AnfNode* node);
+  // Forgets every cached analysis (after nodes or graphs were deleted).
+  void Reset();
   // Index of `node` in Info(g).fvs, or -1.
   int FvIndex(FuncGraph* g, AnfNode* node);
 
  private:
+  // What a graph reads directly, cached per graph version.
+  struct Scan {
+    uint64_t version = ~uint64_t{0};
+    std::vector<AnfNode*> direct_fvs;
+    std::vector<FuncGraph*> used_graphs;
+    std::vector<std::pair<ValueNode*, FuncGraph*>> graph_refs;
+  };
   void Recompute();
-  void ScanGraph(FuncGraph* g);
+  void ScanGraph(FuncGraph* g, Scan* sc);
   void ComputeTotalFvs(const std::vector<FuncGraph*>& graphs);
   void ComputeOrder(FuncGraph* g);
+  void CollectLiveGraphs(FuncGraph* g);
+  std::vector<FuncGraph*> CalleesFirst(const std::vector<FuncGraph*>& graphs);
 
   Module* module_;
   uint64_t version_ = ~uint64_t{0};
+  uint64_t epoch_ = 0;  // node marks of the current traversal
   absl::flat_hash_map<FuncGraph*, GraphInfo> info_;
   absl::flat_hash_map<FuncGraph*, absl::flat_hash_map<AnfNode*, int>> fv_index_;
+  absl::flat_hash_map<FuncGraph*, Scan> scans_;
 };
 
 // Batched edits. Nothing changes until Commit; then edges are rewired in order.

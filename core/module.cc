@@ -1,6 +1,7 @@
 #include "core/module.h"
 
 #include <algorithm>
+#include <cstdlib>
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
@@ -86,6 +87,45 @@ PrimitivePtr Module::Prim(PrimId id, AttrMap attrs) const {
 
 Manager& Module::manager() { return *manager_; }
 
+absl::Status Module::CheckUses() const {
+  absl::flat_hash_set<const AnfNode*> all;
+  for (const auto& g : graphs_) {
+    for (const auto& n : g->nodes_) {
+      if (n != nullptr) all.insert(n.get());
+    }
+  }
+  for (const auto& w : weights_) all.insert(w.get());
+  for (const auto& g : graphs_) {
+    for (const auto& n : g->nodes_) {
+      if (n == nullptr) continue;
+      for (const Use& u : n->uses()) {
+        if (u.user != nullptr) {
+          if (!all.contains(u.user)) {
+            return absl::InternalError(absl::StrCat(n->Location(), ": a use by a deleted node"));
+          }
+          if (u.index >= static_cast<int>(u.user->size()) || u.user->input(u.index) != n.get()) {
+            return absl::InternalError(absl::StrCat(n->Location(), ": stale use by ", u.user->Location()));
+          }
+        } else if (u.graph->output() != n.get()) {
+          return absl::InternalError(absl::StrCat(n->Location(), ": stale output use"));
+        }
+      }
+      if (const CNode* c = n->AsCNode()) {
+        for (size_t i = 0; i < c->size(); ++i) {
+          const auto& uses = c->input(i)->uses();
+          if (std::find(uses.begin(), uses.end(), Use{const_cast<CNode*>(c), static_cast<int>(i), nullptr}) == uses.end()) {
+            return absl::InternalError(absl::StrCat(c->Location(), ": input ", i, " has no use entry"));
+          }
+          if (!all.contains(c->input(i))) {
+            return absl::InternalError(absl::StrCat(c->Location(), ": input ", i, " is deleted"));
+          }
+        }
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
 void Module::CollectGarbage(const std::function<bool(const FuncGraph*)>& may_modify) {
   std::vector<FuncGraph*> live_graphs = manager_->ReachableFromPublic();
   absl::flat_hash_set<FuncGraph*> live_set(live_graphs.begin(), live_graphs.end());
@@ -144,7 +184,10 @@ void Module::CollectGarbage(const std::function<bool(const FuncGraph*)>& may_mod
       adopter->nodes_.push_back(std::move(n));
     }
   }
-  // First cut every edge out of dead nodes, then free them.
+  // First cut every edge out of dead nodes, then free them. Use lists are
+  // filtered once per affected node (a constant may have thousands of uses).
+  absl::flat_hash_set<const CNode*> dead_users;
+  absl::flat_hash_set<AnfNode*> affected;
   for (auto& g : graphs_) {
     bool graph_dead = !live_set.contains(g.get());
     if (graph_dead && g->output_ != nullptr) {
@@ -154,14 +197,19 @@ void Module::CollectGarbage(const std::function<bool(const FuncGraph*)>& may_mod
     for (auto& n : g->nodes_) {
       if (n != nullptr && !live.contains(n.get())) {
         if (CNode* c = n->AsCNode()) {
-          for (size_t i = 0; i < c->inputs_.size(); ++i) {
-            c->inputs_[i]->RemoveUse(Use{c, static_cast<int>(i), nullptr});
-          }
-          c->inputs_.clear();
+          dead_users.insert(c);
+          affected.insert(c->inputs_.begin(), c->inputs_.end());
         }
       }
     }
   }
+  for (AnfNode* n : affected) {
+    auto& uses = n->uses_;
+    uses.erase(std::remove_if(uses.begin(), uses.end(),
+                              [&](const Use& u) { return u.user != nullptr && dead_users.contains(u.user); }),
+               uses.end());
+  }
+  for (const CNode* c : dead_users) const_cast<CNode*>(c)->inputs_.clear();
   for (auto& g : graphs_) {
     auto& nodes = g->nodes_;
     nodes.erase(std::remove_if(nodes.begin(), nodes.end(),
@@ -173,6 +221,8 @@ void Module::CollectGarbage(const std::function<bool(const FuncGraph*)>& may_mod
   for (auto& g : graphs_) {
     if (!live_set.contains(g.get())) graphs_by_name_.erase(g->name());
   }
+  manager_->Reset();  // cached scans may name deleted nodes
+  for (auto& g : graphs_) g->prim_nodes_.clear();  // so may the primitive constants
   graphs_.erase(std::remove_if(graphs_.begin(), graphs_.end(),
                                [&](const std::unique_ptr<FuncGraph>& g) {
                                  return !live_set.contains(g.get());

@@ -67,6 +67,9 @@ class Module {
   // With `may_modify`, only graphs for which it holds lose nodes or are deleted.
   void CollectGarbage(const std::function<bool(const FuncGraph*)>& may_modify = nullptr);
 
+  // Checks that every edge has its use entry and every use entry its edge (tests).
+  absl::Status CheckUses() const;
+
  private:
   std::string UniqueGraphName(absl::string_view base) const;
 

@@ -53,17 +53,20 @@ void CNode::set_input(size_t i, AnfNode* node) {
   KGRAD_CHECK(node != nullptr && i < inputs_.size());
   if (inputs_[i] == node) return;
   inputs_[i]->RemoveUse(Use{this, static_cast<int>(i), nullptr});
+  if (inputs_[i]->graph() != graph()) FuncGraph::TouchOwner(inputs_[i]);
   inputs_[i] = node;
   node->AddUse(Use{this, static_cast<int>(i), nullptr});
-  graph()->module()->Touch();
+  if (node->graph() != graph()) FuncGraph::TouchOwner(node);
+  graph()->Touch();
 }
 
 void CNode::DropInputs() {
   for (size_t i = 0; i < inputs_.size(); ++i) {
     inputs_[i]->RemoveUse(Use{this, static_cast<int>(i), nullptr});
+    if (inputs_[i]->graph() != graph()) FuncGraph::TouchOwner(inputs_[i]);
   }
   inputs_.clear();
-  graph()->module()->Touch();
+  graph()->Touch();
 }
 
 const Primitive* CNode::primitive() const {

@@ -79,6 +79,11 @@ class AnfNode {
 
   const std::vector<Use>& uses() const { return uses_; }
 
+  // Scratch marks for graph traversals (Manager): valid while `mark_epoch` equals the
+  // traversal's epoch. Traversals run on the thread that owns the module.
+  uint64_t mark_epoch = 0;
+  uint8_t mark_state = 0;
+
  protected:
   AnfNode(NodeKind kind, FuncGraph* graph, uint64_t id) : kind_(kind), graph_(graph), id_(id) {}
 
@@ -86,6 +91,7 @@ class AnfNode {
   friend class CNode;
   friend class FuncGraph;
   friend class Module;
+  friend class Transaction;
   void AddUse(const Use& u) { uses_.push_back(u); }
   void RemoveUse(const Use& u);
 
@@ -150,6 +156,7 @@ class CNode final : public AnfNode {
  private:
   friend class FuncGraph;
   friend class Module;
+  friend class Transaction;
   CNode(FuncGraph* graph, uint64_t id, std::vector<AnfNode*> inputs);
 
   std::vector<AnfNode*> inputs_;

@@ -1,5 +1,6 @@
 #include "core/primitive.h"
 
+#include "absl/hash/hash.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -181,6 +182,23 @@ std::string Primitive::ToString() const {
   std::vector<std::string> parts;
   for (const auto& [k, v] : attrs_) parts.push_back(absl::StrCat(k, "=", AttrValueToString(v)));
   return absl::StrCat(name(), "{", absl::StrJoin(parts, ", "), "}");
+}
+
+size_t AttrMapHash(const AttrMap& attrs) {
+  size_t h = attrs.size();
+  for (const auto& [name, v] : attrs) {
+    h = absl::HashOf(h, name, v.index());
+    switch (AttrValueType(v)) {
+      case AttrType::kInt: h = absl::HashOf(h, std::get<int64_t>(v)); break;
+      case AttrType::kFloat: h = absl::HashOf(h, std::get<double>(v)); break;
+      case AttrType::kBool: h = absl::HashOf(h, std::get<bool>(v)); break;
+      case AttrType::kString: h = absl::HashOf(h, std::get<std::string>(v)); break;
+      case AttrType::kInts: h = absl::HashOf(h, std::get<std::vector<int64_t>>(v)); break;
+      case AttrType::kFloats: h = absl::HashOf(h, std::get<std::vector<double>>(v)); break;
+      case AttrType::kDType: h = absl::HashOf(h, static_cast<int>(std::get<DType>(v))); break;
+    }
+  }
+  return h;
 }
 
 bool PrimitivesEqual(const Primitive& a, const Primitive& b) {

@@ -137,6 +137,8 @@ class Primitive {
 };
 
 bool PrimitivesEqual(const Primitive& a, const Primitive& b);
+// A hash of attribute names and values (equal maps hash equal).
+size_t AttrMapHash(const AttrMap& attrs);
 
 }  // namespace kgrad
 

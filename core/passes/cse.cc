@@ -18,7 +18,12 @@ size_t ValueHash(const Value& v) {
   switch (v.kind()) {
     case Value::Kind::kScalar: return absl::HashOf(h, v.scalar().AsDouble(), static_cast<int>(v.scalar().dtype()));
     case Value::Kind::kString: return absl::HashOf(h, v.str());
-    case Value::Kind::kPrimitive: return absl::HashOf(h, v.primitive()->ToString());
+    case Value::Kind::kPrimitive: {
+      // Definition and attribute names/kinds: cheap, and equal primitives agree.
+      h = absl::HashOf(h, &v.primitive()->def());
+      for (const auto& [name, attr] : v.primitive()->attrs()) h = absl::HashOf(h, name, attr.index());
+      return h;
+    }
     case Value::Kind::kGraph: return absl::HashOf(h, v.graph());
     case Value::Kind::kTensor: {
       const Tensor& t = v.tensor();

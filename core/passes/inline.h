@@ -10,6 +10,7 @@
 #define KGRAD_CORE_PASSES_INLINE_H_
 
 #include "core/passes/pass.h"
+#include "core/passes/rewrite.h"
 
 namespace kgrad {
 
@@ -27,10 +28,12 @@ class InlinePass : public Pass {
 };
 
 // partial(f, a...)(b...)  =>  f(a..., b...)
-class PartialEliminatePass : public Pass {
+class PartialEliminatePass : public RewritePass {
  public:
   std::string name() const override { return "partial"; }
-  absl::StatusOr<bool> Run(Module& module, FuncGraph* root) override;
+
+ protected:
+  AnfNode* Rewrite(CNode* c) override;
 };
 
 }  // namespace kgrad

@@ -1,11 +1,15 @@
 #include "core/passes/optimize.h"
 
+#include <cstdlib>
+
+#include "absl/strings/str_cat.h"
 #include "core/infer.h"
 #include "core/passes/algebra.h"
 #include "core/passes/cse.h"
 #include "core/passes/dce.h"
 #include "core/passes/env_simplify.h"
 #include "core/passes/inline.h"
+#include "core/passes/simplify.h"
 #include "core/passes/tuple_simplify.h"
 #include "core/status_macros.h"
 
@@ -19,15 +23,17 @@ absl::StatusOr<std::string> Optimize(Module& module, FuncGraph* root, const Opti
   if (declared) KGRAD_RETURN_IF_ERROR(InferGraph(root).status());
   Pipeline pipeline;
   pipeline.Add(std::make_unique<InlinePass>(options.max_unroll))
-      .Add(std::make_unique<PartialEliminatePass>())
-      .Add(std::make_unique<TupleSimplifyPass>())
-      .Add(std::make_unique<EnvSimplifyPass>())
-      .Add(std::make_unique<AlgebraPass>())
-      .Add(std::make_unique<ConstantFoldPass>(options.evaluator))
-      .Add(std::make_unique<CsePass>())
-      .Add(std::make_unique<DcePass>());
+      .Add(std::make_unique<SimplifyPass>(options.evaluator))
+      .Add(std::make_unique<CsePass>());
   KGRAD_RETURN_IF_ERROR(pipeline.Run(module, root, options.max_rounds).status());
-  return pipeline.log();
+  // Dead nodes do not disturb the rewrites (they follow the evaluation order), so
+  // they are collected once, at the end.
+  KGRAD_ASSIGN_OR_RETURN(bool collected, DcePass().Run(module, root));
+  if (std::getenv("KGRAD_CHECK_USES") != nullptr) {
+    absl::Status s = module.CheckUses();
+    if (!s.ok()) return absl::InternalError(absl::StrCat("after dce: ", s.message()));
+  }
+  return collected ? pipeline.log() + ", dce" : pipeline.log();
 }
 
 }  // namespace kgrad

@@ -1,6 +1,7 @@
 // The post-AD optimisation pipeline, run to a fixpoint:
-//   inline (partial evaluation) -> partial elimination -> tuple -> env ->
-//   algebra (zeros, ones, identities, static forms) -> constant folding -> CSE -> DCE
+//   inline (partial evaluation) -> simplify [partial elimination, tuple, env,
+//   algebra (zeros, ones, identities, static forms), constant folding] -> CSE
+// and then DCE.
 // For a first-order program the result has no closure, partial, env or tuple left:
 // a plain graph of kernels, about the size of a hand-written backward pass.
 #ifndef KGRAD_CORE_PASSES_OPTIMIZE_H_

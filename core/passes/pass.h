@@ -33,7 +33,8 @@ class Pipeline {
   // Runs every pass in turn until a whole round changes nothing (or
   // `max_rounds`); true when anything changed.
   absl::StatusOr<bool> Run(Module& module, FuncGraph* root, int max_rounds = 32);
-  // What the last Run did: "inline x2, tuple x3, ...".
+  // What the last Run did: "inline x2 (1.3 ms), simplify x3 (0.8 ms), ...": how many
+  // runs changed the IR, and the time spent in each pass.
   const std::string& log() const { return log_; }
 
  private:

@@ -36,7 +36,7 @@ CNode* NewOp(FuncGraph* g, const PrimitivePtr& prim, std::vector<AnfNode*> args)
     abstracts.push_back(a->abstract());
     known &= a->abstract() != nullptr;
   }
-  args.insert(args.begin(), g->NewValueNode(Value::Prim(prim)));
+  args.insert(args.begin(), g->PrimitiveNode(prim));
   CNode* c = g->NewCNode(std::move(args));
   if (known) {
     absl::StatusOr<AbstractPtr> a = InferPrimitiveCall(*prim, abstracts);
@@ -129,6 +129,7 @@ AnfNode* ZerosOf(FuncGraph* g, const AnfNode* like) {
 }  // namespace passes
 
 AnfNode* RewritePass::Resolve(AnfNode* n) const {
+  if (resolver_ != nullptr) return resolver_->Resolve(n);
   auto it = replaced_.find(n);
   return it == replaced_.end() ? n : it->second;
 }

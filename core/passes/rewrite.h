@@ -56,6 +56,14 @@ AnfNode* ZerosOf(FuncGraph* g, const AnfNode* like);
 class RewritePass : public Pass {
  public:
   absl::StatusOr<bool> Run(Module& module, FuncGraph* root) override;
+  // This pass's rules applied to `c` inside another pass's sweep, reading inputs
+  // through that pass's replacements (SimplifyPass runs several rule sets at once).
+  AnfNode* RewriteWithin(CNode* c, const RewritePass* sweep) {
+    resolver_ = sweep;
+    AnfNode* r = Rewrite(c);
+    resolver_ = nullptr;
+    return r;
+  }
 
  protected:
   // A node standing for `c` (nullptr or `c` itself: keep it).
@@ -65,6 +73,7 @@ class RewritePass : public Pass {
 
  private:
   absl::flat_hash_map<const AnfNode*, AnfNode*> replaced_;
+  const RewritePass* resolver_ = nullptr;
 };
 
 }  // namespace kgrad

@@ -2,8 +2,10 @@
 
 #include "core/passes/dce.h"
 
+#include "ad/grad_operation.h"
 #include "backends/executor.h"
 #include "core/builder.h"
+#include "core/manager.h"
 #include "core/passes/optimize.h"
 #include "gtest/gtest.h"
 #include "ops/registry.h"
@@ -13,6 +15,7 @@ namespace kgrad {
 namespace {
 
 using testing::CountApplications;
+using testing::CountPrim;
 using testing::SameGraph;
 
 AbstractPtr I64() { return MakeAbstractScalar(DType::kInt64); }
@@ -74,6 +77,56 @@ TEST(InlinePassTest, RecursionIsKeptUnlessTheTripCountIsConstant) {
   ASSERT_TRUE(Optimize(m, kg).ok());
   EXPECT_EQ(CountApplications(kg), 0);  // folded to the constant 3
   EXPECT_EQ(ConstantOf(kg->output())->scalar().AsInt(), 3);
+}
+
+// s = 0; while s < bound: s += 1, as a graph of its own.
+FuncGraph* CountTo(Module& m, int64_t bound) {
+  GraphBuilder b(&m, "count");
+  std::vector<AnfNode*> out = b.While(
+      {b.Int(0)}, [&](GraphBuilder& c, auto s) { return c.Op(PrimId::kScalarLt, {s[0], c.Int(bound)}); },
+      [&](GraphBuilder& c, auto s) { return std::vector<AnfNode*>{c.Op(PrimId::kScalarAdd, {s[0], c.Int(1)})}; });
+  return b.Return(out[0]).value();
+}
+
+TEST(InlinePassTest, ALoopBeyondTheBudgetStaysWholeNotPartlyUnrolled) {
+  Module m(DefaultRegistry());
+  FuncGraph* f = CountTo(m, 50);
+  int before = CountApplications(f);
+  // 50 iterations of a few nodes each do not fit in 40 copied nodes.
+  InlinePass pass(/*max_unroll=*/40);
+  ASSERT_TRUE(pass.Run(m, f).ok());
+  ASSERT_TRUE(DcePass().Run(m, f).ok());
+  EXPECT_EQ(CountApplications(f), before);
+  EXPECT_EQ(RunGraph(f, {})->scalar().AsInt(), 50);
+  // With room for all of them it unrolls to the constant.
+  FuncGraph* g = CountTo(m, 50);
+  ASSERT_TRUE(Optimize(m, g).ok());
+  EXPECT_EQ(CountApplications(g), 0);
+  EXPECT_EQ(ConstantOf(g->output())->scalar().AsInt(), 50);
+}
+
+TEST(InlinePassTest, GradientOfALongConstantLoopBecomesStraightLineCode) {
+  // h = x; 500 times: h = tanh(h * w). The bprop closures of the unrolled
+  // iterations call each other; they are inlined in the same sweep, so the
+  // optimised gradient has no calls and no nested graphs left.
+  Module m(DefaultRegistry());
+  GraphBuilder b(&m, "f");
+  AnfNode* x = b.Param("x", DType::kFloat64, {3});
+  AnfNode* w = b.Param("w", DType::kFloat64, {3});
+  std::vector<AnfNode*> out = b.While(
+      {b.Int(0), x}, [&](GraphBuilder& c, auto s) { return c.Op(PrimId::kScalarLt, {s[0], c.Int(500)}); },
+      [&](GraphBuilder& c, auto s) {
+        AnfNode* h = c.Op(PrimId::kTanh, {c.Op(PrimId::kMul, {s[1], w})});
+        return std::vector<AnfNode*>{c.Op(PrimId::kScalarAdd, {s[0], c.Int(1)}), h};
+      });
+  FuncGraph* f = b.Return(b.Op(PrimId::kReduceSum, {out[1]})).value();
+  GradOptions go;
+  go.argnums = {0, 1};
+  FuncGraph* g = Grad(m, f, go).value();
+  ASSERT_TRUE(Optimize(m, g).ok());
+  EXPECT_EQ(m.manager().Reachable({g}).size(), 1u);
+  EXPECT_EQ(CountPrim(g, PrimId::kTanh), 500);
+  EXPECT_EQ(CountPrim(g, PrimId::kSwitch), 0);
 }
 
 TEST(PartialEliminatePassTest, CallOfAPartialIsADirectCall) {
