@@ -1,0 +1,413 @@
+// CUDA kernels: linalg family. matmul is one cuBLAS strided-batched GEMM (f32,
+// f64; the 64-bit-index API, so no size limits): row-major C = op(A) op(B) is
+// column-major C^T = op(B)^T op(A)^T, so the operands go in swapped. Broadcast
+// batches use stride 0; irregular broadcasts (some batch dims broadcast, others
+// not) are expanded by a strided copy first. Integer matmul falls back to the
+// CPU. einsum contracts pairwise like the CPU kernel: rearrangements (transposes,
+// diagonals, sums) are ReduceGeom launches, contractions strided-batched GEMMs.
+#include <array>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "backends/cuda/cuda_context.h"
+#include "backends/cuda/kernel_util.h"
+#include "core/shape.h"
+#include "core/status_macros.h"
+
+namespace kgrad {
+namespace cuda {
+namespace {
+
+// c[b] = op(a[b]) * op(b[b]) for b < batch, row-major; a stored [m, k] ([k, m]
+// when ta), b [k, n] ([n, k] when tb); matrices `stride_*` elements apart (0:
+// one matrix shared by every batch). c is dense.
+struct Gemm {
+  int64_t m, n, k;
+  bool ta, tb;
+  int64_t batch = 1;
+  int64_t stride_a = 0, stride_b = 0;
+};
+
+absl::Status RunGemm(const KernelContext& ctx, const Gemm& d, const Tensor& a, const Tensor& b,
+                     const Tensor& c) {
+  if (d.m * d.n * d.batch == 0) return absl::OkStatus();
+  if (d.k == 0) return FillTensor(ctx, c, 0.0);  // a sum of nothing
+  KGRAD_ASSIGN_OR_RETURN(Gpu gpu, GpuOf(ctx));
+  KGRAD_ASSIGN_OR_RETURN(cublasHandle_t h, gpu.device->Cublas());
+  const cublasOperation_t op_a = d.ta ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const cublasOperation_t op_b = d.tb ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const int64_t lda = d.ta ? d.m : d.k, ldb = d.tb ? d.k : d.n;
+  const long long stride_c = d.m * d.n;
+  if (a.dtype() == DType::kFloat32) {
+    const float one = 1, zero = 0;
+    KGRAD_CUBLAS_CALL(cublasSgemmStridedBatched_64(
+        h, op_b, op_a, d.n, d.m, d.k, &one, b.data<float>(), ldb, d.stride_b, a.data<float>(), lda,
+        d.stride_a, &zero, c.mutable_data<float>(), d.n, stride_c, d.batch));
+  } else {
+    const double one = 1, zero = 0;
+    KGRAD_CUBLAS_CALL(cublasDgemmStridedBatched_64(
+        h, op_b, op_a, d.n, d.m, d.k, &one, b.data<double>(), ldb, d.stride_b, a.data<double>(),
+        lda, d.stride_a, &zero, c.mutable_data<double>(), d.n, stride_c, d.batch));
+  }
+  return absl::OkStatus();
+}
+
+// ----- matmul ----------------------------------------------------------------------------------
+absl::StatusOr<const Tensor*> MatMulInput(const KernelContext& ctx, int i) {
+  KGRAD_ASSIGN_OR_RETURN(const Tensor* t, ctx.TensorAt(i));
+  if (t->dtype() == DType::kBool || t->rank() < 2) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "input ", i, " must be a f32, f64, i32 or i64 tensor of rank >= 2, got ", t->TypeString()));
+  }
+  return t;
+}
+
+// An operand's matrices for the output batch `batch`: stride 0 when it has one
+// matrix, its own stride when its batch is the output's, else (some dims
+// broadcast) an expanded copy [batch..., rows, cols].
+absl::StatusOr<std::pair<Tensor, int64_t>> BatchOperand(const KernelContext& ctx, const Tensor& t,
+                                                        const Shape& batch) {
+  const int r = t.rank();
+  const int64_t mat = t.dim(r - 2) * t.dim(r - 1);
+  absl::Span<const int64_t> own(t.shape().data(), r - 2);
+  const int64_t nb = NumElementsOf(batch);
+  if (NumElementsOf(own) == 1) return std::make_pair(t, int64_t{0});
+  if (NumElementsOf(own) == nb) return std::make_pair(t, mat);
+  Shape target = batch;
+  target.push_back(t.dim(r - 2));
+  target.push_back(t.dim(r - 1));
+  Shape strides(target.size(), 0);
+  const Shape in_strides = RowMajorStrides(t.shape());
+  const int lead = static_cast<int>(target.size()) - r;
+  for (int i = 0; i < r; ++i) strides[lead + i] = t.dim(i) == 1 ? 0 : in_strides[i];
+  KGRAD_ASSIGN_OR_RETURN(Gpu gpu, GpuOf(ctx));
+  KGRAD_ASSIGN_OR_RETURN(Tensor expanded, ctx.Allocate(t.dtype(), target));
+  KGRAD_RETURN_IF_ERROR(StridedCopy(DenseWrite(target, strides), t, expanded, gpu.stream));
+  return std::make_pair(std::move(expanded), mat);
+}
+
+absl::StatusOr<Value> MatMul(KernelContext& ctx) {
+  KGRAD_ASSIGN_OR_RETURN(const Tensor* a, MatMulInput(ctx, 0));
+  KGRAD_ASSIGN_OR_RETURN(const Tensor* b, MatMulInput(ctx, 1));
+  if (a->dtype() != b->dtype()) {
+    return absl::InvalidArgumentError(absl::StrCat("input 1 must have the dtype of input 0, got ",
+                                                   a->TypeString(), " and ", b->TypeString()));
+  }
+  Gemm d;
+  d.ta = ctx.prim().GetBool("transpose_a");
+  d.tb = ctx.prim().GetBool("transpose_b");
+  const int ra = a->rank(), rb = b->rank();
+  d.m = d.ta ? a->dim(ra - 1) : a->dim(ra - 2);
+  d.k = d.ta ? a->dim(ra - 2) : a->dim(ra - 1);
+  const int64_t kb = d.tb ? b->dim(rb - 1) : b->dim(rb - 2);
+  d.n = d.tb ? b->dim(rb - 2) : b->dim(rb - 1);
+  if (d.k != kb) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "matmul inner dimensions must agree, got ", d.k, " and ", kb, " (", a->TypeString(), " x ",
+        b->TypeString(), ", transpose_a=", d.ta, ", transpose_b=", d.tb, ")"));
+  }
+  absl::StatusOr<Shape> batch = BroadcastShapes(absl::MakeConstSpan(a->shape()).first(ra - 2),
+                                                absl::MakeConstSpan(b->shape()).first(rb - 2));
+  if (!batch.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("matmul batch dimensions: ", batch.status().message()));
+  }
+  if (IsInteger(a->dtype())) return CpuFallback(ctx);  // cuBLAS has no integer GEMM
+  Shape shape = *batch;
+  shape.push_back(d.m);
+  shape.push_back(d.n);
+  KGRAD_ASSIGN_OR_RETURN(Tensor out, ctx.Allocate(a->dtype(), shape));
+  if (out.NumElements() == 0) return Value(std::move(out));
+  const int64_t nb = NumElementsOf(*batch);
+  const int64_t b_batches = NumElementsOf(absl::MakeConstSpan(b->shape()).first(rb - 2));
+  if (b_batches == 1 && !d.ta) {
+    // b is shared by every batch and a's batches are stacked rows: one GEMM.
+    Gemm one = d;
+    one.m = d.m * nb;
+    KGRAD_RETURN_IF_ERROR(RunGemm(ctx, one, *a, *b, out));
+    return Value(std::move(out));
+  }
+  KGRAD_ASSIGN_OR_RETURN(auto pa, BatchOperand(ctx, *a, *batch));
+  KGRAD_ASSIGN_OR_RETURN(auto pb, BatchOperand(ctx, *b, *batch));
+  d.batch = nb;
+  d.stride_a = pa.second;
+  d.stride_b = pb.second;
+  KGRAD_RETURN_IF_ERROR(RunGemm(ctx, d, pa.first, pb.first, out));
+  return Value(std::move(out));
+}
+
+// ----- einsum: parsing (the grammar of ops/linalg.cc and the CPU kernel) ------------------------
+inline constexpr int kMaxEinsumOperands = 8;
+
+bool IsLetter(char ch) { return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z'); }
+bool Has(const std::string& s, char ch) { return s.find(ch) != std::string::npos; }
+
+struct EinsumSpec {
+  std::vector<std::string> inputs;
+  std::string output;
+};
+
+absl::Status EinsumError(const std::string& eq, absl::string_view what) {
+  return absl::InvalidArgumentError(absl::StrCat("einsum equation '", eq, "': ", what));
+}
+
+std::string ImplicitOutput(const std::vector<std::string>& inputs) {
+  std::array<int, 128> count{};
+  for (const std::string& s : inputs) {
+    for (char ch : s) ++count[static_cast<unsigned char>(ch)];
+  }
+  std::string out;
+  for (int ch = 0; ch < 128; ++ch) {
+    if (count[ch] == 1) out.push_back(static_cast<char>(ch));
+  }
+  return out;
+}
+
+absl::Status CheckOutput(const std::string& eq, const EinsumSpec& spec) {
+  for (size_t i = 0; i < spec.output.size(); ++i) {
+    char ch = spec.output[i];
+    if (spec.output.find(ch, i + 1) != std::string::npos) {
+      return EinsumError(eq,
+                         absl::StrCat("output subscript '", std::string(1, ch), "' is repeated"));
+    }
+    bool found = false;
+    for (const std::string& s : spec.inputs) found |= Has(s, ch);
+    if (!found) {
+      return EinsumError(eq, absl::StrCat("output subscript '", std::string(1, ch),
+                                          "' does not appear in any input"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<EinsumSpec> ParseEinsum(const std::string& eq, int num_operands) {
+  std::string s;
+  for (char ch : eq) {
+    if (ch != ' ') s.push_back(ch);
+  }
+  if (Has(s, '.')) return EinsumError(eq, "ellipsis '...' is unsupported");
+  const size_t arrow = s.find("->");
+  EinsumSpec spec;
+  spec.inputs.emplace_back();
+  for (char ch : s.substr(0, arrow)) {
+    if (ch == ',') {
+      spec.inputs.emplace_back();
+    } else if (IsLetter(ch)) {
+      spec.inputs.back().push_back(ch);
+    } else {
+      return EinsumError(eq,
+                         absl::StrCat("'", std::string(1, ch), "' is not a letter, ',' or '->'"));
+    }
+  }
+  spec.output = arrow == std::string::npos ? ImplicitOutput(spec.inputs) : s.substr(arrow + 2);
+  for (char ch : spec.output) {
+    if (!IsLetter(ch)) {
+      return EinsumError(eq, absl::StrCat("output '", spec.output, "' must contain letters only"));
+    }
+  }
+  if (static_cast<int>(spec.inputs.size()) != num_operands) {
+    return EinsumError(
+        eq, absl::StrCat("names ", spec.inputs.size(), " operands, got ", num_operands, " inputs"));
+  }
+  KGRAD_RETURN_IF_ERROR(CheckOutput(eq, spec));
+  return spec;
+}
+
+using LetterSizes = std::array<int64_t, 128>;
+
+absl::StatusOr<LetterSizes> EinsumSizes(const KernelContext& ctx, const std::string& eq,
+                                        const EinsumSpec& spec) {
+  LetterSizes size;
+  size.fill(-1);
+  std::array<size_t, 128> where{};
+  for (size_t i = 0; i < spec.inputs.size(); ++i) {
+    const std::string& sub = spec.inputs[i];
+    const Tensor& t = ctx.input(i).tensor();
+    if (static_cast<int>(sub.size()) != t.rank()) {
+      return EinsumError(eq, absl::StrCat("operand ", i, " has ", sub.size(), " subscripts '", sub,
+                                          "' but is ", t.TypeString()));
+    }
+    for (size_t d = 0; d < sub.size(); ++d) {
+      unsigned char ch = sub[d];
+      if (size[ch] < 0) {
+        size[ch] = t.dim(d);
+        where[ch] = i;
+      } else if (size[ch] != t.dim(d)) {
+        return EinsumError(
+            eq, absl::StrCat("subscript '", std::string(1, sub[d]), "' has size ", size[ch],
+                             " in operand ", where[ch], " but ", t.dim(d), " in operand ", i));
+      }
+    }
+  }
+  return size;
+}
+
+absl::Status EinsumInputs(const KernelContext& ctx) {
+  const int n = static_cast<int>(ctx.num_inputs());
+  if (n < 1 || n > kMaxEinsumOperands) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("einsum takes 1 to ", kMaxEinsumOperands, " operands, got ", n));
+  }
+  KGRAD_ASSIGN_OR_RETURN(const Tensor* first, ctx.FloatTensorAt(0));
+  for (int i = 1; i < n; ++i) {
+    KGRAD_ASSIGN_OR_RETURN(const Tensor* t, ctx.TensorAt(i));
+    if (t->dtype() != first->dtype()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("input ", i, " must have the dtype of input 0 (", DTypeName(first->dtype()),
+                       "), got ", t->TypeString()));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// ----- einsum: evaluation ----------------------------------------------------------------------
+struct Operand {
+  Tensor t;
+  std::string letters;
+};
+
+template <typename Pred>
+std::string Select(const std::string& s, Pred keep) {
+  std::string out;
+  for (char ch : s) {
+    if (!Has(out, ch) && keep(ch)) out.push_back(ch);
+  }
+  return out;
+}
+
+int64_t SizeOf(const std::string& letters, const LetterSizes& size) {
+  int64_t n = 1;
+  for (char ch : letters) n *= size[static_cast<unsigned char>(ch)];
+  return n;
+}
+
+// `op` with its dims rearranged as `out` letters (each once), summing the letters
+// of `op` not in `out` and taking diagonals of repeated letters: one ReduceGeom
+// whose strides are sums of the letter's positions' strides.
+absl::StatusOr<Operand> Rearrange(const KernelContext& ctx, const Operand& op,
+                                  const std::string& out, const LetterSizes& size) {
+  if (op.letters == out) return op;
+  const Shape strides = RowMajorStrides(op.t.shape());
+  std::array<int64_t, 128> letter_stride{};
+  for (size_t i = 0; i < op.letters.size(); ++i) {
+    letter_stride[static_cast<unsigned char>(op.letters[i])] += strides[i];
+  }
+  ReduceGeom g;
+  Shape shape;
+  for (char ch : out) {
+    const int64_t n = size[static_cast<unsigned char>(ch)];
+    shape.push_back(n);
+    g.out_count *= n;
+    g.out_dims[g.out_rank] = n;
+    g.out_strides[g.out_rank++] = letter_stride[static_cast<unsigned char>(ch)];
+  }
+  std::string seen;
+  for (char ch : op.letters) {
+    if (Has(out, ch) || Has(seen, ch)) continue;
+    seen.push_back(ch);
+    const int64_t n = size[static_cast<unsigned char>(ch)];
+    g.red_count *= n;
+    g.red_dims[g.red_rank] = n;
+    g.red_strides[g.red_rank++] = letter_stride[static_cast<unsigned char>(ch)];
+  }
+  KGRAD_ASSIGN_OR_RETURN(Tensor t, ctx.Allocate(op.t.dtype(), shape));
+  KGRAD_RETURN_IF_ERROR(RunReduce(ctx, ReduceOp::kSum, g, op.t, t));
+  return Operand{std::move(t), out};
+}
+
+struct LetterGroups {
+  std::string batch, sum, free_a, free_b;
+};
+
+LetterGroups Classify(const std::string& a, const std::string& b, const std::string& keep) {
+  LetterGroups g;
+  g.batch = Select(a, [&](char ch) { return Has(b, ch) && Has(keep, ch); });
+  g.sum = Select(a, [&](char ch) { return Has(b, ch) && !Has(keep, ch); });
+  g.free_a = Select(a, [&](char ch) { return !Has(b, ch); });
+  g.free_b = Select(b, [&](char ch) { return !Has(a, ch); });
+  return g;
+}
+
+// a * b as one batched GEMM [batch, M, K] x [batch, K, N] keeping `keep`; each
+// side rearranged to whichever of [batch, free, sum] / [batch, sum, free] needs
+// no copy.
+absl::StatusOr<Operand> Contract(const KernelContext& ctx, const Operand& a0, const Operand& b0,
+                                 const std::string& keep, const LetterSizes& size) {
+  const std::string keep_a = keep + b0.letters, keep_b = keep + a0.letters;
+  const std::string a_letters = Select(a0.letters, [&](char ch) { return Has(keep_a, ch); });
+  const std::string b_letters = Select(b0.letters, [&](char ch) { return Has(keep_b, ch); });
+  const LetterGroups g = Classify(a_letters, b_letters, keep);
+  Gemm d{SizeOf(g.free_a, size), SizeOf(g.free_b, size), SizeOf(g.sum, size), false, false};
+  const std::string a_plain = g.batch + g.free_a + g.sum, a_trans = g.batch + g.sum + g.free_a;
+  const std::string b_plain = g.batch + g.sum + g.free_b, b_trans = g.batch + g.free_b + g.sum;
+  d.ta = a0.letters == a_trans && a_trans != a_plain;
+  d.tb = b0.letters == b_trans && b_trans != b_plain;
+  KGRAD_ASSIGN_OR_RETURN(Operand a, Rearrange(ctx, a0, d.ta ? a_trans : a_plain, size));
+  KGRAD_ASSIGN_OR_RETURN(Operand b, Rearrange(ctx, b0, d.tb ? b_trans : b_plain, size));
+  Operand c{Tensor(), g.batch + g.free_a + g.free_b};
+  Shape shape;
+  for (char ch : c.letters) shape.push_back(size[static_cast<unsigned char>(ch)]);
+  KGRAD_ASSIGN_OR_RETURN(c.t, ctx.Allocate(a.t.dtype(), shape));
+  d.batch = SizeOf(g.batch, size);
+  d.stride_a = d.m * d.k;
+  d.stride_b = d.k * d.n;
+  KGRAD_RETURN_IF_ERROR(RunGemm(ctx, d, a.t, b.t, c.t));
+  return c;
+}
+
+std::string NeededLetters(const std::vector<Operand>& ops, size_t i, size_t j,
+                          const std::string& output) {
+  std::string keep = output;
+  for (size_t o = 0; o < ops.size(); ++o) {
+    if (o != i && o != j) keep += ops[o].letters;
+  }
+  return keep;
+}
+
+std::pair<size_t, size_t> CheapestPair(const std::vector<Operand>& ops, const std::string& output,
+                                       const LetterSizes& size) {
+  std::pair<size_t, size_t> best{0, 1};
+  int64_t best_size = -1;
+  for (size_t i = 0; i < ops.size(); ++i) {
+    for (size_t j = i + 1; j < ops.size(); ++j) {
+      const std::string keep = NeededLetters(ops, i, j, output);
+      auto kept = [&keep](char ch) { return Has(keep, ch); };
+      const int64_t n = SizeOf(Select(ops[i].letters + ops[j].letters, kept), size);
+      if (best_size < 0 || n < best_size) best = {i, j}, best_size = n;
+    }
+  }
+  return best;
+}
+
+absl::StatusOr<Value> Einsum(KernelContext& ctx) {
+  KGRAD_RETURN_IF_ERROR(EinsumInputs(ctx));
+  const std::string& eq = ctx.prim().GetString("equation");
+  KGRAD_ASSIGN_OR_RETURN(EinsumSpec spec, ParseEinsum(eq, static_cast<int>(ctx.num_inputs())));
+  KGRAD_ASSIGN_OR_RETURN(LetterSizes size, EinsumSizes(ctx, eq, spec));
+  std::vector<Operand> ops;
+  for (size_t i = 0; i < spec.inputs.size(); ++i) {
+    ops.push_back(Operand{ctx.input(i).tensor(), spec.inputs[i]});
+  }
+  while (ops.size() > 1) {
+    auto [i, j] = CheapestPair(ops, spec.output, size);
+    const std::string keep = NeededLetters(ops, i, j, spec.output);
+    KGRAD_ASSIGN_OR_RETURN(Operand c, Contract(ctx, ops[i], ops[j], keep, size));
+    ops.erase(ops.begin() + j);
+    ops[i] = std::move(c);
+  }
+  KGRAD_ASSIGN_OR_RETURN(Operand result, Rearrange(ctx, ops[0], spec.output, size));
+  return Value(std::move(result.t));
+}
+
+}  // namespace
+
+void RegisterLinalgKernels(KernelTable* t) {
+  t->Set(PrimId::kMatMul, OnDevice<MatMul>);
+  t->Set(PrimId::kEinsum, OnDevice<Einsum>);
+}
+
+}  // namespace cuda
+}  // namespace kgrad
