@@ -20,6 +20,7 @@ struct GradSpec {
   bool sens_param = false;
   bool has_aux = false;
   bool with_value = false;        // return (value, grads)
+  bool integer_inputs_ok = false;  // integer inputs get zero sensitivities (Vjp)
   std::vector<AbstractPtr> arg_types;
 };
 
@@ -47,7 +48,7 @@ absl::StatusOr<FuncGraph*> BuildGradGraph(Module& module, FuncGraph* fg, const G
     return absl::InvalidArgumentError("the graph to differentiate must belong to the module");
   }
   KGRAD_ASSIGN_OR_RETURN(FuncGraph* prepared, PrepareForAd(fg, spec.arg_types));
-  KGRAD_RETURN_IF_ERROR(CheckDifferentiable(prepared, fg, spec.argnums));
+  if (!spec.integer_inputs_ok) KGRAD_RETURN_IF_ERROR(CheckDifferentiable(prepared, fg, spec.argnums));
   AdContext ctx(&module, prepared);
   KGRAD_ASSIGN_OR_RETURN(FuncGraph* k, ctx.K(prepared));
 
@@ -159,6 +160,7 @@ absl::StatusOr<FuncGraph*> Grad(Module& module, FuncGraph* fg, const GradOptions
 absl::StatusOr<FuncGraph*> Vjp(Module& module, FuncGraph* fg, const std::vector<AbstractPtr>& arg_types) {
   GradSpec spec;
   spec.name = absl::StrCat("vjp_", fg->name());
+  spec.integer_inputs_ok = true;  // like JAX: their cotangents are zeros
   for (size_t i = 0; i < fg->parameters().size(); ++i) spec.argnums.push_back(static_cast<int>(i));
   spec.sens_param = true;
   spec.with_value = true;

@@ -63,7 +63,8 @@ struct GradOptions {
 // (input grads, weight grads), or only the weight grads when argnums is empty.
 absl::StatusOr<FuncGraph*> Grad(Module& module, FuncGraph* fg, const GradOptions& options);
 
-// (x..., cotangent) -> (out, (dx...)): the vector-Jacobian product.
+// (x..., cotangent) -> (out, (dx...)): the vector-Jacobian product. Integer and
+// bool inputs get zero sensitivities.
 absl::StatusOr<FuncGraph*> Vjp(Module& module, FuncGraph* fg,
                                const std::vector<AbstractPtr>& arg_types = {});
 

@@ -140,7 +140,8 @@ absl::StatusOr<FuncGraph*> LinearTranspose(Module& module, FuncGraph* l) {
   }
   args.push_back(ct);
   AnfNode* grads = b.Call(g, args);
-  KGRAD_ASSIGN_OR_RETURN(FuncGraph* lt, b.Return(l->parameters().size() == 1 ? b.GetItem(grads, 0) : grads));
+  // Grad returns the gradient itself for one input, a tuple for several.
+  KGRAD_ASSIGN_OR_RETURN(FuncGraph* lt, b.Return(grads));
   KGRAD_RETURN_IF_ERROR(Optimize(module, lt).status());
   return lt;
 }

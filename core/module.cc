@@ -86,14 +86,27 @@ PrimitivePtr Module::Prim(PrimId id, AttrMap attrs) const {
 
 Manager& Module::manager() { return *manager_; }
 
-void Module::CollectGarbage() {
+void Module::CollectGarbage(const std::function<bool(const FuncGraph*)>& may_modify) {
   std::vector<FuncGraph*> live_graphs = manager_->ReachableFromPublic();
   absl::flat_hash_set<FuncGraph*> live_set(live_graphs.begin(), live_graphs.end());
+  if (may_modify) {
+    // Graphs that must not change stay whole, live or not.
+    for (const auto& g : graphs_) {
+      if (!may_modify(g.get()) && live_set.insert(g.get()).second) live_graphs.push_back(g.get());
+    }
+  }
 
   // A node lives if a live graph evaluates it, takes it as a parameter, returns
   // it, or a live CNode reads it (ValueNodes may be shared across graphs).
   absl::flat_hash_set<const AnfNode*> live;
   for (FuncGraph* g : live_graphs) {
+    if (may_modify && !may_modify(g)) {
+      // Untouched: every node stays, with whatever it reads.
+      for (const auto& n : g->nodes_) {
+        live.insert(n.get());
+        if (const CNode* c = n->AsCNode()) live.insert(c->inputs().begin(), c->inputs().end());
+      }
+    }
     for (Parameter* p : g->parameters()) live.insert(p);
     if (g->output() != nullptr) live.insert(g->output());
     for (CNode* c : manager_->Info(g).order) {

@@ -4,6 +4,7 @@
 #define KGRAD_CORE_MODULE_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -63,7 +64,8 @@ class Module {
   // Deletes graphs that no public graph reaches and, in every remaining graph,
   // nodes that neither its output nor a nested graph needs. Pointers to deleted
   // graphs and nodes dangle afterwards: hold only public graphs across calls.
-  void CollectGarbage();
+  // With `may_modify`, only graphs for which it holds lose nodes or are deleted.
+  void CollectGarbage(const std::function<bool(const FuncGraph*)>& may_modify = nullptr);
 
  private:
   std::string UniqueGraphName(absl::string_view base) const;

@@ -16,6 +16,7 @@
 #include "absl/strings/str_join.h"
 #include "core/shape.h"
 #include "core/status_macros.h"
+#include "ops/bprop_context.h"
 #include "ops/op_util.h"
 
 namespace kgrad {
@@ -298,6 +299,83 @@ absl::StatusOr<AbstractPtr> InferPoolBackward(const InferCall& c) {
   return MakeAbstractTensor(t[0]->dtype(), x);
 }
 
+// ----- Gradient rules ------------------------------------------------------------------------
+// The family is closed under differentiation: every rule emits only conv/pool ops
+// of the family, with the forward application's attributes, so grad of grad works.
+// dd below is Dout(). The *_ref inputs give only a shape: they get no gradient.
+
+// `id` applied to `args` with the attributes of the differentiated application.
+AnfNode* Like(BpropContext& c, PrimId id, std::vector<AnfNode*> args) {
+  return c.Op(id, std::move(args), c.prim().attrs());
+}
+
+// Forward: y = conv2d(x, w) (bilinear).  Backward: dx = conv2d_backprop_input(dy, w, x),
+// dw = conv2d_backprop_filter(x, dy, w).
+absl::Status BpropConv2d(BpropContext& c) {
+  c.SetGrad(0, Like(c, PrimId::kConv2dBackpropInput, {c.Dout(), c.I(1), c.I(0)}));
+  c.SetGrad(1, Like(c, PrimId::kConv2dBackpropFilter, {c.I(0), c.Dout(), c.I(1)}));
+  return absl::OkStatus();
+}
+
+// Forward: dx = conv2d_backprop_input(dy, w, x_ref) = J_x(conv2d)^T dy (bilinear in dy, w),
+// so <dd, dx> = <conv2d(dd, w), dy>.  Backward: d(dy) = conv2d(dd, w),
+// dw = conv2d_backprop_filter(dd, dy, w); x_ref gets nothing.
+absl::Status BpropConv2dBackpropInput(BpropContext& c) {
+  c.SetGrad(0, Like(c, PrimId::kConv2d, {c.Dout(), c.I(1)}));
+  c.SetGrad(1, Like(c, PrimId::kConv2dBackpropFilter, {c.Dout(), c.I(0), c.I(1)}));
+  return absl::OkStatus();
+}
+
+// Forward: dw = conv2d_backprop_filter(x, dy, w_ref) = J_w(conv2d)^T dy (bilinear in x, dy),
+// so <dd, dw> = <conv2d(x, dd), dy>.  Backward: dx = conv2d_backprop_input(dy, dd, x),
+// d(dy) = conv2d(x, dd); w_ref gets nothing.
+absl::Status BpropConv2dBackpropFilter(BpropContext& c) {
+  c.SetGrad(0, Like(c, PrimId::kConv2dBackpropInput, {c.I(1), c.Dout(), c.I(0)}));
+  c.SetGrad(1, Like(c, PrimId::kConv2d, {c.I(0), c.Dout()}));
+  return absl::OkStatus();
+}
+
+// Forward: y[i,j] = max of window (i,j) of x.  Backward: dx = max_pool2d_grad(x, dy):
+// dy[i,j] goes to the window's first argmax (row-major; the kernel's tie rule), none
+// to the other cells.
+absl::Status BpropMaxPool2d(BpropContext& c) {
+  c.SetGrad(0, Like(c, PrimId::kMaxPool2dGrad, {c.I(0), c.Dout()}));
+  return absl::OkStatus();
+}
+
+// Forward: dx = max_pool2d_grad(x, dy) (linear in dy; x only picks the argmaxes, a
+// piecewise-constant choice).  Backward: d(dy) = max_pool2d_grad_grad(x, dd) (dd read
+// at each window's argmax); x gets nothing.
+absl::Status BpropMaxPool2dGrad(BpropContext& c) {
+  c.SetGrad(1, Like(c, PrimId::kMaxPool2dGradGrad, {c.I(0), c.Dout()}));
+  return absl::OkStatus();
+}
+
+// Forward: y[i,j] = ddx[argmax of window (i,j) of x] (linear in ddx).
+// Backward: d(ddx) = max_pool2d_grad(x, dd) (dd scattered to the argmaxes); x gets nothing.
+absl::Status BpropMaxPool2dGradGrad(BpropContext& c) {
+  c.SetGrad(1, Like(c, PrimId::kMaxPool2dGrad, {c.I(0), c.Dout()}));
+  return absl::OkStatus();
+}
+
+// Forward: y = avg_pool2d(x) (linear).  Backward: dx = avg_pool2d_grad(dy, x).
+absl::Status BpropAvgPool2d(BpropContext& c) {
+  c.SetGrad(0, Like(c, PrimId::kAvgPool2dGrad, {c.Dout(), c.I(0)}));
+  return absl::OkStatus();
+}
+
+// Forward: dx = avg_pool2d_grad(dy, x_ref), the adjoint of avg_pool2d (linear in dy).
+// Backward: d(dy) = avg_pool2d(dd); x_ref gets nothing.
+absl::Status BpropAvgPool2dGrad(BpropContext& c) {
+  c.SetGrad(0, Like(c, PrimId::kAvgPool2d, {c.Dout()}));
+  return absl::OkStatus();
+}
+
+PrimitiveDef WithBprop(PrimitiveDef d, BpropFn bprop) {
+  d.bprop = bprop;
+  return d;
+}
+
 std::vector<AttrSpec> ConvAttrSpecs() {
   return {IntsAttr("stride", {1, 1}), IntsAttr("padding", {0, 0}), IntsAttr("dilation", {1, 1}),
           IntAttr("groups", 1)};
@@ -325,29 +403,38 @@ void RegisterConvOps(std::vector<PrimitiveDef>* defs) {
   // conv2d is bilinear in (x, w); each backprop op is bilinear in its two tensor
   // operands (the *_ref inputs give only a shape), so none is `linear`.
   // conv2d(x, w): grouped, strided, dilated cross-correlation (no kernel flip).
-  defs->push_back(MakeDef(PrimId::kConv2d, 2, 2, InferConv2d, ConvAttrSpecs()));
+  defs->push_back(
+      WithBprop(MakeDef(PrimId::kConv2d, 2, 2, InferConv2d, ConvAttrSpecs()), BpropConv2d));
   // conv2d_backprop_input(dy, w, x_ref): the adjoint of conv2d in x.
-  defs->push_back(
-      MakeDef(PrimId::kConv2dBackpropInput, 3, 3, InferConv2dBackpropInput, ConvAttrSpecs()));
+  defs->push_back(WithBprop(
+      MakeDef(PrimId::kConv2dBackpropInput, 3, 3, InferConv2dBackpropInput, ConvAttrSpecs()),
+      BpropConv2dBackpropInput));
   // conv2d_backprop_filter(x, dy, w_ref): the adjoint of conv2d in w.
-  defs->push_back(
-      MakeDef(PrimId::kConv2dBackpropFilter, 3, 3, InferConv2dBackpropFilter, ConvAttrSpecs()));
+  defs->push_back(WithBprop(
+      MakeDef(PrimId::kConv2dBackpropFilter, 3, 3, InferConv2dBackpropFilter, ConvAttrSpecs()),
+      BpropConv2dBackpropFilter));
   // max_pool2d(x): y[n,c,i,j] = max over the window of x (padding is -inf).
-  defs->push_back(MakeDef(PrimId::kMaxPool2d, 1, 1, InferPoolForward, MaxPoolAttrSpecs()));
+  defs->push_back(WithBprop(
+      MakeDef(PrimId::kMaxPool2d, 1, 1, InferPoolForward, MaxPoolAttrSpecs()), BpropMaxPool2d));
   // max_pool2d_grad(x, dy): dx[argmax of window (i,j)] += dy[i,j]; first max on ties.
   // Linear in dy; x only selects positions (zero derivative almost everywhere).
-  defs->push_back(
-      Linear(MakeDef(PrimId::kMaxPool2dGrad, 2, 2, InferPoolBackward, MaxPoolAttrSpecs())));
+  defs->push_back(WithBprop(
+      Linear(MakeDef(PrimId::kMaxPool2dGrad, 2, 2, InferPoolBackward, MaxPoolAttrSpecs())),
+      BpropMaxPool2dGrad));
   // max_pool2d_grad_grad(x, ddx): y[i,j] = ddx[argmax of window (i,j)]; the adjoint of
   // max_pool2d_grad in dy. Linear in ddx.
-  defs->push_back(
-      Linear(MakeDef(PrimId::kMaxPool2dGradGrad, 2, 2, InferPoolForward, MaxPoolAttrSpecs())));
+  defs->push_back(WithBprop(
+      Linear(MakeDef(PrimId::kMaxPool2dGradGrad, 2, 2, InferPoolForward, MaxPoolAttrSpecs())),
+      BpropMaxPool2dGradGrad));
   // avg_pool2d(x): y[i,j] = sum of the window / (KH*KW, or its non-padding cell count
   // when count_include_pad=false).
-  defs->push_back(Linear(MakeDef(PrimId::kAvgPool2d, 1, 1, InferPoolForward, AvgPoolAttrSpecs())));
+  defs->push_back(WithBprop(
+      Linear(MakeDef(PrimId::kAvgPool2d, 1, 1, InferPoolForward, AvgPoolAttrSpecs())),
+      BpropAvgPool2d));
   // avg_pool2d_grad(dy, x_ref): the adjoint of avg_pool2d, shaped like x_ref.
-  defs->push_back(
-      Linear(MakeDef(PrimId::kAvgPool2dGrad, 2, 2, InferPoolBackward, AvgPoolAttrSpecs())));
+  defs->push_back(WithBprop(
+      Linear(MakeDef(PrimId::kAvgPool2dGrad, 2, 2, InferPoolBackward, AvgPoolAttrSpecs())),
+      BpropAvgPool2dGrad));
 }
 
 }  // namespace ops

@@ -1,7 +1,8 @@
 // Elementwise primitives: unary maps, binary maps with NumPy broadcasting, and
 // select. No implicit dtype promotion anywhere: binary operands must share one
 // dtype, and scalars are not accepted (lift them with scalar_to_tensor first), so
-// that a graph's dtypes are exactly what its author wrote.
+// that a graph's dtypes are exactly what its author wrote. The gradient rules
+// (one per differentiable primitive) follow the inference functions.
 #include "ops/elementwise.h"
 
 #include <cstdint>
@@ -11,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/shape.h"
 #include "core/status_macros.h"
+#include "ops/bprop_context.h"
 #include "ops/op_util.h"
 
 namespace kgrad {
@@ -80,15 +82,245 @@ absl::StatusOr<AbstractPtr> InferSelect(const InferCall& c) {
   return MakeAbstractTensor(a->dtype(), std::move(shape));
 }
 
+// ----- Gradient rules -------------------------------------------------------------
+// Each rule emits graph nodes built from differentiable primitives (and the
+// zero-gradient comparisons, sign and *_like constants as masks), so its output
+// can be differentiated again. Unary maps state only dy/dx (JAX's defjvp):
+// dx = dy * f'(x). Binary maps broadcast, so each input's sensitivity is summed
+// back to the input's shape (SumToInput).
+
+// A rank-0 constant of input i's dtype (inputs of these rules are tensors whose
+// dtype inference has fixed, so this only fails on an ill-typed primal).
+#define KGRAD_SCALAR(name, value, i) KGRAD_ASSIGN_OR_RETURN(AnfNode* name, c.ScalarLike(value, i))
+
+// dx = dy * dydx.
+absl::Status Chain(BpropContext& c, AnfNode* dydx) {
+  c.SetGrad(0, c.Mul(c.Dout(), dydx));
+  return absl::OkStatus();
+}
+
+// Forward: y = -x.  Backward: dx = -dy.
+absl::Status BpropNeg(BpropContext& c) {
+  c.SetGrad(0, c.Neg(c.Dout()));
+  return absl::OkStatus();
+}
+
+// Forward: y = e^x.  Backward: dx = dy * y.
+absl::Status BpropExp(BpropContext& c) { return Chain(c, c.Out()); }
+
+// Forward: y = ln x.  Backward: dx = dy / x.
+absl::Status BpropLog(BpropContext& c) {
+  c.SetGrad(0, c.Div(c.Dout(), c.I(0)));
+  return absl::OkStatus();
+}
+
+// Forward: y = ln(1 + x).  Backward: dx = dy / (1 + x).
+absl::Status BpropLog1p(BpropContext& c) {
+  KGRAD_SCALAR(one, 1.0, 0);
+  c.SetGrad(0, c.Div(c.Dout(), c.Add(one, c.I(0))));
+  return absl::OkStatus();
+}
+
+// Forward: y = e^x - 1.  Backward: dx = dy * e^x (not y + 1, which loses the
+// relative precision of e^x for very negative x).
+absl::Status BpropExpm1(BpropContext& c) { return Chain(c, c.Exp(c.I(0))); }
+
+// Forward: y = sin x.  Backward: dx = dy * cos x.
+absl::Status BpropSin(BpropContext& c) { return Chain(c, c.Op(PrimId::kCos, {c.I(0)})); }
+
+// Forward: y = cos x.  Backward: dx = -(dy * sin x).
+absl::Status BpropCos(BpropContext& c) {
+  c.SetGrad(0, c.Neg(c.Mul(c.Dout(), c.Op(PrimId::kSin, {c.I(0)}))));
+  return absl::OkStatus();
+}
+
+// Forward: y = tanh x.  Backward: dx = dy * (1 - y^2).
+absl::Status BpropTanh(BpropContext& c) {
+  KGRAD_SCALAR(one, 1.0, 0);
+  return Chain(c, c.Sub(one, c.Square(c.Out())));
+}
+
+// Forward: y = sigmoid(x).  Backward: dx = dy * y * (1 - y).
+absl::Status BpropSigmoid(BpropContext& c) {
+  KGRAD_SCALAR(one, 1.0, 0);
+  return Chain(c, c.Mul(c.Out(), c.Sub(one, c.Out())));
+}
+
+// Forward: y = relu(x) = x < 0 ? 0 : x.  Backward: dx = x > 0 ? dy : 0 (0 at the
+// kink x = 0, and for NaN).
+absl::Status BpropRelu(BpropContext& c) {
+  KGRAD_SCALAR(zero, 0.0, 0);
+  c.SetGrad(0, c.Select(c.Op(PrimId::kGreater, {c.I(0), zero}), c.Dout(), zero));
+  return absl::OkStatus();
+}
+
+// Forward: y = x Phi(x), Phi(x) = (1 + erf(x / sqrt 2)) / 2.
+// Backward: dx = dy * (Phi(x) + x phi(x)), phi(x) = e^(-x^2/2) / sqrt(2 pi).
+absl::Status GeluExact(BpropContext& c) {
+  AnfNode* x = c.I(0);
+  KGRAD_SCALAR(half, 0.5, 0);
+  KGRAD_SCALAR(one, 1.0, 0);
+  KGRAD_SCALAR(minus_half, -0.5, 0);
+  KGRAD_SCALAR(rsqrt2, 0.70710678118654752440, 0);
+  KGRAD_SCALAR(rsqrt_2pi, 0.39894228040143267794, 0);
+  AnfNode* cdf = c.Mul(half, c.Add(one, c.Op(PrimId::kErf, {c.Mul(x, rsqrt2)})));
+  AnfNode* pdf = c.Mul(rsqrt_2pi, c.Exp(c.Mul(minus_half, c.Square(x))));
+  return Chain(c, c.Add(cdf, c.Mul(x, pdf)));
+}
+
+// Forward: y = x (1 + tanh u) / 2 = x s, u = k (x + a x^3), s = sigmoid(2u),
+// k = sqrt(2/pi), a = 0.044715.
+// Backward: dx = dy * (s + 2 k x s (1 - s) (1 + 3 a x^2)) (1 - tanh^2 u = 4 s (1 - s);
+// the sigmoid form avoids the cancellation of 1 + tanh u, as the kernel does).
+absl::Status GeluTanh(BpropContext& c) {
+  AnfNode* x = c.I(0);
+  KGRAD_SCALAR(one, 1.0, 0);
+  KGRAD_SCALAR(a, 0.044715, 0);
+  KGRAD_SCALAR(three_a, 3 * 0.044715, 0);
+  KGRAD_SCALAR(two_k, 2 * 0.79788456080286535588, 0);
+  AnfNode* x2 = c.Square(x);
+  AnfNode* two_u = c.Mul(two_k, c.Mul(x, c.Add(one, c.Mul(a, x2))));
+  AnfNode* s = c.Op(PrimId::kSigmoid, {two_u});
+  AnfNode* ds = c.Mul(s, c.Sub(one, s));
+  AnfNode* slope = c.Mul(c.Mul(two_k, x), c.Mul(ds, c.Add(one, c.Mul(three_a, x2))));
+  return Chain(c, c.Add(s, slope));
+}
+
+absl::Status BpropGelu(BpropContext& c) {
+  return c.prim().GetBool("approximate") ? GeluTanh(c) : GeluExact(c);
+}
+
+// Forward: y = ln(1 + e^x).  Backward: dx = dy * sigmoid(x).
+absl::Status BpropSoftplus(BpropContext& c) {
+  return Chain(c, c.Op(PrimId::kSigmoid, {c.I(0)}));
+}
+
+// Forward: y = sqrt x.  Backward: dx = dy * 0.5 / y.
+absl::Status BpropSqrt(BpropContext& c) {
+  KGRAD_SCALAR(half, 0.5, 0);
+  return Chain(c, c.Div(half, c.Out()));
+}
+
+// Forward: y = 1 / sqrt x.  Backward: dx = dy * (-0.5 y / x).
+absl::Status BpropRsqrt(BpropContext& c) {
+  KGRAD_SCALAR(minus_half, -0.5, 0);
+  return Chain(c, c.Mul(minus_half, c.Div(c.Out(), c.I(0))));
+}
+
+// Forward: y = |x|.  Backward: dx = dy * sign(x) (0 at the kink x = 0).
+absl::Status BpropAbs(BpropContext& c) { return Chain(c, c.Op(PrimId::kSign, {c.I(0)})); }
+
+// Forward: y = x^2.  Backward: dx = dy * 2x.
+absl::Status BpropSquare(BpropContext& c) {
+  KGRAD_SCALAR(two, 2.0, 0);
+  return Chain(c, c.Mul(two, c.I(0)));
+}
+
+// Forward: y = 1 / x.  Backward: dx = -(dy * y^2).
+absl::Status BpropReciprocal(BpropContext& c) {
+  c.SetGrad(0, c.Neg(c.Mul(c.Dout(), c.Square(c.Out()))));
+  return absl::OkStatus();
+}
+
+// Forward: y = erf x.  Backward: dx = dy * 2/sqrt(pi) e^(-x^2).
+absl::Status BpropErf(BpropContext& c) {
+  KGRAD_SCALAR(two_rsqrt_pi, 1.12837916709551257390, 0);
+  return Chain(c, c.Mul(two_rsqrt_pi, c.Exp(c.Neg(c.Square(c.I(0))))));
+}
+
+// Forward: y = x + z.  Backward: dx = sum_to(dy, x), dz = sum_to(dy, z).
+absl::Status BpropAdd(BpropContext& c) {
+  c.SetGrad(0, c.SumToInput(c.Dout(), 0));
+  c.SetGrad(1, c.SumToInput(c.Dout(), 1));
+  return absl::OkStatus();
+}
+
+// Forward: y = x - z.  Backward: dx = sum_to(dy, x), dz = sum_to(-dy, z).
+absl::Status BpropSub(BpropContext& c) {
+  c.SetGrad(0, c.SumToInput(c.Dout(), 0));
+  c.SetGrad(1, c.SumToInput(c.Neg(c.Dout()), 1));
+  return absl::OkStatus();
+}
+
+// Forward: y = x * z.  Backward: dx = sum_to(dy * z, x), dz = sum_to(dy * x, z).
+absl::Status BpropMul(BpropContext& c) {
+  c.SetGrad(0, c.SumToInput(c.Mul(c.Dout(), c.I(1)), 0));
+  c.SetGrad(1, c.SumToInput(c.Mul(c.Dout(), c.I(0)), 1));
+  return absl::OkStatus();
+}
+
+// Forward: y = x / z.  Backward: dx = sum_to(dy / z, x), dz = sum_to(-(dy / z) * y, z).
+absl::Status BpropDiv(BpropContext& c) {
+  AnfNode* t = c.Div(c.Dout(), c.I(1));
+  c.SetGrad(0, c.SumToInput(t, 0));
+  c.SetGrad(1, c.SumToInput(c.Neg(c.Mul(t, c.Out())), 1));
+  return absl::OkStatus();
+}
+
+// Forward: y = x^z.
+// Backward: dx = sum_to(dy * z * x^(z-1), x), dz = sum_to(dy * y * ln x, z).
+// As in JAX, the base is replaced by 1 where z == 0 (x^0 is constant: dx = 0, not
+// 0 * 0^-1 = NaN at x = 0), and ln x by 0 where x == 0 (dz = 0 there for z > 0,
+// the limit of y ln x). ln x is NaN for x < 0: dz needs x > 0 (or x == 0).
+absl::Status BpropPow(BpropContext& c) {
+  AnfNode* x = c.I(0);
+  AnfNode* z = c.I(1);
+  KGRAD_SCALAR(zero, 0.0, 0);
+  KGRAD_SCALAR(one, 1.0, 0);
+  AnfNode* base = c.Select(c.Op(PrimId::kEqual, {z, zero}), one, x);
+  AnfNode* dydx = c.Mul(z, c.Op(PrimId::kPow, {base, c.Sub(z, one)}));
+  c.SetGrad(0, c.SumToInput(c.Mul(c.Dout(), dydx), 0));
+  AnfNode* log_x = c.Log(c.Select(c.Op(PrimId::kEqual, {x, zero}), one, x));
+  c.SetGrad(1, c.SumToInput(c.Mul(c.Dout(), c.Mul(c.Out(), log_x)), 1));
+  return absl::OkStatus();
+}
+
+// dy routed to x where `x_wins` (shaped like y), to z elsewhere.
+absl::Status RouteByMask(BpropContext& c, PrimId x_wins) {
+  KGRAD_SCALAR(zero, 0.0, 0);
+  AnfNode* mask = c.Op(x_wins, {c.I(0), c.I(1)});
+  c.SetGrad(0, c.SumToInput(c.Select(mask, c.Dout(), zero), 0));
+  c.SetGrad(1, c.SumToInput(c.Select(mask, zero, c.Dout()), 1));
+  return absl::OkStatus();
+}
+
+// Forward: y = max(x, z) (the kernel returns x where x > z or x is NaN, else z).
+// Backward: dx = sum_to(x > z ? dy : 0, x), dz = sum_to(x > z ? 0 : dy, z): the
+// whole of dy goes to the larger input, and on a tie to z, the one the kernel
+// returns.
+absl::Status BpropMaximum(BpropContext& c) { return RouteByMask(c, PrimId::kGreater); }
+
+// Forward: y = min(x, z).  Backward: dx = sum_to(x < z ? dy : 0, x),
+// dz = sum_to(x < z ? 0 : dy, z): to the smaller input; a tie goes to z.
+absl::Status BpropMinimum(BpropContext& c) { return RouteByMask(c, PrimId::kLess); }
+
+// Forward: y = cond ? a : b.  Backward: da = sum_to(cond ? dy : 0, a),
+// db = sum_to(cond ? 0 : dy, b); cond (bool) gets nothing.
+absl::Status BpropSelect(BpropContext& c) {
+  KGRAD_SCALAR(zero, 0.0, 1);
+  c.SetGrad(1, c.SumToInput(c.Select(c.I(0), c.Dout(), zero), 1));
+  c.SetGrad(2, c.SumToInput(c.Select(c.I(0), zero, c.Dout()), 2));
+  return absl::OkStatus();
+}
+
+#undef KGRAD_SCALAR
+
+// ----- Registration -----------------------------------------------------------------
 // Outputs that carry no gradient (bool results, piecewise-constant maps).
 PrimitiveDef ZeroGradient(PrimitiveDef d) {
   d.zero_gradient = true;
   return d;
 }
 
+PrimitiveDef WithBprop(PrimitiveDef d, BpropFn bprop) {
+  d.bprop = bprop;
+  return d;
+}
+
 // Linear in every differentiable input.
-PrimitiveDef Linear(PrimitiveDef d) {
+PrimitiveDef Linear(PrimitiveDef d, BpropFn bprop) {
   d.linear = true;
+  d.bprop = bprop;
   return d;
 }
 
@@ -96,44 +328,45 @@ void RegisterUnary(std::vector<PrimitiveDef>* defs) {
   constexpr auto kNumeric = InferUnary<kNumericTypes>;
   constexpr auto kFloat = InferUnary<kFloatTypes>;
   // neg(x) = -x.
-  defs->push_back(Linear(MakeDef(PrimId::kNeg, 1, 1, kNumeric)));
+  defs->push_back(Linear(MakeDef(PrimId::kNeg, 1, 1, kNumeric), BpropNeg));
   // abs(x) = |x|.
-  defs->push_back(MakeDef(PrimId::kAbs, 1, 1, kNumeric));
+  defs->push_back(WithBprop(MakeDef(PrimId::kAbs, 1, 1, kNumeric), BpropAbs));
   // sign(x) = -1, 0 or 1 (0 at 0, NaN at NaN); piecewise constant, so no gradient.
   defs->push_back(ZeroGradient(MakeDef(PrimId::kSign, 1, 1, kNumeric)));
   // square(x) = x * x.
-  defs->push_back(MakeDef(PrimId::kSquare, 1, 1, kNumeric));
+  defs->push_back(WithBprop(MakeDef(PrimId::kSquare, 1, 1, kNumeric), BpropSquare));
   // exp(x) = e^x.
-  defs->push_back(MakeDef(PrimId::kExp, 1, 1, kFloat));
+  defs->push_back(WithBprop(MakeDef(PrimId::kExp, 1, 1, kFloat), BpropExp));
   // log(x) = ln x (-inf at 0, NaN below).
-  defs->push_back(MakeDef(PrimId::kLog, 1, 1, kFloat));
+  defs->push_back(WithBprop(MakeDef(PrimId::kLog, 1, 1, kFloat), BpropLog));
   // log1p(x) = ln(1 + x), accurate near 0.
-  defs->push_back(MakeDef(PrimId::kLog1p, 1, 1, kFloat));
+  defs->push_back(WithBprop(MakeDef(PrimId::kLog1p, 1, 1, kFloat), BpropLog1p));
   // expm1(x) = e^x - 1, accurate near 0.
-  defs->push_back(MakeDef(PrimId::kExpm1, 1, 1, kFloat));
+  defs->push_back(WithBprop(MakeDef(PrimId::kExpm1, 1, 1, kFloat), BpropExpm1));
   // sin(x).
-  defs->push_back(MakeDef(PrimId::kSin, 1, 1, kFloat));
+  defs->push_back(WithBprop(MakeDef(PrimId::kSin, 1, 1, kFloat), BpropSin));
   // cos(x).
-  defs->push_back(MakeDef(PrimId::kCos, 1, 1, kFloat));
+  defs->push_back(WithBprop(MakeDef(PrimId::kCos, 1, 1, kFloat), BpropCos));
   // tanh(x).
-  defs->push_back(MakeDef(PrimId::kTanh, 1, 1, kFloat));
+  defs->push_back(WithBprop(MakeDef(PrimId::kTanh, 1, 1, kFloat), BpropTanh));
   // sigmoid(x) = 1 / (1 + e^-x), no overflow for large |x|.
-  defs->push_back(MakeDef(PrimId::kSigmoid, 1, 1, kFloat));
+  defs->push_back(WithBprop(MakeDef(PrimId::kSigmoid, 1, 1, kFloat), BpropSigmoid));
   // relu(x) = max(x, 0).
-  defs->push_back(MakeDef(PrimId::kRelu, 1, 1, kFloat));
+  defs->push_back(WithBprop(MakeDef(PrimId::kRelu, 1, 1, kFloat), BpropRelu));
   // gelu(x) = x * Phi(x) = 0.5 x (1 + erf(x / sqrt 2)); with approximate=true
   // 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
-  defs->push_back(MakeDef(PrimId::kGelu, 1, 1, kFloat, {BoolAttr("approximate", false)}));
+  defs->push_back(WithBprop(
+      MakeDef(PrimId::kGelu, 1, 1, kFloat, {BoolAttr("approximate", false)}), BpropGelu));
   // softplus(x) = ln(1 + e^x), computed as max(x, 0) + log1p(e^-|x|).
-  defs->push_back(MakeDef(PrimId::kSoftplus, 1, 1, kFloat));
+  defs->push_back(WithBprop(MakeDef(PrimId::kSoftplus, 1, 1, kFloat), BpropSoftplus));
   // sqrt(x).
-  defs->push_back(MakeDef(PrimId::kSqrt, 1, 1, kFloat));
+  defs->push_back(WithBprop(MakeDef(PrimId::kSqrt, 1, 1, kFloat), BpropSqrt));
   // rsqrt(x) = 1 / sqrt(x).
-  defs->push_back(MakeDef(PrimId::kRsqrt, 1, 1, kFloat));
+  defs->push_back(WithBprop(MakeDef(PrimId::kRsqrt, 1, 1, kFloat), BpropRsqrt));
   // reciprocal(x) = 1 / x.
-  defs->push_back(MakeDef(PrimId::kReciprocal, 1, 1, kFloat));
+  defs->push_back(WithBprop(MakeDef(PrimId::kReciprocal, 1, 1, kFloat), BpropReciprocal));
   // erf(x) = 2/sqrt(pi) * integral_0^x e^(-t^2) dt.
-  defs->push_back(MakeDef(PrimId::kErf, 1, 1, kFloat));
+  defs->push_back(WithBprop(MakeDef(PrimId::kErf, 1, 1, kFloat), BpropErf));
   // logical_not(x) = !x (bool only).
   defs->push_back(ZeroGradient(MakeDef(PrimId::kLogicalNot, 1, 1, InferUnary<kBoolType>)));
 }
@@ -141,19 +374,20 @@ void RegisterUnary(std::vector<PrimitiveDef>* defs) {
 void RegisterBinary(std::vector<PrimitiveDef>* defs) {
   constexpr auto kArith = InferBinary<kNumericTypes, false>;
   // add(x, y) = x + y.
-  defs->push_back(Linear(MakeDef(PrimId::kAdd, 2, 2, kArith)));
+  defs->push_back(Linear(MakeDef(PrimId::kAdd, 2, 2, kArith), BpropAdd));
   // sub(x, y) = x - y.
-  defs->push_back(Linear(MakeDef(PrimId::kSub, 2, 2, kArith)));
+  defs->push_back(Linear(MakeDef(PrimId::kSub, 2, 2, kArith), BpropSub));
   // mul(x, y) = x * y.
-  defs->push_back(MakeDef(PrimId::kMul, 2, 2, kArith));
+  defs->push_back(WithBprop(MakeDef(PrimId::kMul, 2, 2, kArith), BpropMul));
   // div(x, y) = x / y; integers truncate toward zero, integer y == 0 is an error.
-  defs->push_back(MakeDef(PrimId::kDiv, 2, 2, kArith));
+  defs->push_back(WithBprop(MakeDef(PrimId::kDiv, 2, 2, kArith), BpropDiv));
   // pow(x, y) = x^y (floating only).
-  defs->push_back(MakeDef(PrimId::kPow, 2, 2, InferBinary<kFloatTypes, false>));
+  defs->push_back(
+      WithBprop(MakeDef(PrimId::kPow, 2, 2, InferBinary<kFloatTypes, false>), BpropPow));
   // maximum(x, y) = max(x, y), NaN if either is NaN.
-  defs->push_back(MakeDef(PrimId::kMaximum, 2, 2, kArith));
+  defs->push_back(WithBprop(MakeDef(PrimId::kMaximum, 2, 2, kArith), BpropMaximum));
   // minimum(x, y) = min(x, y), NaN if either is NaN.
-  defs->push_back(MakeDef(PrimId::kMinimum, 2, 2, kArith));
+  defs->push_back(WithBprop(MakeDef(PrimId::kMinimum, 2, 2, kArith), BpropMinimum));
 
   // Comparisons: bool outputs carry no gradient. equal/not_equal take any dtype,
   // the orderings any numeric dtype.
@@ -179,7 +413,7 @@ void RegisterBinary(std::vector<PrimitiveDef>* defs) {
 
   // select(cond, a, b) = cond ? a : b; linear in (a, b), cond is a bool and not
   // differentiable.
-  defs->push_back(Linear(MakeDef(PrimId::kSelect, 3, 3, InferSelect)));
+  defs->push_back(Linear(MakeDef(PrimId::kSelect, 3, 3, InferSelect), BpropSelect));
 }
 
 }  // namespace

@@ -1,14 +1,17 @@
 #include "ops/linalg.h"
 
-#include <algorithm>
 #include <array>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "core/shape.h"
 #include "core/status_macros.h"
+#include "ops/bprop_context.h"
+#include "ops/einsum_spec.h"
 #include "ops/op_util.h"
 
 namespace kgrad {
@@ -65,93 +68,6 @@ absl::StatusOr<AbstractPtr> InferMatMul(const InferCall& c) {
 }
 
 // ----- einsum ---------------------------------------------------------------------
-inline constexpr int kMaxEinsumOperands = 8;
-
-bool IsLetter(char ch) { return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z'); }
-
-struct EinsumSpec {
-  std::vector<std::string> inputs;  // subscripts of each operand
-  std::string output;
-};
-
-absl::Status EinsumError(const std::string& eq, absl::string_view what) {
-  return absl::InvalidArgumentError(absl::StrCat("einsum equation '", eq, "': ", what));
-}
-
-// Letters appearing exactly once over all operands, in ASCII order (NumPy's
-// implicit output).
-std::string ImplicitOutput(const std::vector<std::string>& inputs) {
-  std::array<int, 128> count{};
-  for (const std::string& s : inputs) {
-    for (char ch : s) ++count[static_cast<unsigned char>(ch)];
-  }
-  std::string out;
-  for (int ch = 0; ch < 128; ++ch) {
-    if (count[ch] == 1) out.push_back(static_cast<char>(ch));
-  }
-  return out;
-}
-
-absl::Status CheckEinsumOutput(const std::string& eq, const EinsumSpec& spec) {
-  for (size_t i = 0; i < spec.output.size(); ++i) {
-    char ch = spec.output[i];
-    if (spec.output.find(ch, i + 1) != std::string::npos) {
-      return EinsumError(eq,
-                         absl::StrCat("output subscript '", std::string(1, ch), "' is repeated"));
-    }
-    bool found = std::any_of(spec.inputs.begin(), spec.inputs.end(), [ch](const std::string& s) {
-      return s.find(ch) != std::string::npos;
-    });
-    if (!found) {
-      return EinsumError(eq, absl::StrCat("output subscript '", std::string(1, ch),
-                                          "' does not appear in any input"));
-    }
-  }
-  return absl::OkStatus();
-}
-
-// Parses "ij,jk->ik" (spaces ignored) for `num_operands` operands.
-absl::StatusOr<EinsumSpec> ParseEinsum(const std::string& eq, int num_operands) {
-  std::string s;
-  for (char ch : eq) {
-    if (ch != ' ') s.push_back(ch);
-  }
-  if (s.find('.') != std::string::npos) {
-    return EinsumError(eq, "ellipsis '...' is unsupported");
-  }
-  size_t arrow = s.find("->");
-  std::string lhs = s.substr(0, arrow);
-  EinsumSpec spec;
-  spec.inputs.emplace_back();
-  for (char ch : lhs) {
-    if (ch == ',') {
-      spec.inputs.emplace_back();
-    } else if (IsLetter(ch)) {
-      spec.inputs.back().push_back(ch);
-    } else {
-      return EinsumError(eq,
-                         absl::StrCat("'", std::string(1, ch), "' is not a letter, ',' or '->'"));
-    }
-  }
-  if (arrow == std::string::npos) {
-    spec.output = ImplicitOutput(spec.inputs);
-  } else {
-    spec.output = s.substr(arrow + 2);
-    for (char ch : spec.output) {
-      if (!IsLetter(ch)) {
-        return EinsumError(eq,
-                           absl::StrCat("output '", spec.output, "' must contain letters only"));
-      }
-    }
-  }
-  if (static_cast<int>(spec.inputs.size()) != num_operands) {
-    return EinsumError(
-        eq, absl::StrCat("names ", spec.inputs.size(), " operands, got ", num_operands, " inputs"));
-  }
-  KGRAD_RETURN_IF_ERROR(CheckEinsumOutput(eq, spec));
-  return spec;
-}
-
 // The size of each letter over all operands (unknown where no operand knows it);
 // error naming the letter when two known sizes differ.
 absl::StatusOr<std::array<int64_t, 128>> EinsumLetterSizes(const InferCall& c,
@@ -203,14 +119,211 @@ absl::StatusOr<AbstractPtr> InferEinsum(const InferCall& c) {
   return MakeAbstractTensor(AsTensor(c.args[0])->dtype(), std::move(out));
 }
 
+// ----- Gradient rules -------------------------------------------------------------
+// `d`, the sensitivity of matmul operand i with the output's batch dims, summed
+// back to the operand's own batch dims (nothing to do when they agree).
+AnfNode* SumToOperandBatch(BpropContext& c, AnfNode* d, int i) {
+  const AbstractTensor* in = AsTensor(c.IAbs(i));
+  const AbstractTensor* out = AsTensor(c.OutAbs());
+  if (in != nullptr && out != nullptr && in->rank() == out->rank()) {
+    bool same = true;
+    for (int k = 0; k + 2 < in->rank(); ++k) {
+      same &= in->shape()[k] != kUnknownDim && in->shape()[k] == out->shape()[k];
+    }
+    if (same) return d;
+  }
+  return c.SumToInput(d, i);
+}
+
+AnfNode* MatMul(BpropContext& c, AnfNode* a, AnfNode* b, bool ta, bool tb) {
+  return c.Op(PrimId::kMatMul, {a, b}, {{"transpose_a", ta}, {"transpose_b", tb}});
+}
+
+// Forward: y = op(a) @ op(b), op the optional transpose of the last two dims,
+// batch dims broadcast.
+// Backward: d op(a) = dy @ op(b)^T, d op(b) = op(a)^T @ dy, transposed back where
+// op transposes, then summed over the broadcast batch dims:
+//   (ta, tb) = (0, 0): da = dy @ b^T,    db = a^T @ dy
+//              (0, 1): da = dy @ b,      db = dy^T @ a
+//              (1, 0): da = b @ dy^T,    db = a @ dy
+//              (1, 1): da = b^T @ dy^T,  db = dy^T @ a^T
+absl::Status BpropMatMul(BpropContext& c) {
+  bool ta = c.prim().GetBool("transpose_a"), tb = c.prim().GetBool("transpose_b");
+  AnfNode* a = c.I(0);
+  AnfNode* b = c.I(1);
+  AnfNode* dy = c.Dout();
+  AnfNode* da = ta ? MatMul(c, b, dy, tb, true) : MatMul(c, dy, b, false, !tb);
+  AnfNode* db = tb ? MatMul(c, dy, a, true, ta) : MatMul(c, a, dy, !ta, false);
+  c.SetGrad(0, SumToOperandBatch(c, da, 0));
+  c.SetGrad(1, SumToOperandBatch(c, db, 1));
+  return absl::OkStatus();
+}
+
+bool Has(const std::string& s, char ch) { return s.find(ch) != std::string::npos; }
+
+// The adjoint of operand i of `in_0,...,in_n->out`, derived from the equation:
+//   contract: g = einsum(out, in_j (j != i) -> kept), `kept` the letters of in_i
+//             (once each, in order) that the output or another operand has;
+//   place:    dx_i = einsum(kept [, in_i] [, c C]... -> in_i'), which broadcasts g
+//             along the letters the forward only summed (through ones_like(x_i),
+//             subscripted in_i) and puts it on the diagonal of each letter c
+//             repeated in in_i: the repeat is renamed to a fresh letter C and an
+//             identity eye[c, C] multiplies in.
+// E.g. `ij,jk->ik`, i = 0: contract `ik,jk->ij`, no place. `ii->` (trace):
+// contract `->` (dy itself), place `,iA->iA` (dy * eye).
+struct EinsumAdjoint {
+  std::string contract;  // empty: g is dy itself
+  std::string place;     // empty: dx_i is g
+  bool ones = false;
+  std::vector<std::pair<char, char>> eyes;  // (c, C)
+};
+
+// The contraction for operand i: out, in_j (j != i) -> the letters of in_i (once
+// each, in order) that the output or another operand has.
+EinsumSpec EinsumContraction(const EinsumSpec& spec, int i) {
+  EinsumSpec contract;
+  contract.inputs.push_back(spec.output);
+  std::string others = spec.output;
+  for (size_t j = 0; j < spec.inputs.size(); ++j) {
+    if (static_cast<int>(j) == i) continue;
+    others += spec.inputs[j];
+    contract.inputs.push_back(spec.inputs[j]);
+  }
+  for (char ch : spec.inputs[i]) {
+    if (Has(others, ch) && !Has(contract.output, ch)) contract.output.push_back(ch);
+  }
+  return contract;
+}
+
+// Letters the equation does not use.
+std::string FreshLetters(const EinsumSpec& spec) {
+  std::string used = spec.output;
+  for (const std::string& sub : spec.inputs) used += sub;
+  std::string fresh;
+  for (char ch = 'A'; ch <= 'z'; ++ch) {
+    if (IsEinsumLetter(ch) && !Has(used, ch)) fresh.push_back(ch);
+  }
+  return fresh;
+}
+
+absl::StatusOr<EinsumAdjoint> DeriveEinsumAdjoint(const EinsumSpec& spec, int i) {
+  const std::string& sub = spec.inputs[i];
+  EinsumSpec contract = EinsumContraction(spec, i);
+  EinsumAdjoint adj;
+  if (contract.inputs.size() > 1 || contract.inputs[0] != contract.output) {
+    adj.contract = contract.ToString();
+  }
+  // in_i' renames each repeat of a letter to a fresh one.
+  std::string fresh = FreshLetters(spec);
+  EinsumSpec place;
+  place.inputs.push_back(contract.output);
+  for (size_t p = 0; p < sub.size(); ++p) {
+    char ch = sub[p];
+    bool repeat = sub.find(ch) != p;
+    bool repeated = repeat || sub.find(ch, p + 1) != std::string::npos;
+    adj.ones |= !Has(contract.output, ch) && !repeated;
+    if (!repeat) {
+      place.output.push_back(ch);
+    } else if (adj.eyes.size() < fresh.size()) {
+      adj.eyes.emplace_back(ch, fresh[adj.eyes.size()]);
+      place.output.push_back(adj.eyes.back().second);
+    } else {
+      return absl::InvalidArgumentError("no free letters left to place a diagonal");
+    }
+  }
+  if (adj.ones) place.inputs.push_back(sub);
+  for (const auto& [ch, renamed] : adj.eyes) place.inputs.push_back(std::string{ch, renamed});
+  if (static_cast<int>(place.inputs.size()) > kMaxEinsumOperands) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "placing the sensitivity on the diagonals of '", sub, "' needs ", place.inputs.size(),
+        " einsum operands (at most ", kMaxEinsumOperands, ")"));
+  }
+  if (place.inputs.size() > 1 || place.inputs[0] != place.output) adj.place = place.ToString();
+  return adj;
+}
+
+// The static size of einsum letter `ch`, from any operand or the output.
+std::optional<int64_t> EinsumLetterSize(const BpropContext& c, const EinsumSpec& spec, char ch) {
+  auto find = [ch](const std::string& sub, const AbstractPtr& a) -> std::optional<int64_t> {
+    const AbstractTensor* t = AsTensor(a);
+    if (t == nullptr || t->rank() != static_cast<int>(sub.size())) return std::nullopt;
+    for (size_t d = 0; d < sub.size(); ++d) {
+      if (sub[d] == ch && t->shape()[d] != kUnknownDim) return t->shape()[d];
+    }
+    return std::nullopt;
+  };
+  for (size_t j = 0; j < spec.inputs.size(); ++j) {
+    if (std::optional<int64_t> n = find(spec.inputs[j], c.IAbs(static_cast<int>(j)))) return n;
+  }
+  return find(spec.output, c.OutAbs());
+}
+
+// eye[n, n] of input i's dtype: one_hot(0..n-1).
+absl::StatusOr<AnfNode*> Identity(BpropContext& c, int64_t n, int i) {
+  KGRAD_ASSIGN_OR_RETURN(DType t, c.InDType(i));
+  std::vector<int64_t> range(n);
+  for (int64_t k = 0; k < n; ++k) range[k] = k;
+  AnfNode* indices = c.Const(Value(Tensor::FromVector<int64_t>({n}, range)));
+  return c.Op(PrimId::kOneHot, {indices}, {{"depth", n}, {"dtype", t}});
+}
+
+// dx_i of einsum, following DeriveEinsumAdjoint.
+absl::StatusOr<AnfNode*> EinsumOperandGrad(BpropContext& c, const EinsumSpec& spec, int i) {
+  absl::StatusOr<EinsumAdjoint> adj = DeriveEinsumAdjoint(spec, i);
+  if (!adj.ok()) return c.Error(std::string(adj.status().message()));
+  AnfNode* g = c.Dout();
+  if (!adj->contract.empty()) {
+    std::vector<AnfNode*> args{c.Dout()};
+    for (int j = 0; j < c.num_inputs(); ++j) {
+      if (j != i) args.push_back(c.I(j));
+    }
+    g = c.Op(PrimId::kEinsum, std::move(args), {{"equation", adj->contract}});
+  }
+  if (adj->place.empty()) return g;
+  std::vector<AnfNode*> args{g};
+  if (adj->ones) args.push_back(c.OnesLike(c.I(i)));
+  for (const auto& eye : adj->eyes) {
+    std::optional<int64_t> n = EinsumLetterSize(c, spec, eye.first);
+    if (!n.has_value()) {
+      return c.Error(absl::StrCat("operand ", i, " repeats subscript '", std::string(1, eye.first),
+                                  "' (a diagonal); placing the sensitivity on it needs the "
+                                  "size of '", std::string(1, eye.first),
+                                  "', which inference did not determine (declare the graph's "
+                                  "parameter types)"));
+    }
+    KGRAD_ASSIGN_OR_RETURN(AnfNode* id, Identity(c, *n, i));
+    args.push_back(id);
+  }
+  return c.Op(PrimId::kEinsum, std::move(args), {{"equation", adj->place}});
+}
+
+// Forward: y = einsum(in_0,...,in_n->out)(x_0, ..., x_n).
+// Backward: dx_i = einsum(out,in_0,..(skip i)..,in_n->in_i)(dy, x_j...), with dy
+// broadcast along letters only in_i has and placed on in_i's diagonals (see
+// DeriveEinsumAdjoint).
+absl::Status BpropEinsum(BpropContext& c) {
+  const std::string& eq = c.prim().GetString("equation");
+  absl::StatusOr<EinsumSpec> spec = ParseEinsum(eq, c.num_inputs());
+  if (!spec.ok()) return c.Error(std::string(spec.status().message()));
+  for (int i = 0; i < c.num_inputs(); ++i) {
+    KGRAD_ASSIGN_OR_RETURN(AnfNode* d, EinsumOperandGrad(c, *spec, i));
+    c.SetGrad(i, d);
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 void RegisterLinalgOps(std::vector<PrimitiveDef>* defs) {
   // Bilinear, not linear: neither flag is set.
-  defs->push_back(MakeDef(PrimId::kMatMul, 2, 2, InferMatMul,
-                          {BoolAttr("transpose_a", false), BoolAttr("transpose_b", false)}));
-  defs->push_back(MakeDef(PrimId::kEinsum, 1, kMaxEinsumOperands, InferEinsum,
-                          {RequiredAttr("equation", AttrType::kString)}));
+  PrimitiveDef matmul = MakeDef(PrimId::kMatMul, 2, 2, InferMatMul,
+                                {BoolAttr("transpose_a", false), BoolAttr("transpose_b", false)});
+  matmul.bprop = &BpropMatMul;
+  defs->push_back(std::move(matmul));
+  PrimitiveDef einsum = MakeDef(PrimId::kEinsum, 1, kMaxEinsumOperands, InferEinsum,
+                                {RequiredAttr("equation", AttrType::kString)});
+  einsum.bprop = &BpropEinsum;
+  defs->push_back(std::move(einsum));
 }
 
 }  // namespace ops

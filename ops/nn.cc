@@ -1,11 +1,14 @@
 #include "ops/nn.h"
 
 #include <cmath>
+#include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "core/shape.h"
 #include "core/status_macros.h"
+#include "ops/bprop_context.h"
 #include "ops/op_util.h"
 
 namespace kgrad {
@@ -148,21 +151,161 @@ absl::StatusOr<AbstractPtr> InferDropout(const InferCall& c) {
   return c.args[0];
 }
 
+// ----- Gradient rules -------------------------------------------------------------
+AnfNode* ReduceMeanKeep(BpropContext& c, AnfNode* x, const std::vector<int64_t>& axes) {
+  return c.Op(PrimId::kReduceMean, {x}, {{"axes", axes}, {"keepdims", true}});
+}
+
+// The normalised input of batch_norm / layer_norm, recomputed from x in the graph
+// (so that it is differentiated again at higher order): xhat = (x - mean) * rstd,
+// rstd = rsqrt(var + eps), mean and biased var over `axes` (kept as size 1).
+struct Normalized {
+  AnfNode* xhat;
+  AnfNode* rstd;
+};
+
+absl::StatusOr<Normalized> Normalize(BpropContext& c, const std::vector<int64_t>& axes) {
+  KGRAD_ASSIGN_OR_RETURN(AnfNode* eps, c.ScalarLike(c.prim().GetFloat("epsilon"), 0));
+  AnfNode* centered = c.Sub(c.I(0), ReduceMeanKeep(c, c.I(0), axes));
+  AnfNode* var = ReduceMeanKeep(c, c.Square(centered), axes);
+  AnfNode* rstd = c.Op(PrimId::kRsqrt, {c.Add(var, eps)});
+  return Normalized{c.Mul(centered, rstd), rstd};
+}
+
+// dx of a normalisation over `axes` from g = dL/dxhat:
+// rstd * (g - mean(g) - xhat * mean(g * xhat)).
+AnfNode* NormalizeGrad(BpropContext& c, const Normalized& n, AnfNode* g,
+                       const std::vector<int64_t>& axes) {
+  AnfNode* proj = c.Mul(n.xhat, ReduceMeanKeep(c, c.Mul(g, n.xhat), axes));
+  return c.Mul(n.rstd, c.Sub(c.Sub(g, ReduceMeanKeep(c, g, axes)), proj));
+}
+
+// Forward: y = softmax(x) along axis.  Backward: dx = y * (dy - sum(dy * y, axis)).
+absl::Status BpropSoftmax(BpropContext& c) {
+  AnfNode* y = c.Out();
+  AnfNode* dot = c.ReduceSum(c.Mul(c.Dout(), y), {c.prim().GetInt("axis")}, true);
+  c.SetGrad(0, c.Mul(y, c.Sub(c.Dout(), dot)));
+  return absl::OkStatus();
+}
+
+// Forward: y = log_softmax(x) along axis.
+// Backward: dx = dy - exp(y) * sum(dy, axis)  (exp(y) = softmax(x)).
+absl::Status BpropLogSoftmax(BpropContext& c) {
+  AnfNode* total = c.ReduceSum(c.Dout(), {c.prim().GetInt("axis")}, true);
+  c.SetGrad(0, c.Sub(c.Dout(), c.Mul(c.Exp(c.Out()), total)));
+  return absl::OkStatus();
+}
+
+// Forward: l = -sum(labels * log_softmax(x), axis).
+// Backward: dx = (softmax(x) * sum(labels, axis) - labels) * dl,
+// dlabels = -log_softmax(x) * dl, dl with `axis` restored as size 1 (the labels
+// need not sum to 1, hence the sum).
+absl::Status BpropSoftmaxCrossEntropy(BpropContext& c) {
+  int64_t axis = c.prim().GetInt("axis");
+  AnfNode* logp = c.Op(PrimId::kLogSoftmax, {c.I(0)}, {{"axis", axis}});
+  // expand_dims's axis counts in the rank of dl (one less), so a negative axis
+  // of the logits names the same position there.
+  AnfNode* dl = c.Op(PrimId::kExpandDims, {c.Dout()}, {{"axis", axis}});
+  AnfNode* mass = c.ReduceSum(c.I(1), {axis}, true);
+  c.SetGrad(0, c.Mul(c.Sub(c.Mul(c.Exp(logp), mass), c.I(1)), dl));
+  c.SetGrad(1, c.Neg(c.Mul(logp, dl)));
+  return absl::OkStatus();
+}
+
+// Forward: l[n] = -log_softmax(x)[n, labels[n]], x of shape [N, C].
+// Backward: dx = (softmax(x) - one_hot(labels, C)) * dl[:, None]; the integer
+// labels get nothing.
+absl::Status BpropSparseSoftmaxCrossEntropy(BpropContext& c) {
+  KGRAD_ASSIGN_OR_RETURN(Shape shape, c.InShape(0));
+  KGRAD_ASSIGN_OR_RETURN(DType dtype, c.InDType(0));
+  int64_t classes = shape.size() == 2 ? shape[1] : kUnknownDim;
+  if (classes == kUnknownDim) {
+    return c.Error(
+        "the gradient rule needs the number of classes (dim 1 of the logits) for one_hot, "
+        "which inference did not determine (declare the graph's parameter types)");
+  }
+  AnfNode* target = c.Op(PrimId::kOneHot, {c.I(1)},
+                         {{"depth", classes}, {"dtype", dtype}, {"axis", int64_t{-1}}});
+  AnfNode* p = c.Op(PrimId::kSoftmax, {c.I(0)}, {{"axis", int64_t{-1}}});
+  AnfNode* dl = c.Op(PrimId::kExpandDims, {c.Dout()}, {{"axis", int64_t{-1}}});
+  c.SetGrad(0, c.Mul(c.Sub(p, target), dl));
+  return absl::OkStatus();
+}
+
+// Forward: y = xhat * scale + bias (scale, bias [C] along `axis`),
+// xhat = (x - mean) * rsqrt(var + eps), batch mean and biased var over every dim
+// but `axis` (training mode).
+// Backward: dbias = sum(dy), dscale = sum(dy * xhat) over those dims,
+// dx = rstd * (g - mean(g) - xhat * mean(g * xhat)), g = dy * scale.
+absl::Status BpropBatchNorm(BpropContext& c) {
+  KGRAD_ASSIGN_OR_RETURN(int rank, c.InRank(0));
+  absl::StatusOr<int> axis = NormalizeAxis(c.prim().GetInt("axis"), rank);
+  if (!axis.ok()) return c.Error(std::string(axis.status().message()));
+  std::vector<int64_t> reduced;
+  std::vector<int64_t> channel_shape(rank, 1);  // scale as [1, .., C, .., 1]
+  for (int d = 0; d < rank; ++d) {
+    if (d != *axis) reduced.push_back(d);
+  }
+  channel_shape[*axis] = -1;
+  KGRAD_ASSIGN_OR_RETURN(Normalized n, Normalize(c, reduced));
+  AnfNode* scale = c.Op(PrimId::kReshape, {c.I(1)}, {{"shape", channel_shape}});
+  c.SetGrad(0, NormalizeGrad(c, n, c.Mul(c.Dout(), scale), reduced));
+  c.SetGrad(1, c.ReduceSum(c.Mul(c.Dout(), n.xhat), reduced, false));
+  c.SetGrad(2, c.ReduceSum(c.Dout(), reduced, false));
+  return absl::OkStatus();
+}
+
+// Forward: y = xhat * scale + bias (scale, bias shaped like the trailing dims),
+// xhat = (x - mean) * rsqrt(var + eps) over the dims [begin_norm_axis, rank).
+// Backward: dbias = sum_to(dy), dscale = sum_to(dy * xhat) (over the leading
+// dims), dx = rstd * (g - mean(g) - xhat * mean(g * xhat)), g = dy * scale.
+absl::Status BpropLayerNorm(BpropContext& c) {
+  KGRAD_ASSIGN_OR_RETURN(int rank, c.InRank(0));
+  absl::StatusOr<int> begin = NormalizeAxis(c.prim().GetInt("begin_norm_axis"), rank);
+  if (!begin.ok()) return c.Error(std::string(begin.status().message()));
+  std::vector<int64_t> normalized;
+  for (int d = *begin; d < rank; ++d) normalized.push_back(d);
+  KGRAD_ASSIGN_OR_RETURN(Normalized n, Normalize(c, normalized));
+  c.SetGrad(0, NormalizeGrad(c, n, c.Mul(c.Dout(), c.I(1)), normalized));
+  c.SetGrad(1, c.SumToInput(c.Mul(c.Dout(), n.xhat), 1));
+  c.SetGrad(2, c.SumToInput(c.Dout(), 2));
+  return absl::OkStatus();
+}
+
+// Forward: y = x * keep / (1 - rate), keep a fixed mask of (seed, element index).
+// Backward: dx = dropout(dy) with the same rate and seed (the same mask).
+absl::Status BpropDropout(BpropContext& c) {
+  c.SetGrad(0, c.Op(PrimId::kDropout, {c.Dout()}, c.prim().attrs()));
+  return absl::OkStatus();
+}
+
+PrimitiveDef WithBprop(PrimitiveDef d, BpropFn bprop) {
+  d.bprop = bprop;
+  return d;
+}
+
 }  // namespace
 
 void RegisterNnOps(std::vector<PrimitiveDef>* defs) {
-  defs->push_back(MakeDef(PrimId::kSoftmax, 1, 1, InferSoftmax, {IntAttr("axis", -1)}));
-  defs->push_back(MakeDef(PrimId::kLogSoftmax, 1, 1, InferSoftmax, {IntAttr("axis", -1)}));
+  const AttrSpec axis = IntAttr("axis", -1);
+  defs->push_back(WithBprop(MakeDef(PrimId::kSoftmax, 1, 1, InferSoftmax, {axis}), BpropSoftmax));
   defs->push_back(
-      MakeDef(PrimId::kSoftmaxCrossEntropy, 2, 2, InferSoftmaxCrossEntropy, {IntAttr("axis", -1)}));
+      WithBprop(MakeDef(PrimId::kLogSoftmax, 1, 1, InferSoftmax, {axis}), BpropLogSoftmax));
+  defs->push_back(WithBprop(
+      MakeDef(PrimId::kSoftmaxCrossEntropy, 2, 2, InferSoftmaxCrossEntropy, {axis}),
+      BpropSoftmaxCrossEntropy));
   defs->push_back(
-      MakeDef(PrimId::kSparseSoftmaxCrossEntropy, 2, 2, InferSparseSoftmaxCrossEntropy));
-  defs->push_back(MakeDef(PrimId::kBatchNorm, 3, 3, InferBatchNorm,
-                          {FloatAttr("epsilon", 1e-5), IntAttr("axis", 1)}));
-  defs->push_back(MakeDef(PrimId::kLayerNorm, 3, 3, InferLayerNorm,
-                          {IntAttr("begin_norm_axis", -1), FloatAttr("epsilon", 1e-5)}));
-  PrimitiveDef dropout =
-      MakeDef(PrimId::kDropout, 1, 1, InferDropout, {FloatAttr("rate", 0.5), IntAttr("seed", 0)});
+      WithBprop(MakeDef(PrimId::kSparseSoftmaxCrossEntropy, 2, 2, InferSparseSoftmaxCrossEntropy),
+                BpropSparseSoftmaxCrossEntropy));
+  defs->push_back(WithBprop(MakeDef(PrimId::kBatchNorm, 3, 3, InferBatchNorm,
+                                    {FloatAttr("epsilon", 1e-5), IntAttr("axis", 1)}),
+                            BpropBatchNorm));
+  defs->push_back(WithBprop(MakeDef(PrimId::kLayerNorm, 3, 3, InferLayerNorm,
+                                    {IntAttr("begin_norm_axis", -1), FloatAttr("epsilon", 1e-5)}),
+                            BpropLayerNorm));
+  PrimitiveDef dropout = WithBprop(
+      MakeDef(PrimId::kDropout, 1, 1, InferDropout, {FloatAttr("rate", 0.5), IntAttr("seed", 0)}),
+      BpropDropout);
   dropout.linear = true;  // a fixed mask times x
   defs->push_back(std::move(dropout));
 }

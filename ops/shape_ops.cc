@@ -1,10 +1,12 @@
-// Shape and data-movement primitives: definitions and shape/dtype inference.
+// Shape and data-movement primitives: definitions, shape/dtype inference and
+// gradient rules (the adjoints, at the end of the file).
 // Semantics are fixed by the gradient rules that rely on them; each inference
 // function states its primitive's math in one line. Unknown dims (kUnknownDim)
 // propagate: a check that depends on an unknown dim is left to the kernel.
 #include "ops/shape_ops.h"
 
 #include <algorithm>
+#include <limits>
 #include <string>
 #include <utility>
 #include <vector>
@@ -14,6 +16,7 @@
 #include "absl/strings/str_join.h"
 #include "core/shape.h"
 #include "core/status_macros.h"
+#include "ops/bprop_context.h"
 #include "ops/op_util.h"
 
 namespace kgrad {
@@ -514,8 +517,167 @@ absl::StatusOr<AbstractPtr> InferFill(const InferCall& c) {
   return MakeAbstractTensor(c.prim.GetDType("dtype"), Shape(s.begin(), s.end()));
 }
 
-PrimitiveDef Linear(PrimitiveDef d) {
+// ----- Gradient rules ------------------------------------------------------------------
+// Every differentiable op here is linear in its data input, so each rule is the
+// adjoint: reshape <-> reshape, transpose <-> inverse transpose, broadcast_to <->
+// sum_to, slice <-> slice_grad, pad -> slice, gather <-> scatter_add, concat <->
+// split. The rules of the adjoints map back, so grad-of-grad closes over this
+// family. Reference inputs of the *_like ops (and slice_grad's x_ref) give only a
+// shape: they get no gradient.
+
+// Forward: y = reshape(x){shape}.  Backward: dx = reshape_like(dy, x).
+// (Also for reshape_like(x, ref), expand_dims and squeeze: the same elements in the
+// same order with another shape; ref gets nothing.)
+absl::Status BpropReshape(BpropContext& c) {
+  c.SetGrad(0, c.ReshapeLike(c.Dout(), c.I(0)));
+  return absl::OkStatus();
+}
+
+// Forward: y = transpose(x){perm}, y.shape[i] = x.shape[perm[i]].
+// Backward: dx = transpose(dy){inverse(perm)} (perm [] reverses, its own inverse).
+absl::Status BpropTranspose(BpropContext& c) {
+  const std::vector<int64_t>& perm = c.prim().GetInts("perm");
+  std::vector<int64_t> inverse(perm.size());
+  for (size_t i = 0; i < perm.size(); ++i) {
+    if (perm[i] < 0 || perm[i] >= static_cast<int64_t>(perm.size())) {
+      return c.Error(absl::StrCat("attribute 'perm' ", Ints(perm), " is not a permutation"));
+    }
+    inverse[perm[i]] = static_cast<int64_t>(i);
+  }
+  c.SetGrad(0, c.Transpose(c.Dout(), std::move(inverse)));
+  return absl::OkStatus();
+}
+
+// Forward: y = broadcast_to(x){shape} (or broadcast_to_like(x, ref)).
+// Backward: dx = sum_to(dy, x.shape) (sum_to_like(dy, x) when x's dims are unknown).
+absl::Status BpropBroadcastTo(BpropContext& c) {
+  c.SetGrad(0, c.SumToInput(c.Dout(), 0));
+  return absl::OkStatus();
+}
+
+// Forward: y = sum_to(x){shape} (or sum_to_like(x, ref)).  Backward: dx =
+// broadcast_to_like(dy, x). A target of higher rank than x has only leading 1s
+// beyond x's rank (x broadcasts to it); those are squeezed from dy first.
+absl::Status BpropSumTo(BpropContext& c) {
+  absl::StatusOr<int> x_rank = c.InRank(0);
+  if (!x_rank.ok()) return x_rank.status();
+  const AbstractTensor* out = AsTensor(c.OutAbs());
+  if (out == nullptr) return c.Error("the gradient rule needs the rank of the output");
+  AnfNode* dy = c.Dout();
+  if (out->rank() > *x_rank) {
+    std::vector<int64_t> lead;
+    for (int i = 0; i < out->rank() - *x_rank; ++i) lead.push_back(i);
+    dy = c.Op(PrimId::kSqueeze, {dy}, {{"axes", std::move(lead)}});
+  }
+  c.SetGrad(0, c.BroadcastToLike(dy, c.I(0)));
+  return absl::OkStatus();
+}
+
+// Forward: y = concat(x_0, ..., x_n){axis}.
+// Backward: (dx_0, ..., dx_n) = split(dy){axis, sizes = [x_i.shape[axis]...]}.
+// The sizes are static: a clear error when one is unknown.
+absl::Status BpropConcat(BpropContext& c) {
+  absl::StatusOr<int> rank = c.InRank(0);
+  if (!rank.ok()) return rank.status();
+  absl::StatusOr<int> axis = NormalizeAxis(c.prim().GetInt("axis"), *rank);
+  if (!axis.ok()) return c.Error(std::string(axis.status().message()));
+  std::vector<int64_t> sizes;
+  for (int i = 0; i < c.num_inputs(); ++i) {
+    absl::StatusOr<Shape> s = c.InShape(i);
+    if (!s.ok()) return s.status();
+    int64_t d = static_cast<int>(s->size()) == *rank ? (*s)[*axis] : kUnknownDim;
+    if (d < 0) {
+      return c.Error(absl::StrCat("the gradient rule splits dy into the inputs' sizes along axis ",
+                                  *axis, ", but input ", i, " has an unknown size there (",
+                                  ShapeToString(*s), "); declare it"));
+    }
+    sizes.push_back(d);
+  }
+  AnfNode* parts = c.Op(PrimId::kSplit, {c.Dout()},
+                        {{"axis", int64_t{*axis}}, {"sizes", std::move(sizes)}});
+  for (int i = 0; i < c.num_inputs(); ++i) c.SetGrad(i, c.GetItem(parts, i));
+  return absl::OkStatus();
+}
+
+// Forward: (y_0, ..., y_n) = split(x){axis, sizes}.
+// Backward: dx = concat(dy[0], ..., dy[n]){axis} (dy's unused elements are the
+// zeros that the transform materialises for a tuple).
+absl::Status BpropSplit(BpropContext& c) {
+  size_t n = c.prim().GetInts("sizes").size();
+  std::vector<AnfNode*> parts;
+  for (size_t i = 0; i < n; ++i) parts.push_back(c.GetItem(c.Dout(), static_cast<int64_t>(i)));
+  c.SetGrad(0, c.Op(PrimId::kConcat, std::move(parts), {{"axis", c.prim().GetInt("axis")}}));
+  return absl::OkStatus();
+}
+
+// Forward: y = slice(x){begin, end, strides}.
+// Backward: dx = slice_grad(dy, x){begin, end, strides} (zeros with dy scattered in).
+absl::Status BpropSlice(BpropContext& c) {
+  c.SetGrad(0, c.Op(PrimId::kSliceGrad, {c.Dout(), c.I(0)}, c.prim().attrs()));
+  return absl::OkStatus();
+}
+
+// Forward: y = slice_grad(g, x_ref){begin, end, strides}.
+// Backward: dg = slice(dy){begin, end, strides}; x_ref gets nothing.
+absl::Status BpropSliceGrad(BpropContext& c) {
+  c.SetGrad(0, c.Op(PrimId::kSlice, {c.Dout()}, c.prim().attrs()));
+  return absl::OkStatus();
+}
+
+// Forward: y = gather(params, indices){axis}.
+// Backward: dparams = scatter_add(zeros_like(params), indices, dy){axis} (repeated
+// indices accumulate); indices are integers and get nothing.
+absl::Status BpropGather(BpropContext& c) {
+  c.SetGrad(0, c.Op(PrimId::kScatterAdd, {c.ZerosLike(c.I(0)), c.I(1), c.Dout()},
+                    {{"axis", c.prim().GetInt("axis")}}));
+  return absl::OkStatus();
+}
+
+// Forward: y = scatter_add(input, indices, updates){axis}.
+// Backward: dinput = dy, dupdates = gather(dy, indices){axis}.
+absl::Status BpropScatterAdd(BpropContext& c) {
+  c.SetGrad(0, c.Dout());
+  c.SetGrad(2, c.Op(PrimId::kGather, {c.Dout(), c.I(1)}, {{"axis", c.prim().GetInt("axis")}}));
+  return absl::OkStatus();
+}
+
+// Forward: y = pad(x){pads, value}.  Backward: dx = dy[pads[2i] : d_i - pads[2i+1]]
+// on every dim i, a slice with a negative end (or "to the end", the largest int64,
+// clamped by slice) so that x's dims need not be known. The pad value is a
+// constant: it gets nothing.
+absl::Status BpropPad(BpropContext& c) {
+  const std::vector<int64_t>& pads = c.prim().GetInts("pads");
+  std::vector<int64_t> begin, end;
+  for (size_t i = 0; i + 1 < pads.size(); i += 2) {
+    begin.push_back(pads[i]);
+    end.push_back(pads[i + 1] > 0 ? -pads[i + 1] : std::numeric_limits<int64_t>::max());
+  }
+  c.SetGrad(0, c.Op(PrimId::kSlice, {c.Dout()},
+                    {{"begin", std::move(begin)}, {"end", std::move(end)}}));
+  return absl::OkStatus();
+}
+
+// Forward: y = cast(x){dtype}.  Backward: dx = cast(dy){x.dtype} for a floating
+// target (dy itself when the dtypes are equal); zero (unset) for an integer or bool
+// target, whose output carries no gradient.
+absl::Status BpropCast(BpropContext& c) {
+  DType to = c.prim().GetDType("dtype");
+  if (!IsFloating(to)) return absl::OkStatus();
+  absl::StatusOr<DType> from = c.InDType(0);
+  if (!from.ok()) return from.status();
+  if (!IsFloating(*from)) return absl::OkStatus();
+  c.SetGrad(0, *from == to ? c.Dout() : c.Cast(c.Dout(), *from));
+  return absl::OkStatus();
+}
+
+PrimitiveDef Linear(PrimitiveDef d, BpropFn bprop) {
   d.linear = true;
+  d.bprop = bprop;
+  return d;
+}
+
+PrimitiveDef WithBprop(PrimitiveDef d, BpropFn bprop) {
+  d.bprop = bprop;
   return d;
 }
 
@@ -532,35 +694,44 @@ void RegisterShapeOps(std::vector<PrimitiveDef>* defs) {
   const std::vector<AttrSpec> slice = {RequiredAttr("begin", AttrType::kInts),
                                        RequiredAttr("end", AttrType::kInts),
                                        IntsAttr("strides", {})};
-  defs->push_back(Linear(MakeDef(PrimId::kReshape, 1, 1, InferReshape, {shape})));
-  defs->push_back(Linear(MakeDef(PrimId::kReshapeLike, 2, 2, InferReshapeLike)));
+  defs->push_back(Linear(MakeDef(PrimId::kReshape, 1, 1, InferReshape, {shape}), BpropReshape));
+  defs->push_back(Linear(MakeDef(PrimId::kReshapeLike, 2, 2, InferReshapeLike), BpropReshape));
+  defs->push_back(Linear(
+      MakeDef(PrimId::kTranspose, 1, 1, InferTranspose, {IntsAttr("perm", {})}), BpropTranspose));
   defs->push_back(
-      Linear(MakeDef(PrimId::kTranspose, 1, 1, InferTranspose, {IntsAttr("perm", {})})));
-  defs->push_back(Linear(MakeDef(PrimId::kBroadcastTo, 1, 1, InferBroadcastTo, {shape})));
-  defs->push_back(Linear(MakeDef(PrimId::kBroadcastToLike, 2, 2, InferBroadcastToLike)));
-  defs->push_back(Linear(MakeDef(PrimId::kSumTo, 1, 1, InferSumTo, {shape})));
-  defs->push_back(Linear(MakeDef(PrimId::kSumToLike, 2, 2, InferSumToLike)));
+      Linear(MakeDef(PrimId::kBroadcastTo, 1, 1, InferBroadcastTo, {shape}), BpropBroadcastTo));
+  defs->push_back(
+      Linear(MakeDef(PrimId::kBroadcastToLike, 2, 2, InferBroadcastToLike), BpropBroadcastTo));
+  defs->push_back(Linear(MakeDef(PrimId::kSumTo, 1, 1, InferSumTo, {shape}), BpropSumTo));
+  defs->push_back(Linear(MakeDef(PrimId::kSumToLike, 2, 2, InferSumToLike), BpropSumTo));
   defs->push_back(Linear(
-      MakeDef(PrimId::kExpandDims, 1, 1, InferExpandDims, {RequiredAttr("axis", AttrType::kInt)})));
-  defs->push_back(Linear(MakeDef(PrimId::kSqueeze, 1, 1, InferSqueeze, {IntsAttr("axes", {})})));
-  defs->push_back(Linear(MakeDef(PrimId::kConcat, 1, -1, InferConcat, {axis0})));
+      MakeDef(PrimId::kExpandDims, 1, 1, InferExpandDims, {RequiredAttr("axis", AttrType::kInt)}),
+      BpropReshape));
   defs->push_back(Linear(
-      MakeDef(PrimId::kSplit, 1, 1, InferSplit, {axis0, RequiredAttr("sizes", AttrType::kInts)})));
-  defs->push_back(Linear(MakeDef(PrimId::kSlice, 1, 1, InferSlice, slice)));
-  defs->push_back(Linear(MakeDef(PrimId::kSliceGrad, 2, 2, InferSliceGrad, slice)));
-  defs->push_back(Linear(MakeDef(PrimId::kGather, 2, 2, InferGather, {axis0})));
-  defs->push_back(Linear(MakeDef(PrimId::kScatterAdd, 3, 3, InferScatterAdd, {axis0})));
+      MakeDef(PrimId::kSqueeze, 1, 1, InferSqueeze, {IntsAttr("axes", {})}), BpropReshape));
+  defs->push_back(Linear(MakeDef(PrimId::kConcat, 1, -1, InferConcat, {axis0}), BpropConcat));
+  defs->push_back(Linear(
+      MakeDef(PrimId::kSplit, 1, 1, InferSplit, {axis0, RequiredAttr("sizes", AttrType::kInts)}),
+      BpropSplit));
+  defs->push_back(Linear(MakeDef(PrimId::kSlice, 1, 1, InferSlice, slice), BpropSlice));
+  defs->push_back(
+      Linear(MakeDef(PrimId::kSliceGrad, 2, 2, InferSliceGrad, slice), BpropSliceGrad));
+  defs->push_back(Linear(MakeDef(PrimId::kGather, 2, 2, InferGather, {axis0}), BpropGather));
+  defs->push_back(
+      Linear(MakeDef(PrimId::kScatterAdd, 3, 3, InferScatterAdd, {axis0}), BpropScatterAdd));
   // Linear in x only when value is 0; the flag is still set (the gradient rule
   // handles the constant).
   defs->push_back(
       Linear(MakeDef(PrimId::kPad, 1, 1, InferPad,
-                     {RequiredAttr("pads", AttrType::kInts), FloatAttr("value", 0.0)})));
+                     {RequiredAttr("pads", AttrType::kInts), FloatAttr("value", 0.0)}),
+             BpropPad));
   defs->push_back(ZeroGradient(MakeDef(
       PrimId::kOneHot, 1, 1, InferOneHot,
       {RequiredAttr("depth", AttrType::kInt), FloatAttr("on_value", 1.0),
        FloatAttr("off_value", 0.0), DTypeAttr("dtype", DType::kFloat32), IntAttr("axis", -1)})));
   defs->push_back(
-      MakeDef(PrimId::kCast, 1, 1, InferCast, {RequiredAttr("dtype", AttrType::kDType)}));
+      WithBprop(MakeDef(PrimId::kCast, 1, 1, InferCast, {RequiredAttr("dtype", AttrType::kDType)}),
+                BpropCast));
   defs->push_back(
       ZeroGradient(MakeDef(PrimId::kFill, 0, 0, InferFill,
                            {shape, FloatAttr("value", 0.0), DTypeAttr("dtype", DType::kFloat32)})));

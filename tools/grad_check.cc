@@ -1,5 +1,6 @@
 #include "tools/grad_check.h"
 
+#include <algorithm>
 #include <cmath>
 #include <memory>
 #include <random>
@@ -118,17 +119,19 @@ class Checker {
     KGRAD_ASSIGN_OR_RETURN(Value out, RunGraph(fg_, args_));
     KGRAD_ASSIGN_OR_RETURN(FuncGraph* level, ScalarProjection(m_, fg_, out, rng_, "gradcheck_L1"));
     for (int order = 1; order <= o_.order; ++order) {
-      std::vector<Parameter*> weights;
+      // Integer and bool inputs are passed through, not differentiated.
+      GradOptions go;
+      go.argnums.clear();
       for (const Subject& s : subjects_) {
-        if (s.weight != nullptr) weights.push_back(s.weight);
+        if (s.weight != nullptr) go.weights.push_back(s.weight);
+        if (s.weight == nullptr) go.argnums.push_back(s.arg);
       }
-      KGRAD_ASSIGN_OR_RETURN(FuncGraph* grad,
-                             GradOperation(/*get_all=*/true, !weights.empty())(m_, level, weights));
+      KGRAD_ASSIGN_OR_RETURN(FuncGraph* grad, Grad(m_, level, go));
 
       KGRAD_ASSIGN_OR_RETURN(Value grads, RunGraph(grad, args_));
       KGRAD_ASSIGN_OR_RETURN(std::unique_ptr<Executor> exec, Executor::Create(level));
       for (const Subject& s : subjects_) {
-        const Value& analytic = Pick(grads, s, !weights.empty());
+        const Value& analytic = Pick(grads, s, go);
         KGRAD_ASSIGN_OR_RETURN(GradCheckEntry e, CheckSubject(*exec, s, analytic, nullptr));
         e.order = order;
         report.entries.push_back(e);
@@ -174,17 +177,19 @@ class Checker {
     return absl::OkStatus();
   }
 
-  // grads = (dx...) or ((dx...), (dw...)); position of the subject in it.
-  const Value& Pick(const Value& grads, const Subject& s, bool has_weights) {
-    if (!has_weights) return grads.tuple()[s.arg];
-    if (s.weight == nullptr) return grads.tuple()[0].tuple()[s.arg];
-    int k = 0;
-    for (const Subject& t : subjects_) {
-      if (t.weight == nullptr) continue;
-      if (t.weight == s.weight) break;
-      ++k;
+  // The subject's gradient in what Grad returned: dx, (dx...), (dw...), or
+  // (input grads, (dw...)).
+  const Value& Pick(const Value& grads, const Subject& s, const GradOptions& go) {
+    bool weights = !go.weights.empty(), inputs = !go.argnums.empty();
+    if (s.weight != nullptr) {
+      const Value& dws = inputs ? grads.tuple()[1] : grads;
+      int k = static_cast<int>(std::find(go.weights.begin(), go.weights.end(), s.weight) - go.weights.begin());
+      return dws.tuple()[k];
     }
-    return grads.tuple()[1].tuple()[k];
+    const Value& dxs = weights ? grads.tuple()[0] : grads;
+    if (go.argnums.size() == 1) return dxs;
+    int k = static_cast<int>(std::find(go.argnums.begin(), go.argnums.end(), s.arg) - go.argnums.begin());
+    return dxs.tuple()[k];
   }
 
   Value Current(const Subject& s) const {

@@ -198,6 +198,10 @@ AnfNode* AlgebraPass::MakeStatic(CNode* c) {
   FuncGraph* g = c->graph();
   auto shape_of_ref = [&](size_t i) -> const AbstractTensor* { return KnownTensor(In(c, i)); };
   switch (id) {
+    // sum_to(x){[]} => reduce_sum(x): the same number, in the usual form
+    case PrimId::kSumTo:
+      if (c->primitive()->GetInts("shape").empty()) return NewOp(g, PrimId::kReduceSum, {In(c, 1)});
+      return nullptr;
     case PrimId::kSumToLike:
       if (const AbstractTensor* r = shape_of_ref(2)) return NewOp(g, PrimId::kSumTo, {In(c, 1)}, {{"shape", ShapeOf(r)}});
       return nullptr;

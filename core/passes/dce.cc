@@ -1,5 +1,7 @@
 #include "core/passes/dce.h"
 
+#include "core/passes/rewrite.h"
+
 namespace kgrad {
 
 absl::StatusOr<bool> DcePass::Run(Module& module, FuncGraph* root) {
@@ -9,7 +11,7 @@ absl::StatusOr<bool> DcePass::Run(Module& module, FuncGraph* root) {
   size_t graphs = module.graphs().size();
   size_t nodes = 0;
   for (const auto& g : module.graphs()) nodes += g->owned_nodes().size();
-  module.CollectGarbage();
+  module.CollectGarbage([root](const FuncGraph* g) { return passes::MayModify(g, root); });
   root->set_public(was_public);
   size_t after = 0;
   for (const auto& g : module.graphs()) after += g->owned_nodes().size();

@@ -112,7 +112,8 @@ bool UnrollDecidable(FuncGraph* callee, const CNode* call) {
 absl::StatusOr<bool> InlinePass::Run(Module& module, FuncGraph* root) {
   Manager& m = module.manager();
   std::vector<FuncGraph*> graphs = passes::Graphs(module, root);
-  absl::flat_hash_set<FuncGraph*> recursive = RecursiveGraphs(m, graphs);
+  // Recursion is judged over everything reachable, including graphs we may not change.
+  absl::flat_hash_set<FuncGraph*> recursive = RecursiveGraphs(m, m.Reachable({root}));
   std::vector<std::pair<FuncGraph*, CNode*>> sites;
   for (FuncGraph* g : graphs) {
     for (CNode* c : m.Info(g).order) {

@@ -60,7 +60,23 @@ bool SameTensorType(const AnfNode* a, const AnfNode* b) {
   return x != nullptr && y != nullptr && x->dtype() == y->dtype() && x->shape() == y->shape();
 }
 
-std::vector<FuncGraph*> Graphs(Module& m, FuncGraph* root) { return m.manager().Reachable({root}); }
+bool MayModify(const FuncGraph* g, const FuncGraph* root) {
+  // A public graph other than the root belongs to the caller, and so does every
+  // graph nested in it; passes read (and inline) them but never change them.
+  for (const FuncGraph* p = g; p != nullptr; p = p->parent()) {
+    if (p == root) return true;
+    if (p->is_public()) return false;
+  }
+  return true;
+}
+
+std::vector<FuncGraph*> Graphs(Module& m, FuncGraph* root) {
+  std::vector<FuncGraph*> out;
+  for (FuncGraph* g : m.manager().Reachable({root})) {
+    if (MayModify(g, root)) out.push_back(g);
+  }
+  return out;
+}
 
 namespace {
 

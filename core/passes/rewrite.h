@@ -34,7 +34,10 @@ const AbstractTensor* KnownTensor(const AnfNode* n);
 // Same dtype and the same fully known shape.
 bool SameTensorType(const AnfNode* a, const AnfNode* b);
 
-// The graphs `root` reaches (and their enclosing graphs).
+// Whether a pass optimising `root` may change `g`: not when g is another public
+// graph (the caller holds it) or nested in one.
+bool MayModify(const FuncGraph* g, const FuncGraph* root);
+// The graphs `root` reaches that a pass may change.
 std::vector<FuncGraph*> Graphs(Module& m, FuncGraph* root);
 
 // A constant zero (tensor, scalar, zeros_like(..) or fill(value=0)).

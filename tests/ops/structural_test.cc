@@ -85,3 +85,22 @@ TEST(StructuralInferTest, PartialBindsArguments) {
 
 }  // namespace
 }  // namespace kgrad
+
+namespace kgrad {
+namespace {
+
+// Every primitive can be differentiated: it has a gradient rule, or its outputs
+// carry no gradient. (partial is lowered to a closure before differentiation.)
+TEST(RegistryTest, EveryPrimitiveIsRegisteredAndDifferentiable) {
+  for (int i = 0; i < kNumPrimIds; ++i) {
+    PrimId id = static_cast<PrimId>(i);
+    const PrimitiveDef* d = DefaultRegistry().Find(id);
+    ASSERT_NE(d, nullptr) << PrimIdName(id) << " is not registered";
+    EXPECT_NE(d->infer, nullptr) << d->name;
+    if (id == PrimId::kPartial) continue;
+    EXPECT_TRUE(d->zero_gradient || d->bprop != nullptr) << d->name << " has no gradient rule";
+  }
+}
+
+}  // namespace
+}  // namespace kgrad

@@ -21,10 +21,23 @@ std::string Canonical(FuncGraph* g) {
   return ::testing::AssertionFailure() << "actual:\n" << a << "expected:\n" << e;
 }
 
+namespace {
+
+// Graphs `root` calls or nests, but not its enclosing graphs.
+std::vector<FuncGraph*> Below(FuncGraph* root) {
+  std::vector<FuncGraph*> out;
+  for (FuncGraph* g : root->module()->manager().Reachable({root})) {
+    if (g == root || !root->IsSelfOrAncestor(g)) out.push_back(g);
+  }
+  return out;
+}
+
+}  // namespace
+
 int CountPrim(FuncGraph* root, PrimId id) {
   Manager& m = root->module()->manager();
   int n = 0;
-  for (FuncGraph* g : m.Reachable({root})) {
+  for (FuncGraph* g : Below(root)) {
     for (CNode* c : m.Info(g).order) n += c->IsPrim(id) ? 1 : 0;
   }
   return n;
@@ -33,7 +46,7 @@ int CountPrim(FuncGraph* root, PrimId id) {
 int CountApplications(FuncGraph* root) {
   Manager& m = root->module()->manager();
   int n = 0;
-  for (FuncGraph* g : m.Reachable({root})) n += static_cast<int>(m.Info(g).order.size());
+  for (FuncGraph* g : Below(root)) n += static_cast<int>(m.Info(g).order.size());
   return n;
 }
 

@@ -16,7 +16,8 @@ std::string Canonical(FuncGraph* g);
 // Passes when `actual` and `expected` print the same canonically.
 ::testing::AssertionResult SameGraph(FuncGraph* actual, FuncGraph* expected);
 
-// Number of applications of primitive `id` in the graphs `root` reaches.
+// Number of applications of primitive `id` in `root` and the graphs it calls or
+// nests (not its enclosing graphs).
 int CountPrim(FuncGraph* root, PrimId id);
 // Number of applications in the graphs `root` reaches.
 int CountApplications(FuncGraph* root);

@@ -1,0 +1,467 @@
+// Gradient rules of the elementwise family (ops/elementwise.cc), checked in
+// float64 against central finite differences (tools/grad_check.h) to the second
+// order (third for a selection), at several random points per primitive.
+//
+// A second-order check of P alone is vacuous where P'' vanishes (neg, add, sub,
+// select, relu, abs, maximum, minimum: linear or piecewise linear), so every
+// primitive is also checked through f(x...) = P(x...)^3, whose Hessian (and third
+// derivative) does not vanish, not even for sqrt; those checks assert that the
+// derivatives they compare at the last order are not all zero.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <functional>
+#include <ostream>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "ad/grad_operation.h"
+#include "backends/executor.h"
+#include "core/builder.h"
+#include "core/shape.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "ops/registry.h"
+#include "tests/testing/grad_test_util.h"
+#include "tests/testing/op_test_util.h"
+#include "tools/grad_check.h"
+
+namespace kgrad {
+namespace {
+
+using ::kgrad::testing::MakeTensor;
+using ::kgrad::testing::PrimGradOptions;
+using ::kgrad::testing::PrimitiveGradientOk;
+using ::kgrad::testing::RandomF64;
+using ::kgrad::testing::RandomF64Away;
+using ::kgrad::testing::RunCpuKernel;
+using ::kgrad::testing::ToDoubles;
+
+constexpr uint64_t kSeeds[] = {1, 2, 3};
+
+bool IsFloat(const Value& v) { return v.is_tensor() && IsFloating(v.tensor().dtype()); }
+
+Value F64(Shape shape, const std::vector<double>& values) {
+  return Value(MakeTensor(DType::kFloat64, std::move(shape), values));
+}
+
+// f(x...) = P(x...){attrs}, or P(x...)^3 when `cubed`. Floating
+// arguments are parameters x<i> (declared with their shapes, or with `declared`
+// when given); bool arguments are constants (the gradient operation refuses
+// non-floating parameters).
+absl::StatusOr<FuncGraph*> OpGraph(Module& m, PrimId id, const std::vector<Value>& args,
+                                   const AttrMap& attrs, bool cubed,
+                                   const std::vector<Shape>& declared = {}) {
+  GraphBuilder b(&m, absl::StrCat(cubed ? "cube_" : "f_", PrimIdName(id)));
+  std::vector<AnfNode*> xs;
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (!IsFloat(args[i])) {
+      xs.push_back(b.Const(args[i]));
+    } else if (i < declared.size()) {
+      xs.push_back(b.Param(absl::StrCat("x", i), DType::kFloat64, declared[i]));
+    } else {
+      xs.push_back(b.Param(absl::StrCat("x", i), Broaden(AbstractOfValue(args[i]))));
+    }
+  }
+  AnfNode* y = b.Op(id, xs, attrs);
+  return b.Return(cubed ? b.Op(PrimId::kMul, {b.Op(PrimId::kMul, {y, y}), y}) : y);
+}
+
+std::vector<Value> FloatArgs(const std::vector<Value>& args) {
+  std::vector<Value> out;
+  for (const Value& v : args) {
+    if (IsFloat(v)) out.push_back(v);
+  }
+  return out;
+}
+
+// The check of `f` to `order`; every input's derivatives at the last order must
+// not all be zero when `nonvacuous`.
+::testing::AssertionResult GraphGradientOk(Module& m, FuncGraph* f, const std::vector<Value>& args,
+                                           int order, uint64_t seed, bool nonvacuous) {
+  GradCheckOptions o;
+  o.seed = seed;
+  o.order = order;
+  absl::StatusOr<GradCheckReport> r = CheckGradients(m, f, args, o);
+  if (!r.ok()) return ::testing::AssertionFailure() << f->name() << ": " << r.status();
+  if (!r->passed()) return ::testing::AssertionFailure() << f->name() << "\n" << r->ToString();
+  if (nonvacuous) {
+    for (const GradCheckEntry& e : r->entries) {
+      if (e.order == order && e.max_magnitude < 1e-6) {
+        return ::testing::AssertionFailure() << f->name() << ": the order " << order
+                                             << " derivatives of " << e.input
+                                             << " are all zero; the check is vacuous\n"
+                                             << r->ToString();
+      }
+    }
+  }
+  return ::testing::AssertionSuccess();
+}
+
+// P at `args`: P alone to the second order (PrimitiveGradientOk when every input
+// is floating), and P^3 to the second order with non-vacuous second derivatives.
+void CheckOp(PrimId id, const std::vector<Value>& args, const AttrMap& attrs, uint64_t seed) {
+  bool all_float = true;
+  for (const Value& v : args) all_float &= IsFloat(v);
+  if (all_float) {
+    PrimGradOptions po;
+    po.seed = seed;
+    po.order = 2;
+    EXPECT_TRUE(PrimitiveGradientOk(id, args, attrs, po));
+  } else {
+    Module m(DefaultRegistry());
+    absl::StatusOr<FuncGraph*> f = OpGraph(m, id, args, attrs, /*cubed=*/false);
+    ASSERT_TRUE(f.ok()) << f.status();
+    EXPECT_TRUE(GraphGradientOk(m, *f, FloatArgs(args), 2, seed, /*nonvacuous=*/false));
+  }
+  Module m(DefaultRegistry());
+  absl::StatusOr<FuncGraph*> cube = OpGraph(m, id, args, attrs, /*cubed=*/true);
+  ASSERT_TRUE(cube.ok()) << cube.status();
+  EXPECT_TRUE(GraphGradientOk(m, *cube, FloatArgs(args), 2, seed, /*nonvacuous=*/true));
+}
+
+// The gradients of f = P(x...) (sensitivity ones) at `args`, as doubles per input.
+std::vector<std::vector<double>> Gradients(PrimId id, const std::vector<Value>& args,
+                                           const AttrMap& attrs = {}) {
+  Module m(DefaultRegistry());
+  absl::StatusOr<FuncGraph*> f = OpGraph(m, id, args, attrs, /*cubed=*/false);
+  EXPECT_TRUE(f.ok()) << f.status();
+  if (!f.ok()) return {};
+  absl::StatusOr<FuncGraph*> g = GradOperation(/*get_all=*/true)(m, *f);
+  EXPECT_TRUE(g.ok()) << g.status();
+  if (!g.ok()) return {};
+  absl::StatusOr<Value> r = RunGraph(*g, FloatArgs(args));
+  EXPECT_TRUE(r.ok()) << r.status();
+  if (!r.ok()) return {};
+  std::vector<std::vector<double>> out;
+  for (const Value& v : r->tuple()) out.push_back(ToDoubles(v.tensor()));
+  return out;
+}
+
+// ----- Unary ---------------------------------------------------------------------------
+struct UnaryCase {
+  const char* name;
+  PrimId id;
+  AttrMap attrs;
+  double lo, hi;               // the domain sampled
+  std::vector<double> avoid;  // kinks and poles, kept at least 0.05 away
+};
+
+void PrintTo(const UnaryCase& k, std::ostream* os) { *os << k.name; }
+
+std::vector<UnaryCase> UnaryCases() {
+  return {
+      {"neg", PrimId::kNeg, {}, -1, 1, {}},
+      {"exp", PrimId::kExp, {}, -2, 2, {}},
+      {"log", PrimId::kLog, {}, 0.2, 3, {}},
+      {"log1p", PrimId::kLog1p, {}, -0.8, 3, {}},
+      {"expm1", PrimId::kExpm1, {}, -2, 2, {}},
+      {"sin", PrimId::kSin, {}, -3, 3, {}},
+      {"cos", PrimId::kCos, {}, -3, 3, {}},
+      {"tanh", PrimId::kTanh, {}, -2, 2, {}},
+      {"sigmoid", PrimId::kSigmoid, {}, -4, 4, {}},
+      {"relu", PrimId::kRelu, {}, -2, 2, {0.0}},
+      {"gelu", PrimId::kGelu, {{"approximate", false}}, -3, 3, {}},
+      {"gelu_tanh", PrimId::kGelu, {{"approximate", true}}, -3, 3, {}},
+      {"softplus", PrimId::kSoftplus, {}, -4, 4, {}},
+      {"sqrt", PrimId::kSqrt, {}, 0.2, 3, {}},
+      {"rsqrt", PrimId::kRsqrt, {}, 0.2, 3, {}},
+      {"abs", PrimId::kAbs, {}, -2, 2, {0.0}},
+      {"square", PrimId::kSquare, {}, -2, 2, {}},
+      {"reciprocal", PrimId::kReciprocal, {}, -2, 2, {0.0}},
+      {"erf", PrimId::kErf, {}, -2, 2, {}},
+  };
+}
+
+// One shape per seed: a matrix, a vector, a rank-0 tensor.
+Shape UnaryShape(uint64_t seed) {
+  switch (seed % 3) {
+    case 1: return {2, 3};
+    case 2: return {5};
+    default: return {};
+  }
+}
+
+Value UnaryArg(const UnaryCase& k, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  Shape shape = UnaryShape(seed);
+  // reciprocal keeps away from its pole by more than the others from their kinks.
+  double gap = k.id == PrimId::kReciprocal ? 0.3 : 0.05;
+  return RandomF64Away(shape, rng, k.lo, k.hi, k.avoid, gap);
+}
+
+class UnaryGradTest : public ::testing::TestWithParam<UnaryCase> {};
+
+TEST_P(UnaryGradTest, FirstAndSecondOrder) {
+  const UnaryCase& k = GetParam();
+  for (uint64_t seed : kSeeds) {
+    SCOPED_TRACE(absl::StrCat(k.name, " seed ", seed));
+    CheckOp(k.id, {UnaryArg(k, seed)}, k.attrs, seed);
+  }
+}
+
+TEST_P(UnaryGradTest, ThirdOrder) {
+  const UnaryCase& k = GetParam();
+  uint64_t seed = 11;
+  std::mt19937_64 rng(seed);
+  Value x = RandomF64Away({4}, rng, k.lo, k.hi, k.avoid, k.id == PrimId::kReciprocal ? 0.3 : 0.05);
+  Module m(DefaultRegistry());
+  absl::StatusOr<FuncGraph*> f = OpGraph(m, k.id, {x}, k.attrs, /*cubed=*/true);
+  ASSERT_TRUE(f.ok()) << f.status();
+  EXPECT_TRUE(GraphGradientOk(m, *f, {x}, 3, seed, /*nonvacuous=*/false));
+}
+
+// The rules build their constants in the input's dtype: in float32 they type-check
+// and agree with float64 to float32 precision.
+TEST_P(UnaryGradTest, Float32) {
+  const UnaryCase& k = GetParam();
+  Value x = UnaryArg(k, 1);
+  std::vector<std::vector<double>> g64 = Gradients(k.id, {x}, k.attrs);
+  Value x32(MakeTensor(DType::kFloat32, x.tensor().shape(), ToDoubles(x.tensor())));
+  std::vector<std::vector<double>> g32 = Gradients(k.id, {x32}, k.attrs);
+  ASSERT_EQ(g64.size(), 1u);
+  ASSERT_EQ(g32.size(), 1u);
+  ASSERT_EQ(g32[0].size(), g64[0].size());
+  for (size_t i = 0; i < g64[0].size(); ++i) {
+    EXPECT_NEAR(g32[0][i], g64[0][i], 1e-5 * (1 + std::abs(g64[0][i]))) << i;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Elementwise, UnaryGradTest, ::testing::ValuesIn(UnaryCases()),
+                         [](const ::testing::TestParamInfo<UnaryCase>& info) {
+                           return std::string(info.param.name);
+                         });
+
+// ----- Binary ----------------------------------------------------------------------------
+// Shape pairs that exercise broadcasting both ways, a rank-0 operand and a rank
+// difference; one pair per point.
+struct ShapePair {
+  Shape x, z;
+};
+const ShapePair kPairs[] = {
+    {{2, 3}, {2, 3}}, {{2, 3}, {3}}, {{3, 1}, {1, 4}}, {{}, {2, 2}}, {{2, 1, 3}, {2, 1}},
+};
+
+using BinaryArgs = std::function<std::vector<Value>(const ShapePair&, std::mt19937_64&)>;
+
+void CheckBinary(PrimId id, const BinaryArgs& make) {
+  uint64_t seed = 1;
+  for (const ShapePair& p : kPairs) {
+    SCOPED_TRACE(absl::StrCat(PrimIdName(id), " ", ShapeToString(p.x), " with ",
+                              ShapeToString(p.z), " seed ", seed));
+    std::mt19937_64 rng(seed);
+    CheckOp(id, make(p, rng), {}, seed);
+    ++seed;
+  }
+}
+
+std::vector<Value> Uniform(const ShapePair& p, std::mt19937_64& rng) {
+  Value x = RandomF64(p.x, rng);
+  return {x, RandomF64(p.z, rng)};
+}
+
+// z at least 0.02 away from every element of x: no ties, and no kink within the
+// finite-difference step. Drawn again until each input is the larger somewhere,
+// so that both receive a gradient.
+std::vector<Value> Separated(const ShapePair& p, std::mt19937_64& rng) {
+  for (;;) {
+    Value x = RandomF64(p.x, rng);
+    Value z = RandomF64Away(p.z, rng, -1, 1, ToDoubles(x.tensor()), 0.02);
+    absl::StatusOr<Value> wins = RunCpuKernel(PrimId::kGreater, {x, z});
+    EXPECT_TRUE(wins.ok()) << wins.status();
+    if (!wins.ok()) return {x, z};
+    std::vector<double> w = ToDoubles(wins->tensor());
+    bool some_x = std::count(w.begin(), w.end(), 1.0) > 0;
+    bool some_z = std::count(w.begin(), w.end(), 0.0) > 0;
+    if (some_x && some_z) return {x, z};
+  }
+}
+
+TEST(ElementwiseGradTest, Add) { CheckBinary(PrimId::kAdd, Uniform); }
+TEST(ElementwiseGradTest, Sub) { CheckBinary(PrimId::kSub, Uniform); }
+TEST(ElementwiseGradTest, Mul) { CheckBinary(PrimId::kMul, Uniform); }
+
+TEST(ElementwiseGradTest, Div) {
+  CheckBinary(PrimId::kDiv, [](const ShapePair& p, std::mt19937_64& rng) {
+    Value x = RandomF64(p.x, rng);
+    return std::vector<Value>{x, RandomF64Away(p.z, rng, -2, 2, {0.0}, 0.4)};
+  });
+}
+
+// Both inputs differentiated: the base stays positive (ln x in dz).
+TEST(ElementwiseGradTest, Pow) {
+  CheckBinary(PrimId::kPow, [](const ShapePair& p, std::mt19937_64& rng) {
+    Value x = RandomF64(p.x, rng, 0.3, 2.0);
+    return std::vector<Value>{x, RandomF64(p.z, rng, -2.0, 2.0)};
+  });
+}
+
+TEST(ElementwiseGradTest, Maximum) { CheckBinary(PrimId::kMaximum, Separated); }
+TEST(ElementwiseGradTest, Minimum) { CheckBinary(PrimId::kMinimum, Separated); }
+
+TEST(ElementwiseGradTest, Select) {
+  struct Triple {
+    Shape cond, a, b;
+  };
+  const Triple triples[] = {
+      {{2, 3}, {2, 3}, {2, 3}}, {{2, 3}, {3}, {2, 1}}, {{3}, {2, 3}, {}}, {{2, 1}, {1, 3}, {3}}};
+  uint64_t seed = 1;
+  for (const Triple& t : triples) {
+    SCOPED_TRACE(absl::StrCat("select ", ShapeToString(t.cond), " seed ", seed));
+    std::mt19937_64 rng(seed);
+    Tensor cond = Tensor::Create(DType::kBool, t.cond).value();
+    std::bernoulli_distribution coin(0.5);
+    for (int64_t i = 0; i < cond.NumElements(); ++i) cond.mutable_data<uint8_t>()[i] = coin(rng);
+    Value a = RandomF64(t.a, rng);
+    CheckOp(PrimId::kSelect, {Value(cond), a, RandomF64(t.b, rng)}, {}, seed);
+    ++seed;
+  }
+}
+
+// Third order of the binary rules (their rules' rules' rules), broadcasting.
+TEST(ElementwiseGradTest, BinaryThirdOrder) {
+  const PrimId ids[] = {PrimId::kAdd, PrimId::kSub, PrimId::kMul, PrimId::kDiv, PrimId::kPow};
+  for (PrimId id : ids) {
+    SCOPED_TRACE(PrimIdName(id));
+    std::mt19937_64 rng(5);
+    std::vector<Value> args = {RandomF64({2, 3}, rng, 0.5, 1.5), RandomF64({3}, rng, 0.5, 1.5)};
+    Module m(DefaultRegistry());
+    absl::StatusOr<FuncGraph*> f = OpGraph(m, id, args, {}, /*cubed=*/true);
+    ASSERT_TRUE(f.ok()) << f.status();
+    EXPECT_TRUE(GraphGradientOk(m, *f, args, 3, 5, /*nonvacuous=*/true));
+  }
+}
+
+// Binary rules in float32 (broadcasting): they type-check and agree with float64.
+TEST(ElementwiseGradTest, BinaryFloat32) {
+  const PrimId ids[] = {PrimId::kAdd,     PrimId::kSub,     PrimId::kMul, PrimId::kDiv,
+                        PrimId::kPow,     PrimId::kMaximum, PrimId::kMinimum};
+  for (PrimId id : ids) {
+    SCOPED_TRACE(PrimIdName(id));
+    std::mt19937_64 rng(3);
+    std::vector<Value> args = Separated({{2, 3}, {3}}, rng);
+    if (id == PrimId::kPow) args[0] = RandomF64({2, 3}, rng, 0.3, 2.0);
+    if (id == PrimId::kDiv) args[1] = RandomF64Away({3}, rng, -2, 2, {0.0}, 0.4);
+    std::vector<Value> args32;
+    for (const Value& v : args) {
+      args32.push_back(MakeTensor(DType::kFloat32, v.tensor().shape(), ToDoubles(v.tensor())));
+    }
+    std::vector<std::vector<double>> g64 = Gradients(id, args);
+    std::vector<std::vector<double>> g32 = Gradients(id, args32);
+    ASSERT_EQ(g64.size(), 2u);
+    ASSERT_EQ(g32.size(), 2u);
+    for (size_t k = 0; k < 2; ++k) {
+      ASSERT_EQ(g32[k].size(), g64[k].size());
+      for (size_t i = 0; i < g64[k].size(); ++i) {
+        EXPECT_NEAR(g32[k][i], g64[k][i], 1e-5 * (1 + std::abs(g64[k][i]))) << k << " " << i;
+      }
+    }
+  }
+}
+
+// ----- Unknown dims ----------------------------------------------------------------------------
+// Parameters declared with unknown dims: SumToInput falls back to sum_to_like.
+TEST(ElementwiseGradTest, BroadcastingWithUnknownDims) {
+  const PrimId ids[] = {PrimId::kAdd, PrimId::kSub, PrimId::kMul, PrimId::kDiv, PrimId::kMaximum};
+  for (PrimId id : ids) {
+    for (uint64_t seed : kSeeds) {
+      SCOPED_TRACE(absl::StrCat(PrimIdName(id), " seed ", seed));
+      std::mt19937_64 rng(seed);
+      std::vector<Value> args = Separated({{3, 1}, {4}}, rng);
+      if (id == PrimId::kDiv) args[1] = RandomF64Away({4}, rng, -2, 2, {0.0}, 0.4);
+      Module m(DefaultRegistry());
+      absl::StatusOr<FuncGraph*> f =
+          OpGraph(m, id, args, {}, /*cubed=*/true, {{kUnknownDim, 1}, {kUnknownDim}});
+      ASSERT_TRUE(f.ok()) << f.status();
+      EXPECT_TRUE(GraphGradientOk(m, *f, args, 2, seed, /*nonvacuous=*/true));
+    }
+  }
+}
+
+// ----- Values at kinks and ties ----------------------------------------------------------------
+TEST(ElementwiseGradTest, ReluAndAbsHaveZeroSlopeAtZero) {
+  Value x = F64({3}, {-1.0, 0.0, 2.0});
+  auto relu = Gradients(PrimId::kRelu, {x});
+  ASSERT_EQ(relu.size(), 1u);
+  EXPECT_THAT(relu[0], ::testing::ElementsAre(0.0, 0.0, 1.0));
+  auto abs = Gradients(PrimId::kAbs, {x});
+  ASSERT_EQ(abs.size(), 1u);
+  EXPECT_THAT(abs[0], ::testing::ElementsAre(-1.0, 0.0, 1.0));
+}
+
+// A tie sends the whole gradient to z, the input the kernels return on a tie.
+TEST(ElementwiseGradTest, MaximumAndMinimumSendTiesToTheSecondInput) {
+  Value x = F64({3}, {1.0, 2.0, 3.0});
+  Value z = F64({3}, {2.0, 2.0, 2.0});
+  auto max = Gradients(PrimId::kMaximum, {x, z});
+  ASSERT_EQ(max.size(), 2u);
+  EXPECT_THAT(max[0], ::testing::ElementsAre(0.0, 0.0, 1.0));
+  EXPECT_THAT(max[1], ::testing::ElementsAre(1.0, 1.0, 0.0));
+  auto min = Gradients(PrimId::kMinimum, {x, z});
+  ASSERT_EQ(min.size(), 2u);
+  EXPECT_THAT(min[0], ::testing::ElementsAre(1.0, 0.0, 0.0));
+  EXPECT_THAT(min[1], ::testing::ElementsAre(0.0, 1.0, 1.0));
+}
+
+// Broadcast z: its gradient sums the contributions of every position it wins.
+TEST(ElementwiseGradTest, MaximumSumsBackToABroadcastInput) {
+  Value x = F64({2, 2}, {1.0, 5.0, 4.0, -1.0});
+  Value z = F64({2}, {3.0, 0.0});
+  auto g = Gradients(PrimId::kMaximum, {x, z});
+  ASSERT_EQ(g.size(), 2u);
+  EXPECT_THAT(g[0], ::testing::ElementsAre(0.0, 1.0, 1.0, 0.0));
+  EXPECT_THAT(g[1], ::testing::ElementsAre(1.0, 1.0));
+}
+
+// x^0 is constant (dx = 0, also at x = 0); d/dz 0^z = 0 for z > 0 (the limit of
+// y ln x); elsewhere the plain formulas.
+TEST(ElementwiseGradTest, PowAtZero) {
+  Value x = F64({3}, {0.0, 0.0, 2.0});
+  Value z = F64({3}, {0.0, 2.0, 3.0});
+  auto g = Gradients(PrimId::kPow, {x, z});
+  ASSERT_EQ(g.size(), 2u);
+  EXPECT_THAT(g[0], ::testing::ElementsAre(0.0, 0.0, 12.0));
+  ASSERT_EQ(g[1].size(), 3u);
+  EXPECT_EQ(g[1][0], 0.0);  // 0^0 = 1: y ln x with ln 0 replaced by 0
+  EXPECT_EQ(g[1][1], 0.0);
+  EXPECT_NEAR(g[1][2], 8.0 * std::log(2.0), 1e-12);
+}
+
+TEST(ElementwiseGradTest, SelectGivesTheConditionNothing) {
+  Tensor cond = Tensor::Create(DType::kBool, {3}).value();
+  cond.mutable_data<uint8_t>()[0] = 1;
+  cond.mutable_data<uint8_t>()[1] = 0;
+  cond.mutable_data<uint8_t>()[2] = 1;
+  Value a = F64({3}, {1.0, 2.0, 3.0});
+  Value b = F64({}, {7.0});
+  auto g = Gradients(PrimId::kSelect, {Value(cond), a, b});
+  ASSERT_EQ(g.size(), 2u);
+  EXPECT_THAT(g[0], ::testing::ElementsAre(1.0, 0.0, 1.0));
+  EXPECT_THAT(g[1], ::testing::ElementsAre(1.0));
+}
+
+// sign, comparisons and logical ops need no rule: a graph through them gives
+// its input a zero gradient.
+TEST(ElementwiseGradTest, ZeroGradientPrimitives) {
+  Module m(DefaultRegistry());
+  GraphBuilder b(&m, "f");
+  AnfNode* x = b.Param("x", DType::kFloat64, {3});
+  AnfNode* zero = b.Const(F64({}, {0.0}));
+  AnfNode* pos = b.Op(PrimId::kGreater, {x, zero});
+  AnfNode* mask = b.Op(PrimId::kLogicalOr, {b.Op(PrimId::kLogicalNot, {pos}),
+                                            b.Op(PrimId::kEqual, {x, zero})});
+  AnfNode* y = b.Op(PrimId::kSelect, {mask, b.Op(PrimId::kSign, {x}), x});
+  absl::StatusOr<FuncGraph*> f = b.Return(b.Op(PrimId::kReduceSum, {y}));
+  ASSERT_TRUE(f.ok()) << f.status();
+  absl::StatusOr<FuncGraph*> g = GradOperation()(m, *f);
+  ASSERT_TRUE(g.ok()) << g.status();
+  absl::StatusOr<Value> r = RunGraph(*g, {F64({3}, {-2.0, 0.5, 3.0})});
+  ASSERT_TRUE(r.ok()) << r.status();
+  // sign(x) where x <= 0 (no gradient), x itself elsewhere.
+  EXPECT_THAT(ToDoubles(r->tensor()), ::testing::ElementsAre(0.0, 1.0, 1.0));
+}
+
+}  // namespace
+}  // namespace kgrad

@@ -1,0 +1,301 @@
+// Gradient checks of the linalg family (matmul, einsum): reverse mode against
+// central finite differences in float64, to second order (the rules' own nodes
+// are differentiated again), at three random points each.
+#include <algorithm>
+#include <random>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "ad/grad_operation.h"
+#include "core/builder.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "ops/registry.h"
+#include "tests/testing/grad_test_util.h"
+
+namespace kgrad {
+namespace {
+
+using ::kgrad::testing::PrimGradOptions;
+using ::kgrad::testing::PrimitiveGradientOk;
+using ::kgrad::testing::RandomF64;
+using ::testing::HasSubstr;
+
+constexpr uint64_t kSeeds[] = {1, 2, 3};
+
+bool IsFloatTensor(const Value& v) { return v.is_tensor() && IsFloating(v.tensor().dtype()); }
+
+// f(x...) = prim(args...){attrs} checked to order 2 at `args` with the full report:
+// integer arguments become constants of f (the checker would try to differentiate
+// them as parameters), and the check must not be vacuous: every first-order
+// derivative is non-zero somewhere and, with `curved`, some second-order one is.
+::testing::AssertionResult NonVacuousGradientsOk(PrimId id, const std::vector<Value>& args,
+                                                 const AttrMap& attrs, uint64_t seed, bool curved) {
+  Module m(DefaultRegistry());
+  GraphBuilder b(&m, absl::StrCat("f_", PrimIdName(id)));
+  std::vector<AnfNode*> xs;
+  std::vector<Value> params;
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (IsFloatTensor(args[i])) {
+      xs.push_back(b.Param(absl::StrCat("x", i), Broaden(AbstractOfValue(args[i]))));
+      params.push_back(args[i]);
+    } else {
+      xs.push_back(b.Const(args[i]));
+    }
+  }
+  absl::StatusOr<FuncGraph*> f = b.Return(b.Op(id, xs, attrs));
+  if (!f.ok()) return ::testing::AssertionFailure() << "building the graph: " << f.status();
+  GradCheckOptions o;
+  o.order = 2;
+  o.seed = seed;
+  absl::StatusOr<GradCheckReport> r = CheckGradients(m, *f, params, o);
+  if (!r.ok()) return ::testing::AssertionFailure() << PrimIdName(id) << ": " << r.status();
+  if (!r->passed()) return ::testing::AssertionFailure() << PrimIdName(id) << "\n" << r->ToString();
+  double second = 0;
+  for (const GradCheckEntry& e : r->entries) {
+    if (e.order == 1 && e.max_magnitude < 1e-9) {
+      return ::testing::AssertionFailure() << PrimIdName(id) << ": the derivatives of " << e.input
+                                           << " are all zero; the check is vacuous\n"
+                                           << r->ToString();
+    }
+    if (e.order == 2) second = std::max(second, e.max_magnitude);
+  }
+  if (curved && second < 1e-9) {
+    return ::testing::AssertionFailure() << PrimIdName(id)
+                                         << ": every second-order derivative is zero; the "
+                                            "second-order check is vacuous\n"
+                                         << r->ToString();
+  }
+  return ::testing::AssertionSuccess();
+}
+
+// Random float64 operands of `shapes`, from `seed`.
+std::vector<Value> RandomOperands(const std::vector<Shape>& shapes, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::vector<Value> args;
+  for (const Shape& s : shapes) args.push_back(RandomF64(s, rng));
+  return args;
+}
+
+// The check of `id`{attrs} on operands of `shapes`, orders 1 and 2, at three
+// points; at the first, also that it is not vacuous (`curved`: the op is not
+// linear, so some second derivative is non-zero).
+void ExpectGradientsAtSeeds(PrimId id, const std::vector<Shape>& shapes, const AttrMap& attrs,
+                            bool curved = true) {
+  for (uint64_t seed : kSeeds) {
+    PrimGradOptions options;
+    options.order = 2;
+    options.seed = seed;
+    EXPECT_TRUE(PrimitiveGradientOk(id, RandomOperands(shapes, seed), attrs, options))
+        << "seed " << seed;
+  }
+  EXPECT_TRUE(
+      NonVacuousGradientsOk(id, RandomOperands(shapes, kSeeds[0]), attrs, kSeeds[0], curved));
+}
+
+// ----- matmul ----------------------------------------------------------------------
+AttrMap MatMulAttrs(bool ta, bool tb) { return {{"transpose_a", ta}, {"transpose_b", tb}}; }
+
+// op(a) is [m, k] and op(b) is [k, n]; stored shapes follow the transposes.
+Shape Stored(int64_t rows, int64_t cols, bool transposed, Shape batch = {}) {
+  batch.push_back(transposed ? cols : rows);
+  batch.push_back(transposed ? rows : cols);
+  return batch;
+}
+
+TEST(LinalgGradTest, MatMulEveryTransposeCombination) {
+  for (bool ta : {false, true}) {
+    for (bool tb : {false, true}) {
+      SCOPED_TRACE(::testing::Message() << "transpose_a=" << ta << " transpose_b=" << tb);
+      ExpectGradientsAtSeeds(PrimId::kMatMul, {Stored(2, 3, ta), Stored(3, 4, tb)},
+                             MatMulAttrs(ta, tb));
+    }
+  }
+}
+
+TEST(LinalgGradTest, MatMulBatchedWithTransposes) {
+  for (bool ta : {false, true}) {
+    for (bool tb : {false, true}) {
+      SCOPED_TRACE(::testing::Message() << "transpose_a=" << ta << " transpose_b=" << tb);
+      ExpectGradientsAtSeeds(PrimId::kMatMul, {Stored(2, 3, ta, {2}), Stored(3, 2, tb, {2})},
+                             MatMulAttrs(ta, tb));
+    }
+  }
+}
+
+// The batch sensitivity is summed back to each operand's batch shape.
+TEST(LinalgGradTest, MatMulBroadcastBatchDims) {
+  // [2,1] x [3] batches -> [2,3]: each side is summed over the other's batch dims.
+  ExpectGradientsAtSeeds(PrimId::kMatMul, {{2, 1, 2, 3}, {3, 3, 2}}, MatMulAttrs(false, false));
+  // A plain matrix against a batch: da sums over the whole batch.
+  ExpectGradientsAtSeeds(PrimId::kMatMul, {{2, 3}, {2, 2, 3, 2}}, MatMulAttrs(false, false));
+  ExpectGradientsAtSeeds(PrimId::kMatMul, {{2, 3, 2}, {4, 3}}, MatMulAttrs(true, true));
+}
+
+TEST(LinalgGradTest, MatMulVectorsAsMatrices) {
+  // Row times column (a 1x1 result) and column times row (an outer product).
+  ExpectGradientsAtSeeds(PrimId::kMatMul, {{1, 4}, {4, 1}}, MatMulAttrs(false, false));
+  ExpectGradientsAtSeeds(PrimId::kMatMul, {{1, 4}, {1, 3}}, MatMulAttrs(true, false));
+}
+
+// Unknown batch dims: the batch sensitivity is summed back with sum_to_like.
+TEST(LinalgGradTest, MatMulWithUnknownBatchDims) {
+  Module m(DefaultRegistry());
+  GraphBuilder b(&m, "f");
+  AnfNode* x = b.Param("x", MakeAbstractTensor(DType::kFloat64, {kUnknownDim, kUnknownDim, 3}));
+  AnfNode* w = b.Param("w", MakeAbstractTensor(DType::kFloat64, {kUnknownDim, 3, 2}));
+  absl::StatusOr<FuncGraph*> f = b.Return(b.Op(PrimId::kMatMul, {x, w}));
+  ASSERT_TRUE(f.ok()) << f.status();
+  for (uint64_t seed : kSeeds) {
+    GradCheckOptions options;
+    options.order = 2;
+    options.seed = seed;
+    absl::StatusOr<GradCheckReport> r =
+        CheckGradients(m, *f, RandomOperands({{1, 4, 3}, {5, 3, 2}}, seed), options);
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_TRUE(r->passed()) << r->ToString();
+  }
+}
+
+// ----- einsum -----------------------------------------------------------------------
+struct EinsumCase {
+  std::string equation;
+  std::vector<Shape> shapes;
+};
+
+void ExpectEinsumGradients(const std::vector<EinsumCase>& cases) {
+  for (const EinsumCase& e : cases) {
+    SCOPED_TRACE(e.equation);
+    // One operand: einsum is linear in it, and its second derivatives vanish.
+    ExpectGradientsAtSeeds(PrimId::kEinsum, e.shapes, {{"equation", e.equation}},
+                           /*curved=*/e.shapes.size() > 1);
+  }
+}
+
+TEST(LinalgGradTest, EinsumContractions) {
+  ExpectEinsumGradients({
+      {"ij,jk->ik", {{2, 3}, {3, 4}}},
+      {"ij,kj->ki", {{2, 3}, {4, 3}}},
+      {"bij,bjk->bik", {{2, 2, 3}, {2, 3, 2}}},
+      {"i,i->", {{5}, {5}}},
+      {"i,j->ij", {{3}, {4}}},
+      {"ij,ij->ij", {{2, 3}, {2, 3}}},
+      {"ij,jk", {{2, 3}, {3, 2}}},  // implicit output: ik
+  });
+}
+
+TEST(LinalgGradTest, EinsumThreeOperands) {
+  ExpectEinsumGradients({
+      {"ijk,jl,lk->i", {{2, 3, 2}, {3, 2}, {2, 2}}},
+      {"i,ij,j->", {{3}, {3, 4}, {4}}},
+      {"ab,bc,cd->da", {{2, 3}, {3, 2}, {2, 3}}},
+  });
+}
+
+// Letters of one operand only that the output drops: dy is broadcast along them.
+TEST(LinalgGradTest, EinsumSummedLetters) {
+  ExpectEinsumGradients({
+      {"ij->i", {{3, 4}}},
+      {"ij->", {{3, 4}}},
+      {"ijk->kj", {{2, 3, 4}}},  // a sum and a transpose
+      {"ij,k->i", {{2, 3}, {4}}},
+      {"ij,jk->", {{2, 3}, {3, 2}}},
+  });
+}
+
+TEST(LinalgGradTest, EinsumPermutations) {
+  ExpectEinsumGradients({
+      {"ij->ji", {{2, 3}}},
+      {"ijk->kij", {{2, 3, 4}}},
+      {"ij->ij", {{2, 3}}},
+  });
+}
+
+// Repeated letters within an operand (diagonals): the adjoint places dy on them.
+TEST(LinalgGradTest, EinsumDiagonals) {
+  ExpectEinsumGradients({
+      {"ii->", {{3, 3}}},          // trace
+      {"ii->i", {{4, 4}}},         // diagonal
+      {"iij->j", {{3, 3, 2}}},     // batched trace
+      {"iji->ij", {{2, 3, 2}}},    // a diagonal kept with another letter
+      {"iii->", {{2, 2, 2}}},      // a triple repeat: two identities
+      {"ii,i->i", {{3, 3}, {3}}},  // a diagonal times a vector
+      {"bii,bj->bj", {{2, 3, 3}, {2, 4}}},
+  });
+}
+
+// ----- The adjoint's structure ------------------------------------------------------
+// The equations of the einsums (other than the primal's) in the gradient graph of f(x, y) =
+// einsum{equation}(x, y...).
+std::set<std::string> AdjointEquations(const std::string& equation,
+                                       const std::vector<Shape>& shapes) {
+  Module m(DefaultRegistry());
+  absl::StatusOr<FuncGraph*> f = testing::BuildPrimitiveGraph(
+      m, PrimId::kEinsum, RandomOperands(shapes, 1), {{"equation", equation}});
+  EXPECT_TRUE(f.ok()) << f.status();
+  if (!f.ok()) return {};
+  absl::StatusOr<FuncGraph*> g = GradOperation(/*get_all=*/true)(m, *f);
+  EXPECT_TRUE(g.ok()) << g.status();
+  std::set<std::string> eqs;
+  for (const auto& graph : m.graphs()) {
+    for (const auto& node : graph->owned_nodes()) {
+      const CNode* c = node->AsCNode();
+      const Primitive* p = c != nullptr ? c->primitive() : nullptr;
+      if (p == nullptr || p->id() != PrimId::kEinsum) continue;
+      if (p->GetString("equation") != equation) eqs.insert(p->GetString("equation"));
+    }
+  }
+  return eqs;
+}
+
+TEST(LinalgGradTest, EinsumAdjointIsTheEinsumOfTheTransposedEquation) {
+  EXPECT_THAT(AdjointEquations("ij,jk->ik", {{2, 3}, {3, 4}}),
+              ::testing::UnorderedElementsAre("ik,jk->ij", "ik,ij->jk"));
+  // Summed letters: contract, then broadcast through ones_like(x).
+  EXPECT_THAT(AdjointEquations("ij->i", {{2, 3}}), ::testing::ElementsAre("i,ij->ij"));
+  // A trace: dy (rank 0) placed on the diagonal with an identity.
+  std::set<std::string> trace = AdjointEquations("ii->", {{3, 3}});
+  ASSERT_EQ(trace.size(), 1u);
+  EXPECT_THAT(*trace.begin(), ::testing::MatchesRegex(",i[A-Z]->i[A-Z]"));
+}
+
+// A diagonal needs the letter's size for its identity; unknown sizes are an error
+// at transform time naming the primitive and node.
+TEST(LinalgGradTest, EinsumDiagonalOfUnknownSizeIsAnError) {
+  Module m(DefaultRegistry());
+  GraphBuilder b(&m, "trace");
+  AnfNode* x = b.Param("x", MakeAbstractTensor(DType::kFloat64, {kUnknownDim, kUnknownDim}));
+  CNode* y = b.Op(PrimId::kEinsum, {x}, {{"equation", std::string("ii->")}});
+  y->set_name("tr");
+  absl::StatusOr<FuncGraph*> f = b.Return(y);
+  ASSERT_TRUE(f.ok()) << f.status();
+  absl::StatusOr<FuncGraph*> g = GradOperation()(m, *f);
+  ASSERT_FALSE(g.ok());
+  EXPECT_EQ(g.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(g.status().message(), HasSubstr("cannot differentiate einsum"));
+  EXPECT_THAT(g.status().message(), HasSubstr("node 'tr'"));
+  EXPECT_THAT(g.status().message(), HasSubstr("repeats subscript 'i'"));
+}
+
+// Unknown sizes are fine without diagonals: the adjoint is shape-generic.
+TEST(LinalgGradTest, EinsumWithUnknownSizesRunsOnConcreteOperands) {
+  Module m(DefaultRegistry());
+  GraphBuilder b(&m, "f");
+  AbstractPtr any = MakeAbstractTensor(DType::kFloat64, {kUnknownDim, kUnknownDim});
+  AnfNode* x = b.Param("x", any);
+  AnfNode* w = b.Param("w", any);
+  absl::StatusOr<FuncGraph*> f =
+      b.Return(b.Op(PrimId::kEinsum, {x, w}, {{"equation", std::string("ij,jk->")}}));
+  ASSERT_TRUE(f.ok()) << f.status();
+  GradCheckOptions options;
+  options.order = 2;
+  absl::StatusOr<GradCheckReport> r =
+      CheckGradients(m, *f, RandomOperands({{2, 3}, {3, 2}}, 7), options);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(r->passed()) << r->ToString();
+}
+
+}  // namespace
+}  // namespace kgrad

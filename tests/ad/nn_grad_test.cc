@@ -1,0 +1,382 @@
+// Gradient checks of the nn family (softmax, log_softmax, the cross-entropies,
+// batch_norm, layer_norm, dropout): reverse mode against central finite
+// differences in float64, to second order (the rules' compositions are
+// differentiated again), at three random points each.
+#include <algorithm>
+#include <cstdint>
+#include <functional>
+#include <random>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "ad/grad_operation.h"
+#include "backends/executor.h"
+#include "core/builder.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "ops/registry.h"
+#include "tests/testing/grad_test_util.h"
+
+namespace kgrad {
+namespace {
+
+using ::kgrad::testing::PrimGradOptions;
+using ::kgrad::testing::PrimitiveGradientOk;
+using ::kgrad::testing::RandomF64;
+using ::testing::HasSubstr;
+
+constexpr uint64_t kSeeds[] = {1, 2, 3};
+
+bool IsFloatTensor(const Value& v) { return v.is_tensor() && IsFloating(v.tensor().dtype()); }
+
+// f(x...) = prim(args...){attrs} checked to order 2 at `args` with the full report:
+// integer arguments become constants of f (the checker would try to differentiate
+// them as parameters), and the check must not be vacuous: every first-order
+// derivative is non-zero somewhere and, with `curved`, some second-order one is.
+::testing::AssertionResult NonVacuousGradientsOk(PrimId id, const std::vector<Value>& args,
+                                                 const AttrMap& attrs, uint64_t seed, bool curved) {
+  Module m(DefaultRegistry());
+  GraphBuilder b(&m, absl::StrCat("f_", PrimIdName(id)));
+  std::vector<AnfNode*> xs;
+  std::vector<Value> params;
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (IsFloatTensor(args[i])) {
+      xs.push_back(b.Param(absl::StrCat("x", i), Broaden(AbstractOfValue(args[i]))));
+      params.push_back(args[i]);
+    } else {
+      xs.push_back(b.Const(args[i]));
+    }
+  }
+  absl::StatusOr<FuncGraph*> f = b.Return(b.Op(id, xs, attrs));
+  if (!f.ok()) return ::testing::AssertionFailure() << "building the graph: " << f.status();
+  GradCheckOptions o;
+  o.order = 2;
+  o.seed = seed;
+  absl::StatusOr<GradCheckReport> r = CheckGradients(m, *f, params, o);
+  if (!r.ok()) return ::testing::AssertionFailure() << PrimIdName(id) << ": " << r.status();
+  if (!r->passed()) return ::testing::AssertionFailure() << PrimIdName(id) << "\n" << r->ToString();
+  double second = 0;
+  for (const GradCheckEntry& e : r->entries) {
+    if (e.order == 1 && e.max_magnitude < 1e-9) {
+      return ::testing::AssertionFailure() << PrimIdName(id) << ": the derivatives of " << e.input
+                                           << " are all zero; the check is vacuous\n"
+                                           << r->ToString();
+    }
+    if (e.order == 2) second = std::max(second, e.max_magnitude);
+  }
+  if (curved && second < 1e-9) {
+    return ::testing::AssertionFailure() << PrimIdName(id)
+                                         << ": every second-order derivative is zero; the "
+                                            "second-order check is vacuous\n"
+                                         << r->ToString();
+  }
+  return ::testing::AssertionSuccess();
+}
+
+using MakeArgs = std::function<std::vector<Value>(std::mt19937_64&)>;
+
+// The check of `id`{attrs} at three points drawn by `make`, orders 1 and 2; at the
+// first, also that it is not vacuous (`curved`: the op is not linear, so some
+// second derivative is non-zero). Integer arguments (labels) are constants of the
+// checked graph.
+void ExpectGradientsAtSeeds(PrimId id, const MakeArgs& make, const AttrMap& attrs,
+                            bool curved = true) {
+  for (uint64_t seed : kSeeds) {
+    std::mt19937_64 rng(seed);
+    std::vector<Value> args = make(rng);
+    if (std::all_of(args.begin(), args.end(), IsFloatTensor)) {
+      PrimGradOptions options;
+      options.order = 2;
+      options.seed = seed;
+      EXPECT_TRUE(PrimitiveGradientOk(id, args, attrs, options)) << "seed " << seed;
+    }
+    if (seed == kSeeds[0] || !std::all_of(args.begin(), args.end(), IsFloatTensor)) {
+      EXPECT_TRUE(NonVacuousGradientsOk(id, args, attrs, seed, curved)) << "seed " << seed;
+    }
+  }
+}
+
+// Operands uniform in [-1, 1) of `shapes`.
+MakeArgs Uniform(std::vector<Shape> shapes) {
+  return [shapes](std::mt19937_64& rng) {
+    std::vector<Value> args;
+    for (const Shape& s : shapes) args.push_back(RandomF64(s, rng));
+    return args;
+  };
+}
+
+// ----- softmax / log_softmax -----------------------------------------------------------
+struct AxisCase {
+  Shape shape;
+  int64_t axis;
+};
+
+const std::vector<AxisCase>& AxisCases() {
+  static const auto* cases = new std::vector<AxisCase>{
+      {{5}, -1}, {{3, 4}, -1}, {{3, 4}, 0}, {{2, 3, 4}, 1}, {{2, 3, 4}, -3}, {{2, 3, 2}, 2}};
+  return *cases;
+}
+
+TEST(NnGradTest, Softmax) {
+  for (const AxisCase& a : AxisCases()) {
+    SCOPED_TRACE(::testing::Message() << ShapeToString(a.shape) << " axis " << a.axis);
+    // Logits over [-2, 2): the probabilities are far from saturation.
+    ExpectGradientsAtSeeds(
+        PrimId::kSoftmax,
+        [&](std::mt19937_64& rng) { return std::vector<Value>{RandomF64(a.shape, rng, -2, 2)}; },
+        {{"axis", a.axis}});
+  }
+}
+
+TEST(NnGradTest, LogSoftmax) {
+  for (const AxisCase& a : AxisCases()) {
+    SCOPED_TRACE(::testing::Message() << ShapeToString(a.shape) << " axis " << a.axis);
+    ExpectGradientsAtSeeds(
+        PrimId::kLogSoftmax,
+        [&](std::mt19937_64& rng) { return std::vector<Value>{RandomF64(a.shape, rng, -2, 2)}; },
+        {{"axis", a.axis}});
+  }
+}
+
+// ----- cross-entropies -------------------------------------------------------------------
+// Both inputs are differentiated; the labels are arbitrary (not normalised), so the
+// rule's sum(labels) factor is exercised.
+TEST(NnGradTest, SoftmaxCrossEntropy) {
+  for (const AxisCase& a : AxisCases()) {
+    SCOPED_TRACE(::testing::Message() << ShapeToString(a.shape) << " axis " << a.axis);
+    ExpectGradientsAtSeeds(
+        PrimId::kSoftmaxCrossEntropy,
+        [&](std::mt19937_64& rng) {
+          return std::vector<Value>{RandomF64(a.shape, rng, -2, 2), RandomF64(a.shape, rng, 0, 1)};
+        },
+        {{"axis", a.axis}});
+  }
+}
+
+template <typename L>
+Value RandomLabels(int64_t n, int64_t classes, std::mt19937_64& rng) {
+  std::uniform_int_distribution<int64_t> u(0, classes - 1);
+  std::vector<L> v(n);
+  for (L& x : v) x = static_cast<L>(u(rng));
+  return Value(Tensor::FromVector<L>({n}, v));
+}
+
+// The integer labels get no gradient; the logits do. (The labels are constants of
+// the checked graph: tools/grad_check differentiates every parameter.)
+TEST(NnGradTest, SparseSoftmaxCrossEntropy) {
+  for (auto [n, classes] : std::vector<std::pair<int64_t, int64_t>>{{4, 5}, {1, 3}, {6, 2}}) {
+    SCOPED_TRACE(::testing::Message() << n << "x" << classes);
+    ExpectGradientsAtSeeds(PrimId::kSparseSoftmaxCrossEntropy,
+                           [&](std::mt19937_64& rng) {
+                             return std::vector<Value>{RandomF64({n, classes}, rng, -2, 2),
+                                                       RandomLabels<int64_t>(n, classes, rng)};
+                           },
+                           {});
+    ExpectGradientsAtSeeds(PrimId::kSparseSoftmaxCrossEntropy,
+                           [&](std::mt19937_64& rng) {
+                             return std::vector<Value>{RandomF64({n, classes}, rng, -2, 2),
+                                                       RandomLabels<int32_t>(n, classes, rng)};
+                           },
+                           {});
+  }
+}
+
+// d loss / d logits = softmax(logits) - one_hot(label), checked by value.
+TEST(NnGradTest, SparseSoftmaxCrossEntropyGradientValues) {
+  Module m(DefaultRegistry());
+  Value logits(Tensor::FromVector<double>({2, 3}, {0.0, 1.0, 2.0, 0.5, 0.5, 0.5}));
+  Value labels(Tensor::FromVector<int64_t>({2}, {2, 0}));
+  absl::StatusOr<FuncGraph*> f =
+      testing::BuildPrimitiveGraph(m, PrimId::kSparseSoftmaxCrossEntropy, {logits, labels});
+  ASSERT_TRUE(f.ok()) << f.status();
+  absl::StatusOr<FuncGraph*> g = GradOperation()(m, *f);
+  ASSERT_TRUE(g.ok()) << g.status();
+  absl::StatusOr<Value> r = RunGraph(*g, {logits, labels});
+  ASSERT_TRUE(r.ok()) << r.status();
+  const Tensor& d = r->tensor();
+  double z = std::exp(0.0) + std::exp(1.0) + std::exp(2.0);
+  std::vector<double> want = {1 / z,       std::exp(1.0) / z, std::exp(2.0) / z - 1,
+                              1.0 / 3 - 1, 1.0 / 3,           1.0 / 3};
+  ASSERT_EQ(d.NumElements(), 6);
+  for (int i = 0; i < 6; ++i) EXPECT_NEAR(d.ElementAsDouble(i), want[i], 1e-12) << i;
+}
+
+// The rule needs the number of classes for one_hot: unknown is a transform-time
+// error naming the primitive and node.
+TEST(NnGradTest, SparseSoftmaxCrossEntropyUnknownClassesIsAnError) {
+  Module m(DefaultRegistry());
+  GraphBuilder b(&m, "loss");
+  AnfNode* x = b.Param("x", MakeAbstractTensor(DType::kFloat64, {kUnknownDim, kUnknownDim}));
+  AnfNode* y = b.Param("y", MakeAbstractTensor(DType::kInt64, {kUnknownDim}));
+  CNode* l = b.Op(PrimId::kSparseSoftmaxCrossEntropy, {x, y});
+  l->set_name("xent");
+  absl::StatusOr<FuncGraph*> f = b.Return(b.Op(PrimId::kReduceSum, {l}));
+  ASSERT_TRUE(f.ok()) << f.status();
+  absl::StatusOr<FuncGraph*> g = GradOperation()(m, *f);
+  ASSERT_FALSE(g.ok());
+  EXPECT_EQ(g.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(g.status().message(), HasSubstr("cannot differentiate sparse_softmax_cross_entropy"));
+  EXPECT_THAT(g.status().message(), HasSubstr("node 'xent'"));
+  EXPECT_THAT(g.status().message(), HasSubstr("number of classes"));
+}
+
+// ----- normalisation ---------------------------------------------------------------------
+// Scale away from 0 keeps the second-order terms well scaled; epsilon is the
+// default 1e-5 and the batch variance of uniform inputs is ~1/3, far above it.
+TEST(NnGradTest, BatchNorm) {
+  struct Case {
+    Shape x;
+    int64_t axis;
+  };
+  for (const Case& c : std::vector<Case>{
+           {{4, 3}, 1}, {{2, 3, 4}, 1}, {{3, 2, 2}, -1}, {{3, 2}, 0}, {{2, 2, 2, 2}, 1}}) {
+    SCOPED_TRACE(::testing::Message() << ShapeToString(c.x) << " axis " << c.axis);
+    int64_t channels = c.x[c.axis < 0 ? c.axis + c.x.size() : c.axis];
+    ExpectGradientsAtSeeds(PrimId::kBatchNorm,
+                           [&](std::mt19937_64& rng) {
+                             return std::vector<Value>{RandomF64(c.x, rng),
+                                                       RandomF64({channels}, rng, 0.5, 1.5),
+                                                       RandomF64({channels}, rng)};
+                           },
+                           {{"axis", c.axis}});
+  }
+}
+
+TEST(NnGradTest, BatchNormWithLargeEpsilon) {
+  ExpectGradientsAtSeeds(PrimId::kBatchNorm, Uniform({{3, 2, 2}, {2}, {2}}),
+                         {{"axis", int64_t{1}}, {"epsilon", 0.5}});
+}
+
+TEST(NnGradTest, LayerNorm) {
+  struct Case {
+    Shape x;
+    int64_t begin;
+  };
+  for (const Case& c :
+       std::vector<Case>{{{3, 4}, -1}, {{2, 3, 4}, 1}, {{2, 3}, 0}, {{2, 2, 3}, -2}, {{5}, 0}}) {
+    SCOPED_TRACE(::testing::Message() << ShapeToString(c.x) << " begin_norm_axis " << c.begin);
+    int begin = static_cast<int>(c.begin < 0 ? c.begin + c.x.size() : c.begin);
+    Shape normalized(c.x.begin() + begin, c.x.end());
+    ExpectGradientsAtSeeds(PrimId::kLayerNorm,
+                           [&](std::mt19937_64& rng) {
+                             return std::vector<Value>{RandomF64(c.x, rng),
+                                                       RandomF64(normalized, rng, 0.5, 1.5),
+                                                       RandomF64(normalized, rng)};
+                           },
+                           {{"begin_norm_axis", c.begin}});
+  }
+}
+
+TEST(NnGradTest, LayerNormWithLargeEpsilon) {
+  ExpectGradientsAtSeeds(PrimId::kLayerNorm, Uniform({{2, 4}, {4}, {4}}),
+                         {{"begin_norm_axis", int64_t{-1}}, {"epsilon", 0.25}});
+}
+
+// ----- unknown dims ------------------------------------------------------------------------
+// The rules need only ranks (and, for the sparse loss, the class count): with
+// every dim unknown they still build, and the result is checked to second order.
+::testing::AssertionResult UnknownDimsGradientsOk(PrimId id, const std::vector<Value>& args,
+                                                  const AttrMap& attrs, uint64_t seed) {
+  Module m(DefaultRegistry());
+  GraphBuilder b(&m, absl::StrCat("f_", PrimIdName(id)));
+  std::vector<AnfNode*> xs;
+  for (size_t i = 0; i < args.size(); ++i) {
+    Shape unknown(args[i].tensor().rank(), kUnknownDim);
+    xs.push_back(b.Param(absl::StrCat("x", i), MakeAbstractTensor(DType::kFloat64, unknown)));
+  }
+  absl::StatusOr<FuncGraph*> f = b.Return(b.Op(id, xs, attrs));
+  if (!f.ok()) return ::testing::AssertionFailure() << "building the graph: " << f.status();
+  GradCheckOptions o;
+  o.order = 2;
+  o.seed = seed;
+  absl::StatusOr<GradCheckReport> r = CheckGradients(m, *f, args, o);
+  if (!r.ok()) return ::testing::AssertionFailure() << PrimIdName(id) << ": " << r.status();
+  if (!r->passed()) return ::testing::AssertionFailure() << PrimIdName(id) << "\n" << r->ToString();
+  return ::testing::AssertionSuccess();
+}
+
+TEST(NnGradTest, UnknownDims) {
+  for (uint64_t seed : kSeeds) {
+    SCOPED_TRACE(::testing::Message() << "seed " << seed);
+    std::mt19937_64 rng(seed);
+    Value x = RandomF64({3, 2, 2}, rng);
+    Value labels = RandomF64({3, 2, 2}, rng, 0, 1);
+    EXPECT_TRUE(UnknownDimsGradientsOk(PrimId::kSoftmax, {x}, {{"axis", int64_t{1}}}, seed));
+    EXPECT_TRUE(UnknownDimsGradientsOk(PrimId::kLogSoftmax, {x}, {{"axis", int64_t{-1}}}, seed));
+    EXPECT_TRUE(UnknownDimsGradientsOk(PrimId::kSoftmaxCrossEntropy, {x, labels},
+                                       {{"axis", int64_t{1}}}, seed));
+    Value scale = RandomF64({2}, rng, 0.5, 1.5), bias = RandomF64({2}, rng);
+    EXPECT_TRUE(
+        UnknownDimsGradientsOk(PrimId::kBatchNorm, {x, scale, bias}, {{"axis", int64_t{1}}}, seed));
+    EXPECT_TRUE(UnknownDimsGradientsOk(PrimId::kLayerNorm, {x, scale, bias},
+                                       {{"begin_norm_axis", int64_t{-1}}}, seed));
+    EXPECT_TRUE(UnknownDimsGradientsOk(PrimId::kDropout, {x}, {{"rate", 0.5}}, seed));
+  }
+}
+
+// ----- composition -------------------------------------------------------------------------
+// A layer: mean(softmax_cross_entropy(layer_norm(x @ w) , labels)), second order
+// in x and w (the Hessian-vector products of a training loss).
+TEST(NnGradTest, LayerOfMatMulLayerNormAndCrossEntropy) {
+  for (uint64_t seed : kSeeds) {
+    std::mt19937_64 rng(seed);
+    Module m(DefaultRegistry());
+    GraphBuilder b(&m, "loss");
+    AnfNode* x = b.Param("x", DType::kFloat64, {4, 3});
+    AnfNode* w = b.Param("w", DType::kFloat64, {3, 5});
+    AnfNode* scale = b.Const(RandomF64({5}, rng, 0.5, 1.5));
+    AnfNode* bias = b.Const(RandomF64({5}, rng));
+    AnfNode* labels = b.Const(RandomF64({4, 5}, rng, 0, 1));
+    AnfNode* h = b.Op(PrimId::kLayerNorm, {b.Op(PrimId::kMatMul, {x, w}), scale, bias});
+    AnfNode* l = b.Op(PrimId::kSoftmaxCrossEntropy, {h, labels});
+    absl::StatusOr<FuncGraph*> f = b.Return(b.Op(PrimId::kReduceMean, {l}));
+    ASSERT_TRUE(f.ok()) << f.status();
+    GradCheckOptions o;
+    o.order = 2;
+    o.seed = seed;
+    absl::StatusOr<GradCheckReport> r =
+        CheckGradients(m, *f, {RandomF64({4, 3}, rng), RandomF64({3, 5}, rng)}, o);
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_TRUE(r->passed()) << r->ToString();
+  }
+}
+
+// ----- dropout ---------------------------------------------------------------------------
+TEST(NnGradTest, Dropout) {
+  for (double rate : {0.0, 0.3, 0.5}) {
+    for (int64_t seed : {0, 7}) {
+      SCOPED_TRACE(::testing::Message() << "rate " << rate << " seed " << seed);
+      ExpectGradientsAtSeeds(PrimId::kDropout, Uniform({{3, 4}}), {{"rate", rate}, {"seed", seed}},
+                             /*curved=*/false);
+    }
+  }
+}
+
+// The gradient of sum(dropout(x)) is the mask itself: 0 where dropped, 1/(1-rate)
+// where kept, and it matches where the forward kept x.
+TEST(NnGradTest, DropoutGradientIsTheForwardMask) {
+  Module m(DefaultRegistry());
+  AttrMap attrs = {{"rate", 0.25}, {"seed", int64_t{11}}};
+  std::vector<double> ones(64, 1.0);
+  Value x(Tensor::FromVector<double>({64}, ones));
+  absl::StatusOr<FuncGraph*> f = testing::BuildPrimitiveGraph(m, PrimId::kDropout, {x}, attrs);
+  ASSERT_TRUE(f.ok()) << f.status();
+  absl::StatusOr<Value> y = RunGraph(*f, {x});
+  ASSERT_TRUE(y.ok()) << y.status();
+  absl::StatusOr<FuncGraph*> g = GradOperation()(m, *f);
+  ASSERT_TRUE(g.ok()) << g.status();
+  absl::StatusOr<Value> d = RunGraph(*g, {x});
+  ASSERT_TRUE(d.ok()) << d.status();
+  int kept = 0;
+  for (int64_t i = 0; i < 64; ++i) {
+    double yi = y->tensor().ElementAsDouble(i), di = d->tensor().ElementAsDouble(i);
+    EXPECT_DOUBLE_EQ(di, yi) << i;  // x = 1: y is the mask too
+    EXPECT_TRUE(di == 0.0 || std::abs(di - 1 / 0.75) < 1e-15) << i << ": " << di;
+    kept += di != 0.0;
+  }
+  EXPECT_GT(kept, 0);
+  EXPECT_LT(kept, 64);
+}
+
+}  // namespace
+}  // namespace kgrad
