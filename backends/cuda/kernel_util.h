@@ -1,9 +1,8 @@
 // Internal to backends/cuda: input checks (with the CPU kernels' messages) and
-// the geometry builders that turn shapes into launch.h structs.
+// launch helpers shared by the host-side kernels.
 #ifndef KGRAD_BACKENDS_CUDA_KERNEL_UTIL_H_
 #define KGRAD_BACKENDS_CUDA_KERNEL_UTIL_H_
 
-#include <array>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -11,6 +10,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
+#include "backends/cuda/geometry.h"
 #include "backends/cuda/kernels/launch.h"
 #include "backends/kernel.h"
 #include "core/shape.h"
@@ -38,28 +38,9 @@ absl::Status SameDTypes(const Tensor& a, int i, const Tensor& b, int j);
 absl::Status AttrError(const KernelContext& ctx, absl::string_view attr, absl::string_view what);
 std::string Ints(absl::Span<const int64_t> v);
 
-// ----- Geometry ----------------------------------------------------------------------------
-// The broadcast walk of `out` over up to three operand shapes (right-aligned;
-// size-1 dims broadcast), with dims of size 1 dropped and neighbours merged
-// wherever every operand walks them as one.
-BroadcastGeom MakeBroadcastGeom(const Shape& out, absl::Span<const Shape* const> ins);
-
-// A copy over `dims` reading `src_strides` from src_offset and writing
-// `dst_strides` from dst_offset; size-1 dims dropped and contiguous neighbours
-// merged. Error when the rank exceeds kMaxDims after merging (cannot happen for
-// valid tensors).
-CopyGeom MakeCopyGeom(const Shape& dims, const Shape& src_strides, const Shape& dst_strides,
-                      int64_t src_offset = 0, int64_t dst_offset = 0);
-// Dense destination / dense source variants.
-CopyGeom DenseWrite(const Shape& dims, const Shape& src_strides, int64_t src_offset = 0);
-CopyGeom DenseRead(const Shape& dims, const Shape& dst_strides, int64_t dst_offset = 0);
 // Runs a copy between the buffers of two tensors of the same dtype.
 absl::Status StridedCopy(const CopyGeom& g, const Tensor& src, const Tensor& dst,
                          cudaStream_t stream);
-
-// The reduction of `in` over the dims marked in `reduced`: kept dims (the output,
-// dense) and reduced dims, each run of neighbours of one kind merged.
-ReduceGeom MakeReduceGeom(const Shape& in, const std::vector<bool>& reduced);
 
 // Runs `op` over geometry g from x into out (allocating the scratch it needs).
 absl::Status RunReduce(const KernelContext& ctx, ReduceOp op, const ReduceGeom& g, const Tensor& x,

@@ -16,6 +16,7 @@
 #include "backends/cuda/kernel_util.h"
 #include "core/shape.h"
 #include "core/status_macros.h"
+#include "ops/einsum_spec.h"
 
 namespace kgrad {
 namespace cuda {
@@ -139,82 +140,9 @@ absl::StatusOr<Value> MatMul(KernelContext& ctx) {
   return Value(std::move(out));
 }
 
-// ----- einsum: parsing (the grammar of ops/linalg.cc and the CPU kernel) ------------------------
-inline constexpr int kMaxEinsumOperands = 8;
-
-bool IsLetter(char ch) { return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z'); }
+// ----- einsum: checks (the equation is parsed by ops/einsum_spec, shared with
+// inference, the CPU kernel and the gradient rule) ---------------------------------------------
 bool Has(const std::string& s, char ch) { return s.find(ch) != std::string::npos; }
-
-struct EinsumSpec {
-  std::vector<std::string> inputs;
-  std::string output;
-};
-
-absl::Status EinsumError(const std::string& eq, absl::string_view what) {
-  return absl::InvalidArgumentError(absl::StrCat("einsum equation '", eq, "': ", what));
-}
-
-std::string ImplicitOutput(const std::vector<std::string>& inputs) {
-  std::array<int, 128> count{};
-  for (const std::string& s : inputs) {
-    for (char ch : s) ++count[static_cast<unsigned char>(ch)];
-  }
-  std::string out;
-  for (int ch = 0; ch < 128; ++ch) {
-    if (count[ch] == 1) out.push_back(static_cast<char>(ch));
-  }
-  return out;
-}
-
-absl::Status CheckOutput(const std::string& eq, const EinsumSpec& spec) {
-  for (size_t i = 0; i < spec.output.size(); ++i) {
-    char ch = spec.output[i];
-    if (spec.output.find(ch, i + 1) != std::string::npos) {
-      return EinsumError(eq,
-                         absl::StrCat("output subscript '", std::string(1, ch), "' is repeated"));
-    }
-    bool found = false;
-    for (const std::string& s : spec.inputs) found |= Has(s, ch);
-    if (!found) {
-      return EinsumError(eq, absl::StrCat("output subscript '", std::string(1, ch),
-                                          "' does not appear in any input"));
-    }
-  }
-  return absl::OkStatus();
-}
-
-absl::StatusOr<EinsumSpec> ParseEinsum(const std::string& eq, int num_operands) {
-  std::string s;
-  for (char ch : eq) {
-    if (ch != ' ') s.push_back(ch);
-  }
-  if (Has(s, '.')) return EinsumError(eq, "ellipsis '...' is unsupported");
-  const size_t arrow = s.find("->");
-  EinsumSpec spec;
-  spec.inputs.emplace_back();
-  for (char ch : s.substr(0, arrow)) {
-    if (ch == ',') {
-      spec.inputs.emplace_back();
-    } else if (IsLetter(ch)) {
-      spec.inputs.back().push_back(ch);
-    } else {
-      return EinsumError(eq,
-                         absl::StrCat("'", std::string(1, ch), "' is not a letter, ',' or '->'"));
-    }
-  }
-  spec.output = arrow == std::string::npos ? ImplicitOutput(spec.inputs) : s.substr(arrow + 2);
-  for (char ch : spec.output) {
-    if (!IsLetter(ch)) {
-      return EinsumError(eq, absl::StrCat("output '", spec.output, "' must contain letters only"));
-    }
-  }
-  if (static_cast<int>(spec.inputs.size()) != num_operands) {
-    return EinsumError(
-        eq, absl::StrCat("names ", spec.inputs.size(), " operands, got ", num_operands, " inputs"));
-  }
-  KGRAD_RETURN_IF_ERROR(CheckOutput(eq, spec));
-  return spec;
-}
 
 using LetterSizes = std::array<int64_t, 128>;
 

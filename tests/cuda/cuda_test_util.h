@@ -12,6 +12,7 @@
 #include "core/primitive.h"
 #include "core/value.h"
 #include "gtest/gtest.h"
+#include "tests/cuda/compare.h"
 
 namespace kgrad {
 namespace testing {
@@ -23,24 +24,12 @@ Device* CudaOrNull(std::string* why);
 #define KGRAD_CUDA_DEVICE_OR_SKIP(dev)                                        \
   std::string dev##_why;                                                      \
   ::kgrad::Device* dev = ::kgrad::testing::CudaOrNull(&dev##_why);            \
-  if (dev == nullptr) GTEST_SKIP() << "no CUDA device: " << dev##_why
+  if (dev == nullptr) GTEST_SKIP() << dev##_why
 
 // Runs primitive `id` on `device`: tensor inputs are copied to the device, the
 // result back to the host.
 absl::StatusOr<Value> RunOnDevice(Device* device, PrimId id, std::vector<Value> inputs,
                                   AttrMap attrs = {});
-
-struct Tolerance {
-  double rtol, atol;
-};
-// Default tolerances: f32 rtol 1e-4 / atol 1e-5, f64 rtol 1e-9 / atol 1e-11.
-Tolerance DefaultTolerance(DType dtype);
-
-// Tensors (recursively through tuples) equal in dtype and shape, and values within
-// |a - e| <= atol + rtol * |e| (NaN matches NaN, infinities must match exactly;
-// integers and bools exactly).
-::testing::AssertionResult ValuesClose(const Value& actual, const Value& expected,
-                                       Tolerance tol);
 
 // Runs `id` on the CPU and on CUDA; both must fail alike (same code and message)
 // or both succeed with close results (tolerance from the first float tensor's

@@ -8,6 +8,7 @@
 
 #include "gtest/gtest.h"
 #include "tests/cuda/cuda_test_util.h"
+#include "tests/testing/op_test_util.h"
 
 namespace kgrad {
 namespace testing {

@@ -7,6 +7,7 @@
 
 #include "gtest/gtest.h"
 #include "tests/cuda/cuda_test_util.h"
+#include "tests/testing/op_test_util.h"
 
 namespace kgrad {
 namespace testing {
@@ -87,7 +88,9 @@ TEST_P(ShapeTest, SlicesPadsAndTheirGradientsMatchCpu) {
     AttrMap attrs = {{"begin", begin}, {"end", end}, {"strides", strides}};
     EXPECT_TRUE(MatchesCpu(dev, PrimId::kSlice, {x}, attrs));
     absl::StatusOr<Value> y = RunOnDevice(dev, PrimId::kSlice, {x}, attrs);
-    if (y.ok()) EXPECT_TRUE(MatchesCpu(dev, PrimId::kSliceGrad, {R(y->tensor().shape()), x}, attrs));
+    if (y.ok()) {
+      EXPECT_TRUE(MatchesCpu(dev, PrimId::kSliceGrad, {R(y->tensor().shape()), x}, attrs));
+    }
   }
   EXPECT_TRUE(MatchesCpu(dev, PrimId::kPad, {x}, {{"pads", Ints{1, 0, 0, 2, 3, 3}}}));
   EXPECT_TRUE(MatchesCpu(dev, PrimId::kPad, {x}, {{"pads", Ints{0, 1, 2, 0, 0, 0}}, {"value", 2.5}}));

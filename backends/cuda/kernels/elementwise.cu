@@ -6,7 +6,7 @@
 #include <type_traits>
 
 #include "backends/cpu/dropout_hash.h"
-#include "backends/cuda/kernels/device_util.cuh"
+#include "backends/cuda/kernels/device_util.cu.h"
 #include "backends/cuda/kernels/launch.h"
 
 namespace kgrad {
@@ -72,7 +72,7 @@ __global__ void UnaryKernel(const T* x, T* y, int64_t n) {
 template <UnaryOp kOp, typename T>
 cudaError_t RunUnary(const void* x, void* y, int64_t n, cudaStream_t s) {
   if (n == 0) return cudaSuccess;
-  UnaryKernel<kOp, T><<<BlocksFor(n), kThreads, 0, s>>>(static_cast<const T*>(x),
+  Launch(UnaryKernel<kOp, T>, BlocksFor(n), kThreads, s, static_cast<const T*>(x),
                                                         static_cast<T*>(y), n);
   return LastLaunchError();
 }
@@ -176,10 +176,10 @@ cudaError_t RunBinary(const void* a, const void* b, void* out, const BroadcastGe
   if (g.rank <= 1) {
     const int64_t sa = g.rank == 1 ? g.strides[0][0] : 0;
     const int64_t sb = g.rank == 1 ? g.strides[1][0] : 0;
-    BinaryFlatKernel<kOp, T, R><<<BlocksFor(g.count), kThreads, 0, s>>>(pa, sa, pb, sb, po,
+    Launch(BinaryFlatKernel<kOp, T, R>, BlocksFor(g.count), kThreads, s, pa, sa, pb, sb, po,
                                                                         g.count);
   } else {
-    BinaryKernel<kOp, T, R><<<BlocksFor(g.count), kThreads, 0, s>>>(pa, pb, po, g);
+    Launch(BinaryKernel<kOp, T, R>, BlocksFor(g.count), kThreads, s, pa, pb, po, g);
   }
   return LastLaunchError();
 }
@@ -308,8 +308,7 @@ cudaError_t LaunchSelect(DT dt, const void* c, const void* a, const void* b, voi
   if (g.count == 0) return cudaSuccess;
   return DispatchAll(dt, [&](auto zero) -> cudaError_t {
     using T = decltype(zero);
-    SelectKernel<T><<<BlocksFor(g.count), kThreads, 0, s>>>(
-        static_cast<const bool*>(c), static_cast<const T*>(a), static_cast<const T*>(b),
+    Launch(SelectKernel<T>, BlocksFor(g.count), kThreads, s, static_cast<const bool*>(c), static_cast<const T*>(a), static_cast<const T*>(b),
         static_cast<T*>(out), g);
     return LastLaunchError();
   });
@@ -319,7 +318,7 @@ cudaError_t LaunchFill(DT dt, void* out, int64_t n, double value, cudaStream_t s
   if (n == 0) return cudaSuccess;
   return DispatchAll(dt, [&](auto zero) -> cudaError_t {
     using T = decltype(zero);
-    FillKernel<T><<<BlocksFor(n), kThreads, 0, s>>>(static_cast<T*>(out), n,
+    Launch(FillKernel<T>, BlocksFor(n), kThreads, s, static_cast<T*>(out), n,
                                                     Convert<T>(value));
     return LastLaunchError();
   });
@@ -331,7 +330,7 @@ cudaError_t LaunchCast(DT from, DT to, const void* x, void* y, int64_t n, cudaSt
     using From = decltype(from_zero);
     return DispatchAll(to, [&](auto to_zero) -> cudaError_t {
       using To = decltype(to_zero);
-      CastKernel<To, From><<<BlocksFor(n), kThreads, 0, s>>>(static_cast<const From*>(x),
+      Launch(CastKernel<To, From>, BlocksFor(n), kThreads, s, static_cast<const From*>(x),
                                                             static_cast<To*>(y), n);
       return LastLaunchError();
     });
@@ -344,7 +343,7 @@ cudaError_t LaunchDropout(DT dt, const void* x, void* y, int64_t n, uint64_t see
   return DispatchFloat(dt, [&](auto zero) -> cudaError_t {
     using T = decltype(zero);
     const T scale = static_cast<T>(1.0 / (1.0 - rate));
-    DropoutKernel<T><<<BlocksFor(n), kThreads, 0, s>>>(static_cast<const T*>(x),
+    Launch(DropoutKernel<T>, BlocksFor(n), kThreads, s, static_cast<const T*>(x),
                                                        static_cast<T*>(y), n, seed, rate, scale);
     return LastLaunchError();
   });
@@ -352,11 +351,11 @@ cudaError_t LaunchDropout(DT dt, const void* x, void* y, int64_t n, uint64_t see
 
 cudaError_t LaunchFirstBadIndex(DT idx_dt, const void* idx, int64_t n, int64_t bound,
                                 unsigned long long* first, cudaStream_t s) {
-  cudaError_t e = cudaMemsetAsync(first, 0xFF, sizeof(unsigned long long), s);
+  cudaError_t e = MemsetAsync(first, 0xFF, sizeof(unsigned long long), s);
   if (e != cudaSuccess || n == 0) return e;
   return DispatchIndex(idx_dt, [&](auto zero) -> cudaError_t {
     using I = decltype(zero);
-    FirstBadIndexKernel<I><<<BlocksFor(n), kThreads, 0, s>>>(static_cast<const I*>(idx), n,
+    Launch(FirstBadIndexKernel<I>, BlocksFor(n), kThreads, s, static_cast<const I*>(idx), n,
                                                              bound, first);
     return LastLaunchError();
   });
@@ -364,11 +363,11 @@ cudaError_t LaunchFirstBadIndex(DT idx_dt, const void* idx, int64_t n, int64_t b
 
 cudaError_t LaunchFirstZero(DT dt, const void* x, int64_t n, unsigned long long* first,
                             cudaStream_t s) {
-  cudaError_t e = cudaMemsetAsync(first, 0xFF, sizeof(unsigned long long), s);
+  cudaError_t e = MemsetAsync(first, 0xFF, sizeof(unsigned long long), s);
   if (e != cudaSuccess || n == 0) return e;
   return DispatchIndex(dt, [&](auto zero) -> cudaError_t {
     using T = decltype(zero);
-    FirstZeroKernel<T><<<BlocksFor(n), kThreads, 0, s>>>(static_cast<const T*>(x), n, first);
+    Launch(FirstZeroKernel<T>, BlocksFor(n), kThreads, s, static_cast<const T*>(x), n, first);
     return LastLaunchError();
   });
 }

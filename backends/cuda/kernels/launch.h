@@ -14,7 +14,11 @@
 #include <cstddef>
 #include <cstdint>
 
+#if defined(KGRAD_CUDA_EMULATION)
+#include "backends/cuda/kernels/emulation.h"  // host emulation for tests (no GPU)
+#else
 #include <cuda_runtime_api.h>
+#endif
 
 namespace kgrad {
 namespace cuda {

@@ -10,7 +10,7 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "backends/cuda/kernels/device_util.cuh"
+#include "backends/cuda/kernels/device_util.cu.h"
 #include "backends/cuda/kernels/launch.h"
 
 namespace kgrad {
@@ -19,16 +19,12 @@ namespace {
 
 constexpr int64_t kBlockRowMin = 256;  // rows at least this long get a block each
 
-unsigned RowGrid(int64_t rows) {
-  return static_cast<unsigned>(rows < (int64_t{1} << 20) ? rows : (int64_t{1} << 20));
-}
-
 template <typename A>
 __device__ A BlockSum(A v) {
   __shared__ A shared[kThreads];
   shared[threadIdx.x] = v;
   __syncthreads();
-  for (int width = kThreads / 2; width > 0; width /= 2) {
+  for (unsigned width = blockDim.x / 2; width > 0; width /= 2) {
     if (threadIdx.x < width) shared[threadIdx.x] += shared[threadIdx.x + width];
     __syncthreads();
   }
@@ -42,7 +38,7 @@ __device__ T BlockMax(T v) {
   __shared__ T shared[kThreads];
   shared[threadIdx.x] = v;
   __syncthreads();
-  for (int width = kThreads / 2; width > 0; width /= 2) {
+  for (unsigned width = blockDim.x / 2; width > 0; width /= 2) {
     if (threadIdx.x < width) {
       const T o = shared[threadIdx.x + width];
       if (o > shared[threadIdx.x]) shared[threadIdx.x] = o;
@@ -309,11 +305,11 @@ cudaError_t LaunchSoftmax(bool log, DT dt, const void* x, void* y, int64_t outer
     const T* px = static_cast<const T*>(x);
     T* py = static_cast<T*>(y);
     const bool rows = inner == 1 && len >= kBlockRowMin;
-    if (rows && log) SoftmaxRows<T, true><<<RowGrid(outer), kThreads, 0, s>>>(px, py, outer, len);
-    if (rows && !log) SoftmaxRows<T, false><<<RowGrid(outer), kThreads, 0, s>>>(px, py, outer, len);
+    if (rows && log) Launch(SoftmaxRows<T, true>, RowGrid(outer), kThreads, s, px, py, outer, len);
+    if (rows && !log) Launch(SoftmaxRows<T, false>, RowGrid(outer), kThreads, s, px, py, outer, len);
     const unsigned blocks = BlocksFor(outer * inner);
-    if (!rows && log) SoftmaxColumns<T, true><<<blocks, kThreads, 0, s>>>(px, py, outer, len, inner);
-    if (!rows && !log) SoftmaxColumns<T, false><<<blocks, kThreads, 0, s>>>(px, py, outer, len, inner);
+    if (!rows && log) Launch(SoftmaxColumns<T, true>, blocks, kThreads, s, px, py, outer, len, inner);
+    if (!rows && !log) Launch(SoftmaxColumns<T, false>, blocks, kThreads, s, px, py, outer, len, inner);
     return LastLaunchError();
   });
 }
@@ -327,9 +323,9 @@ cudaError_t LaunchSoftmaxCrossEntropy(DT dt, const void* x, const void* labels, 
     const T* pl = static_cast<const T*>(labels);
     T* po = static_cast<T*>(loss);
     if (inner == 1 && len >= kBlockRowMin) {
-      CrossEntropyRows<T><<<RowGrid(outer), kThreads, 0, s>>>(px, pl, po, outer, len);
+      Launch(CrossEntropyRows<T>, RowGrid(outer), kThreads, s, px, pl, po, outer, len);
     } else {
-      CrossEntropyColumns<T><<<BlocksFor(outer * inner), kThreads, 0, s>>>(px, pl, po, outer, len,
+      Launch(CrossEntropyColumns<T>, BlocksFor(outer * inner), kThreads, s, px, pl, po, outer, len,
                                                                           inner);
     }
     return LastLaunchError();
@@ -348,9 +344,9 @@ cudaError_t LaunchSparseSoftmaxCrossEntropy(DT dt, const void* x, DT label_dt,
       const L* pl = static_cast<const L*>(labels);
       T* po = static_cast<T*>(loss);
       if (c >= kBlockRowMin) {
-        SparseCrossEntropyRowsPerBlock<T, L><<<RowGrid(n), kThreads, 0, s>>>(px, pl, po, n, c);
+        Launch(SparseCrossEntropyRowsPerBlock<T, L>, RowGrid(n), kThreads, s, px, pl, po, n, c);
       } else {
-        SparseCrossEntropyRowsPerThread<T, L><<<BlocksFor(n), kThreads, 0, s>>>(px, pl, po, n, c);
+        Launch(SparseCrossEntropyRowsPerThread<T, L>, BlocksFor(n), kThreads, s, px, pl, po, n, c);
       }
       return LastLaunchError();
     });
@@ -362,8 +358,7 @@ cudaError_t LaunchLayerNorm(DT dt, const void* x, const void* scale, const void*
   if (rows == 0 || n == 0) return cudaSuccess;
   return DispatchFloat(dt, [&](auto zero) -> cudaError_t {
     using T = decltype(zero);
-    LayerNormRows<T><<<RowGrid(rows), kThreads, 0, s>>>(
-        static_cast<const T*>(x), static_cast<const T*>(scale), static_cast<const T*>(bias),
+    Launch(LayerNormRows<T>, RowGrid(rows), kThreads, s, static_cast<const T*>(x), static_cast<const T*>(scale), static_cast<const T*>(bias),
         static_cast<T*>(y), rows, n, eps);
     return LastLaunchError();
   });
@@ -375,7 +370,7 @@ cudaError_t LaunchMaxPoolArgmax(DT dt, const void* x, void* y, int64_t* idx, con
   if (total == 0) return cudaSuccess;
   return DispatchFloat(dt, [&](auto zero) -> cudaError_t {
     using T = decltype(zero);
-    MaxPoolArgmaxKernel<T><<<BlocksFor(total), kThreads, 0, s>>>(static_cast<const T*>(x),
+    Launch(MaxPoolArgmaxKernel<T>, BlocksFor(total), kThreads, s, static_cast<const T*>(x),
                                                                  static_cast<T*>(y), idx, g);
     return LastLaunchError();
   });
@@ -387,7 +382,7 @@ cudaError_t LaunchMaxPoolGrad(DT dt, const int64_t* idx, const void* dy, void* d
   if (total == 0) return cudaSuccess;
   return DispatchFloat(dt, [&](auto zero) -> cudaError_t {
     using T = decltype(zero);
-    MaxPoolGradKernel<T><<<BlocksFor(total), kThreads, 0, s>>>(idx, static_cast<const T*>(dy),
+    Launch(MaxPoolGradKernel<T>, BlocksFor(total), kThreads, s, idx, static_cast<const T*>(dy),
                                                                static_cast<T*>(dx), g);
     return LastLaunchError();
   });
@@ -399,7 +394,7 @@ cudaError_t LaunchGatherArgmax(DT dt, const int64_t* idx, const void* src, void*
   if (total == 0) return cudaSuccess;
   return DispatchFloat(dt, [&](auto zero) -> cudaError_t {
     using T = decltype(zero);
-    GatherArgmaxKernel<T><<<BlocksFor(total), kThreads, 0, s>>>(idx, static_cast<const T*>(src),
+    Launch(GatherArgmaxKernel<T>, BlocksFor(total), kThreads, s, idx, static_cast<const T*>(src),
                                                                 static_cast<T*>(y), g);
     return LastLaunchError();
   });
@@ -410,7 +405,7 @@ cudaError_t LaunchAvgPool(DT dt, const void* x, void* y, const PoolGeom& g, cuda
   if (total == 0) return cudaSuccess;
   return DispatchFloat(dt, [&](auto zero) -> cudaError_t {
     using T = decltype(zero);
-    AvgPoolKernel<T><<<BlocksFor(total), kThreads, 0, s>>>(static_cast<const T*>(x),
+    Launch(AvgPoolKernel<T>, BlocksFor(total), kThreads, s, static_cast<const T*>(x),
                                                            static_cast<T*>(y), g);
     return LastLaunchError();
   });
@@ -422,7 +417,7 @@ cudaError_t LaunchAvgPoolGrad(DT dt, const void* dy, void* dx, const PoolGeom& g
   if (total == 0) return cudaSuccess;
   return DispatchFloat(dt, [&](auto zero) -> cudaError_t {
     using T = decltype(zero);
-    AvgPoolGradKernel<T><<<BlocksFor(total), kThreads, 0, s>>>(static_cast<const T*>(dy),
+    Launch(AvgPoolGradKernel<T>, BlocksFor(total), kThreads, s, static_cast<const T*>(dy),
                                                                static_cast<T*>(dx), g);
     return LastLaunchError();
   });

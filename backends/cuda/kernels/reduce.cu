@@ -15,7 +15,7 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "backends/cuda/kernels/device_util.cuh"
+#include "backends/cuda/kernels/device_util.cu.h"
 #include "backends/cuda/kernels/launch.h"
 
 namespace kgrad {
@@ -113,7 +113,7 @@ __device__ T BlockCombine(T v, const R& r) {
   __shared__ T shared[kThreads];
   shared[threadIdx.x] = v;
   __syncthreads();
-  for (int width = kThreads / 2; width > 0; width /= 2) {
+  for (unsigned width = blockDim.x / 2; width > 0; width /= 2) {
     if (threadIdx.x < width) {
       shared[threadIdx.x] = r.Combine(shared[threadIdx.x], shared[threadIdx.x + width]);
     }
@@ -192,10 +192,6 @@ ReduceGeom PartialsGeom(const ReduceGeom& g, int64_t splits) {
   return p;
 }
 
-unsigned GridFor(int64_t outputs) {
-  return static_cast<unsigned>(outputs < (int64_t{1} << 20) ? outputs : (int64_t{1} << 20));
-}
-
 // Runs one reduction with reducer r into out; `partials` has out_count * splits
 // elements when the plan splits.
 template <typename T, typename R>
@@ -204,19 +200,19 @@ cudaError_t RunReduce(const T* x, T* out, const ReduceGeom& g, const R& r, T* pa
   if (g.out_count == 0) return cudaSuccess;
   const Plan p = MakePlan(g, sms);
   if (p.mode == Mode::kThread) {
-    ReducePerThread<T, R, true, true><<<BlocksFor(g.out_count), kThreads, 0, s>>>(x, out, g, r);
+    Launch(ReducePerThread<T, R, true, true>, BlocksFor(g.out_count), kThreads, s, x, out, g, r);
     return LastLaunchError();
   }
   if (p.splits == 1) {
-    ReducePerBlock<T, R, true, true><<<GridFor(g.out_count), kThreads, 0, s>>>(x, out, g, r);
+    Launch(ReducePerBlock<T, R, true, true>, RowGrid(g.out_count), kThreads, s, x, out, g, r);
     return LastLaunchError();
   }
-  dim3 grid(GridFor(g.out_count), static_cast<unsigned>(p.splits));
-  ReducePerBlock<T, R, true, false><<<grid, kThreads, 0, s>>>(x, partials, g, r);
+  dim3 grid(RowGrid(g.out_count), static_cast<unsigned>(p.splits));
+  Launch(ReducePerBlock<T, R, true, false>, grid, kThreads, s, x, partials, g, r);
   cudaError_t e = LastLaunchError();
   if (e != cudaSuccess) return e;
   const ReduceGeom pg = PartialsGeom(g, p.splits);
-  ReducePerBlock<T, R, false, true><<<GridFor(g.out_count), kThreads, 0, s>>>(partials, out, pg,
+  Launch(ReducePerBlock<T, R, false, true>, RowGrid(g.out_count), kThreads, s, partials, out, pg,
                                                                                r);
   return LastLaunchError();
 }
@@ -320,7 +316,7 @@ __global__ void ArgPerBlock(const T* x, int64_t* out, int64_t rows, int64_t n) {
     values[threadIdx.x] = best;
     positions[threadIdx.x] = at;
     __syncthreads();
-    for (int width = kThreads / 2; width > 0; width /= 2) {
+    for (unsigned width = blockDim.x / 2; width > 0; width /= 2) {
       if (threadIdx.x < width) {
         const T v = values[threadIdx.x + width];
         const int64_t j = positions[threadIdx.x + width];
@@ -347,9 +343,9 @@ cudaError_t RunArg(const T* x, int64_t* out, int64_t outer, int64_t n, int64_t i
                    cudaStream_t s) {
   if (outer * inner == 0) return cudaSuccess;
   if (inner == 1 && n >= 256) {
-    ArgPerBlock<kMax, T><<<GridFor(outer), kThreads, 0, s>>>(x, out, outer, n);
+    Launch(ArgPerBlock<kMax, T>, RowGrid(outer), kThreads, s, x, out, outer, n);
   } else {
-    ArgPerThread<kMax, T><<<BlocksFor(outer * inner), kThreads, 0, s>>>(x, out, outer, n, inner);
+    Launch(ArgPerThread<kMax, T>, BlocksFor(outer * inner), kThreads, s, x, out, outer, n, inner);
   }
   return LastLaunchError();
 }

@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "backends/cuda/kernels/device_util.cuh"
+#include "backends/cuda/kernels/device_util.cu.h"
 #include "backends/cuda/kernels/launch.h"
 
 namespace kgrad {
@@ -41,12 +41,11 @@ cudaError_t RunCopy(const void* src, void* dst, const CopyGeom& g, cudaStream_t 
     const int64_t ss = g.rank == 1 ? g.src_strides[0] : 0;
     const int64_t ds = g.rank == 1 ? g.dst_strides[0] : 0;
     if (ss == 1 && ds == 1) {
-      return cudaMemcpyAsync(pd, ps, static_cast<size_t>(g.count) * sizeof(E),
-                             cudaMemcpyDeviceToDevice, s);
+      return MemcpyDeviceToDeviceAsync(pd, ps, static_cast<size_t>(g.count) * sizeof(E), s);
     }
-    CopyFlatKernel<E><<<BlocksFor(g.count), kThreads, 0, s>>>(ps, ss, pd, ds, g.count);
+    Launch(CopyFlatKernel<E>, BlocksFor(g.count), kThreads, s, ps, ss, pd, ds, g.count);
   } else {
-    CopyKernel<E><<<BlocksFor(g.count), kThreads, 0, s>>>(ps, pd, g);
+    Launch(CopyKernel<E>, BlocksFor(g.count), kThreads, s, ps, pd, g);
   }
   return LastLaunchError();
 }
@@ -132,8 +131,7 @@ cudaError_t LaunchGather(int elem_size, const void* params, DT idx_dt, const voi
     using E = decltype(elem_zero);
     return DispatchIndex(idx_dt, [&](auto idx_zero) -> cudaError_t {
       using I = decltype(idx_zero);
-      GatherKernel<E, I><<<BlocksFor(total), kThreads, 0, s>>>(
-          static_cast<const E*>(params), static_cast<const I*>(idx), static_cast<E*>(out), dim,
+      Launch(GatherKernel<E, I>, BlocksFor(total), kThreads, s, static_cast<const E*>(params), static_cast<const I*>(idx), static_cast<E*>(out), dim,
           inner, n, total);
       return LastLaunchError();
     });
@@ -162,11 +160,11 @@ cudaError_t LaunchScatterAdd(DT dt, void* out, const void* upd, DT idx_dt, const
         const T* pu = static_cast<const T*>(upd);
         const I* pi = static_cast<const I*>(idx);
         if (columns >= 2048 || n <= 16) {
-          ScatterAddColumns<T, I><<<BlocksFor(columns), kThreads, 0, s>>>(po, pu, pi, outer, dim,
+          Launch(ScatterAddColumns<T, I>, BlocksFor(columns), kThreads, s, po, pu, pi, outer, dim,
                                                                          inner, n);
         } else {
           const int64_t total = columns * n;
-          ScatterAddAtomic<T, I><<<BlocksFor(total), kThreads, 0, s>>>(po, pu, pi, dim, inner, n,
+          Launch(ScatterAddAtomic<T, I>, BlocksFor(total), kThreads, s, po, pu, pi, dim, inner, n,
                                                                        total);
         }
         return LastLaunchError();
@@ -183,8 +181,7 @@ cudaError_t LaunchOneHot(DT out_dt, DT idx_dt, const void* idx, void* out, int64
     using T = decltype(zero);
     return DispatchIndex(idx_dt, [&](auto idx_zero) -> cudaError_t {
       using I = decltype(idx_zero);
-      OneHotKernel<T, I><<<BlocksFor(total), kThreads, 0, s>>>(
-          static_cast<const I*>(idx), static_cast<T*>(out), depth, inner, total, Convert<T>(on),
+      Launch(OneHotKernel<T, I>, BlocksFor(total), kThreads, s, static_cast<const I*>(idx), static_cast<T*>(out), depth, inner, total, Convert<T>(on),
           Convert<T>(off));
       return LastLaunchError();
     });

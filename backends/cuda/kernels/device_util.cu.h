@@ -1,14 +1,20 @@
 // Device-side helpers shared by the .cu files: launch shapes, dtype dispatch,
 // kgrad's arithmetic rules (wrapping integers, saturating conversions) and
 // precision-generic math.
-#ifndef KGRAD_BACKENDS_CUDA_KERNELS_DEVICE_UTIL_CUH_
-#define KGRAD_BACKENDS_CUDA_KERNELS_DEVICE_UTIL_CUH_
+#ifndef KGRAD_BACKENDS_CUDA_KERNELS_DEVICE_UTIL_CU_H_
+#define KGRAD_BACKENDS_CUDA_KERNELS_DEVICE_UTIL_CU_H_
 
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <type_traits>
+#include <utility>
 
+#if defined(KGRAD_CUDA_EMULATION)
+#include "backends/cuda/kernels/emulation.h"
+#else
 #include <cuda_runtime.h>
+#endif
 
 #include "backends/cuda/kernels/launch.h"
 
@@ -18,6 +24,12 @@ namespace cuda {
 inline constexpr int kThreads = 256;
 // Grid-stride loops need no more blocks than this to fill any current GPU.
 inline constexpr int64_t kMaxBlocks = int64_t{1} << 16;
+// Block-per-row kernels loop over rows beyond this many blocks.
+inline constexpr int64_t kMaxRowBlocks = int64_t{1} << 20;
+
+inline unsigned RowGrid(int64_t rows) {
+  return static_cast<unsigned>(rows < 1 ? 1 : (rows < kMaxRowBlocks ? rows : kMaxRowBlocks));
+}
 
 inline unsigned BlocksFor(int64_t n, int threads = kThreads) {
   int64_t b = (n + threads - 1) / threads;
@@ -32,8 +44,57 @@ __device__ inline int64_t GlobalIndex() {
 }
 __device__ inline int64_t GlobalStride() { return static_cast<int64_t>(gridDim.x) * blockDim.x; }
 
-// The error of the launch just made (a bad configuration, no device).
-inline cudaError_t LastLaunchError() { return cudaGetLastError(); }
+// The first launch error since the last LastLaunchError() on this host thread.
+inline cudaError_t& PendingLaunchError() {
+  thread_local cudaError_t e = cudaSuccess;
+  return e;
+}
+
+// kernel<<<grid, threads, 0, s>>>(args...), remembering a launch error (a bad
+// configuration, no device) for LastLaunchError(). Under KGRAD_CUDA_EMULATION
+// the grid runs on host threads before Launch returns.
+template <typename... Params, typename... Args>
+void Launch(void (*kernel)(Params...), dim3 grid, unsigned threads, cudaStream_t s,
+            Args... args) {
+  static_assert(sizeof...(Params) == sizeof...(Args), "kernel arity");
+#if defined(KGRAD_CUDA_EMULATION)
+  (void)s;
+  emu::Run(grid, threads, [&] { kernel(static_cast<Params>(args)...); });
+#else
+  kernel<<<grid, threads, 0, s>>>(static_cast<Params>(args)...);
+  const cudaError_t e = cudaGetLastError();
+  if (e != cudaSuccess && PendingLaunchError() == cudaSuccess) PendingLaunchError() = e;
+#endif
+}
+
+// The error of the launches made since the last call (cudaSuccess if none failed).
+inline cudaError_t LastLaunchError() {
+  const cudaError_t e = PendingLaunchError();
+  PendingLaunchError() = cudaSuccess;
+  return e;
+}
+
+// cudaMemsetAsync / cudaMemcpyAsync (device to device) on `s`.
+inline cudaError_t MemsetAsync(void* p, int value, size_t bytes, cudaStream_t s) {
+#if defined(KGRAD_CUDA_EMULATION)
+  (void)s;
+  std::memset(p, value, bytes);
+  return cudaSuccess;
+#else
+  return cudaMemsetAsync(p, value, bytes, s);
+#endif
+}
+
+inline cudaError_t MemcpyDeviceToDeviceAsync(void* dst, const void* src, size_t bytes,
+                                             cudaStream_t s) {
+#if defined(KGRAD_CUDA_EMULATION)
+  (void)s;
+  std::memmove(dst, src, bytes);
+  return cudaSuccess;
+#else
+  return cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, s);
+#endif
+}
 
 // Calls fn(T{}) with T the C++ type of `dt` (bool for kBool).
 template <typename Fn>
@@ -163,7 +224,14 @@ template <> __device__ inline double Erfc(double x) { return erfc(x); }
 template <typename T> __device__ inline T Pow(T a, T b);
 template <> __device__ inline float Pow(float a, float b) { return powf(a, b); }
 template <> __device__ inline double Pow(double a, double b) { return pow(a, b); }
-template <typename T> __device__ inline bool IsFinite(T x) { return isfinite(x); }
+template <typename T>
+__device__ inline bool IsFinite(T x) {
+#if defined(KGRAD_CUDA_EMULATION)
+  return std::isfinite(x);
+#else
+  return isfinite(x);
+#endif
+}
 
 template <typename T>
 __device__ inline T Infinity() {
@@ -185,4 +253,4 @@ __device__ inline int64_t StridedOffset(int64_t i, int rank, const int64_t* dims
 }  // namespace cuda
 }  // namespace kgrad
 
-#endif  // KGRAD_BACKENDS_CUDA_KERNELS_DEVICE_UTIL_CUH_
+#endif  // KGRAD_BACKENDS_CUDA_KERNELS_DEVICE_UTIL_CU_H_
