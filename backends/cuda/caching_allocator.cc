@@ -111,6 +111,8 @@ size_t CachingAllocator::EmptyCache() {
 }
 
 size_t CachingAllocator::EmptyCacheLocked() {
+  if (stats_.bytes_cached == 0) return 0;
+  raw_->WaitForAllWork();
   size_t released = 0;
   for (auto& [key, blocks] : free_) {
     for (void* p : blocks) {

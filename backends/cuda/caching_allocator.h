@@ -47,6 +47,10 @@ class RawMemory {
   virtual ~RawMemory() = default;
   virtual void* Malloc(size_t bytes) = 0;
   virtual void Free(void* ptr) = 0;
+  // Called once before cached blocks are returned (EmptyCache, or an allocation
+  // that ran out of memory): their streams may still have queued work using
+  // them, so the device waits for everything first.
+  virtual void WaitForAllWork() {}
 };
 
 struct MemoryStats {

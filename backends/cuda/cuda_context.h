@@ -81,6 +81,7 @@ class CudaDeviceImpl final : public Device {
     explicit RawCudaMemory(int ordinal) : ordinal_(ordinal) {}
     void* Malloc(size_t bytes) override;
     void Free(void* ptr) override;
+    void WaitForAllWork() override;
 
    private:
     int ordinal_;

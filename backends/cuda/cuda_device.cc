@@ -101,6 +101,10 @@ void CudaDeviceImpl::RawCudaMemory::Free(void* ptr) {
   if (SetDevice(ordinal_).ok()) cudaFree(ptr);
 }
 
+void CudaDeviceImpl::RawCudaMemory::WaitForAllWork() {
+  if (SetDevice(ordinal_).ok()) cudaDeviceSynchronize();
+}
+
 void* CudaDeviceImpl::StreamAllocator::Allocate(size_t bytes) {
   absl::StatusOr<ThreadResources*> r = device_->Resources();
   if (!r.ok()) return nullptr;

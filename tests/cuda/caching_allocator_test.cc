@@ -42,7 +42,9 @@ class FakeMemory : public RawMemory {
     --live_;
     std::free(ptr);
   }
+  void WaitForAllWork() override { ++waits_; }
   int mallocs() const { return mallocs_; }
+  int waits() const { return waits_; }
   size_t used() const { return used_; }
 
  private:
@@ -50,6 +52,7 @@ class FakeMemory : public RawMemory {
   size_t limit_;
   size_t used_ = 0;
   int mallocs_ = 0;
+  int waits_ = 0;
   size_t live_ = 0;
   std::vector<std::pair<void*, size_t>> sizes_;
 };
@@ -166,6 +169,7 @@ TEST(CachingAllocatorTest, OutOfMemoryEmptiesTheCacheAndRetries) {
   void* r = a.Allocate(6000, A);
   ASSERT_NE(r, nullptr);
   EXPECT_EQ(a.stats().bytes_cached, 0);
+  EXPECT_EQ(raw.waits(), 1) << "cached blocks may still be in use by their streams";
   // Nothing left to give back: a plain failure.
   EXPECT_EQ(a.Allocate(4096, A), nullptr);
   EXPECT_EQ(a.stats().failed_allocations, 1);

@@ -50,8 +50,11 @@ class ConvTest : public ::testing::TestWithParam<DType> {
     return Rand(GetParam(), std::move(s), rng_, lo, hi);
   }
   Tolerance Tol() const {
+    // Sums of up to 16 * 9 products, in another order; cuDNN may also pick a
+    // Winograd or FFT algorithm, whose f32 rounding differs more from direct sums.
+    if (GetParam() == DType::kFloat32) return {5e-4, 5e-4};
     Tolerance t = DefaultTolerance(GetParam());
-    t.atol *= 20;  // sums of up to 16 * 9 products, summed in another order
+    t.atol *= 20;
     return t;
   }
   std::mt19937_64 rng_{51};
@@ -75,12 +78,12 @@ TEST_P(ConvTest, Conv2dAndBothBackpropsMatchCpu) {
 
 TEST_P(ConvTest, ConvErrorsMatchCpu) {
   KGRAD_CUDA_DEVICE_OR_SKIP(dev);
-  EXPECT_TRUE(MatchesCpu(dev, PrimId::kConv2d, {R({1, 3, 5, 5}), R({2, 2, 3, 3})}));
-  EXPECT_TRUE(MatchesCpu(dev, PrimId::kConv2d, {R({1, 3, 2, 2}), R({2, 3, 3, 3})}));
-  EXPECT_TRUE(MatchesCpu(dev, PrimId::kConv2d, {R({1, 4, 5, 5}), R({3, 2, 3, 3})},
-                         {{"groups", int64_t{2}}}));
-  EXPECT_TRUE(MatchesCpu(dev, PrimId::kConv2dBackpropInput,
-                         {R({1, 2, 3, 3}), R({2, 3, 3, 3}), R({1, 3, 6, 6})}));
+  EXPECT_TRUE(FailsLikeCpu(dev, PrimId::kConv2d, {R({1, 3, 5, 5}), R({2, 2, 3, 3})}));
+  EXPECT_TRUE(FailsLikeCpu(dev, PrimId::kConv2d, {R({1, 3, 2, 2}), R({2, 3, 3, 3})}));
+  EXPECT_TRUE(FailsLikeCpu(dev, PrimId::kConv2d, {R({1, 4, 5, 5}), R({3, 2, 3, 3})},
+                           {{"groups", int64_t{2}}}));
+  EXPECT_TRUE(FailsLikeCpu(dev, PrimId::kConv2dBackpropInput,
+                           {R({1, 2, 3, 3}), R({2, 3, 3, 3}), R({1, 3, 6, 6})}));
 }
 
 struct PoolCase {
@@ -141,11 +144,11 @@ TEST_P(ConvTest, PoolingPropagatesNanLikeTheCpu) {
 
 TEST_P(ConvTest, PoolingErrorsMatchCpu) {
   KGRAD_CUDA_DEVICE_OR_SKIP(dev);
-  EXPECT_TRUE(MatchesCpu(dev, PrimId::kMaxPool2d, {R({1, 1, 4, 4})},
-                         {{"kernel", Ints{2, 2}}, {"padding", Ints{2, 2}}}));
-  EXPECT_TRUE(MatchesCpu(dev, PrimId::kAvgPool2d, {R({1, 1, 4, 4})}, {{"kernel", Ints{5, 1}}}));
-  EXPECT_TRUE(MatchesCpu(dev, PrimId::kMaxPool2dGrad, {R({1, 1, 4, 4}), R({1, 1, 3, 3})},
-                         {{"kernel", Ints{2, 2}}}));
+  EXPECT_TRUE(FailsLikeCpu(dev, PrimId::kMaxPool2d, {R({1, 1, 4, 4})},
+                           {{"kernel", Ints{2, 2}}, {"padding", Ints{2, 2}}}));
+  EXPECT_TRUE(FailsLikeCpu(dev, PrimId::kAvgPool2d, {R({1, 1, 4, 4})}, {{"kernel", Ints{5, 1}}}));
+  EXPECT_TRUE(FailsLikeCpu(dev, PrimId::kMaxPool2dGrad, {R({1, 1, 4, 4}), R({1, 1, 3, 3})},
+                           {{"kernel", Ints{2, 2}}}));
 }
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, ConvTest, ::testing::Values(DType::kFloat32, DType::kFloat64),

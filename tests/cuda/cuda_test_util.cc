@@ -1,6 +1,5 @@
 #include "tests/cuda/cuda_test_util.h"
 
-#include <cmath>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -69,25 +68,34 @@ absl::StatusOr<Value> RunOnDevice(Device* device, PrimId id, std::vector<Value> 
 
 ::testing::AssertionResult MatchesCpu(Device* cuda, PrimId id, const std::vector<Value>& inputs,
                                       AttrMap attrs, const Tolerance* tol) {
-  absl::StatusOr<Value> want = RunOnDevice(CpuDevice(), id, inputs, attrs);
-  absl::StatusOr<Value> got = RunOnDevice(cuda, id, inputs, attrs);
   const std::string what = absl::StrCat(PrimIdName(id), ": ");
-  if (!want.ok() || !got.ok()) {
-    if (want.ok() != got.ok()) {
-      return ::testing::AssertionFailure()
-             << what << "CPU " << (want.ok() ? "succeeded" : want.status().ToString())
-             << " but CUDA " << (got.ok() ? "succeeded" : got.status().ToString());
-    }
-    if (want.status() != got.status()) {
-      return ::testing::AssertionFailure() << what << "CPU error " << want.status()
-                                           << " but CUDA error " << got.status();
-    }
-    return ::testing::AssertionSuccess();
+  absl::StatusOr<Value> want = RunOnDevice(CpuDevice(), id, inputs, attrs);
+  if (!want.ok()) {
+    return ::testing::AssertionFailure() << what << "the CPU kernel failed: " << want.status();
   }
+  absl::StatusOr<Value> got = RunOnDevice(cuda, id, inputs, attrs);
+  if (!got.ok()) return ::testing::AssertionFailure() << what << "CUDA failed: " << got.status();
   const Tolerance t = tol != nullptr ? *tol : DefaultTolerance(FirstFloatDType(inputs));
   ::testing::AssertionResult r = ValuesClose(*got, *want, t);
   if (!r) return ::testing::AssertionFailure() << what << r.message();
   return r;
+}
+
+::testing::AssertionResult FailsLikeCpu(Device* cuda, PrimId id, const std::vector<Value>& inputs,
+                                        AttrMap attrs) {
+  const std::string what = absl::StrCat(PrimIdName(id), ": ");
+  absl::StatusOr<Value> want = RunOnDevice(CpuDevice(), id, inputs, attrs);
+  if (want.ok()) return ::testing::AssertionFailure() << what << "the CPU kernel succeeded";
+  absl::StatusOr<Value> got = RunOnDevice(cuda, id, inputs, attrs);
+  if (got.ok()) {
+    return ::testing::AssertionFailure() << what << "CUDA succeeded where the CPU failed with "
+                                         << want.status();
+  }
+  if (got.status() != want.status()) {
+    return ::testing::AssertionFailure() << what << "CPU error " << want.status()
+                                         << " but CUDA error " << got.status();
+  }
+  return ::testing::AssertionSuccess();
 }
 
 Value Rand(DType dtype, Shape shape, std::mt19937_64& rng, double lo, double hi) {

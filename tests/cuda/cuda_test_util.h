@@ -31,11 +31,13 @@ Device* CudaOrNull(std::string* why);
 absl::StatusOr<Value> RunOnDevice(Device* device, PrimId id, std::vector<Value> inputs,
                                   AttrMap attrs = {});
 
-// Runs `id` on the CPU and on CUDA; both must fail alike (same code and message)
-// or both succeed with close results (tolerance from the first float tensor's
-// dtype unless given).
+// Runs `id` on the CPU and on CUDA: both must succeed with close results
+// (tolerance from the first float tensor's dtype unless given).
 ::testing::AssertionResult MatchesCpu(Device* cuda, PrimId id, const std::vector<Value>& inputs,
                                       AttrMap attrs = {}, const Tolerance* tol = nullptr);
+// Both must fail with the same status (code and message).
+::testing::AssertionResult FailsLikeCpu(Device* cuda, PrimId id, const std::vector<Value>& inputs,
+                                        AttrMap attrs = {});
 
 // Shorthands.
 Value Rand(DType dtype, Shape shape, std::mt19937_64& rng, double lo = -1.0, double hi = 1.0);

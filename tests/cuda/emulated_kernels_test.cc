@@ -280,7 +280,8 @@ TEST_P(EmulatedTest, ReductionsInEveryLaunchShape) {
       {{2, 3, 4}, {}},   {{2, 3, 4}, {0}},    {{2, 3, 4}, {1}}, {{2, 3, 4}, {2}},
       {{2, 3, 4}, {0, 2}}, {{}, {}},         {{5000}, {}},     {{3, 2000}, {1}},
       {{2000, 3}, {0}},  {{40, 50}, {0}},     {{40, 50}, {1}},  {{0, 3}, {0}},
-      {{3, 0}, {1}},     {{1100, 40}, {1}},  {{6, 3, 300}, {0, 2}}};
+      {{3, 0}, {1}},     {{1100, 40}, {1}},  {{6, 3, 300}, {0, 2}},
+      {{1200, 1030}, {0}}};  // columns split among threads
   const std::pair<ReduceOp, PrimId> ops[] = {
       {ReduceOp::kSum, PrimId::kReduceSum}, {ReduceOp::kMean, PrimId::kReduceMean},
       {ReduceOp::kProd, PrimId::kReduceProd}, {ReduceOp::kMax, PrimId::kReduceMax},

@@ -8,8 +8,9 @@
 //     neighbouring addresses);
 //   * block per output: the block's threads stride over the reduced elements and
 //     combine in shared memory;
-//   * split: few outputs with many elements each are cut into `splits` chunks per
-//     output, reduced into a scratch row of partials, then folded by a second pass.
+//   * split: when the outputs cannot fill the GPU, each output's elements are cut
+//     into `splits` chunks (by threads or by blocks), folded into a scratch row of
+//     partials, which a second pass folds.
 // The combination order depends only on the shape and the device's SM count, so
 // results are reproducible from run to run.
 #include <cstdint>
@@ -86,9 +87,27 @@ __device__ inline int64_t OutOffset(const ReduceGeom& g, int64_t o) {
   return StridedOffset(o, g.out_rank, g.out_dims, g.out_strides);
 }
 
-// One thread per output; the innermost reduced dim runs as a plain loop.
+// One thread per output (per output and split when gridDim.y > 1: then out is the
+// [out_count, splits] partials row). Unsplit, the innermost reduced dim runs as a
+// plain loop.
 template <typename T, typename R, bool kTransform, bool kFinalize>
 __global__ void ReducePerThread(const T* x, T* out, ReduceGeom g, R r) {
+  const int64_t splits = gridDim.y;
+  if (splits > 1) {
+    const int64_t chunk = (g.red_count + splits - 1) / splits;
+    const int64_t begin = blockIdx.y * chunk;
+    const int64_t end = begin + chunk < g.red_count ? begin + chunk : g.red_count;
+    for (int64_t o = GlobalIndex(); o < g.out_count; o += GlobalStride()) {
+      const int64_t base = OutOffset(g, o);
+      T acc = r.Identity();
+      for (int64_t i = begin; i < end; ++i) {
+        const T v = x[base + StridedOffset(i, g.red_rank, g.red_dims, g.red_strides)];
+        acc = r.Combine(acc, kTransform ? r.Transform(v, o) : v);
+      }
+      out[o * splits + blockIdx.y] = acc;
+    }
+    return;
+  }
   const int last = g.red_rank - 1;
   const int64_t inner = g.red_rank > 0 ? g.red_dims[last] : 1;
   const int64_t inner_stride = g.red_rank > 0 ? g.red_strides[last] : 0;
@@ -162,8 +181,21 @@ struct Plan {
 Plan MakePlan(const ReduceGeom& g, int sms) {
   Plan p;
   if (g.out_count == 0 || g.red_count <= 32) return p;
+  const int64_t resident_threads = 2048 * static_cast<int64_t>(sms > 0 ? sms : 1);
   const bool inner_kept = g.out_rank > 0 && g.out_strides[g.out_rank - 1] == 1;
-  if (inner_kept && g.out_count >= 1024) return p;
+  if (inner_kept && g.out_count >= 1024) {
+    // Neighbouring threads read neighbouring columns. When the columns alone
+    // cannot fill the GPU (a bias gradient: [batch, features] -> [features]),
+    // each column's rows are split among several threads.
+    if (g.out_count < resident_threads && g.red_count >= 1024) {
+      int64_t splits = (resident_threads + g.out_count - 1) / g.out_count;
+      const int64_t by_size = g.red_count / 256;  // >= 256 elements per thread
+      if (splits > by_size) splits = by_size;
+      if (splits > 1024) splits = 1024;
+      if (splits > 1) p.splits = splits;
+    }
+    return p;
+  }
   // Many short folds: a thread each beats a mostly idle block each.
   if (g.out_count >= 16384 && g.red_count <= 128) return p;
   p.mode = Mode::kBlock;
@@ -199,21 +231,29 @@ cudaError_t RunReduce(const T* x, T* out, const ReduceGeom& g, const R& r, T* pa
                       cudaStream_t s) {
   if (g.out_count == 0) return cudaSuccess;
   const Plan p = MakePlan(g, sms);
-  if (p.mode == Mode::kThread) {
-    Launch(ReducePerThread<T, R, true, true>, BlocksFor(g.out_count), kThreads, s, x, out, g, r);
-    return LastLaunchError();
-  }
+  const bool thread = p.mode == Mode::kThread;
   if (p.splits == 1) {
-    Launch(ReducePerBlock<T, R, true, true>, RowGrid(g.out_count), kThreads, s, x, out, g, r);
+    if (thread) {
+      Launch(ReducePerThread<T, R, true, true>, BlocksFor(g.out_count), kThreads, s, x, out, g, r);
+    } else {
+      Launch(ReducePerBlock<T, R, true, true>, RowGrid(g.out_count), kThreads, s, x, out, g, r);
+    }
     return LastLaunchError();
   }
-  dim3 grid(RowGrid(g.out_count), static_cast<unsigned>(p.splits));
-  Launch(ReducePerBlock<T, R, true, false>, grid, kThreads, s, x, partials, g, r);
+  // Two passes: partial folds into [out_count, splits], then each row folded.
+  const unsigned splits = static_cast<unsigned>(p.splits);
+  if (thread) {
+    Launch(ReducePerThread<T, R, true, false>, dim3(BlocksFor(g.out_count), splits), kThreads, s,
+           x, partials, g, r);
+  } else {
+    Launch(ReducePerBlock<T, R, true, false>, dim3(RowGrid(g.out_count), splits), kThreads, s, x,
+           partials, g, r);
+  }
   cudaError_t e = LastLaunchError();
   if (e != cudaSuccess) return e;
   const ReduceGeom pg = PartialsGeom(g, p.splits);
   Launch(ReducePerBlock<T, R, false, true>, RowGrid(g.out_count), kThreads, s, partials, out, pg,
-                                                                               r);
+         r);
   return LastLaunchError();
 }
 
