@@ -22,36 +22,28 @@ namespace kgrad {
 namespace cuda {
 namespace {
 
-// c[b] = op(a[b]) * op(b[b]) for b < batch, row-major; a stored [m, k] ([k, m]
-// when ta), b [k, n] ([n, k] when tb); matrices `stride_*` elements apart (0:
-// one matrix shared by every batch). c is dense.
-struct Gemm {
-  int64_t m, n, k;
-  bool ta, tb;
-  int64_t batch = 1;
-  int64_t stride_a = 0, stride_b = 0;
-};
-
-absl::Status RunGemm(const KernelContext& ctx, const Gemm& d, const Tensor& a, const Tensor& b,
-                     const Tensor& c) {
+// Runs a row-major GEMM as cuBLAS's column-major one (geometry.h's ToColumnMajor).
+absl::Status RunGemm(const KernelContext& ctx, const RowMajorGemm& d, const Tensor& a,
+                     const Tensor& b, const Tensor& c) {
   if (d.m * d.n * d.batch == 0) return absl::OkStatus();
   if (d.k == 0) return FillTensor(ctx, c, 0.0);  // a sum of nothing
   KGRAD_ASSIGN_OR_RETURN(Gpu gpu, GpuOf(ctx));
   KGRAD_ASSIGN_OR_RETURN(cublasHandle_t h, gpu.device->Cublas());
-  const cublasOperation_t op_a = d.ta ? CUBLAS_OP_T : CUBLAS_OP_N;
-  const cublasOperation_t op_b = d.tb ? CUBLAS_OP_T : CUBLAS_OP_N;
-  const int64_t lda = d.ta ? d.m : d.k, ldb = d.tb ? d.k : d.n;
-  const long long stride_c = d.m * d.n;
+  const ColumnMajorGemm g = ToColumnMajor(d);
+  const cublasOperation_t op1 = g.trans_first ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const cublasOperation_t op2 = g.trans_second ? CUBLAS_OP_T : CUBLAS_OP_N;
   if (a.dtype() == DType::kFloat32) {
     const float one = 1, zero = 0;
     KGRAD_CUBLAS_CALL(cublasSgemmStridedBatched_64(
-        h, op_b, op_a, d.n, d.m, d.k, &one, b.data<float>(), ldb, d.stride_b, a.data<float>(), lda,
-        d.stride_a, &zero, c.mutable_data<float>(), d.n, stride_c, d.batch));
+        h, op1, op2, g.m, g.n, g.k, &one, b.data<float>(), g.ld_first, g.stride_first,
+        a.data<float>(), g.ld_second, g.stride_second, &zero, c.mutable_data<float>(), g.ldc,
+        g.stride_c, g.batch));
   } else {
     const double one = 1, zero = 0;
     KGRAD_CUBLAS_CALL(cublasDgemmStridedBatched_64(
-        h, op_b, op_a, d.n, d.m, d.k, &one, b.data<double>(), ldb, d.stride_b, a.data<double>(),
-        lda, d.stride_a, &zero, c.mutable_data<double>(), d.n, stride_c, d.batch));
+        h, op1, op2, g.m, g.n, g.k, &one, b.data<double>(), g.ld_first, g.stride_first,
+        a.data<double>(), g.ld_second, g.stride_second, &zero, c.mutable_data<double>(), g.ldc,
+        g.stride_c, g.batch));
   }
   return absl::OkStatus();
 }
@@ -66,28 +58,14 @@ absl::StatusOr<const Tensor*> MatMulInput(const KernelContext& ctx, int i) {
   return t;
 }
 
-// An operand's matrices for the output batch `batch`: stride 0 when it has one
-// matrix, its own stride when its batch is the output's, else (some dims
-// broadcast) an expanded copy [batch..., rows, cols].
-absl::StatusOr<std::pair<Tensor, int64_t>> BatchOperand(const KernelContext& ctx, const Tensor& t,
-                                                        const Shape& batch) {
-  const int r = t.rank();
-  const int64_t mat = t.dim(r - 2) * t.dim(r - 1);
-  absl::Span<const int64_t> own(t.shape().data(), r - 2);
-  const int64_t nb = NumElementsOf(batch);
-  if (NumElementsOf(own) == 1) return std::make_pair(t, int64_t{0});
-  if (NumElementsOf(own) == nb) return std::make_pair(t, mat);
-  Shape target = batch;
-  target.push_back(t.dim(r - 2));
-  target.push_back(t.dim(r - 1));
-  Shape strides(target.size(), 0);
-  const Shape in_strides = RowMajorStrides(t.shape());
-  const int lead = static_cast<int>(target.size()) - r;
-  for (int i = 0; i < r; ++i) strides[lead + i] = t.dim(i) == 1 ? 0 : in_strides[i];
+// `t` expanded to the output batch `batch` (broadcast batch dims repeated).
+absl::StatusOr<Tensor> Expanded(const KernelContext& ctx, const Tensor& t, const Shape& batch) {
+  Shape shape;
+  const CopyGeom g = ExpandBatch(t.shape(), batch, &shape);
   KGRAD_ASSIGN_OR_RETURN(Gpu gpu, GpuOf(ctx));
-  KGRAD_ASSIGN_OR_RETURN(Tensor expanded, ctx.Allocate(t.dtype(), target));
-  KGRAD_RETURN_IF_ERROR(StridedCopy(DenseWrite(target, strides), t, expanded, gpu.stream));
-  return std::make_pair(std::move(expanded), mat);
+  KGRAD_ASSIGN_OR_RETURN(Tensor out, ctx.Allocate(t.dtype(), shape));
+  KGRAD_RETURN_IF_ERROR(StridedCopy(g, t, out, gpu.stream));
+  return out;
 }
 
 absl::StatusOr<Value> MatMul(KernelContext& ctx) {
@@ -97,18 +75,15 @@ absl::StatusOr<Value> MatMul(KernelContext& ctx) {
     return absl::InvalidArgumentError(absl::StrCat("input 1 must have the dtype of input 0, got ",
                                                    a->TypeString(), " and ", b->TypeString()));
   }
-  Gemm d;
-  d.ta = ctx.prim().GetBool("transpose_a");
-  d.tb = ctx.prim().GetBool("transpose_b");
+  const bool ta = ctx.prim().GetBool("transpose_a");
+  const bool tb = ctx.prim().GetBool("transpose_b");
   const int ra = a->rank(), rb = b->rank();
-  d.m = d.ta ? a->dim(ra - 1) : a->dim(ra - 2);
-  d.k = d.ta ? a->dim(ra - 2) : a->dim(ra - 1);
-  const int64_t kb = d.tb ? b->dim(rb - 1) : b->dim(rb - 2);
-  d.n = d.tb ? b->dim(rb - 2) : b->dim(rb - 1);
-  if (d.k != kb) {
+  const int64_t k = ta ? a->dim(ra - 2) : a->dim(ra - 1);
+  const int64_t kb = tb ? b->dim(rb - 1) : b->dim(rb - 2);
+  if (k != kb) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "matmul inner dimensions must agree, got ", d.k, " and ", kb, " (", a->TypeString(), " x ",
-        b->TypeString(), ", transpose_a=", d.ta, ", transpose_b=", d.tb, ")"));
+        "matmul inner dimensions must agree, got ", k, " and ", kb, " (", a->TypeString(), " x ",
+        b->TypeString(), ", transpose_a=", ta, ", transpose_b=", tb, ")"));
   }
   absl::StatusOr<Shape> batch = BroadcastShapes(absl::MakeConstSpan(a->shape()).first(ra - 2),
                                                 absl::MakeConstSpan(b->shape()).first(rb - 2));
@@ -117,26 +92,17 @@ absl::StatusOr<Value> MatMul(KernelContext& ctx) {
         absl::StrCat("matmul batch dimensions: ", batch.status().message()));
   }
   if (IsInteger(a->dtype())) return CpuFallback(ctx);  // cuBLAS has no integer GEMM
-  Shape shape = *batch;
-  shape.push_back(d.m);
-  shape.push_back(d.n);
-  KGRAD_ASSIGN_OR_RETURN(Tensor out, ctx.Allocate(a->dtype(), shape));
+  const MatMulPlan plan = PlanMatMul(a->shape(), b->shape(), ta, tb);
+  KGRAD_ASSIGN_OR_RETURN(Tensor out, ctx.Allocate(a->dtype(), plan.out));
   if (out.NumElements() == 0) return Value(std::move(out));
-  const int64_t nb = NumElementsOf(*batch);
-  const int64_t b_batches = NumElementsOf(absl::MakeConstSpan(b->shape()).first(rb - 2));
-  if (b_batches == 1 && !d.ta) {
-    // b is shared by every batch and a's batches are stacked rows: one GEMM.
-    Gemm one = d;
-    one.m = d.m * nb;
-    KGRAD_RETURN_IF_ERROR(RunGemm(ctx, one, *a, *b, out));
-    return Value(std::move(out));
+  Tensor pa = *a, pb = *b;
+  if (plan.expand_a) {
+    KGRAD_ASSIGN_OR_RETURN(pa, Expanded(ctx, *a, *batch));
   }
-  KGRAD_ASSIGN_OR_RETURN(auto pa, BatchOperand(ctx, *a, *batch));
-  KGRAD_ASSIGN_OR_RETURN(auto pb, BatchOperand(ctx, *b, *batch));
-  d.batch = nb;
-  d.stride_a = pa.second;
-  d.stride_b = pb.second;
-  KGRAD_RETURN_IF_ERROR(RunGemm(ctx, d, pa.first, pb.first, out));
+  if (plan.expand_b) {
+    KGRAD_ASSIGN_OR_RETURN(pb, Expanded(ctx, *b, *batch));
+  }
+  KGRAD_RETURN_IF_ERROR(RunGemm(ctx, plan.gemm, pa, pb, out));
   return Value(std::move(out));
 }
 
@@ -213,34 +179,13 @@ int64_t SizeOf(const std::string& letters, const LetterSizes& size) {
 }
 
 // `op` with its dims rearranged as `out` letters (each once), summing the letters
-// of `op` not in `out` and taking diagonals of repeated letters: one ReduceGeom
-// whose strides are sums of the letter's positions' strides.
+// of `op` not in `out` and taking diagonals of repeated letters: one reduction
+// (geometry.h's RearrangeGeom).
 absl::StatusOr<Operand> Rearrange(const KernelContext& ctx, const Operand& op,
-                                  const std::string& out, const LetterSizes& size) {
+                                  const std::string& out) {
   if (op.letters == out) return op;
-  const Shape strides = RowMajorStrides(op.t.shape());
-  std::array<int64_t, 128> letter_stride{};
-  for (size_t i = 0; i < op.letters.size(); ++i) {
-    letter_stride[static_cast<unsigned char>(op.letters[i])] += strides[i];
-  }
-  ReduceGeom g;
   Shape shape;
-  for (char ch : out) {
-    const int64_t n = size[static_cast<unsigned char>(ch)];
-    shape.push_back(n);
-    g.out_count *= n;
-    g.out_dims[g.out_rank] = n;
-    g.out_strides[g.out_rank++] = letter_stride[static_cast<unsigned char>(ch)];
-  }
-  std::string seen;
-  for (char ch : op.letters) {
-    if (Has(out, ch) || Has(seen, ch)) continue;
-    seen.push_back(ch);
-    const int64_t n = size[static_cast<unsigned char>(ch)];
-    g.red_count *= n;
-    g.red_dims[g.red_rank] = n;
-    g.red_strides[g.red_rank++] = letter_stride[static_cast<unsigned char>(ch)];
-  }
+  KGRAD_ASSIGN_OR_RETURN(ReduceGeom g, RearrangeGeom(op.letters, op.t.shape(), out, &shape));
   KGRAD_ASSIGN_OR_RETURN(Tensor t, ctx.Allocate(op.t.dtype(), shape));
   KGRAD_RETURN_IF_ERROR(RunReduce(ctx, ReduceOp::kSum, g, op.t, t));
   return Operand{std::move(t), out};
@@ -268,13 +213,16 @@ absl::StatusOr<Operand> Contract(const KernelContext& ctx, const Operand& a0, co
   const std::string a_letters = Select(a0.letters, [&](char ch) { return Has(keep_a, ch); });
   const std::string b_letters = Select(b0.letters, [&](char ch) { return Has(keep_b, ch); });
   const LetterGroups g = Classify(a_letters, b_letters, keep);
-  Gemm d{SizeOf(g.free_a, size), SizeOf(g.free_b, size), SizeOf(g.sum, size), false, false};
+  RowMajorGemm d;
+  d.m = SizeOf(g.free_a, size);
+  d.n = SizeOf(g.free_b, size);
+  d.k = SizeOf(g.sum, size);
   const std::string a_plain = g.batch + g.free_a + g.sum, a_trans = g.batch + g.sum + g.free_a;
   const std::string b_plain = g.batch + g.sum + g.free_b, b_trans = g.batch + g.free_b + g.sum;
   d.ta = a0.letters == a_trans && a_trans != a_plain;
   d.tb = b0.letters == b_trans && b_trans != b_plain;
-  KGRAD_ASSIGN_OR_RETURN(Operand a, Rearrange(ctx, a0, d.ta ? a_trans : a_plain, size));
-  KGRAD_ASSIGN_OR_RETURN(Operand b, Rearrange(ctx, b0, d.tb ? b_trans : b_plain, size));
+  KGRAD_ASSIGN_OR_RETURN(Operand a, Rearrange(ctx, a0, d.ta ? a_trans : a_plain));
+  KGRAD_ASSIGN_OR_RETURN(Operand b, Rearrange(ctx, b0, d.tb ? b_trans : b_plain));
   Operand c{Tensor(), g.batch + g.free_a + g.free_b};
   Shape shape;
   for (char ch : c.letters) shape.push_back(size[static_cast<unsigned char>(ch)]);
@@ -326,7 +274,7 @@ absl::StatusOr<Value> Einsum(KernelContext& ctx) {
     ops.erase(ops.begin() + j);
     ops[i] = std::move(c);
   }
-  KGRAD_ASSIGN_OR_RETURN(Operand result, Rearrange(ctx, ops[0], spec.output, size));
+  KGRAD_ASSIGN_OR_RETURN(Operand result, Rearrange(ctx, ops[0], spec.output));
   return Value(std::move(result.t));
 }
 

@@ -9,6 +9,7 @@
 #include <limits>
 #include <random>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -358,6 +359,92 @@ TEST_P(EmulatedTest, ArgmaxAndArgminPickTheFirstExtremum) {
       }
     }
   }
+}
+
+// cuBLAS's strided-batched GEMM by its definition (column-major, no transpose of C).
+template <typename T>
+void ReferenceColumnMajorGemm(const ColumnMajorGemm& g, const T* first, const T* second, T* c) {
+  for (int64_t bi = 0; bi < g.batch; ++bi) {
+    const T* a = first + bi * g.stride_first;
+    const T* b = second + bi * g.stride_second;
+    T* out = c + bi * g.stride_c;
+    for (int64_t i = 0; i < g.m; ++i) {
+      for (int64_t j = 0; j < g.n; ++j) {
+        double acc = 0;
+        for (int64_t l = 0; l < g.k; ++l) {
+          const T x = g.trans_first ? a[l + i * g.ld_first] : a[i + l * g.ld_first];
+          const T y = g.trans_second ? b[j + l * g.ld_second] : b[l + j * g.ld_second];
+          acc += static_cast<double>(x) * static_cast<double>(y);
+        }
+        out[i + j * g.ldc] = static_cast<T>(acc);
+      }
+    }
+  }
+}
+
+// The matmul plan, the batch expansions and the column-major arguments give the
+// CPU's matmul.
+TEST_P(EmulatedTest, MatMulPlansAndCublasArguments) {
+  const std::vector<std::pair<Shape, Shape>> cases = {
+      {{5, 7}, {7, 3}},       {{2, 3, 5, 7}, {7, 4}},      {{4, 5, 7}, {4, 7, 3}},
+      {{1, 5, 7}, {4, 7, 3}}, {{2, 1, 5, 7}, {3, 7, 4}},    {{3, 1, 2, 6}, {1, 4, 6, 2}},
+      {{1, 1}, {1, 1}},       {{6, 2, 3}, {1, 3, 2}},       {{2, 1, 4, 3}, {1, 3, 3, 5}}};
+  for (const auto& [a0, b0] : cases) {
+    for (bool ta : {false, true}) {
+      for (bool tb : {false, true}) {
+        Shape as = a0, bs = b0;
+        if (ta) std::swap(as[as.size() - 1], as[as.size() - 2]);
+        if (tb) std::swap(bs[bs.size() - 1], bs[bs.size() - 2]);
+        Tensor a = R(as), b = R(bs);
+        const MatMulPlan plan = PlanMatMul(as, bs, ta, tb);
+        Shape batch(plan.out.begin(), plan.out.end() - 2);
+        const int elem = static_cast<int>(DTypeSize(GetParam()));
+        auto expand = [&](const Tensor& t) {
+          Shape shape;
+          const CopyGeom g = ExpandBatch(t.shape(), batch, &shape);
+          Tensor e = New(GetParam(), shape);
+          EXPECT_EQ(LaunchStridedCopy(elem, t.raw_data(), e.raw_data(), g, nullptr), cudaSuccess);
+          return e;
+        };
+        Tensor pa = plan.expand_a ? expand(a) : a;
+        Tensor pb = plan.expand_b ? expand(b) : b;
+        Tensor c = New(GetParam(), plan.out);
+        const ColumnMajorGemm g = ToColumnMajor(plan.gemm);
+        if (GetParam() == DType::kFloat32) {
+          ReferenceColumnMajorGemm(g, pb.data<float>(), pa.data<float>(), c.mutable_data<float>());
+        } else {
+          ReferenceColumnMajorGemm(g, pb.data<double>(), pa.data<double>(),
+                                   c.mutable_data<double>());
+        }
+        EXPECT_TRUE(Same(c, Cpu(PrimId::kMatMul, {Value(a), Value(b)},
+                                {{"transpose_a", ta}, {"transpose_b", tb}})))
+            << ShapeToString(as) << " x " << ShapeToString(bs) << " ta=" << ta << " tb=" << tb;
+      }
+    }
+  }
+}
+
+TEST_P(EmulatedTest, EinsumRearrangementsTransposeTakeDiagonalsAndSum) {
+  const std::vector<std::tuple<std::string, std::string, Shape>> cases = {
+      {"ij", "ji", {3, 5}},   {"ii", "i", {4, 4}},     {"ii", "", {4, 4}},
+      {"ijk", "kj", {2, 3, 4}}, {"iij", "j", {3, 3, 2}}, {"ijk", "", {2, 3, 4}},
+      {"abc", "cab", {2, 3, 4}}, {"ijji", "ij", {2, 3, 3, 2}}};
+  for (const auto& [letters, out, shape] : cases) {
+    Tensor x = R(shape);
+    Shape out_shape;
+    absl::StatusOr<ReduceGeom> g = RearrangeGeom(letters, shape, out, &out_shape);
+    ASSERT_TRUE(g.ok()) << g.status();
+    Tensor y = New(GetParam(), out_shape);
+    std::vector<char> scratch(ReduceScratchBytes(ReduceOp::kSum, ToDT(GetParam()), *g, 4) + 1);
+    ASSERT_EQ(LaunchReduce(ReduceOp::kSum, ToDT(GetParam()), x.raw_data(), y.raw_data(), *g,
+                           scratch.data(), 4, nullptr),
+              cudaSuccess);
+    EXPECT_TRUE(Same(y, Cpu(PrimId::kEinsum, {Value(x)}, {{"equation", letters + "->" + out}})))
+        << letters << "->" << out;
+  }
+  Shape unused;
+  EXPECT_FALSE(RearrangeGeom("ij", {2, 3}, "k", &unused).ok());
+  EXPECT_FALSE(RearrangeGeom("ij", {2, 3}, "ii", &unused).ok());
 }
 
 // ----- Data movement ------------------------------------------------------------------------------
