@@ -1,10 +1,13 @@
 #include "backends/executor.h"
 
+#include <algorithm>
+#include <chrono>
 #include <utility>
 
 #include "absl/container/inlined_vector.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "backends/cpu/cpu_device.h"
 #include "core/manager.h"
 #include "core/module.h"
@@ -337,8 +340,9 @@ absl::StatusOr<Value> ToHost(Value v, Device* d) {
 
 }  // namespace
 
-absl::StatusOr<Value> Executor::Run(
-    std::vector<Value> args, const absl::flat_hash_map<std::string, Tensor>& weights) const {
+absl::StatusOr<Value> Executor::Run(std::vector<Value> args,
+                                    const absl::flat_hash_map<std::string, Tensor>& weights,
+                                    Profile* profile) const {
   const auto& params = entry_->parameters();
   if (args.size() != params.size()) {
     return absl::InvalidArgumentError(absl::StrCat("graph '", entry_->name(), "' takes ",
@@ -366,7 +370,7 @@ absl::StatusOr<Value> Executor::Run(
     KGRAD_ASSIGN_OR_RETURN(Tensor t, device_->CopyToDevice(tensor));
     w[index] = Value(std::move(t));
   }
-  KGRAD_ASSIGN_OR_RETURN(Value out, Execute(std::move(args), std::move(w)));
+  KGRAD_ASSIGN_OR_RETURN(Value out, Execute(std::move(args), std::move(w), profile));
   KGRAD_RETURN_IF_ERROR(device_->Synchronize());
   return ToHost(std::move(out), device_);
 }
@@ -377,8 +381,9 @@ namespace {
 class Machine {
  public:
   Machine(const absl::flat_hash_map<const FuncGraph*, std::unique_ptr<Plan>>& plans,
-          std::vector<Value> weights, Device* device, int max_depth)
-      : plans_(plans), weights_(std::move(weights)), device_(device), max_depth_(max_depth) {}
+          std::vector<Value> weights, Device* device, int max_depth, Profile* profile)
+      : plans_(plans), weights_(std::move(weights)), device_(device), max_depth_(max_depth),
+        profile_(profile) {}
 
   absl::StatusOr<Value> Run(const Plan* entry, std::vector<Value> args) {
     KGRAD_RETURN_IF_ERROR(Push(entry, std::move(args), {}, nullptr));
@@ -435,7 +440,15 @@ class Machine {
   absl::Status RunKernel(Frame& f, const Step& s) {
     Gather(f, s, 0, &args_);
     KernelContext ctx(*s.prim, absl::MakeSpan(args_.data(), args_.size()), device_);
+    std::chrono::steady_clock::time_point start;
+    if (profile_ != nullptr) start = std::chrono::steady_clock::now();
     absl::StatusOr<Value> out = s.kernel(ctx);
+    if (profile_ != nullptr) {
+      (void)device_->Synchronize();
+      Profile::Entry& e = profile_->by_primitive[s.prim->name()];
+      ++e.calls;
+      e.ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    }
     if (!out.ok()) return AtNode(out.status(), s.node, s.prim);
     f.slots[s.out] = *std::move(out);
     args_.clear();
@@ -543,13 +556,25 @@ class Machine {
   int max_depth_;
   std::vector<Frame> stack_;
   absl::InlinedVector<Value, 6> args_;
+  Profile* profile_;
 };
 
 }  // namespace
 
-absl::StatusOr<Value> Executor::Execute(std::vector<Value> args, std::vector<Value> weights) const {
-  Machine m(plans_, std::move(weights), device_, options_.max_call_depth);
+absl::StatusOr<Value> Executor::Execute(std::vector<Value> args, std::vector<Value> weights,
+                                        Profile* profile) const {
+  Machine m(plans_, std::move(weights), device_, options_.max_call_depth, profile);
   return m.Run(plans_.at(entry_).get(), std::move(args));
+}
+
+std::string Profile::ToString() const {
+  std::vector<std::pair<std::string, Entry>> rows(by_primitive.begin(), by_primitive.end());
+  std::sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return a.second.ms > b.second.ms; });
+  std::string s;
+  for (const auto& [name, e] : rows) {
+    absl::StrAppend(&s, absl::StrFormat("%-28s %9.3f ms  (%lld calls)\n", name, e.ms, static_cast<long long>(e.calls)));
+  }
+  return s;
 }
 
 absl::StatusOr<Value> RunGraph(FuncGraph* graph, std::vector<Value> args) {

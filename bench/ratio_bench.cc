@@ -14,6 +14,7 @@
 #include "ad/jvp.h"
 #include "backends/cpu/constant_evaluator.h"
 #include "backends/executor.h"
+#include "absl/container/flat_hash_set.h"
 #include "core/manager.h"
 #include "core/passes/optimize.h"
 #include "core/status_macros.h"
@@ -37,8 +38,17 @@ int Plumbing(FuncGraph* root) {
   int n = 0;
   for (FuncGraph* g : m.Reachable({root})) {
     if (g != root) ++n;  // a nested or called graph is a closure or call left over
+    // The tuples that build the result (e.g. (input grads, weight grads)) are output.
+    absl::flat_hash_set<const AnfNode*> result;
+    std::vector<const AnfNode*> work{root->output()};
+    while (!work.empty()) {
+      const CNode* t = work.back()->AsCNode();
+      work.pop_back();
+      if (t == nullptr || !t->IsPrim(PrimId::kMakeTuple) || !result.insert(t).second) continue;
+      for (size_t i = 1; i < t->size(); ++i) work.push_back(t->input(i));
+    }
     for (CNode* c : m.Info(g).order) {
-      if (c == root->output()) continue;
+      if (result.contains(c)) continue;
       for (PrimId id : {PrimId::kMakeTuple, PrimId::kTupleGetItem, PrimId::kPartial, PrimId::kEnvSetItem,
                         PrimId::kEnvGetItem, PrimId::kEnvAdd}) {
         n += c->IsPrim(id) ? 1 : 0;

@@ -2,6 +2,10 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/synchronization/mutex.h"
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -13,14 +17,80 @@ namespace {
 class HostAllocator final : public Allocator {
  public:
   DeviceType device() const override { return DeviceType::kCpu; }
+
   void* Allocate(size_t bytes) override {
-    // 64-byte alignment suits AVX-512 loads; aligned_alloc wants a multiple.
-    size_t rounded = (bytes + 63) / 64 * 64;
-    if (rounded == 0) rounded = 64;
-    return std::aligned_alloc(64, rounded);
+    size_t size = RoundUp(bytes);
+    {
+      absl::MutexLock lock(&mu_);
+      Account(static_cast<int64_t>(size));
+      if (size >= kCacheFrom) {
+        auto it = cache_.find(size);
+        if (it != cache_.end() && !it->second.empty()) {
+          void* p = it->second.back();
+          it->second.pop_back();
+          cached_ -= static_cast<int64_t>(size);
+          return p;
+        }
+      }
+    }
+    void* p = std::aligned_alloc(64, size);
+    if (p == nullptr) {
+      absl::MutexLock lock(&mu_);
+      Account(-static_cast<int64_t>(size));
+    }
+    return p;
   }
-  void Free(void* ptr, size_t) override { std::free(ptr); }
+
+  void Free(void* ptr, size_t bytes) override {
+    size_t size = RoundUp(bytes);
+    {
+      absl::MutexLock lock(&mu_);
+      Account(-static_cast<int64_t>(size));
+      if (size >= kCacheFrom && cached_ + static_cast<int64_t>(size) <= kMaxCached) {
+        cache_[size].push_back(ptr);
+        cached_ += static_cast<int64_t>(size);
+        return;
+      }
+    }
+    std::free(ptr);
+  }
+
+  AllocatorStats Stats() {
+    absl::MutexLock lock(&mu_);
+    return AllocatorStats{in_use_, peak_, cached_};
+  }
+  void ResetPeak() {
+    absl::MutexLock lock(&mu_);
+    peak_ = in_use_;
+  }
+
+ private:
+  // Small blocks are cheap for malloc; only large ones are cached. Sizes are
+  // rounded to 4 KiB (large) so that similar requests share a class.
+  static constexpr size_t kCacheFrom = 64 * 1024;
+  static constexpr int64_t kMaxCached = int64_t{1} << 30;
+
+  static size_t RoundUp(size_t bytes) {
+    size_t align = bytes >= kCacheFrom ? 4096 : 64;
+    size_t r = (bytes + align - 1) / align * align;
+    return r == 0 ? 64 : r;
+  }
+  void Account(int64_t delta) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    in_use_ += delta;
+    peak_ = std::max(peak_, in_use_);
+  }
+
+  absl::Mutex mu_;
+  absl::flat_hash_map<size_t, std::vector<void*>> cache_ ABSL_GUARDED_BY(mu_);
+  int64_t cached_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t in_use_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t peak_ ABSL_GUARDED_BY(mu_) = 0;
 };
+
+HostAllocator* Host() {
+  static HostAllocator* const allocator = new HostAllocator();
+  return allocator;
+}
 
 }  // namespace
 
@@ -28,10 +98,9 @@ const char* DeviceTypeName(DeviceType d) {
   return d == DeviceType::kCpu ? "cpu" : "cuda";
 }
 
-Allocator* CpuAllocator() {
-  static HostAllocator* const allocator = new HostAllocator();
-  return allocator;
-}
+Allocator* CpuAllocator() { return Host(); }
+AllocatorStats CpuAllocatorStats() { return Host()->Stats(); }
+void ResetCpuAllocatorPeak() { Host()->ResetPeak(); }
 
 Buffer::~Buffer() {
   if (data_ != nullptr) allocator_->Free(data_, bytes_);

@@ -30,8 +30,20 @@ class Allocator {
   virtual void Free(void* ptr, size_t bytes) = 0;
 };
 
-// The process-wide host allocator (64-byte aligned); stateless, so sharing it is safe.
+// The process-wide host allocator (64-byte aligned, thread-safe). Large blocks are
+// cached by size when freed and handed out again, so that a kernel writing a fresh
+// output does not pay page faults on every run (glibc returns large blocks to the
+// system). The cache is bounded; its statistics give the peak memory in use.
 Allocator* CpuAllocator();
+
+struct AllocatorStats {
+  int64_t bytes_in_use = 0;
+  int64_t peak_bytes_in_use = 0;
+  int64_t cached_bytes = 0;
+};
+AllocatorStats CpuAllocatorStats();
+// Starts a new peak measurement (peak := bytes in use now).
+void ResetCpuAllocatorPeak();
 
 // A block of device memory owned by exactly one Buffer, returned to its allocator
 // when the last Tensor referencing it goes away.

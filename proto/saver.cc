@@ -49,15 +49,28 @@ class Saver {
     return out;
   }
 
-  // Module-unique names, so that a free variable's name is unambiguous.
-  const std::string& NameOf(const AnfNode* n) {
-    auto it = names_.find(n);
+  // Names unique along each graph's chain of enclosing graphs, so that a free
+  // variable's name is unambiguous where it is used; separate top-level graphs
+  // keep their own names (the parameters of a gradient graph keep the primal's).
+  // Constants are named per graph that lists them.
+  const std::string& NameOf(const AnfNode* n, const FuncGraph* in) {
+    const FuncGraph* owner = n->is_value() ? in : n->graph();
+    auto key = std::make_pair(owner, n);
+    auto it = names_.find(key);
     if (it != names_.end()) return it->second;
     std::string base = n->name().empty() ? absl::StrCat(n->is_value() ? "c" : "n", n->id()) : n->name();
     std::string name = base;
-    for (int k = 1; used_.contains(name); ++k) name = absl::StrCat(base, "_", k);
-    used_.insert(name);
-    return names_[n] = name;
+    for (int k = 1; Taken(owner, name); ++k) name = absl::StrCat(base, "_", k);
+    used_[owner].insert(name);
+    return names_[key] = name;
+  }
+
+  bool Taken(const FuncGraph* g, const std::string& name) {
+    for (const FuncGraph* p = g; p != nullptr; p = p->parent()) {
+      auto it = used_.find(p);
+      if (it != used_.end() && it->second.contains(name)) return true;
+    }
+    return false;
   }
 
   absl::Status SaveGraph(FuncGraph* g, proto::GraphProto* gp) {
@@ -65,47 +78,47 @@ class Saver {
     if (g->parent() != nullptr) gp->set_parent(g->parent()->name());
     for (Parameter* p : g->parameters()) {
       proto::ParameterProto* pp = gp->add_parameters();
-      pp->set_name(NameOf(p));
+      pp->set_name(NameOf(p, g));
       if (p->declared() != nullptr) KGRAD_RETURN_IF_ERROR(TypeToProto(p->declared(), pp->mutable_type()));
     }
     const GraphInfo& info = manager_.Info(g);
     for (AnfNode* fv : info.direct_fvs) {
-      if (fv->graph() != nullptr) gp->add_free_variables(NameOf(fv));
+      if (fv->graph() != nullptr) gp->add_free_variables(NameOf(fv, g));
     }
     absl::flat_hash_set<const AnfNode*> emitted;
     for (CNode* c : info.order) {
       proto::ApplyProto apply;
       for (AnfNode* in : c->inputs()) {
-        KGRAD_RETURN_IF_ERROR(EmitConstant(in, gp, &emitted));
-        apply.add_inputs(Ref(in));
+        KGRAD_RETURN_IF_ERROR(EmitConstant(in, g, gp, &emitted));
+        apply.add_inputs(Ref(in, g));
       }
       proto::NodeProto* np = gp->add_nodes();
-      np->set_name(NameOf(c));
+      np->set_name(NameOf(c, g));
       *np->mutable_apply() = std::move(apply);
     }
     if (g->output() == nullptr) {
       return absl::FailedPreconditionError(absl::StrCat("graph '", g->name(), "' has no output"));
     }
-    KGRAD_RETURN_IF_ERROR(EmitConstant(g->output(), gp, &emitted));
-    gp->set_output(Ref(g->output()));
+    KGRAD_RETURN_IF_ERROR(EmitConstant(g->output(), g, gp, &emitted));
+    gp->set_output(Ref(g->output(), g));
     if (g->custom_bprop() != nullptr) gp->set_custom_bprop(g->custom_bprop()->name());
     return absl::OkStatus();
   }
 
-  std::string Ref(const AnfNode* n) {
+  std::string Ref(const AnfNode* n, const FuncGraph* g) {
     if (const Parameter* p = n->AsParameter(); p != nullptr && p->is_weight()) return p->name();
-    return NameOf(n);
+    return NameOf(n, g);
   }
 
-  absl::Status EmitConstant(const AnfNode* n, proto::GraphProto* gp,
+  absl::Status EmitConstant(const AnfNode* n, const FuncGraph* g, proto::GraphProto* gp,
                             absl::flat_hash_set<const AnfNode*>* emitted) {
     const ValueNode* v = n->AsValue();
     if (v == nullptr || !emitted->insert(n).second) return absl::OkStatus();
     proto::NodeProto* np = gp->add_nodes();
-    np->set_name(NameOf(n));
+    np->set_name(NameOf(n, g));
     absl::Status s = ValueToProto(v->value(), np->mutable_constant());
     if (!s.ok()) {
-      return absl::Status(s.code(), absl::StrCat("graph '", gp->name(), "', constant '", NameOf(n),
+      return absl::Status(s.code(), absl::StrCat("graph '", gp->name(), "', constant '", NameOf(n, g),
                                                  "': ", s.message()));
     }
     return absl::OkStatus();
@@ -113,8 +126,8 @@ class Saver {
 
   Module& module_;
   Manager& manager_;
-  absl::flat_hash_map<const AnfNode*, std::string> names_;
-  absl::flat_hash_set<std::string> used_;
+  absl::flat_hash_map<std::pair<const FuncGraph*, const AnfNode*>, std::string> names_;
+  absl::flat_hash_map<const FuncGraph*, absl::flat_hash_set<std::string>> used_;
 };
 
 }  // namespace

@@ -26,9 +26,10 @@ commands:
                                 with inferred types when the entry's inputs are declared
   dot FILE                      Graphviz DOT of every graph
   run FILE --input NAME=VALUE... [--weight NAME=FILE.npy]... [--output DIR] [--graph G]
-                                run the entry graph (or G); VALUE is a .npy file, or a
+      [--profile]               run the entry graph (or G); VALUE is a .npy file, or a
                                 literal for a scalar input; outputs are summarised and,
-                                with --output, written as DIR/out[_i].npy
+                                with --output, written as DIR/out[_i].npy; --profile adds
+                                the time spent per primitive
   grad FILE -o OUT [--wrt all|weights|0,2] [--sens] [--optimize] [--graph G]
                                 write the gradient graph (entry of OUT) of the entry graph
                                 with respect to all inputs, the weights, or input positions;
@@ -85,14 +86,16 @@ absl::Status RunCommand(const ParsedArgs& args, std::ostream& out) {
   KGRAD_ASSIGN_OR_RETURN(std::vector<Value> inputs, ReadInputs(g, args));
   KGRAD_ASSIGN_OR_RETURN(auto weights, ReadWeightOverrides(args));
   KGRAD_ASSIGN_OR_RETURN(std::unique_ptr<Executor> e, Executor::Create(g));
-  KGRAD_ASSIGN_OR_RETURN(Value result, e->Run(std::move(inputs), weights));
+  Profile profile;
+  KGRAD_ASSIGN_OR_RETURN(Value result, e->Run(std::move(inputs), weights, args.Has("profile") ? &profile : nullptr));
   PrintSummary(result, "out", out);
+  if (args.Has("profile")) out << "time per primitive:\n" << profile.ToString();
   if (args.Has("output")) KGRAD_RETURN_IF_ERROR(WriteOutputs(result, args.Get("output"), "out"));
   return absl::OkStatus();
 }
 
 int Run(const std::vector<std::string>& argv, std::ostream& out, std::ostream& err) {
-  absl::StatusOr<ParsedArgs> args = ParseArgs(argv, {"input", "weight", "output", "graph"}, {});
+  absl::StatusOr<ParsedArgs> args = ParseArgs(argv, {"input", "weight", "output", "graph"}, {"profile"});
   if (!args.ok()) return Fail(args.status(), err);
   absl::Status s = RunCommand(*args, out);
   return s.ok() ? 0 : Fail(s, err);

@@ -26,7 +26,14 @@ absl::StatusOr<GradOptions> ParseWrt(const std::string& wrt, Module& m, FuncGrap
   GradOptions o;
   o.argnums.clear();
   if (wrt == "all") {
-    for (size_t i = 0; i < g->parameters().size(); ++i) o.argnums.push_back(static_cast<int>(i));
+    // Every input that can have a gradient (declared integer and bool inputs cannot).
+    for (size_t i = 0; i < g->parameters().size(); ++i) {
+      const AbstractPtr& t = g->parameters()[i]->declared();
+      bool integral = (AsTensor(t) != nullptr && !IsFloating(AsTensor(t)->dtype())) ||
+                      (AsScalar(t) != nullptr && !IsFloating(AsScalar(t)->dtype()));
+      if (!integral) o.argnums.push_back(static_cast<int>(i));
+    }
+    if (o.argnums.empty()) return absl::InvalidArgumentError("--wrt all: the graph has no floating-point input");
   } else if (wrt == "weights") {
     for (const auto& w : m.weights()) o.weights.push_back(w.get());
     if (o.weights.empty()) return absl::InvalidArgumentError("--wrt weights: the model has no weights");
@@ -38,9 +45,6 @@ absl::StatusOr<GradOptions> ParseWrt(const std::string& wrt, Module& m, FuncGrap
       }
       o.argnums.push_back(i);
     }
-  }
-  if (o.argnums.size() == g->parameters().size() && wrt == "all" && o.argnums.size() == 1) {
-    o.argnums = {0};
   }
   return o;
 }

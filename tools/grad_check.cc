@@ -129,6 +129,12 @@ class Checker {
       KGRAD_ASSIGN_OR_RETURN(FuncGraph* grad, Grad(m_, level, go));
 
       KGRAD_ASSIGN_OR_RETURN(Value grads, RunGraph(grad, args_));
+      // Every graph transform of this order (Jvp included) happens before the
+      // executors are made, so that none runs a graph that changed under it.
+      FuncGraph* jvp = nullptr;
+      if (order == 1 && o_.check_jvp) {
+        KGRAD_ASSIGN_OR_RETURN(jvp, Jvp(m_, level));
+      }
       KGRAD_ASSIGN_OR_RETURN(std::unique_ptr<Executor> exec, Executor::Create(level));
       for (const Subject& s : subjects_) {
         const Value& analytic = Pick(grads, s, go);
@@ -136,9 +142,7 @@ class Checker {
         e.order = order;
         report.entries.push_back(e);
       }
-      if (order == 1 && o_.check_jvp) {
-        KGRAD_ASSIGN_OR_RETURN(FuncGraph* jvp, Jvp(m_, level));
-
+      if (jvp != nullptr) {
         KGRAD_ASSIGN_OR_RETURN(std::unique_ptr<Executor> jexec, Executor::Create(jvp));
         for (const Subject& s : subjects_) {
           if (s.weight != nullptr) continue;

@@ -67,8 +67,9 @@ AnfNode* ConstantFoldPass::Rewrite(CNode* c) {
 // prim(constants...) => constant, evaluated on the device, for small results of
 // non-structural primitives.
 AnfNode* ConstantFoldPass::FoldTensor(CNode* c, const Primitive& p) {
-  if (evaluator_ == nullptr || p.def().structural || c->num_args() == 0) return nullptr;
-  if (p.id() == PrimId::kFill || p.id() == PrimId::kDropout) return nullptr;
+  // (A small fill folds too: its consumers may then fold; large ones stay fills.)
+  if (evaluator_ == nullptr || p.def().structural) return nullptr;
+  if (c->num_args() == 0 && p.id() != PrimId::kFill) return nullptr;
   const AbstractTensor* out = passes::KnownTensor(c);
   if (out == nullptr || NumElementsOf(out->shape()) > max_elements_) return nullptr;
   std::vector<Value> inputs;

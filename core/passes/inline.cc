@@ -91,20 +91,21 @@ std::optional<Scalar> EvalScalar(const AnfNode* n, const absl::flat_hash_map<con
   }
 }
 
-// A recursive graph of the loop shape `switch(cond, ...)()` whose condition the
-// constant arguments decide.
-bool UnrollDecidable(FuncGraph* callee, const CNode* call) {
+// A recursive graph (a loop) whose control the constant arguments decide: a
+// switch in its body has a condition that evaluates with them. This covers the
+// primal shape `switch(cond, @body, @exit)()` and its K-image, where the switch
+// result is called and the call's result taken apart.
+bool UnrollDecidable(FuncGraph* callee, const CNode* call, Manager& m) {
   absl::flat_hash_map<const AnfNode*, Scalar> bound;
   for (size_t i = 0; i < callee->parameters().size(); ++i) {
     const Value* v = ConstantOf(call->arg(i));
     if (v != nullptr && v->is_scalar()) bound[callee->parameters()[i]] = v->scalar();
   }
   if (bound.empty()) return false;
-  const CNode* out = callee->output()->AsCNode();
-  if (out == nullptr || out->size() == 0) return false;
-  const CNode* sw = out->input(0)->AsCNode();
-  if (sw == nullptr || !sw->IsPrim(PrimId::kSwitch)) return false;
-  return EvalScalar(sw->arg(0), bound).has_value();
+  for (const CNode* c : m.Info(callee).order) {
+    if (c->IsPrim(PrimId::kSwitch) && EvalScalar(c->arg(0), bound).has_value()) return true;
+  }
+  return false;
 }
 
 }  // namespace
@@ -120,7 +121,7 @@ absl::StatusOr<bool> InlinePass::Run(Module& module, FuncGraph* root) {
       FuncGraph* callee = c->called_graph();
       if (callee == nullptr || callee->custom_bprop() != nullptr) continue;
       if (callee->output() == nullptr || c->num_args() != callee->parameters().size()) continue;
-      if (recursive.contains(callee) && !UnrollDecidable(callee, c)) continue;
+      if (recursive.contains(callee) && !UnrollDecidable(callee, c, m)) continue;
       sites.emplace_back(g, c);
     }
   }

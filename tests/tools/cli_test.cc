@@ -88,6 +88,63 @@ TEST(CliTest, RunWritesNpyOutputsAndTakesWeightOverrides) {
   EXPECT_THAT(r.out, HasSubstr("{1.5}"));
 }
 
+struct Example {
+  const char* name;
+  std::vector<std::string> inputs;  // --input values for run
+};
+
+std::vector<Example> Examples() {
+  return {{"mlp", {"x=examples/data/mlp_x.npy", "labels=examples/data/mlp_labels.npy"}},
+          {"closure", {"x=examples/data/x3.npy"}},
+          {"if_else", {"x=examples/data/x4.npy"}},
+          {"while_loop", {"x=examples/data/x3.npy", "n=3"}}};
+}
+
+TEST(CliTest, GradCheckAndJvpOnEveryExample) {
+  std::string dir = ::testing::TempDir();
+  for (const Example& e : Examples()) {
+    std::string file = std::string("examples/") + e.name + ".pbtxt";
+    for (const char* opt : {"", "--optimize"}) {
+      std::string out = dir + "/" + e.name + "_grad" + (*opt ? "_opt" : "") + ".pbtxt";
+      std::vector<std::string> args = {"grad", file, "-o", out};
+      if (*opt) args.push_back(opt);
+      Result r = Cli(args);
+      ASSERT_EQ(r.status, 0) << e.name << ": " << r.err;
+      EXPECT_THAT(r.out, HasSubstr("wrote " + out));
+      // The gradient graph is the entry of the written file and runs on the same inputs.
+      std::vector<std::string> run = {"run", out};
+      for (const std::string& in : e.inputs) {
+        run.push_back("--input");
+        run.push_back(in);
+      }
+      r = Cli(run);
+      EXPECT_EQ(r.status, 0) << e.name << ": " << r.err;
+      EXPECT_THAT(r.out, ::testing::ContainsRegex("out(_0)?: f32"));
+    }
+    std::vector<std::string> check = {"check", file, "--order", "2", "--seed", "5"};
+    if (std::string(e.name) == "while_loop") {
+      check.push_back("--input");
+      check.push_back("n=3");
+    }
+    Result r = Cli(check);
+    EXPECT_EQ(r.status, 0) << e.name << ": " << r.out << r.err;
+    EXPECT_THAT(r.out, HasSubstr("PASSED (rerun with --seed 5)"));
+    EXPECT_THAT(r.out, HasSubstr("vjp order 2"));
+    EXPECT_THAT(r.out, HasSubstr("jvp order 1"));
+    r = Cli({"jvp", file, "-o", dir + "/" + e.name + "_jvp.pb"});
+    EXPECT_EQ(r.status, 0) << e.name << ": " << r.err;
+  }
+}
+
+TEST(CliTest, GradOfTheWhileLoopHasTheExpectedValues) {
+  // out = x^2 + x + 1 (n = 3), so d(sum out)/dx = 2x + 1 at [.5, -1, 2] = [2, -1, 5].
+  std::string out = ::testing::TempDir() + "/while_grad.pb";
+  ASSERT_EQ(Cli({"grad", "examples/while_loop.pbtxt", "--wrt", "0", "-o", out}).status, 0);
+  Result r = Cli({"run", out, "--input", "x=examples/data/x3.npy", "--input", "n=3"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("{2, -1, 5}"));
+}
+
 TEST(CliTest, ErrorsAreClearAndExitNonZero) {
   Result r = Cli({"run", "examples/mlp.pbtxt", "--input", "x=examples/data/mlp_x.npy"});
   EXPECT_EQ(r.status, 1);

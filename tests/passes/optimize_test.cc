@@ -1,0 +1,131 @@
+// The pipeline keeps numbers identical: every example program (forward and
+// gradient) and the sample programs give the same results before and after
+// optimisation, and a first-order gradient is left with no closure, partial, env
+// or tuple (only the output tuple).
+#include "core/passes/optimize.h"
+
+#include "ad/grad_operation.h"
+#include "backends/cpu/constant_evaluator.h"
+#include "backends/executor.h"
+#include "absl/container/flat_hash_set.h"
+#include "core/manager.h"
+#include "examples/programs.h"
+#include "gtest/gtest.h"
+#include "ops/registry.h"
+#include "proto/model_io.h"
+#include "tests/testing/graph_test_util.h"
+#include "tools/npy.h"
+
+namespace kgrad {
+namespace {
+
+using testing::CountPrim;
+
+double MaxRelDiff(const Value& a, const Value& b) {
+  if (a.is_tuple()) {
+    double m = 0;
+    for (size_t i = 0; i < a.tuple().size(); ++i) m = std::max(m, MaxRelDiff(a.tuple()[i], b.tuple()[i]));
+    return m;
+  }
+  if (a.is_scalar()) return std::abs(a.scalar().AsDouble() - b.scalar().AsDouble());
+  double m = 0;
+  for (int64_t i = 0; i < a.tensor().NumElements(); ++i) {
+    double x = a.tensor().ElementAsDouble(i), y = b.tensor().ElementAsDouble(i);
+    m = std::max(m, std::abs(x - y) / std::max(1.0, std::abs(x)));
+  }
+  return m;
+}
+
+Value Npy(const std::string& path) { return Value(ReadNpyFile(path).value()); }
+
+struct ExampleCase {
+  const char* file;
+  std::vector<Value> (*inputs)();
+};
+
+std::vector<ExampleCase> Cases() {
+  return {
+      {"examples/mlp.pbtxt", [] { return std::vector<Value>{Npy("examples/data/mlp_x.npy"), Npy("examples/data/mlp_labels.npy")}; }},
+      {"examples/closure.pbtxt", [] { return std::vector<Value>{Npy("examples/data/x3.npy")}; }},
+      {"examples/if_else.pbtxt", [] { return std::vector<Value>{Npy("examples/data/x4.npy")}; }},
+      {"examples/while_loop.pbtxt", [] { return std::vector<Value>{Npy("examples/data/x3.npy"), Value(Scalar::Int(5))}; }},
+  };
+}
+
+TEST(OptimizeTest, ExamplesComputeTheSameBeforeAndAfter) {
+  CpuConstantEvaluator evaluator;
+  OptimizeOptions o;
+  o.evaluator = &evaluator;
+  for (const ExampleCase& c : Cases()) {
+    std::unique_ptr<Module> m = LoadModelFile(c.file, DefaultRegistry()).value();
+    FuncGraph* f = m->entry();
+    GradOptions go;
+    go.argnums = {0};
+    for (const auto& w : m->weights()) go.weights.push_back(w.get());
+    FuncGraph* grad = Grad(*m, f, go).value();
+    std::vector<Value> args = c.inputs();
+    Value before_f = RunGraph(f, args).value();
+    Value before_g = RunGraph(grad, args).value();
+    ASSERT_TRUE(Optimize(*m, grad, o).ok()) << c.file;
+    ASSERT_TRUE(Optimize(*m, f, o).ok()) << c.file;
+    Value after_f = RunGraph(f, args).value();
+    Value after_g = RunGraph(grad, args).value();
+    EXPECT_LE(MaxRelDiff(before_f, after_f), 1e-6) << c.file;
+    EXPECT_LE(MaxRelDiff(before_g, after_g), 1e-6) << c.file;
+  }
+}
+
+// Closures, partials, envs and tuples left in `g` (its output tuple aside), and
+// graphs other than g itself.
+int Plumbing(FuncGraph* g) {
+  Manager& m = g->module()->manager();
+  int n = static_cast<int>(m.Reachable({g}).size()) - 1;
+  // The tuples that build the result (e.g. (input grads, weight grads)) are output.
+  absl::flat_hash_set<const AnfNode*> result;
+  std::vector<const AnfNode*> work{g->output()};
+  while (!work.empty()) {
+    const CNode* t = work.back()->AsCNode();
+    work.pop_back();
+    if (t == nullptr || !t->IsPrim(PrimId::kMakeTuple) || !result.insert(t).second) continue;
+    for (size_t i = 1; i < t->size(); ++i) work.push_back(t->input(i));
+  }
+  for (CNode* c : m.Info(g).order) {
+    if (result.contains(c)) continue;
+    for (PrimId id : {PrimId::kMakeTuple, PrimId::kTupleGetItem, PrimId::kPartial, PrimId::kEnvSetItem,
+                      PrimId::kEnvGetItem, PrimId::kEnvAdd, PrimId::kSwitch}) {
+      n += c->IsPrim(id) ? 1 : 0;
+    }
+  }
+  return n;
+}
+
+TEST(OptimizeTest, FirstOrderGradientsBecomePlainKernelGraphs) {
+  struct Program {
+    const char* name;
+    FuncGraph* (*build)(Module*);
+  };
+  for (Program p : std::vector<Program>{
+           {"mlp", [](Module* m) { return programs::Mlp(m, 4, {6, 8, 3}, DType::kFloat32); }},
+           {"convnet", [](Module* m) { return programs::ConvNet(m, 2, 8, 3, 4, 3, DType::kFloat32, true); }},
+           {"rnn", [](Module* m) { return programs::TanhRnn(m, 5, 2, 3, 4, DType::kFloat32); }},
+       }) {
+    Module m(DefaultRegistry());
+    FuncGraph* f = p.build(&m);
+    std::vector<Value> args = programs::RandomInputs(f, 1);
+    GradOptions go;
+    go.argnums = {0};
+    for (const auto& w : m.weights()) go.weights.push_back(w.get());
+    FuncGraph* grad = Grad(m, f, go).value();
+    Value before = RunGraph(grad, args).value();
+    CpuConstantEvaluator evaluator;
+    OptimizeOptions o;
+    o.evaluator = &evaluator;
+    ASSERT_TRUE(Optimize(m, grad, o).ok()) << p.name;
+    EXPECT_EQ(Plumbing(grad), 0) << p.name << "\n" << testing::Canonical(grad);
+    Value after = RunGraph(grad, args).value();
+    EXPECT_LE(MaxRelDiff(before, after), 1e-5) << p.name;
+  }
+}
+
+}  // namespace
+}  // namespace kgrad
