@@ -1,0 +1,168 @@
+// Internal to backends/cuda: the device class, the per-thread resources (stream,
+// cuBLAS and cuDNN handles) and the helpers every host-side kernel uses.
+#ifndef KGRAD_BACKENDS_CUDA_CUDA_CONTEXT_H_
+#define KGRAD_BACKENDS_CUDA_CUDA_CONTEXT_H_
+
+#include <cstdint>
+#include <string>
+
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+#include <cudnn.h>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "backends/cuda/caching_allocator.h"
+#include "backends/cuda/kernels/launch.h"
+#include "backends/device.h"
+#include "backends/kernel.h"
+
+namespace kgrad {
+namespace cuda {
+
+// ----- Errors ------------------------------------------------------------------------
+// OK, or an error naming `call` (the library function: "cudaMemcpyAsync") and the
+// library's own error name and text. Out of memory maps to ResourceExhausted, no
+// driver/device to Unavailable, cuDNN's unsupported configurations to
+// Unimplemented, anything else to Internal.
+absl::Status CudaStatus(cudaError_t e, absl::string_view call);
+absl::Status CublasStatus(cublasStatus_t e, absl::string_view call);
+absl::Status CudnnStatus(cudnnStatus_t e, absl::string_view call);
+
+// The library call's name from its expression text: "cudaMalloc(&p, n)" -> "cudaMalloc".
+absl::string_view CallName(absl::string_view expr);
+
+#define KGRAD_CUDA_CALL(expr) \
+  KGRAD_RETURN_IF_ERROR(::kgrad::cuda::CudaStatus((expr), ::kgrad::cuda::CallName(#expr)))
+#define KGRAD_CUBLAS_CALL(expr) \
+  KGRAD_RETURN_IF_ERROR(::kgrad::cuda::CublasStatus((expr), ::kgrad::cuda::CallName(#expr)))
+#define KGRAD_CUDNN_CALL(expr) \
+  KGRAD_RETURN_IF_ERROR(::kgrad::cuda::CudnnStatus((expr), ::kgrad::cuda::CallName(#expr)))
+
+// ----- The device --------------------------------------------------------------------
+class CudaDeviceImpl;
+
+// One thread's resources on one device. Made on the thread's first use of the
+// device; destroyed at thread exit (after its stream has finished).
+struct ThreadResources {
+  CudaDeviceImpl* device = nullptr;
+  cudaStream_t stream = nullptr;
+  cublasHandle_t cublas = nullptr;  // created on first use
+  cudnnHandle_t cudnn = nullptr;    // created on first use
+  ~ThreadResources();
+};
+
+class CudaDeviceImpl final : public Device {
+ public:
+  CudaDeviceImpl(int ordinal, int sms, std::string name);
+
+  DeviceType type() const override { return DeviceType::kCuda; }
+  std::string name() const override { return name_; }
+  Allocator* allocator() override { return &allocator_; }
+  KernelFn kernel(PrimId id) const override;
+  absl::StatusOr<Tensor> CopyToDevice(const Tensor& host) override;
+  absl::StatusOr<Tensor> CopyToHost(const Tensor& tensor) override;
+  absl::StatusOr<Tensor> Fill(DType dtype, absl::Span<const int64_t> shape,
+                              double value) override;
+  absl::Status Synchronize() override;
+
+  int ordinal() const { return ordinal_; }
+  int sms() const { return sms_; }
+  CachingAllocator& cache() { return cache_; }
+  // The calling thread's resources (makes this device current on the thread).
+  absl::StatusOr<ThreadResources*> Resources();
+  absl::StatusOr<cublasHandle_t> Cublas();
+  absl::StatusOr<cudnnHandle_t> Cudnn();
+
+ private:
+  class RawCudaMemory final : public RawMemory {
+   public:
+    explicit RawCudaMemory(int ordinal) : ordinal_(ordinal) {}
+    void* Malloc(size_t bytes) override;
+    void Free(void* ptr) override;
+    void WaitForAllWork() override;
+
+   private:
+    int ordinal_;
+  };
+  class StreamAllocator final : public Allocator {
+   public:
+    explicit StreamAllocator(CudaDeviceImpl* device) : device_(device) {}
+    DeviceType device() const override { return DeviceType::kCuda; }
+    void* Allocate(size_t bytes) override;
+    void Free(void* ptr, size_t bytes) override;
+
+   private:
+    CudaDeviceImpl* device_;
+  };
+
+  int ordinal_;
+  int sms_;
+  std::string name_;
+  RawCudaMemory raw_;
+  CachingAllocator cache_;
+  StreamAllocator allocator_;
+};
+
+// The CUDA kernel table (native kernels, structural kernels, CPU fallbacks).
+const KernelTable& CudaKernels();
+
+// ----- Helpers for host-side kernels ------------------------------------------------------
+// What a kernel call runs on.
+struct Gpu {
+  CudaDeviceImpl* device;
+  cudaStream_t stream;
+  int sms;
+};
+// The device of `ctx` with the calling thread's stream.
+absl::StatusOr<Gpu> GpuOf(const KernelContext& ctx);
+
+// kgrad dtype <-> launcher dtype (same numbering).
+inline DT ToDT(DType t) { return static_cast<DT>(static_cast<int>(t)); }
+
+// Turns a launcher's result into a Status naming the launcher.
+absl::Status LaunchStatus(cudaError_t e, absl::string_view launcher);
+#define KGRAD_LAUNCH(expr) \
+  KGRAD_RETURN_IF_ERROR(::kgrad::cuda::LaunchStatus((expr), ::kgrad::cuda::CallName(#expr)))
+
+// Device scratch of `bytes` bytes (a bool tensor; freed back to the stream's cache
+// when it goes out of scope, which is safe: later work on the stream runs after
+// the kernels that use it).
+absl::StatusOr<Tensor> Scratch(const KernelContext& ctx, size_t bytes);
+
+// Copies `bytes` from device memory to `host` and waits for the copy.
+absl::Status ReadBack(const Gpu& gpu, const void* device_ptr, size_t bytes, void* host);
+
+// Position of the first index outside [0, bound) in the index tensor `idx` (i32
+// or i64), read back from the device; -1 when all are in range. `value` gets the
+// bad index.
+absl::StatusOr<int64_t> FirstBadIndex(const KernelContext& ctx, const Gpu& gpu, const Tensor& idx,
+                                      int64_t bound, int64_t* value);
+
+// A kernel that runs F after copying any host tensor among its inputs to the
+// device (tuple constants keep their tensors on the host, for instance).
+absl::Status MoveInputsToDevice(KernelContext& ctx);
+template <KernelFn F>
+absl::StatusOr<Value> OnDevice(KernelContext& ctx) {
+  absl::Status s = MoveInputsToDevice(ctx);
+  if (!s.ok()) return s;
+  return F(ctx);
+}
+
+// Runs the CPU kernel of ctx's primitive on host copies of the inputs and copies
+// the result back (tensors and tuples of tensors).
+absl::StatusOr<Value> CpuFallback(KernelContext& ctx);
+
+// ----- Registration, one function per op family --------------------------------------------
+void RegisterElementwiseKernels(KernelTable* table);
+void RegisterReduceKernels(KernelTable* table);
+void RegisterShapeKernels(KernelTable* table);
+void RegisterLinalgKernels(KernelTable* table);
+void RegisterNnKernels(KernelTable* table);
+void RegisterConvKernels(KernelTable* table);
+
+}  // namespace cuda
+}  // namespace kgrad
+
+#endif  // KGRAD_BACKENDS_CUDA_CUDA_CONTEXT_H_

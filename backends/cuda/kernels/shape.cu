@@ -1,0 +1,192 @@
+// Device code of the shape family: one strided copy (transpose, broadcast_to,
+// slice, slice_grad, pad, concat, split all lower to it on the host side),
+// gather, scatter_add and one_hot.
+#include <cstdint>
+#include <type_traits>
+
+#include "backends/cuda/kernels/device_util.cu.h"
+#include "backends/cuda/kernels/launch.h"
+
+namespace kgrad {
+namespace cuda {
+namespace {
+
+// ----- Strided copy -------------------------------------------------------------------------
+template <typename E>
+__global__ void CopyFlatKernel(const E* src, int64_t ss, E* dst, int64_t ds, int64_t n) {
+  for (int64_t i = GlobalIndex(); i < n; i += GlobalStride()) dst[i * ds] = src[i * ss];
+}
+
+template <typename E>
+__global__ void CopyKernel(const E* src, E* dst, CopyGeom g) {
+  for (int64_t i = GlobalIndex(); i < g.count; i += GlobalStride()) {
+    int64_t rest = i, so = 0, dof = 0;
+    for (int d = g.rank - 1; d >= 0; --d) {
+      const int64_t n = g.dims[d];
+      const int64_t q = rest % n;
+      rest /= n;
+      so += q * g.src_strides[d];
+      dof += q * g.dst_strides[d];
+    }
+    dst[dof] = src[so];
+  }
+}
+
+template <typename E>
+cudaError_t RunCopy(const void* src, void* dst, const CopyGeom& g, cudaStream_t s) {
+  if (g.count == 0) return cudaSuccess;
+  const E* ps = static_cast<const E*>(src) + g.src_offset;
+  E* pd = static_cast<E*>(dst) + g.dst_offset;
+  if (g.rank <= 1) {
+    const int64_t ss = g.rank == 1 ? g.src_strides[0] : 0;
+    const int64_t ds = g.rank == 1 ? g.dst_strides[0] : 0;
+    if (ss == 1 && ds == 1) {
+      return MemcpyDeviceToDeviceAsync(pd, ps, static_cast<size_t>(g.count) * sizeof(E), s);
+    }
+    Launch(CopyFlatKernel<E>, BlocksFor(g.count), kThreads, s, ps, ss, pd, ds, g.count);
+  } else {
+    Launch(CopyKernel<E>, BlocksFor(g.count), kThreads, s, ps, pd, g);
+  }
+  return LastLaunchError();
+}
+
+// ----- gather, scatter_add, one_hot ---------------------------------------------------------
+template <typename E, typename I>
+__global__ void GatherKernel(const E* params, const I* idx, E* out, int64_t dim, int64_t inner,
+                             int64_t n, int64_t total) {
+  const int64_t row = n * inner;
+  for (int64_t t = GlobalIndex(); t < total; t += GlobalStride()) {
+    const int64_t o = t / row, rem = t % row;
+    const int64_t j = rem / inner, k = rem % inner;
+    out[t] = params[(o * dim + static_cast<int64_t>(idx[j])) * inner + k];
+  }
+}
+
+// Each thread owns one (o, k) column and adds the updates in index order: the
+// CPU kernel's order, so results match it bit for bit and repeat from run to run.
+template <typename T, typename I>
+__global__ void ScatterAddColumns(T* out, const T* upd, const I* idx, int64_t outer, int64_t dim,
+                                  int64_t inner, int64_t n) {
+  const int64_t total = outer * inner;
+  for (int64_t t = GlobalIndex(); t < total; t += GlobalStride()) {
+    const int64_t o = t / inner, k = t % inner;
+    for (int64_t j = 0; j < n; ++j) {
+      T* d = out + (o * dim + static_cast<int64_t>(idx[j])) * inner + k;
+      *d = WrapAdd(*d, upd[(o * n + j) * inner + k]);
+    }
+  }
+}
+
+template <typename T>
+__device__ inline void AtomicAddTo(T* p, T v) {
+  if constexpr (std::is_same_v<T, int64_t>) {
+    // Two's complement: the unsigned add wraps exactly like WrapAdd.
+    atomicAdd(reinterpret_cast<unsigned long long*>(p), static_cast<unsigned long long>(v));
+  } else {
+    atomicAdd(p, v);
+  }
+}
+
+// Few long columns: one thread per update element, added atomically.
+template <typename T, typename I>
+__global__ void ScatterAddAtomic(T* out, const T* upd, const I* idx, int64_t dim, int64_t inner,
+                                 int64_t n, int64_t total) {
+  const int64_t row = n * inner;
+  for (int64_t t = GlobalIndex(); t < total; t += GlobalStride()) {
+    const int64_t o = t / row, rem = t % row;
+    const int64_t j = rem / inner, k = rem % inner;
+    AtomicAddTo(out + (o * dim + static_cast<int64_t>(idx[j])) * inner + k, upd[t]);
+  }
+}
+
+template <typename T, typename I>
+__global__ void OneHotKernel(const I* idx, T* out, int64_t depth, int64_t inner, int64_t total,
+                             T on, T off) {
+  for (int64_t t = GlobalIndex(); t < total; t += GlobalStride()) {
+    const int64_t o = t / (depth * inner);
+    const int64_t d = (t / inner) % depth;
+    const int64_t k = t % inner;
+    out[t] = static_cast<int64_t>(idx[o * inner + k]) == d ? on : off;
+  }
+}
+
+}  // namespace
+
+cudaError_t LaunchStridedCopy(int elem_size, const void* src, void* dst, const CopyGeom& g,
+                              cudaStream_t s) {
+  switch (elem_size) {
+    case 1: return RunCopy<uint8_t>(src, dst, g, s);
+    case 4: return RunCopy<uint32_t>(src, dst, g, s);
+    case 8: return RunCopy<uint64_t>(src, dst, g, s);
+  }
+  return cudaErrorInvalidValue;
+}
+
+cudaError_t LaunchGather(int elem_size, const void* params, DT idx_dt, const void* idx,
+                         void* out, int64_t outer, int64_t dim, int64_t inner, int64_t n,
+                         cudaStream_t s) {
+  const int64_t total = outer * n * inner;
+  if (total == 0) return cudaSuccess;
+  auto run = [&](auto elem_zero) -> cudaError_t {
+    using E = decltype(elem_zero);
+    return DispatchIndex(idx_dt, [&](auto idx_zero) -> cudaError_t {
+      using I = decltype(idx_zero);
+      Launch(GatherKernel<E, I>, BlocksFor(total), kThreads, s, static_cast<const E*>(params), static_cast<const I*>(idx), static_cast<E*>(out), dim,
+          inner, n, total);
+      return LastLaunchError();
+    });
+  };
+  switch (elem_size) {
+    case 1: return run(uint8_t{});
+    case 4: return run(uint32_t{});
+    case 8: return run(uint64_t{});
+  }
+  return cudaErrorInvalidValue;
+}
+
+cudaError_t LaunchScatterAdd(DT dt, void* out, const void* upd, DT idx_dt, const void* idx,
+                             int64_t outer, int64_t dim, int64_t inner, int64_t n,
+                             cudaStream_t s) {
+  const int64_t columns = outer * inner;
+  if (columns == 0 || n == 0) return cudaSuccess;
+  return DispatchAll(dt, [&](auto zero) -> cudaError_t {
+    using T = decltype(zero);
+    if constexpr (std::is_same_v<T, bool>) {
+      return cudaErrorInvalidValue;
+    } else {
+      return DispatchIndex(idx_dt, [&](auto idx_zero) -> cudaError_t {
+        using I = decltype(idx_zero);
+        T* po = static_cast<T*>(out);
+        const T* pu = static_cast<const T*>(upd);
+        const I* pi = static_cast<const I*>(idx);
+        if (columns >= 2048 || n <= 16) {
+          Launch(ScatterAddColumns<T, I>, BlocksFor(columns), kThreads, s, po, pu, pi, outer, dim,
+                                                                         inner, n);
+        } else {
+          const int64_t total = columns * n;
+          Launch(ScatterAddAtomic<T, I>, BlocksFor(total), kThreads, s, po, pu, pi, dim, inner, n,
+                                                                       total);
+        }
+        return LastLaunchError();
+      });
+    }
+  });
+}
+
+cudaError_t LaunchOneHot(DT out_dt, DT idx_dt, const void* idx, void* out, int64_t outer,
+                         int64_t depth, int64_t inner, double on, double off, cudaStream_t s) {
+  const int64_t total = outer * depth * inner;
+  if (total == 0) return cudaSuccess;
+  return DispatchAll(out_dt, [&](auto zero) -> cudaError_t {
+    using T = decltype(zero);
+    return DispatchIndex(idx_dt, [&](auto idx_zero) -> cudaError_t {
+      using I = decltype(idx_zero);
+      Launch(OneHotKernel<T, I>, BlocksFor(total), kThreads, s, static_cast<const I*>(idx), static_cast<T*>(out), depth, inner, total, Convert<T>(on),
+          Convert<T>(off));
+      return LastLaunchError();
+    });
+  });
+}
+
+}  // namespace cuda
+}  // namespace kgrad
