@@ -1,5 +1,6 @@
 #include "core/printer.h"
 
+#include <algorithm>
 #include <memory>
 #include <vector>
 
@@ -138,6 +139,8 @@ std::string PrintGraph(FuncGraph* graph, const PrintOptions& options) {
   return p.out_;
 }
 
+// Nested graphs are clusters inside their parents' clusters, so a closure is drawn
+// inside the graph that creates it; edges are listed after all clusters.
 std::string ToDot(Module& module) {
   Manager& manager = module.manager();
   PrintOptions o;
@@ -148,34 +151,58 @@ std::string ToDot(Module& module) {
     absl::StrAppend(&out, "  ", id(w.get()), " [label=\"", DotEscape(Ref(w.get(), o)),
                     "\", shape=cylinder];\n");
   }
-  int cluster = 0;
+  absl::flat_hash_map<const FuncGraph*, std::vector<FuncGraph*>> children;
+  std::vector<FuncGraph*> tops;
   for (const auto& gp : module.graphs()) {
-    FuncGraph* g = gp.get();
+    if (gp->parent() != nullptr) {
+      children[gp->parent()].push_back(gp.get());
+    } else {
+      tops.push_back(gp.get());
+    }
+  }
+  std::string edges;
+  int cluster = 0;
+  // Iterative (a hostile file may nest deeply): `true` opens a graph's cluster and
+  // its nodes, `false` closes it after its children.
+  std::vector<std::pair<FuncGraph*, bool>> stack;
+  for (auto it = tops.rbegin(); it != tops.rend(); ++it) stack.emplace_back(*it, true);
+  while (!stack.empty()) {
+    auto [g, open] = stack.back();
+    stack.pop_back();
+    std::string indent(2 + 2 * std::min(g->depth(), 16), ' ');
+    if (!open) {
+      absl::StrAppend(&out, indent, "}\n");
+      continue;
+    }
     const GraphInfo& info = manager.Info(g);
-    absl::StrAppend(&out, "  subgraph cluster_", cluster++, " {\n    label=\"@",
+    absl::StrAppend(&out, indent, "subgraph cluster_", cluster++, " {\n", indent, "  label=\"@",
                     DotEscape(g->name()), "\";\n");
     for (Parameter* p : g->parameters()) {
-      absl::StrAppend(&out, "    ", id(p), " [label=\"", DotEscape(Ref(p, o)),
-                      "\", shape=ellipse];\n");
+      absl::StrAppend(&out, indent, "  ", id(p), " [label=\"", DotEscape(Ref(p, o)), "\", shape=ellipse];\n");
     }
     for (CNode* c : info.order) {
       std::string callee = c->size() > 0 ? Ref(c->input(0), o) : "?";
-      absl::StrAppend(&out, "    ", id(c), " [label=\"", DotEscape(Ref(c, o)), " = ",
-                      DotEscape(callee), "\"];\n");
+      absl::StrAppend(&out, indent, "  ", id(c), " [label=\"", DotEscape(Ref(c, o)), " = ", DotEscape(callee),
+                      "\"];\n");
     }
-    std::string ret = absl::StrCat("ret", g->name().size(), "_", cluster);
-    absl::StrAppend(&out, "    ", ret, " [label=\"return\", shape=plaintext];\n  }\n");
+    std::string ret = absl::StrCat("ret", cluster);
+    absl::StrAppend(&out, indent, "  ", ret, " [label=\"return\", shape=plaintext];\n");
     for (CNode* c : info.order) {
       for (size_t i = 1; i < c->size(); ++i) {
         const AnfNode* in = c->input(i);
-        if (in->is_value()) continue;
-        absl::StrAppend(&out, "  ", id(in), " -> ", id(c), ";\n");
+        if (!in->is_value()) absl::StrAppend(&edges, "  ", id(in), " -> ", id(c), ";\n");
       }
     }
     if (g->output() != nullptr && !g->output()->is_value()) {
-      absl::StrAppend(&out, "  ", id(g->output()), " -> ", ret, ";\n");
+      absl::StrAppend(&edges, "  ", id(g->output()), " -> ", ret, ";\n");
+    }
+    stack.emplace_back(g, false);
+    auto kids = children.find(g);
+    if (kids != children.end()) {
+      for (auto it = kids->second.rbegin(); it != kids->second.rend(); ++it) stack.emplace_back(*it, true);
     }
   }
+  out += edges;
   out += "}\n";
   return out;
 }

@@ -10,6 +10,7 @@
 #include "core/status_macros.h"
 #include "tools/cli_ad.h"
 #include "tools/cli_common.h"
+#include "tools/cli_demo.h"
 
 namespace kgrad {
 namespace cli {
@@ -24,7 +25,10 @@ FILE is a kgrad graph file: binary protobuf (.pb) or text format (.pbtxt).
 commands:
   print FILE [--no-types]       the IR as text (nested graphs inside their parents),
                                 with inferred types when the entry's inputs are declared
-  dot FILE                      Graphviz DOT of every graph
+  dot FILE [--grad] [--wrt all|weights|0,2] [--optimize]
+                                Graphviz DOT of every graph, nested graphs as clusters in
+                                their parents; --grad draws the gradient graph beside the
+                                forward one
   run FILE --input NAME=VALUE... [--weight NAME=FILE.npy]... [--output DIR] [--graph G]
       [--profile]               run the entry graph (or G); VALUE is a .npy file, or a
                                 literal for a scalar input; outputs are summarised and,
@@ -41,6 +45,9 @@ commands:
   check FILE [--order 1|2|3] [--seed N] [--input NAME=VALUE]... [--graph G]
                                 float64 central-difference check of derivatives up to the
                                 order, at random inputs (seed printed); exit 1 above tolerance
+  demo [--steps N] [--lr X] [--hidden N] [--seed N]
+                                train a small MLP on generated data (three spirals) with
+                                its optimised value-and-gradient graph; the loss falls
   help                          this text
 
 Errors name the file, graph and node, and exit with status 1.
@@ -66,16 +73,6 @@ int Print(const std::vector<std::string>& argv, std::ostream& out, std::ostream&
   o.show_types = !args->Has("no-types");
   if (o.show_types) InferIfPossible(**m);
   out << PrintModule(**m, o);
-  return 0;
-}
-
-int Dot(const std::vector<std::string>& argv, std::ostream& out, std::ostream& err) {
-  absl::StatusOr<ParsedArgs> args = ParseArgs(argv, {}, {});
-  if (!args.ok()) return Fail(args.status(), err);
-  if (args->positional.size() != 1) return Fail(absl::InvalidArgumentError("dot takes one FILE"), err);
-  absl::StatusOr<std::unique_ptr<Module>> m = LoadModule(args->positional[0]);
-  if (!m.ok()) return Fail(m.status(), err);
-  out << ToDot(**m);
   return 0;
 }
 
@@ -106,9 +103,9 @@ int Run(const std::vector<std::string>& argv, std::ostream& out, std::ostream& e
 int Main(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   using Command = std::function<int(const std::vector<std::string>&, std::ostream&, std::ostream&)>;
   static const std::map<std::string, Command>* const commands = new std::map<std::string, Command>{
-      {"help", Help}, {"--help", Help}, {"-h", Help}, {"print", Print}, {"dot", Dot},
+      {"help", Help}, {"--help", Help}, {"-h", Help}, {"print", Print}, {"dot", DotCommand},
       {"run", Run},   {"grad", GradCommand},  {"check", CheckCommand},
-      {"jvp", JvpCommand},
+      {"jvp", JvpCommand},    {"demo", DemoCommand},
   };
   if (args.empty()) {
     err << kUsage;

@@ -10,6 +10,7 @@
 #include "ad/jvp.h"
 #include "backends/cpu/constant_evaluator.h"
 #include "core/passes/optimize.h"
+#include "core/printer.h"
 #include "core/manager.h"
 #include "core/status_macros.h"
 #include "proto/model_io.h"
@@ -74,6 +75,28 @@ absl::Status Grad(const ParsedArgs& args, std::ostream& out) {
   KGRAD_RETURN_IF_ERROR(SaveModelFile(*m, args.Get("output")));
   out << "wrote " << args.Get("output") << ": graph '" << grad->name() << "' ("
       << CountNodes(*m, grad) << " applications)\n";
+  return absl::OkStatus();
+}
+
+absl::Status DotImpl(const ParsedArgs& args, std::ostream& out) {
+  if (args.positional.size() != 1) return absl::InvalidArgumentError("dot takes one FILE");
+  KGRAD_ASSIGN_OR_RETURN(std::unique_ptr<Module> m, LoadModule(args.positional[0]));
+  if (args.Has("grad")) {
+    KGRAD_ASSIGN_OR_RETURN(FuncGraph* g, SelectGraph(*m, args));
+    KGRAD_ASSIGN_OR_RETURN(GradOptions o, ParseWrt(args.Get("wrt", "all"), *m, g));
+    KGRAD_ASSIGN_OR_RETURN(FuncGraph* grad, Grad(*m, g, o));
+    if (args.Has("optimize")) {
+      CpuConstantEvaluator evaluator;
+      OptimizeOptions oo;
+      oo.evaluator = &evaluator;
+      KGRAD_RETURN_IF_ERROR(Optimize(*m, grad, oo).status());
+    }
+    // Only what the forward and the gradient graph reach: not the K-transform's
+    // intermediate graphs.
+    grad->set_public(true);
+    m->CollectGarbage();
+  }
+  out << ToDot(*m);
   return absl::OkStatus();
 }
 
@@ -144,6 +167,13 @@ int GradCommand(const std::vector<std::string>& argv, std::ostream& out, std::os
   absl::StatusOr<ParsedArgs> args = ParseArgs(argv, {"wrt", "output", "graph"}, {"sens", "optimize"});
   if (!args.ok()) return Fail(args.status(), err);
   absl::Status s = Grad(*args, out);
+  return s.ok() ? 0 : Fail(s, err);
+}
+
+int DotCommand(const std::vector<std::string>& argv, std::ostream& out, std::ostream& err) {
+  absl::StatusOr<ParsedArgs> args = ParseArgs(argv, {"wrt", "graph"}, {"grad", "optimize"});
+  if (!args.ok()) return Fail(args.status(), err);
+  absl::Status s = DotImpl(*args, out);
   return s.ok() ? 0 : Fail(s, err);
 }
 

@@ -1,4 +1,4 @@
-// The CLI's differentiation commands: grad and check.
+// The CLI's differentiation commands: dot (with the gradient), grad, jvp and check.
 #ifndef KGRAD_TOOLS_CLI_AD_H_
 #define KGRAD_TOOLS_CLI_AD_H_
 
@@ -10,6 +10,7 @@ namespace kgrad {
 namespace cli {
 
 int GradCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
+int DotCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
 int JvpCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
 int CheckCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
 

@@ -3,6 +3,7 @@
 // examples by hand, in comments).
 #include "tools/cli.h"
 
+#include <cmath>
 #include <cstdio>
 #include <sstream>
 
@@ -49,6 +50,28 @@ TEST(CliTest, DotIsBalancedGraphviz) {
     EXPECT_EQ(depth, 0) << f;
     EXPECT_THAT(r.out, HasSubstr("->"));
   }
+}
+
+// dot --grad: the forward and the gradient graph side by side, each a top-level
+// cluster; the closure's graph is a cluster inside its parent's cluster.
+TEST(CliTest, DotDrawsTheGradientBesideTheForwardGraph) {
+  Result r = Cli({"dot", "examples/closure.pbtxt", "--grad", "--optimize"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("label=\"@main\""));
+  EXPECT_THAT(r.out, HasSubstr("label=\"@grad_main\""));
+  size_t main_at = r.out.find("label=\"@main\"");
+  size_t nested_at = r.out.find("label=\"@apply_scale\"");
+  ASSERT_NE(nested_at, std::string::npos);
+  // Nested: between @main's label and the closing brace of @main's cluster, i.e.
+  // before any brace closes at @main's depth.
+  int depth = 0;
+  for (size_t i = main_at; i < nested_at; ++i) depth += r.out[i] == '{' ? 1 : r.out[i] == '}' ? -1 : 0;
+  EXPECT_EQ(depth, 1);
+  // The K-transform's intermediate graphs are gone after optimisation.
+  EXPECT_THAT(r.out, ::testing::Not(HasSubstr("fprop")));
+  r = Cli({"dot", "examples/closure.pbtxt", "--grad", "--wrt", "bogus"});
+  EXPECT_EQ(r.status, 1);
+  EXPECT_THAT(r.err, HasSubstr("--wrt wants all, weights or input positions"));
 }
 
 TEST(CliTest, RunComputesTheExamples) {
@@ -161,6 +184,26 @@ TEST(CliTest, ErrorsAreClearAndExitNonZero) {
   r = Cli({"help"});
   EXPECT_EQ(r.status, 0);
   EXPECT_THAT(r.out, HasSubstr("usage: kgrad COMMAND FILE"));
+}
+
+// The demo trains for real: the loss it reports at the end is far below the
+// loss of the initial weights (log(3) ~ 1.1 for three balanced classes).
+TEST(CliTest, DemoLossFalls) {
+  Result r = Cli({"demo", "--steps", "200"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  double first = 0, last = 0;
+  size_t at = r.out.rfind("\nloss ");
+  ASSERT_NE(at, std::string::npos) << r.out;
+  ASSERT_EQ(std::sscanf(r.out.c_str() + at + 1, "loss %lf -> %lf", &first, &last), 2) << r.out;
+  EXPECT_NEAR(first, std::log(3.0), 0.1);
+  EXPECT_LT(last, 0.6 * first);
+  EXPECT_TRUE(r.err.empty());  // no progress bar when stderr is not a terminal
+  r = Cli({"demo", "--lr", "-1"});
+  EXPECT_EQ(r.status, 1);
+  EXPECT_THAT(r.err, HasSubstr("--lr wants a positive number"));
+  r = Cli({"demo", "--steps", "x"});
+  EXPECT_EQ(r.status, 1);
+  EXPECT_THAT(r.err, HasSubstr("--steps wants an integer"));
 }
 
 }  // namespace
