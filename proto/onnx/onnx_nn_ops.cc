@@ -153,6 +153,41 @@ Outputs Conv(NodeContext& c) {
   return One(c.Emit(PrimId::kAdd, {y, bias}));
 }
 
+// ConvTranspose(x, w[, b]){strides, pads, dilations, group, output_padding} =
+// conv2d_backprop_input(x, w, zeros of the output shape) (+ bias): the adjoint of
+// conv2d, which is what ConvTranspose computes.
+Outputs ConvTranspose(NodeContext& c) {
+  KGRAD_RETURN_IF_ERROR(c.ExpectInputs(2, 3));
+  KGRAD_ASSIGN_OR_RETURN(ImportedValue x, c.Input(0));
+  KGRAD_ASSIGN_OR_RETURN(ImportedValue w, c.Input(1));
+  KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* tx, c.TensorType(x));
+  KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* tw, c.TensorType(w));
+  if (!tx->shape_known() || !tw->shape_known() || tw->rank() != 4) {
+    return c.Error(absl::StrCat("needs static 2-D shapes, got ", tx->ToString(), " and ", tw->ToString()));
+  }
+  KGRAD_ASSIGN_OR_RETURN(Window win, ReadWindow(c, tx, {tw->shape()[2], tw->shape()[3]}));
+  KGRAD_ASSIGN_OR_RETURN(int64_t group, c.Int("group", 1));
+  KGRAD_ASSIGN_OR_RETURN(std::vector<int64_t> extra, c.Ints("output_padding", {0, 0}));
+  if (c.HasAttr("output_shape")) return c.Error("output_shape is not supported (output_padding is)");
+  if (extra.size() != 2 || group < 1) return c.Error("bad output_padding or group");
+  Shape out = {tx->shape()[0], tw->shape()[1] * group, 0, 0};
+  for (int i = 0; i < 2; ++i) {
+    out[2 + i] = (tx->shape()[2 + i] - 1) * win.strides[i] - 2 * win.padding[i] +
+                 win.dilations[i] * (tw->shape()[2 + i] - 1) + 1 + extra[i];
+    if (out[2 + i] <= 0 || extra[i] < 0) return c.Error("empty or negative output size");
+  }
+  absl::StatusOr<int64_t> n = CheckedNumElements(out);
+  if (!n.ok() || *n > c.importer().options().max_folded_elements) return c.Error("output too large");
+  KGRAD_ASSIGN_OR_RETURN(Tensor ref, Tensor::Zeros(tx->dtype(), out));
+  KGRAD_ASSIGN_OR_RETURN(ImportedValue y, c.Emit(PrimId::kConv2dBackpropInput, {x, w, c.Const(std::move(ref))},
+                                                 {{"stride", win.strides}, {"padding", win.padding},
+                                                  {"dilation", win.dilations}, {"groups", group}}));
+  if (!c.HasInput(2)) return std::vector<ImportedValue>{y};
+  KGRAD_ASSIGN_OR_RETURN(ImportedValue bias, c.Input(2));
+  KGRAD_ASSIGN_OR_RETURN(bias, c.Emit(PrimId::kReshape, {bias}, {{"shape", std::vector<int64_t>{-1, 1, 1}}}));
+  return One(c.Emit(PrimId::kAdd, {y, bias}));
+}
+
 // MaxPool / AveragePool(x){kernel_shape, strides, pads, ceil_mode=0, ...}.
 template <PrimId id>
 Outputs Pool(NodeContext& c) {
@@ -244,6 +279,7 @@ void AddNnOps(OpTable* t) {
   (*t)["Softmax"] = Softmax<PrimId::kSoftmax>;
   (*t)["LogSoftmax"] = Softmax<PrimId::kLogSoftmax>;
   (*t)["Conv"] = Conv;
+  (*t)["ConvTranspose"] = ConvTranspose;
   (*t)["MaxPool"] = Pool<PrimId::kMaxPool2d>;
   (*t)["AveragePool"] = Pool<PrimId::kAvgPool2d>;
   (*t)["GlobalAveragePool"] = GlobalPool<PrimId::kReduceMean>;

@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "backends/cpu/constant_evaluator.h"
 #include "core/module.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "ops/registry.h"
 #include "proto/onnx/onnx_import.h"
