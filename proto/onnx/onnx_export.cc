@@ -584,7 +584,11 @@ absl::Status Exporter::Run() {
   // Calls and switch first: they are why a graph is not exportable.
   for (CNode* c : order) {
     const Primitive* p = c->primitive();
-    if (p == nullptr || p->id() == PrimId::kSwitch || p->id() == PrimId::kPartial) KGRAD_RETURN_IF_ERROR(Emit(c));
+    if (p == nullptr) KGRAD_RETURN_IF_ERROR(Emit(c));
+    if (p != nullptr && (p->id() == PrimId::kSwitch || p->id() == PrimId::kPartial)) {
+      return Error(c, absl::StrCat(p->name(), " is control flow or a closure; export wants one graph of "
+                                   "primitive applications (optimise first, or unroll)"));
+    }
   }
   for (CNode* c : order) {
     const Primitive* p = c->primitive();
