@@ -24,6 +24,13 @@ def kgrad_repositories(kgrad_path = "."):
         path = "/usr/include/eigen3",
     )
 
+    # ONNX's protobuf schema (libonnx-dev); third_party/onnx.BUILD compiles it.
+    native.new_local_repository(
+        name = "onnx",
+        build_file = "@kgrad//third_party:onnx.BUILD",
+        path = "/usr/include/onnx",
+    )
+
     # CUDA is optional: only --config=cuda targets read this repository.
     native.new_local_repository(
         name = "local_cuda",

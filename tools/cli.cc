@@ -11,6 +11,7 @@
 #include "tools/cli_ad.h"
 #include "tools/cli_common.h"
 #include "tools/cli_demo.h"
+#include "tools/cli_onnx.h"
 
 namespace kgrad {
 namespace cli {
@@ -20,7 +21,8 @@ constexpr char kUsage[] = R"(kgrad: automatic differentiation of programs held a
 
 usage: kgrad COMMAND FILE [options]
 
-FILE is a kgrad graph file: binary protobuf (.pb) or text format (.pbtxt).
+FILE is a kgrad graph file: binary protobuf (.pb) or text format (.pbtxt), or an
+ONNX model (.onnx, imported on the fly).
 
 commands:
   print FILE [--no-types]       the IR as text (nested graphs inside their parents),
@@ -48,6 +50,11 @@ commands:
   demo [--steps N] [--lr X] [--hidden N] [--seed N]
                                 train a small MLP on generated data (three spirals) with
                                 its optimised value-and-gradient graph; the loss falls
+  import-onnx MODEL.onnx -o OUT  the ONNX model as a kgrad graph file (.pb or .pbtxt):
+                                initializers become weights, shape chains are folded
+  export-onnx FILE -o OUT.onnx [--graph G]
+                                a first-order graph (e.g. from grad --optimize) as ONNX
+                                opset 17 with weights as initializers
   help                          this text
 
 Errors name the file, graph and node, and exit with status 1.
@@ -105,7 +112,8 @@ int Main(const std::vector<std::string>& args, std::ostream& out, std::ostream& 
   static const std::map<std::string, Command>* const commands = new std::map<std::string, Command>{
       {"help", Help}, {"--help", Help}, {"-h", Help}, {"print", Print}, {"dot", DotCommand},
       {"run", Run},   {"grad", GradCommand},  {"check", CheckCommand},
-      {"jvp", JvpCommand},    {"demo", DemoCommand},
+      {"jvp", JvpCommand},    {"demo", DemoCommand}, {"import-onnx", ImportOnnxCommand},
+      {"export-onnx", ExportOnnxCommand},
   };
   if (args.empty()) {
     err << kUsage;

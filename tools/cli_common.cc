@@ -8,9 +8,11 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "backends/cpu/constant_evaluator.h"
 #include "core/status_macros.h"
 #include "ops/registry.h"
 #include "proto/model_io.h"
+#include "proto/onnx/onnx_import.h"
 #include "tools/npy.h"
 
 namespace kgrad {
@@ -46,6 +48,12 @@ absl::StatusOr<Value> ParseLiteral(const std::string& text, const AbstractScalar
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Module>> LoadModule(const std::string& path) {
+  if (absl::EndsWith(path, ".onnx")) {
+    static CpuConstantEvaluator* const evaluator = new CpuConstantEvaluator;
+    OnnxImportOptions o;
+    o.evaluator = evaluator;
+    return ImportOnnxFile(path, DefaultRegistry(), o);
+  }
   return LoadModelFile(path, DefaultRegistry());
 }
 

@@ -1,0 +1,140 @@
+// The state of one ONNX import, shared by the importer (onnx_import.cc), the
+// op-by-op mapping (onnx_ops.cc) and control flow (onnx_control_flow.cc).
+//
+// Every ONNX value becomes an ImportedValue: a kgrad node (created lazily for
+// constants), its static type from kgrad's per-primitive inference, and its value
+// when known at import time. Applications whose inputs are all known are
+// evaluated on the spot (ConstantEvaluator), which folds the Shape / Gather /
+// Unsqueeze / Concat chains exporters emit into constants that attributes need.
+#ifndef KGRAD_PROTO_ONNX_ONNX_CONTEXT_H_
+#define KGRAD_PROTO_ONNX_ONNX_CONTEXT_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "core/builder.h"
+#include "core/module.h"
+#include "onnx_proto/onnx.pb.h"
+#include "proto/onnx/onnx_import.h"
+
+namespace kgrad {
+namespace onnx_import {
+
+struct ImportedValue {
+  AnfNode* node = nullptr;        // null for a constant not yet placed in a graph
+  AbstractPtr type;               // never null
+  std::optional<Tensor> constant;  // the value, when known at import time
+};
+
+// The values visible in one (sub)graph; lookups fall back to enclosing scopes
+// (ONNX subgraphs read outer values, kgrad nested graphs use free variables).
+class Scope {
+ public:
+  Scope(GraphBuilder* builder, const Scope* parent) : builder_(builder), parent_(parent) {}
+  GraphBuilder& builder() const { return *builder_; }
+  const ImportedValue* Find(const std::string& name) const;
+  // Error when the name is defined already in this scope (ONNX is SSA).
+  absl::Status Define(const std::string& name, ImportedValue v);
+
+ private:
+  GraphBuilder* builder_;
+  const Scope* parent_;
+  absl::flat_hash_map<std::string, ImportedValue> values_;
+};
+
+class Importer;
+
+// What an op mapping sees of one NodeProto.
+class NodeContext {
+ public:
+  NodeContext(Importer& importer, Scope& scope, const onnx::NodeProto& node)
+      : importer_(importer), scope_(scope), node_(node) {}
+
+  const onnx::NodeProto& node() const { return node_; }
+  Importer& importer() const { return importer_; }
+  Scope& scope() const { return scope_; }
+  GraphBuilder& b() const { return scope_.builder(); }
+  int64_t opset() const;
+
+  // "node 'name' (OpType)" for messages.
+  std::string Where() const;
+  absl::Status Error(absl::string_view message) const;
+
+  // Inputs; an empty name is an omitted optional input.
+  int num_inputs() const { return node_.input_size(); }
+  bool HasInput(int i) const { return i < node_.input_size() && !node_.input(i).empty(); }
+  absl::StatusOr<ImportedValue> Input(int i) const;
+  absl::StatusOr<Tensor> ConstInput(int i) const;  // must be known at import time
+  absl::StatusOr<std::vector<int64_t>> ConstInts(int i) const;
+  // The input's static tensor type (error for tuples and scalars).
+  absl::StatusOr<const AbstractTensor*> TensorType(const ImportedValue& v) const;
+  absl::Status ExpectInputs(int min, int max) const;
+  absl::Status ExpectOutputs(int max) const;
+
+  // Attributes, with their ONNX types checked.
+  const onnx::AttributeProto* Attr(const std::string& name) const;
+  absl::StatusOr<int64_t> Int(const std::string& name, int64_t dflt) const;
+  absl::StatusOr<double> Float(const std::string& name, double dflt) const;
+  absl::StatusOr<std::string> String(const std::string& name, const std::string& dflt) const;
+  absl::StatusOr<std::vector<int64_t>> Ints(const std::string& name,
+                                            std::vector<int64_t> dflt) const;
+  absl::StatusOr<const onnx::GraphProto*> Graph(const std::string& name) const;
+  bool HasAttr(const std::string& name) const { return Attr(name) != nullptr; }
+
+  // An application of a primitive: inferred, and evaluated when every input is known.
+  absl::StatusOr<ImportedValue> Emit(PrimId id, const std::vector<ImportedValue>& args,
+                                     AttrMap attrs = {}) const;
+  // Element `i` of a tuple value.
+  absl::StatusOr<ImportedValue> Item(const ImportedValue& tuple, int64_t i) const;
+  ImportedValue Const(Tensor t) const;
+  // The node of `v` in the current graph (places constants).
+  AnfNode* NodeOf(const ImportedValue& v) const;
+
+ private:
+  Importer& importer_;
+  Scope& scope_;
+  const onnx::NodeProto& node_;
+};
+
+// One mapping per ONNX op type: the node's outputs, in order.
+using Outputs = absl::StatusOr<std::vector<ImportedValue>>;
+using OpMapping = Outputs (*)(NodeContext& c);
+using OpTable = absl::flat_hash_map<std::string, OpMapping>;
+// The mapping for `op_type` (default domain), or null when unsupported.
+OpMapping FindOpMapping(const std::string& op_type);
+// The families, one per file (onnx_ops.cc, onnx_shape_ops.cc, onnx_nn_ops.cc,
+// onnx_control_flow.cc).
+void AddElementwiseOps(OpTable* t);
+void AddShapeOps(OpTable* t);
+void AddNnOps(OpTable* t);
+void AddControlFlowOps(OpTable* t);
+
+class Importer {
+ public:
+  Importer(Module& module, const OnnxImportOptions& options, int64_t opset)
+      : module_(module), options_(options), opset_(opset) {}
+  Module& module() const { return module_; }
+  const OnnxImportOptions& options() const { return options_; }
+  int64_t opset() const { return opset_; }
+
+  // Imports the nodes of `graph` into `scope` (inputs and initializers defined
+  // already) and returns the values of its outputs.
+  absl::StatusOr<std::vector<ImportedValue>> ImportNodes(const onnx::GraphProto& graph,
+                                                         Scope& scope, int depth);
+  int depth() const { return depth_; }
+
+ private:
+  Module& module_;
+  const OnnxImportOptions& options_;
+  int64_t opset_;
+  int depth_ = 0;
+};
+
+}  // namespace onnx_import
+}  // namespace kgrad
+
+#endif  // KGRAD_PROTO_ONNX_ONNX_CONTEXT_H_

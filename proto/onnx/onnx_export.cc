@@ -1,0 +1,658 @@
+#include "proto/onnx/onnx_export.h"
+
+#include <cmath>
+#include <fstream>
+#include <functional>
+#include <limits>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "core/infer.h"
+#include "core/manager.h"
+#include "core/status_macros.h"
+#include "proto/onnx/onnx_tensor.h"
+
+namespace kgrad {
+namespace {
+
+using onnx::AttributeProto;
+using onnx::NodeProto;
+
+// A node's value in ONNX: one named tensor, or a (nested) tuple of them.
+struct Val {
+  std::string name;
+  std::vector<Val> elems;
+  bool is_tuple = false;
+};
+
+void SetInt(NodeProto* n, const std::string& k, int64_t v) {
+  AttributeProto* a = n->add_attribute();
+  a->set_name(k);
+  a->set_type(AttributeProto::INT);
+  a->set_i(v);
+}
+void SetFloat(NodeProto* n, const std::string& k, double v) {
+  AttributeProto* a = n->add_attribute();
+  a->set_name(k);
+  a->set_type(AttributeProto::FLOAT);
+  a->set_f(static_cast<float>(v));
+}
+void SetString(NodeProto* n, const std::string& k, const std::string& v) {
+  AttributeProto* a = n->add_attribute();
+  a->set_name(k);
+  a->set_type(AttributeProto::STRING);
+  a->set_s(v);
+}
+void SetInts(NodeProto* n, const std::string& k, const std::vector<int64_t>& v) {
+  AttributeProto* a = n->add_attribute();
+  a->set_name(k);
+  a->set_type(AttributeProto::INTS);
+  for (int64_t x : v) a->add_ints(x);
+}
+
+class Exporter {
+ public:
+  Exporter(FuncGraph* g, onnx::GraphProto* out) : g_(g), out_(out) {}
+  absl::Status Run();
+
+ private:
+  std::string Fresh(const std::string& base) { return absl::StrCat(base, "_", next_++); }
+  NodeProto* Add(const std::string& op, std::vector<std::string> inputs, int outputs = 1) {
+    NodeProto* n = out_->add_node();
+    n->set_op_type(op);
+    n->set_name(Fresh(op));
+    for (std::string& s : inputs) n->add_input(std::move(s));
+    for (int i = 0; i < outputs; ++i) n->add_output(Fresh("v"));
+    return n;
+  }
+  std::string Op(const std::string& op, std::vector<std::string> inputs) {
+    return Add(op, std::move(inputs))->output(0);
+  }
+  std::string Const(const Tensor& t) {
+    std::string name = Fresh("const");
+    TensorToOnnx(t, name, out_->add_initializer());
+    return name;
+  }
+  std::string Ints(const std::vector<int64_t>& v) {
+    return Const(Tensor::FromVector<int64_t>({static_cast<int64_t>(v.size())}, v));
+  }
+  std::string Scalar(DType t, double v) { return Const(Tensor::Full(t, {}, v).value()); }
+
+  absl::Status Error(const CNode* c, absl::string_view why) const {
+    return absl::InvalidArgumentError(absl::StrCat(c->Location(), " (", c->primitive() ? c->primitive()->ToString() : "call",
+                                                   "): cannot export to ONNX: ", why));
+  }
+  absl::StatusOr<const AbstractTensor*> StaticType(const CNode* c, const AnfNode* n) const {
+    const AbstractTensor* t = AsTensor(n->abstract());
+    if (t == nullptr || !t->shape_known()) {
+      return Error(c, absl::StrCat("needs a static tensor type for ", n->DebugName(), ", got ",
+                                   n->abstract() ? n->abstract()->ToString() : "nothing"));
+    }
+    return t;
+  }
+  absl::StatusOr<Val> ValueOf(AnfNode* n, const CNode* user);
+  absl::StatusOr<std::string> TensorArg(const CNode* c, int i);
+  absl::Status Emit(CNode* c);
+  absl::StatusOr<std::string> EmitPrim(CNode* c, const Primitive& p, const std::vector<std::string>& a);
+  absl::StatusOr<std::string> EmitConvFilterGrad(CNode* c, const Primitive& p, const std::vector<std::string>& a);
+  absl::StatusOr<std::string> EmitPoolGrad(CNode* c, const Primitive& p, const std::vector<std::string>& a);
+  absl::StatusOr<std::string> EmitMaxPoolGrad(CNode* c, const Primitive& p,
+                                              const std::vector<std::string>& a,
+                                              const AbstractTensor& tx, const AbstractTensor& tdy,
+                                              const std::vector<int64_t>& k,
+                                              const std::vector<int64_t>& s,
+                                              const std::vector<int64_t>& pad);
+  absl::StatusOr<std::string> EmitSumTo(CNode* c, const std::vector<std::string>& a, const Shape& target);
+  void Flatten(const Val& v, std::vector<std::string>* leaves) const {
+    if (!v.is_tuple) {
+      leaves->push_back(v.name);
+      return;
+    }
+    for (const Val& e : v.elems) Flatten(e, leaves);
+  }
+
+  FuncGraph* g_;
+  onnx::GraphProto* out_;
+  int next_ = 0;
+  absl::flat_hash_map<const AnfNode*, Val> values_;
+};
+
+absl::StatusOr<Val> Exporter::ValueOf(AnfNode* n, const CNode* user) {
+  auto it = values_.find(n);
+  if (it != values_.end()) return it->second;
+  if (n->is_parameter() && n->AsParameter()->is_weight()) {
+    Val v{n->name()};
+    TensorToOnnx(*n->AsParameter()->default_value(), n->name(), out_->add_initializer());
+    values_[n] = v;
+    return v;
+  }
+  const Value* k = ConstantOf(n);
+  if (k != nullptr && k->is_tensor()) return Val{Const(k->tensor())};
+  if (k != nullptr && k->is_scalar()) {
+    // A scalar operand takes the dtype of the application's first tensor operand.
+    DType t = k->scalar().dtype();
+    for (size_t i = 0; user != nullptr && i < user->num_args(); ++i) {
+      if (const AbstractTensor* a = AsTensor(user->arg(i)->abstract())) {
+        t = a->dtype();
+        break;
+      }
+    }
+    return Val{Scalar(t, k->scalar().AsDouble())};
+  }
+  if (user == nullptr) return absl::InvalidArgumentError(absl::StrCat(n->Location(), ": cannot export the output"));
+  return Error(user, absl::StrCat("operand ", n->DebugName(), " is ",
+                                  k != nullptr ? k->TypeString() : "not a tensor, weight or parameter",
+                                  " (export wants one graph of primitive applications: optimise first)"));
+}
+
+absl::StatusOr<std::string> Exporter::TensorArg(const CNode* c, int i) {
+  KGRAD_ASSIGN_OR_RETURN(Val v, ValueOf(c->arg(i), c));
+  if (v.is_tuple) return Error(c, absl::StrCat("operand ", i, " is a tuple"));
+  return v.name;
+}
+
+absl::Status Exporter::Emit(CNode* c) {
+  const Primitive* p = c->primitive();
+  if (p == nullptr) {
+    FuncGraph* cg = c->called_graph();
+    return Error(c, cg != nullptr
+                        ? absl::StrCat("it calls graph @", cg->name(), " (inline it: optimise first)")
+                        : std::string("it calls a closure or a computed function (optimise first)"));
+  }
+  switch (p->id()) {
+    case PrimId::kMakeTuple: {
+      Val v;
+      v.is_tuple = true;
+      for (size_t i = 0; i < c->num_args(); ++i) {
+        KGRAD_ASSIGN_OR_RETURN(Val e, ValueOf(c->arg(i), c));
+        v.elems.push_back(e);
+      }
+      values_[c] = v;
+      return absl::OkStatus();
+    }
+    case PrimId::kTupleGetItem: {
+      KGRAD_ASSIGN_OR_RETURN(Val t, ValueOf(c->arg(0), c));
+      const Value* k = ConstantOf(c->arg(1));
+      if (!t.is_tuple || k == nullptr || !k->is_scalar()) return Error(c, "tuple_getitem of a non-tuple");
+      int64_t i = k->scalar().AsInt();
+      if (i < 0 || i >= static_cast<int64_t>(t.elems.size())) return Error(c, "index out of range");
+      values_[c] = t.elems[i];
+      return absl::OkStatus();
+    }
+    case PrimId::kDepend:
+    case PrimId::kStopGradient: {
+      KGRAD_ASSIGN_OR_RETURN(Val v, ValueOf(c->arg(0), c));
+      values_[c] = v;
+      return absl::OkStatus();
+    }
+    case PrimId::kSplit: {
+      KGRAD_ASSIGN_OR_RETURN(std::string x, TensorArg(c, 0));
+      const std::vector<int64_t>& sizes = p->GetInts("sizes");
+      NodeProto* n = Add("Split", {x, Ints(sizes)}, static_cast<int>(sizes.size()));
+      SetInt(n, "axis", p->GetInt("axis"));
+      Val v;
+      v.is_tuple = true;
+      for (const std::string& o : n->output()) v.elems.push_back(Val{o});
+      values_[c] = v;
+      return absl::OkStatus();
+    }
+    default: break;
+  }
+  std::vector<std::string> args;
+  for (size_t i = 0; i < c->num_args(); ++i) {
+    KGRAD_ASSIGN_OR_RETURN(std::string a, TensorArg(c, static_cast<int>(i)));
+    args.push_back(a);
+  }
+  KGRAD_ASSIGN_OR_RETURN(std::string out, EmitPrim(c, *p, args));
+  values_[c] = Val{out};
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> Exporter::EmitSumTo(CNode* c, const std::vector<std::string>& a,
+                                                const Shape& target) {
+  KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* tx, StaticType(c, c->arg(0)));
+  const Shape& s = tx->shape();
+  std::vector<int64_t> axes;
+  int lead = static_cast<int>(s.size()) - static_cast<int>(target.size());
+  for (int i = 0; i < static_cast<int>(s.size()); ++i) {
+    if (i < lead || (target[i - lead] == 1 && s[i] != 1)) axes.push_back(i);
+  }
+  std::string y = a[0];
+  if (!axes.empty()) {
+    NodeProto* n = Add("ReduceSum", {y, Ints(axes)});
+    SetInt(n, "keepdims", 1);
+    y = n->output(0);
+  }
+  return Op("Reshape", {y, Ints(std::vector<int64_t>(target.begin(), target.end()))});
+}
+
+// conv2d_backprop_filter(x, dy, w_ref): per group, dw^T = conv(x^T, dy^T) with
+// stride and dilation swapped (batch as the reduced channel), cut to the kernel.
+absl::StatusOr<std::string> Exporter::EmitConvFilterGrad(CNode* c, const Primitive& p,
+                                                         const std::vector<std::string>& a) {
+  KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* tx, StaticType(c, c->arg(0)));
+  KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* tdy, StaticType(c, c->arg(1)));
+  KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* tw, StaticType(c, c->arg(2)));
+  int64_t groups = p.GetInt("groups");
+  int64_t cin = tx->shape()[1] / groups, cout = tdy->shape()[1] / groups;
+  std::vector<int64_t> pad = p.GetInts("padding");
+  std::vector<std::string> parts;
+  for (int64_t g = 0; g < groups; ++g) {
+    auto channels = [&](const std::string& t, int64_t n) {
+      return Op("Slice", {t, Ints({g * n}), Ints({(g + 1) * n}), Ints({1})});
+    };
+    NodeProto* xt = Add("Transpose", {channels(a[0], cin)});
+    SetInts(xt, "perm", {1, 0, 2, 3});
+    NodeProto* dyt = Add("Transpose", {channels(a[1], cout)});
+    SetInts(dyt, "perm", {1, 0, 2, 3});
+    NodeProto* conv = Add("Conv", {xt->output(0), dyt->output(0)});
+    SetInts(conv, "strides", p.GetInts("dilation"));
+    SetInts(conv, "dilations", p.GetInts("stride"));
+    SetInts(conv, "pads", {pad[0], pad[1], pad[0], pad[1]});
+    std::string cut = Op("Slice", {conv->output(0), Ints({0, 0}), Ints({tw->shape()[2], tw->shape()[3]}), Ints({2, 3})});
+    NodeProto* back = Add("Transpose", {cut});
+    SetInts(back, "perm", {1, 0, 2, 3});
+    parts.push_back(back->output(0));
+  }
+  if (parts.size() == 1) return parts[0];
+  NodeProto* cat = Add("Concat", parts);
+  SetInt(cat, "axis", 0);
+  return cat->output(0);
+}
+
+// max_pool2d_grad(x, dy): for each window offset (i, j) in order, the outputs whose
+// first maximum sits at that offset (x's strided slice at the offset equals the
+// max and no earlier offset did) send dy there, placed by a transposed depthwise
+// conv with a one-hot kernel. Only ops the importer reads back (no Indices output).
+absl::StatusOr<std::string> Exporter::EmitMaxPoolGrad(CNode* c, const Primitive& p,
+                                                      const std::vector<std::string>& a,
+                                                      const AbstractTensor& tx, const AbstractTensor& tdy,
+                                                      const std::vector<int64_t>& k,
+                                                      const std::vector<int64_t>& s,
+                                                      const std::vector<int64_t>& pad) {
+  DType dt = tx.dtype();
+  int64_t ch = tx.shape()[1];
+  NodeProto* pool = Add("MaxPool", {a[0]});
+  SetInts(pool, "kernel_shape", k);
+  SetInts(pool, "strides", s);
+  SetInts(pool, "pads", {pad[0], pad[1], pad[0], pad[1]});
+  std::string y = pool->output(0);
+  std::string xp = a[0];
+  if (pad[0] != 0 || pad[1] != 0) {
+    xp = Op("Pad", {a[0], Ints({0, 0, pad[0], pad[1], 0, 0, pad[0], pad[1]}),
+                    Scalar(dt, -std::numeric_limits<double>::infinity())});
+  }
+  int64_t ho = tdy.shape()[2], wo = tdy.shape()[3];
+  std::string taken, dx;
+  for (int64_t i = 0; i < k[0]; ++i) {
+    for (int64_t j = 0; j < k[1]; ++j) {
+      std::string win = Op("Slice", {xp, Ints({i, j}), Ints({i + s[0] * (ho - 1) + 1, j + s[1] * (wo - 1) + 1}),
+                                     Ints({2, 3}), Ints({s[0], s[1]})});
+      std::string hit = Op("Equal", {win, y});
+      std::string first = taken.empty() ? hit : Op("And", {hit, Op("Not", {taken})});
+      taken = taken.empty() ? hit : Op("Or", {taken, hit});
+      NodeProto* cast = Add("Cast", {first});
+      SetInt(cast, "to", DTypeToOnnx(dt));
+      std::string routed = Op("Mul", {cast->output(0), a[1]});
+      Tensor onehot = Tensor::Zeros(dt, {ch, 1, k[0], k[1]}).value();
+      for (int64_t q = 0; q < ch; ++q) {
+        int64_t at = (q * k[0] + i) * k[1] + j;
+        if (dt == DType::kFloat32) onehot.mutable_data<float>()[at] = 1;
+        else onehot.mutable_data<double>()[at] = 1;
+      }
+      NodeProto* ct = Add("ConvTranspose", {routed, Const(onehot)});
+      SetInts(ct, "kernel_shape", k);
+      SetInts(ct, "strides", s);
+      SetInts(ct, "pads", {pad[0], pad[1], pad[0], pad[1]});
+      SetInt(ct, "group", ch);
+      std::vector<int64_t> extra;
+      for (int d = 0; d < 2; ++d) {
+        extra.push_back(tx.shape()[2 + d] - ((tdy.shape()[2 + d] - 1) * s[d] - 2 * pad[d] + k[d]));
+      }
+      SetInts(ct, "output_padding", extra);
+      dx = dx.empty() ? ct->output(0) : Op("Add", {dx, ct->output(0)});
+    }
+  }
+  return dx;
+}
+
+// avg_pool2d_grad(dy, x_ref): a transposed depthwise conv with 1/(kh*kw).
+absl::StatusOr<std::string> Exporter::EmitPoolGrad(CNode* c, const Primitive& p,
+                                                   const std::vector<std::string>& a) {
+  bool max = p.id() == PrimId::kMaxPool2dGrad;
+  KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* tx, StaticType(c, c->arg(max ? 0 : 1)));
+  KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* tdy, StaticType(c, c->arg(max ? 1 : 0)));
+  std::vector<int64_t> k = p.GetInts("kernel"), s = p.GetInts("stride"), pad = p.GetInts("padding");
+  if (s.empty()) s = k;
+  std::vector<int64_t> x_shape(tx->shape().begin(), tx->shape().end());
+  if (max) return EmitMaxPoolGrad(c, p, a, *tx, *tdy, k, s, pad);
+  if (!p.GetBool("count_include_pad") && (pad[0] != 0 || pad[1] != 0)) {
+    return Error(c, "count_include_pad=false with padding has no standard-op form");
+  }
+  int64_t ch = x_shape[1];
+  Tensor w = Tensor::Full(tx->dtype(), {ch, 1, k[0], k[1]}, 1.0 / static_cast<double>(k[0] * k[1])).value();
+  NodeProto* ct = Add("ConvTranspose", {a[0], Const(w)});
+  SetInts(ct, "kernel_shape", k);
+  SetInts(ct, "strides", s);
+  SetInts(ct, "pads", {pad[0], pad[1], pad[0], pad[1]});
+  SetInt(ct, "group", ch);
+  std::vector<int64_t> extra;
+  for (int i = 0; i < 2; ++i) extra.push_back(x_shape[2 + i] - ((tdy->shape()[2 + i] - 1) * s[i] - 2 * pad[i] + k[i]));
+  SetInts(ct, "output_padding", extra);
+  return ct->output(0);
+}
+
+absl::StatusOr<std::string> Exporter::EmitPrim(CNode* c, const Primitive& p,
+                                               const std::vector<std::string>& a) {
+  static const absl::flat_hash_map<PrimId, const char*>* const direct =
+      new absl::flat_hash_map<PrimId, const char*>{
+          {PrimId::kNeg, "Neg"}, {PrimId::kExp, "Exp"}, {PrimId::kLog, "Log"}, {PrimId::kSin, "Sin"},
+          {PrimId::kCos, "Cos"}, {PrimId::kTanh, "Tanh"}, {PrimId::kSigmoid, "Sigmoid"},
+          {PrimId::kRelu, "Relu"}, {PrimId::kSoftplus, "Softplus"}, {PrimId::kSqrt, "Sqrt"},
+          {PrimId::kAbs, "Abs"}, {PrimId::kSign, "Sign"}, {PrimId::kReciprocal, "Reciprocal"},
+          {PrimId::kErf, "Erf"}, {PrimId::kLogicalNot, "Not"}, {PrimId::kAdd, "Add"},
+          {PrimId::kSub, "Sub"}, {PrimId::kMul, "Mul"}, {PrimId::kDiv, "Div"}, {PrimId::kPow, "Pow"},
+          {PrimId::kMaximum, "Max"}, {PrimId::kMinimum, "Min"}, {PrimId::kEqual, "Equal"},
+          {PrimId::kLess, "Less"}, {PrimId::kLessEqual, "LessOrEqual"}, {PrimId::kGreater, "Greater"},
+          {PrimId::kGreaterEqual, "GreaterOrEqual"}, {PrimId::kLogicalAnd, "And"},
+          {PrimId::kLogicalOr, "Or"}, {PrimId::kSelect, "Where"}};
+  auto it = direct->find(p.id());
+  if (it != direct->end()) return Op(it->second, a);
+  const AbstractTensor* out = AsTensor(c->abstract());
+  DType dt = out != nullptr ? out->dtype() : DType::kFloat32;
+  auto attrs_of = [&](NodeProto* n, const char* key, const std::vector<int64_t>& v) {
+    if (!v.empty()) SetInts(n, key, v);
+    return n->output(0);
+  };
+  switch (p.id()) {
+    case PrimId::kRsqrt: return Op("Reciprocal", {Op("Sqrt", a)});
+    case PrimId::kSquare: return Op("Mul", {a[0], a[0]});
+    case PrimId::kLog1p: return Op("Log", {Op("Add", {a[0], Scalar(dt, 1)})});
+    case PrimId::kExpm1: return Op("Sub", {Op("Exp", a), Scalar(dt, 1)});
+    case PrimId::kNotEqual: return Op("Not", {Op("Equal", a)});
+    case PrimId::kGelu: {
+      if (p.GetBool("approximate")) {  // 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
+        std::string x3 = Op("Mul", {Op("Mul", {a[0], a[0]}), a[0]});
+        std::string u = Op("Mul", {Op("Add", {a[0], Op("Mul", {x3, Scalar(dt, 0.044715)})}),
+                                   Scalar(dt, std::sqrt(2 / M_PI))});
+        return Op("Mul", {Op("Mul", {a[0], Scalar(dt, 0.5)}), Op("Add", {Op("Tanh", {u}), Scalar(dt, 1)})});
+      }  // 0.5 x (1 + erf(x / sqrt 2))
+      std::string e = Op("Erf", {Op("Mul", {a[0], Scalar(dt, M_SQRT1_2)})});
+      return Op("Mul", {Op("Mul", {a[0], Scalar(dt, 0.5)}), Op("Add", {e, Scalar(dt, 1)})});
+    }
+    case PrimId::kReduceSum: {
+      std::vector<std::string> in = {a[0]};
+      if (!p.GetInts("axes").empty()) in.push_back(Ints(p.GetInts("axes")));
+      NodeProto* n = Add("ReduceSum", in);
+      SetInt(n, "keepdims", p.GetBool("keepdims"));
+      return n->output(0);
+    }
+    case PrimId::kReduceMean:
+    case PrimId::kReduceMax:
+    case PrimId::kReduceMin:
+    case PrimId::kReduceProd:
+    case PrimId::kLogsumexp: {
+      const char* op = p.id() == PrimId::kReduceMean ? "ReduceMean" : p.id() == PrimId::kReduceMax ? "ReduceMax"
+                       : p.id() == PrimId::kReduceMin ? "ReduceMin" : p.id() == PrimId::kReduceProd ? "ReduceProd"
+                                                                                                   : "ReduceLogSumExp";
+      NodeProto* n = Add(op, a);
+      SetInt(n, "keepdims", p.GetBool("keepdims"));
+      return attrs_of(n, "axes", p.GetInts("axes"));
+    }
+    case PrimId::kArgmax:
+    case PrimId::kArgmin: {
+      NodeProto* n = Add(p.id() == PrimId::kArgmax ? "ArgMax" : "ArgMin", a);
+      SetInt(n, "axis", p.GetInt("axis"));
+      SetInt(n, "keepdims", p.GetBool("keepdims"));
+      if (dt == DType::kInt64) return n->output(0);
+      NodeProto* cast = Add("Cast", {n->output(0)});
+      SetInt(cast, "to", DTypeToOnnx(dt));
+      return cast->output(0);
+    }
+    case PrimId::kReshape: return Op("Reshape", {a[0], Ints(p.GetInts("shape"))});
+    case PrimId::kReshapeLike:
+    case PrimId::kBroadcastToLike: {
+      KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* ref, StaticType(c, c->arg(1)));
+      std::vector<int64_t> s(ref->shape().begin(), ref->shape().end());
+      return Op(p.id() == PrimId::kReshapeLike ? "Reshape" : "Expand", {a[0], Ints(s)});
+    }
+    case PrimId::kBroadcastTo: return Op("Expand", {a[0], Ints(p.GetInts("shape"))});
+    case PrimId::kSumTo: {
+      const std::vector<int64_t>& s = p.GetInts("shape");
+      return EmitSumTo(c, a, Shape(s.begin(), s.end()));
+    }
+    case PrimId::kSumToLike: {
+      KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* ref, StaticType(c, c->arg(1)));
+      return EmitSumTo(c, a, ref->shape());
+    }
+    case PrimId::kExpandDims: return Op("Unsqueeze", {a[0], Ints({p.GetInt("axis")})});
+    case PrimId::kSqueeze: {
+      std::vector<std::string> in = {a[0]};
+      if (!p.GetInts("axes").empty()) in.push_back(Ints(p.GetInts("axes")));
+      return Op("Squeeze", in);
+    }
+    case PrimId::kTranspose: return attrs_of(Add("Transpose", a), "perm", p.GetInts("perm"));
+    case PrimId::kConcat: {
+      NodeProto* n = Add("Concat", a);
+      SetInt(n, "axis", p.GetInt("axis"));
+      return n->output(0);
+    }
+    case PrimId::kSlice: {
+      const std::vector<int64_t>& b = p.GetInts("begin");
+      std::vector<int64_t> axes, steps = p.GetInts("strides");
+      for (size_t i = 0; i < b.size(); ++i) axes.push_back(static_cast<int64_t>(i));
+      if (steps.empty()) steps.assign(b.size(), 1);
+      return Op("Slice", {a[0], Ints(b), Ints(p.GetInts("end")), Ints(axes), Ints(steps)});
+    }
+    case PrimId::kSliceGrad: {  // zeros around dy: Pad by begin and (dim - end)
+      KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* ref, StaticType(c, c->arg(1)));
+      KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* tdy, StaticType(c, c->arg(0)));
+      for (int64_t s : p.GetInts("strides")) {
+        if (s != 1) return Error(c, "strided slice_grad has no standard-op form");
+      }
+      int r = ref->rank();
+      std::vector<int64_t> pads(2 * r);
+      for (int i = 0; i < r; ++i) {
+        int64_t dim = ref->shape()[i], b = p.GetInts("begin")[i];
+        b = std::clamp(b < 0 ? b + dim : b, int64_t{0}, dim);
+        pads[i] = b;
+        pads[i + r] = dim - b - tdy->shape()[i];
+      }
+      return Op("Pad", {a[0], Ints(pads), Scalar(dt, 0)});
+    }
+    case PrimId::kGather: {
+      NodeProto* n = Add("Gather", a);
+      SetInt(n, "axis", p.GetInt("axis"));
+      return n->output(0);
+    }
+    case PrimId::kPad: {
+      const std::vector<int64_t>& pi = p.GetInts("pads");
+      size_t r = pi.size() / 2;
+      std::vector<int64_t> pads(pi.size());
+      for (size_t i = 0; i < r; ++i) {
+        pads[i] = pi[2 * i];
+        pads[i + r] = pi[2 * i + 1];
+      }
+      return Op("Pad", {a[0], Ints(pads), Scalar(dt, p.GetFloat("value"))});
+    }
+    case PrimId::kCast: {
+      NodeProto* n = Add("Cast", a);
+      SetInt(n, "to", DTypeToOnnx(p.GetDType("dtype")));
+      return n->output(0);
+    }
+    case PrimId::kFill:
+    case PrimId::kZerosLike:
+    case PrimId::kOnesLike: {
+      KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* t, StaticType(c, c));
+      double v = p.id() == PrimId::kFill ? p.GetFloat("value") : p.id() == PrimId::kOnesLike ? 1 : 0;
+      return Const(Tensor::Full(t->dtype(), t->shape(), v).value());
+    }
+    case PrimId::kMatMul: {
+      std::string x = a[0], y = a[1];
+      for (int i = 0; i < 2; ++i) {
+        if (!p.GetBool(i == 0 ? "transpose_a" : "transpose_b")) continue;
+        KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* t, StaticType(c, c->arg(i)));
+        std::vector<int64_t> perm;
+        for (int d = 0; d < t->rank(); ++d) perm.push_back(d);
+        std::swap(perm[t->rank() - 1], perm[t->rank() - 2]);
+        NodeProto* n = Add("Transpose", {i == 0 ? x : y});
+        SetInts(n, "perm", perm);
+        (i == 0 ? x : y) = n->output(0);
+      }
+      return Op("MatMul", {x, y});
+    }
+    case PrimId::kEinsum: {
+      NodeProto* n = Add("Einsum", a);
+      SetString(n, "equation", p.GetString("equation"));
+      return n->output(0);
+    }
+    case PrimId::kSoftmax:
+    case PrimId::kLogSoftmax: {
+      NodeProto* n = Add(p.id() == PrimId::kSoftmax ? "Softmax" : "LogSoftmax", a);
+      SetInt(n, "axis", p.GetInt("axis"));
+      return n->output(0);
+    }
+    case PrimId::kLayerNorm: {
+      NodeProto* n = Add("LayerNormalization", a);
+      SetInt(n, "axis", p.GetInt("begin_norm_axis"));
+      SetFloat(n, "epsilon", p.GetFloat("epsilon"));
+      return n->output(0);
+    }
+    case PrimId::kConv2d:
+    case PrimId::kConv2dBackpropInput: {
+      std::vector<int64_t> pad = p.GetInts("padding");
+      bool fwd = p.id() == PrimId::kConv2d;
+      NodeProto* n = Add(fwd ? "Conv" : "ConvTranspose", {a[0], a[1]});
+      SetInts(n, "strides", p.GetInts("stride"));
+      SetInts(n, "dilations", p.GetInts("dilation"));
+      SetInts(n, "pads", {pad[0], pad[1], pad[0], pad[1]});
+      SetInt(n, "group", p.GetInt("groups"));
+      if (!fwd) {  // the rows and columns of x_ref that no output reached
+        KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* tdy, StaticType(c, c->arg(0)));
+        KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* tw, StaticType(c, c->arg(1)));
+        KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* tx, StaticType(c, c->arg(2)));
+        std::vector<int64_t> extra;
+        for (int i = 0; i < 2; ++i) {
+          int64_t reach = (tdy->shape()[2 + i] - 1) * p.GetInts("stride")[i] - 2 * pad[i] +
+                          p.GetInts("dilation")[i] * (tw->shape()[2 + i] - 1) + 1;
+          extra.push_back(tx->shape()[2 + i] - reach);
+        }
+        SetInts(n, "output_padding", extra);
+      }
+      return n->output(0);
+    }
+    case PrimId::kConv2dBackpropFilter: return EmitConvFilterGrad(c, p, a);
+    case PrimId::kMaxPool2d:
+    case PrimId::kAvgPool2d: {
+      std::vector<int64_t> pad = p.GetInts("padding");
+      NodeProto* n = Add(p.id() == PrimId::kMaxPool2d ? "MaxPool" : "AveragePool", a);
+      SetInts(n, "kernel_shape", p.GetInts("kernel"));
+      SetInts(n, "strides", p.GetInts("stride").empty() ? p.GetInts("kernel") : p.GetInts("stride"));
+      SetInts(n, "pads", {pad[0], pad[1], pad[0], pad[1]});
+      if (p.id() == PrimId::kAvgPool2d) SetInt(n, "count_include_pad", p.GetBool("count_include_pad"));
+      return n->output(0);
+    }
+    case PrimId::kMaxPool2dGrad:
+    case PrimId::kAvgPool2dGrad: return EmitPoolGrad(c, p, a);
+    default: break;
+  }
+  return Error(c, "no standard ONNX form for this primitive");
+}
+
+absl::Status Exporter::Run() {
+  out_->set_name(g_->name());
+  for (Parameter* prm : g_->parameters()) {
+    const AbstractTensor* t = AsTensor(prm->declared());
+    if (t == nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat(prm->Location(), ": an ONNX input needs a declared tensor type"));
+    }
+    onnx::ValueInfoProto* in = out_->add_input();
+    in->set_name(prm->name().empty() ? Fresh("input") : prm->name());
+    TypeToOnnx(*t, in->mutable_type());
+    values_[prm] = Val{in->name()};
+  }
+  Module& m = *g_->module();
+  const GraphInfo& info = m.manager().Info(g_);
+  for (AnfNode* fv : info.fvs) {
+    if (!(fv->is_parameter() && fv->AsParameter()->is_weight())) {
+      return absl::InvalidArgumentError(absl::StrCat(fv->Location(), ": graph @", g_->name(),
+                                                     " uses a free variable; export wants a top-level graph"));
+    }
+  }
+  std::vector<CNode*> order = info.order;  // copied: emitting reads the manager again
+  // Calls and switch first: they are why a graph is not exportable.
+  for (CNode* c : order) {
+    const Primitive* p = c->primitive();
+    if (p == nullptr) KGRAD_RETURN_IF_ERROR(Emit(c));
+    if (p != nullptr && (p->id() == PrimId::kSwitch || p->id() == PrimId::kPartial)) {
+      return Error(c, absl::StrCat(p->name(), " is control flow or a closure; export wants one graph of "
+                                   "primitive applications (optimise first, or unroll)"));
+    }
+  }
+  for (CNode* c : order) {
+    const Primitive* p = c->primitive();
+    bool plumbing = p != nullptr && (p->id() == PrimId::kMakeTuple || p->id() == PrimId::kTupleGetItem ||
+                                     p->id() == PrimId::kDepend || p->id() == PrimId::kStopGradient ||
+                                     p->id() == PrimId::kZerosLike || p->id() == PrimId::kOnesLike);
+    if (p != nullptr && p->def().structural && !plumbing) {
+      return Error(c, absl::StrCat(p->name(), " is control flow or closure plumbing; export wants one "
+                                   "graph of primitive applications (optimise first)"));
+    }
+  }
+  for (CNode* c : order) KGRAD_RETURN_IF_ERROR(Emit(c));
+  KGRAD_ASSIGN_OR_RETURN(Val result, ValueOf(g_->output(), nullptr));
+  std::vector<std::string> leaves;
+  Flatten(result, &leaves);
+  for (size_t i = 0; i < leaves.size(); ++i) {
+    NodeProto* n = Add("Identity", {leaves[i]});
+    n->set_output(0, absl::StrCat("out_", i));
+    onnx::ValueInfoProto* o = out_->add_output();
+    o->set_name(n->output(0));
+  }
+  return absl::OkStatus();
+}
+
+// Output types, from the abstracts inference left on the output's leaves.
+void SetOutputTypes(const AbstractPtr& a, onnx::GraphProto* g, int* next) {
+  if (const AbstractTuple* t = AsTuple(a)) {
+    for (const AbstractPtr& e : t->elements()) SetOutputTypes(e, g, next);
+    return;
+  }
+  if (*next < g->output_size()) {
+    if (const AbstractTensor* t = AsTensor(a)) TypeToOnnx(*t, g->mutable_output(*next)->mutable_type());
+  }
+  ++*next;
+}
+
+}  // namespace
+
+absl::StatusOr<onnx::ModelProto> ExportOnnx(Module& module, FuncGraph* graph) {
+  absl::StatusOr<AbstractPtr> out_type = InferGraph(graph);
+  if (!out_type.ok()) {
+    return absl::Status(out_type.status().code(), absl::StrCat("graph @", graph->name(), ": inference before export: ",
+                                                               out_type.status().message()));
+  }
+  onnx::ModelProto model;
+  model.set_ir_version(8);
+  model.set_producer_name("kgrad");
+  onnx::OperatorSetIdProto* opset = model.add_opset_import();
+  opset->set_domain("");
+  opset->set_version(kOnnxExportOpset);
+  Exporter e(graph, model.mutable_graph());
+  KGRAD_RETURN_IF_ERROR(e.Run());
+  int next = 0;
+  SetOutputTypes(*out_type, model.mutable_graph(), &next);
+  return model;
+}
+
+absl::Status ExportOnnxFile(Module& module, FuncGraph* graph, const std::string& path) {
+  KGRAD_ASSIGN_OR_RETURN(onnx::ModelProto model, ExportOnnx(module, graph));
+  std::ofstream out(path, std::ios::binary);
+  if (!out || !model.SerializeToOstream(&out)) {
+    return absl::InternalError(absl::StrCat(path, ": cannot write"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace kgrad

@@ -1,0 +1,251 @@
+// ONNX op mappings: the table, elementwise ops and reductions. Each mapping
+// states the ONNX form it accepts and the kgrad primitives it becomes.
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "core/status_macros.h"
+#include "proto/onnx/onnx_context.h"
+#include "proto/onnx/onnx_tensor.h"
+
+namespace kgrad {
+namespace onnx_import {
+
+OpMapping FindOpMapping(const std::string& op_type) {
+  static const OpTable* const table = [] {
+    auto* t = new OpTable;
+    AddElementwiseOps(t);
+    AddShapeOps(t);
+    AddNnOps(t);
+    AddControlFlowOps(t);
+    return t;
+  }();
+  auto it = table->find(op_type);
+  return it == table->end() ? nullptr : it->second;
+}
+
+namespace {
+
+Outputs One(absl::StatusOr<ImportedValue> v) {
+  if (!v.ok()) return v.status();
+  return std::vector<ImportedValue>{*std::move(v)};
+}
+
+// y = op(x).
+template <PrimId id>
+Outputs Unary(NodeContext& c) {
+  KGRAD_RETURN_IF_ERROR(c.ExpectInputs(1, 1));
+  KGRAD_RETURN_IF_ERROR(c.ExpectOutputs(1));
+  KGRAD_ASSIGN_OR_RETURN(ImportedValue x, c.Input(0));
+  return One(c.Emit(id, {x}));
+}
+
+// Identity, and Dropout in inference mode (ratio ignored, no mask output).
+Outputs Identity(NodeContext& c) {
+  KGRAD_RETURN_IF_ERROR(c.ExpectInputs(1, c.node().op_type() == "Dropout" ? 3 : 1));
+  KGRAD_RETURN_IF_ERROR(c.ExpectOutputs(1));
+  if (c.HasInput(2)) {
+    KGRAD_ASSIGN_OR_RETURN(Tensor training, c.ConstInput(2));
+    if (training.NumElements() != 1 || training.ElementAsDouble(0) != 0) {
+      return c.Error("training_mode must be false (inference only)");
+    }
+  }
+  KGRAD_ASSIGN_OR_RETURN(ImportedValue x, c.Input(0));
+  return std::vector<ImportedValue>{x};
+}
+
+// Gives a constant operand the other operand's dtype (exporters write Pow(x, 2.0)
+// with a double exponent next to a float x, or integer constants next to floats).
+absl::Status AlignConstantDType(NodeContext& c, ImportedValue& a, ImportedValue& b) {
+  const AbstractTensor* ta = AsTensor(a.type);
+  const AbstractTensor* tb = AsTensor(b.type);
+  if (ta == nullptr || tb == nullptr || ta->dtype() == tb->dtype()) return absl::OkStatus();
+  ImportedValue& k = b.constant.has_value() ? b : a;
+  DType want = (&k == &b ? ta : tb)->dtype();
+  if (!k.constant.has_value()) return absl::OkStatus();  // inference reports the mismatch
+  KGRAD_ASSIGN_OR_RETURN(k, c.Emit(PrimId::kCast, {k}, {{"dtype", want}}));
+  return absl::OkStatus();
+}
+
+// z = op(x, y), NumPy broadcasting.
+template <PrimId id>
+Outputs Binary(NodeContext& c) {
+  KGRAD_RETURN_IF_ERROR(c.ExpectInputs(2, 2));
+  KGRAD_RETURN_IF_ERROR(c.ExpectOutputs(1));
+  KGRAD_ASSIGN_OR_RETURN(ImportedValue x, c.Input(0));
+  KGRAD_ASSIGN_OR_RETURN(ImportedValue y, c.Input(1));
+  KGRAD_RETURN_IF_ERROR(AlignConstantDType(c, x, y));
+  return One(c.Emit(id, {x, y}));
+}
+
+// Max/Min/Sum(x0, x1, ...) = op(op(x0, x1), ...).
+template <PrimId id>
+Outputs Variadic(NodeContext& c) {
+  KGRAD_RETURN_IF_ERROR(c.ExpectInputs(1, 64));
+  KGRAD_RETURN_IF_ERROR(c.ExpectOutputs(1));
+  KGRAD_ASSIGN_OR_RETURN(ImportedValue acc, c.Input(0));
+  for (int i = 1; i < c.num_inputs(); ++i) {
+    KGRAD_ASSIGN_OR_RETURN(ImportedValue x, c.Input(i));
+    KGRAD_RETURN_IF_ERROR(AlignConstantDType(c, acc, x));
+    KGRAD_ASSIGN_OR_RETURN(acc, c.Emit(id, {acc, x}));
+  }
+  return std::vector<ImportedValue>{acc};
+}
+
+// Pow(x, k): square / sqrt / x for the constant exponents 2, 0.5 and 1 (exact, and
+// their gradients need no log x); pow otherwise.
+Outputs Pow(NodeContext& c) {
+  KGRAD_RETURN_IF_ERROR(c.ExpectInputs(2, 2));
+  KGRAD_ASSIGN_OR_RETURN(ImportedValue x, c.Input(0));
+  KGRAD_ASSIGN_OR_RETURN(ImportedValue y, c.Input(1));
+  const AbstractTensor* tx = AsTensor(x.type);
+  if (y.constant.has_value() && y.constant->NumElements() == 1 && tx != nullptr &&
+      y.constant->rank() <= tx->rank()) {
+    double k = y.constant->ElementAsDouble(0);
+    if (k == 2) return One(c.Emit(PrimId::kSquare, {x}));
+    if (k == 0.5) return One(c.Emit(PrimId::kSqrt, {x}));
+    if (k == 1 && y.constant->rank() == 0) return std::vector<ImportedValue>{x};
+  }
+  KGRAD_RETURN_IF_ERROR(AlignConstantDType(c, x, y));
+  return One(c.Emit(PrimId::kPow, {x, y}));
+}
+
+// Gelu(x){approximate = none | tanh} (opset 20).
+Outputs Gelu(NodeContext& c) {
+  KGRAD_RETURN_IF_ERROR(c.ExpectInputs(1, 1));
+  KGRAD_ASSIGN_OR_RETURN(std::string approx, c.String("approximate", "none"));
+  if (approx != "none" && approx != "tanh") return c.Error("approximate must be 'none' or 'tanh'");
+  KGRAD_ASSIGN_OR_RETURN(ImportedValue x, c.Input(0));
+  return One(c.Emit(PrimId::kGelu, {x}, {{"approximate", approx == "tanh"}}));
+}
+
+// A scalar constant of `like`'s dtype.
+absl::StatusOr<ImportedValue> ScalarLike(NodeContext& c, const ImportedValue& like, double v) {
+  KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* t, c.TensorType(like));
+  KGRAD_ASSIGN_OR_RETURN(Tensor k, Tensor::Full(t->dtype(), {}, v));
+  return c.Const(std::move(k));
+}
+
+// Clip(x, min, max) = minimum(maximum(x, min), max); the bounds are optional inputs
+// (opset 11+) or attributes (before).
+Outputs Clip(NodeContext& c) {
+  KGRAD_RETURN_IF_ERROR(c.ExpectInputs(1, 3));
+  KGRAD_ASSIGN_OR_RETURN(ImportedValue y, c.Input(0));
+  for (int i = 1; i <= 2; ++i) {
+    ImportedValue bound;
+    if (c.HasInput(i)) {
+      KGRAD_ASSIGN_OR_RETURN(bound, c.Input(i));
+    } else if (c.HasAttr(i == 1 ? "min" : "max")) {
+      KGRAD_ASSIGN_OR_RETURN(double v, c.Float(i == 1 ? "min" : "max", 0));
+      KGRAD_ASSIGN_OR_RETURN(bound, ScalarLike(c, y, v));
+    } else {
+      continue;
+    }
+    KGRAD_RETURN_IF_ERROR(AlignConstantDType(c, y, bound));
+    KGRAD_ASSIGN_OR_RETURN(y, c.Emit(i == 1 ? PrimId::kMaximum : PrimId::kMinimum, {y, bound}));
+  }
+  return std::vector<ImportedValue>{y};
+}
+
+// Where(cond, x, y) = select(cond, x, y).
+Outputs Where(NodeContext& c) {
+  KGRAD_RETURN_IF_ERROR(c.ExpectInputs(3, 3));
+  KGRAD_ASSIGN_OR_RETURN(ImportedValue cond, c.Input(0));
+  KGRAD_ASSIGN_OR_RETURN(ImportedValue x, c.Input(1));
+  KGRAD_ASSIGN_OR_RETURN(ImportedValue y, c.Input(2));
+  KGRAD_RETURN_IF_ERROR(AlignConstantDType(c, x, y));
+  return One(c.Emit(PrimId::kSelect, {cond, x, y}));
+}
+
+// Reduce*(x[, axes]){axes, keepdims=1, noop_with_empty_axes=0}. Axes are an input
+// from opset 13 (ReduceSum) or 18 (the others), an attribute before.
+template <PrimId id>
+Outputs Reduce(NodeContext& c) {
+  KGRAD_RETURN_IF_ERROR(c.ExpectInputs(1, 2));
+  KGRAD_RETURN_IF_ERROR(c.ExpectOutputs(1));
+  KGRAD_ASSIGN_OR_RETURN(ImportedValue x, c.Input(0));
+  std::vector<int64_t> axes;
+  if (c.HasInput(1)) {
+    KGRAD_ASSIGN_OR_RETURN(axes, c.ConstInts(1));
+  } else {
+    KGRAD_ASSIGN_OR_RETURN(axes, c.Ints("axes", {}));
+  }
+  KGRAD_ASSIGN_OR_RETURN(int64_t keepdims, c.Int("keepdims", 1));
+  KGRAD_ASSIGN_OR_RETURN(int64_t noop, c.Int("noop_with_empty_axes", 0));
+  if (axes.empty() && noop != 0) return std::vector<ImportedValue>{x};
+  return One(c.Emit(id, {x}, {{"axes", axes}, {"keepdims", keepdims != 0}}));
+}
+
+// ArgMax/ArgMin(x){axis=0, keepdims=1, select_last_index=0}.
+template <PrimId id>
+Outputs ArgReduce(NodeContext& c) {
+  KGRAD_RETURN_IF_ERROR(c.ExpectInputs(1, 1));
+  KGRAD_ASSIGN_OR_RETURN(ImportedValue x, c.Input(0));
+  KGRAD_ASSIGN_OR_RETURN(int64_t axis, c.Int("axis", 0));
+  KGRAD_ASSIGN_OR_RETURN(int64_t keepdims, c.Int("keepdims", 1));
+  KGRAD_ASSIGN_OR_RETURN(int64_t last, c.Int("select_last_index", 0));
+  if (last != 0) return c.Error("select_last_index=1 is not supported");
+  return One(c.Emit(id, {x}, {{"axis", axis}, {"keepdims", keepdims != 0}}));
+}
+
+// Cast(x){to}.
+Outputs Cast(NodeContext& c) {
+  KGRAD_RETURN_IF_ERROR(c.ExpectInputs(1, 1));
+  KGRAD_ASSIGN_OR_RETURN(ImportedValue x, c.Input(0));
+  KGRAD_ASSIGN_OR_RETURN(int64_t to, c.Int("to", 0));
+  absl::StatusOr<DType> t = DTypeFromOnnx(static_cast<int32_t>(to));
+  if (!t.ok()) return c.Error(absl::StrCat("attribute 'to': ", t.status().message()));
+  const AbstractTensor* tx = AsTensor(x.type);
+  if (tx != nullptr && tx->dtype() == *t) return std::vector<ImportedValue>{x};
+  return One(c.Emit(PrimId::kCast, {x}, {{"dtype", *t}}));
+}
+
+}  // namespace
+
+void AddElementwiseOps(OpTable* t) {
+  (*t)["Identity"] = Identity;
+  (*t)["Dropout"] = Identity;
+  (*t)["Neg"] = Unary<PrimId::kNeg>;
+  (*t)["Exp"] = Unary<PrimId::kExp>;
+  (*t)["Log"] = Unary<PrimId::kLog>;
+  (*t)["Sin"] = Unary<PrimId::kSin>;
+  (*t)["Cos"] = Unary<PrimId::kCos>;
+  (*t)["Tanh"] = Unary<PrimId::kTanh>;
+  (*t)["Sigmoid"] = Unary<PrimId::kSigmoid>;
+  (*t)["Relu"] = Unary<PrimId::kRelu>;
+  (*t)["Softplus"] = Unary<PrimId::kSoftplus>;
+  (*t)["Sqrt"] = Unary<PrimId::kSqrt>;
+  (*t)["Abs"] = Unary<PrimId::kAbs>;
+  (*t)["Sign"] = Unary<PrimId::kSign>;
+  (*t)["Reciprocal"] = Unary<PrimId::kReciprocal>;
+  (*t)["Erf"] = Unary<PrimId::kErf>;
+  (*t)["Not"] = Unary<PrimId::kLogicalNot>;
+  (*t)["Gelu"] = Gelu;
+  (*t)["Add"] = Binary<PrimId::kAdd>;
+  (*t)["Sub"] = Binary<PrimId::kSub>;
+  (*t)["Mul"] = Binary<PrimId::kMul>;
+  (*t)["Div"] = Binary<PrimId::kDiv>;
+  (*t)["Pow"] = Pow;
+  (*t)["Equal"] = Binary<PrimId::kEqual>;
+  (*t)["Less"] = Binary<PrimId::kLess>;
+  (*t)["LessOrEqual"] = Binary<PrimId::kLessEqual>;
+  (*t)["Greater"] = Binary<PrimId::kGreater>;
+  (*t)["GreaterOrEqual"] = Binary<PrimId::kGreaterEqual>;
+  (*t)["And"] = Binary<PrimId::kLogicalAnd>;
+  (*t)["Or"] = Binary<PrimId::kLogicalOr>;
+  (*t)["Max"] = Variadic<PrimId::kMaximum>;
+  (*t)["Min"] = Variadic<PrimId::kMinimum>;
+  (*t)["Sum"] = Variadic<PrimId::kAdd>;
+  (*t)["Clip"] = Clip;
+  (*t)["Where"] = Where;
+  (*t)["Cast"] = Cast;
+  (*t)["ReduceSum"] = Reduce<PrimId::kReduceSum>;
+  (*t)["ReduceMean"] = Reduce<PrimId::kReduceMean>;
+  (*t)["ReduceMax"] = Reduce<PrimId::kReduceMax>;
+  (*t)["ReduceMin"] = Reduce<PrimId::kReduceMin>;
+  (*t)["ReduceProd"] = Reduce<PrimId::kReduceProd>;
+  (*t)["ReduceLogSumExp"] = Reduce<PrimId::kLogsumexp>;
+  (*t)["ArgMax"] = ArgReduce<PrimId::kArgmax>;
+  (*t)["ArgMin"] = ArgReduce<PrimId::kArgmin>;
+}
+
+}  // namespace onnx_import
+}  // namespace kgrad

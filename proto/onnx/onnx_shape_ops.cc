@@ -1,0 +1,341 @@
+// ONNX op mappings: constants, shapes and data movement. Shape arguments must be
+// known at import time (constants, or Shape chains folded on static shapes).
+#include <algorithm>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "core/shape.h"
+#include "core/status_macros.h"
+#include "proto/onnx/onnx_context.h"
+#include "proto/onnx/onnx_tensor.h"
+
+namespace kgrad {
+namespace onnx_import {
+namespace {
+
+Outputs One(absl::StatusOr<ImportedValue> v) {
+  if (!v.ok()) return v.status();
+  return std::vector<ImportedValue>{*std::move(v)};
+}
+
+absl::StatusOr<const AbstractTensor*> StaticShape(NodeContext& c, const ImportedValue& v) {
+  KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* t, c.TensorType(v));
+  if (!t->shape_known()) return c.Error(absl::StrCat("needs a static input shape, got ", t->ToString()));
+  return t;
+}
+
+Tensor Int64s(const std::vector<int64_t>& v) {
+  return Tensor::FromVector<int64_t>({static_cast<int64_t>(v.size())}, v);
+}
+
+// Constant{value | value_float | value_floats | value_int | value_ints}.
+Outputs Constant(NodeContext& c) {
+  KGRAD_RETURN_IF_ERROR(c.ExpectInputs(0, 0));
+  if (c.node().attribute_size() != 1) return c.Error("needs exactly one value attribute");
+  const onnx::AttributeProto& a = c.node().attribute(0);
+  if (a.name() == "value" && a.type() == onnx::AttributeProto::TENSOR) {
+    absl::StatusOr<Tensor> t = TensorFromOnnx(a.t(), c.importer().options().limits);
+    if (!t.ok()) return c.Error(t.status().message());
+    return std::vector<ImportedValue>{c.Const(*std::move(t))};
+  }
+  if (a.name() == "value_float" && a.type() == onnx::AttributeProto::FLOAT) {
+    return std::vector<ImportedValue>{c.Const(Tensor::FromScalar<float>(a.f()))};
+  }
+  if (a.name() == "value_int" && a.type() == onnx::AttributeProto::INT) {
+    return std::vector<ImportedValue>{c.Const(Tensor::FromScalar<int64_t>(a.i()))};
+  }
+  if (a.name() == "value_floats" && a.type() == onnx::AttributeProto::FLOATS) {
+    std::vector<float> v(a.floats().begin(), a.floats().end());
+    return std::vector<ImportedValue>{c.Const(Tensor::FromVector<float>({static_cast<int64_t>(v.size())}, v))};
+  }
+  if (a.name() == "value_ints" && a.type() == onnx::AttributeProto::INTS) {
+    return std::vector<ImportedValue>{c.Const(Int64s({a.ints().begin(), a.ints().end()}))};
+  }
+  return c.Error(absl::StrCat("attribute '", a.name(), "' is not supported (value, value_float(s), value_int(s) are)"));
+}
+
+// ConstantOfShape(shape){value: one-element tensor, default float 0}.
+Outputs ConstantOfShape(NodeContext& c) {
+  KGRAD_RETURN_IF_ERROR(c.ExpectInputs(1, 1));
+  KGRAD_ASSIGN_OR_RETURN(std::vector<int64_t> shape, c.ConstInts(0));
+  DType dtype = DType::kFloat32;
+  double value = 0;
+  if (const onnx::AttributeProto* a = c.Attr("value")) {
+    if (a->type() != onnx::AttributeProto::TENSOR) return c.Error("attribute 'value' must be a tensor");
+    absl::StatusOr<Tensor> t = TensorFromOnnx(a->t(), c.importer().options().limits);
+    if (!t.ok()) return c.Error(t.status().message());
+    if (t->NumElements() != 1) return c.Error("attribute 'value' must hold one element");
+    dtype = t->dtype();
+    value = t->ElementAsDouble(0);
+  }
+  return One(c.Emit(PrimId::kFill, {}, {{"shape", shape}, {"value", value}, {"dtype", dtype}}));
+}
+
+// Shape(x){start, end}: the static dims of x as an int64 constant.
+Outputs ShapeOp(NodeContext& c) {
+  KGRAD_RETURN_IF_ERROR(c.ExpectInputs(1, 1));
+  KGRAD_ASSIGN_OR_RETURN(ImportedValue x, c.Input(0));
+  KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* t, StaticShape(c, x));
+  int64_t rank = t->rank();
+  KGRAD_ASSIGN_OR_RETURN(int64_t start, c.Int("start", 0));
+  KGRAD_ASSIGN_OR_RETURN(int64_t end, c.Int("end", rank));
+  auto clamp = [rank](int64_t i) { return std::clamp(i < 0 ? i + rank : i, int64_t{0}, rank); };
+  start = clamp(start);
+  end = std::max(clamp(end), start);
+  return std::vector<ImportedValue>{
+      c.Const(Int64s(std::vector<int64_t>(t->shape().begin() + start, t->shape().begin() + end)))};
+}
+
+Outputs Size(NodeContext& c) {
+  KGRAD_RETURN_IF_ERROR(c.ExpectInputs(1, 1));
+  KGRAD_ASSIGN_OR_RETURN(ImportedValue x, c.Input(0));
+  KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* t, StaticShape(c, x));
+  return std::vector<ImportedValue>{c.Const(Tensor::FromScalar<int64_t>(NumElementsOf(t->shape())))};
+}
+
+// Reshape(x, shape){allowzero=0}: a 0 copies x's dim (unless allowzero), one -1 is inferred.
+Outputs Reshape(NodeContext& c) {
+  KGRAD_RETURN_IF_ERROR(c.ExpectInputs(2, 2));
+  KGRAD_ASSIGN_OR_RETURN(ImportedValue x, c.Input(0));
+  KGRAD_ASSIGN_OR_RETURN(std::vector<int64_t> shape, c.ConstInts(1));
+  KGRAD_ASSIGN_OR_RETURN(int64_t allowzero, c.Int("allowzero", 0));
+  KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* t, c.TensorType(x));
+  if (shape.size() > static_cast<size_t>(kMaxRank)) return c.Error("target rank too large");
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (shape[i] == 0 && allowzero == 0) {
+      if (static_cast<int>(i) >= t->rank()) return c.Error("a 0 in the shape names a missing input dim");
+      shape[i] = t->shape()[i];
+    } else if (shape[i] < -1) {
+      return c.Error(absl::StrCat("bad target dim ", shape[i]));
+    }
+  }
+  return One(c.Emit(PrimId::kReshape, {x}, {{"shape", shape}}));
+}
+
+// Flatten(x){axis=1} = reshape to [prod(dims[:axis]), prod(dims[axis:])].
+Outputs Flatten(NodeContext& c) {
+  KGRAD_RETURN_IF_ERROR(c.ExpectInputs(1, 1));
+  KGRAD_ASSIGN_OR_RETURN(ImportedValue x, c.Input(0));
+  KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* t, StaticShape(c, x));
+  KGRAD_ASSIGN_OR_RETURN(int64_t axis, c.Int("axis", 1));
+  if (axis < 0) axis += t->rank();
+  if (axis < 0 || axis > t->rank()) return c.Error(absl::StrCat("axis out of range for ", t->ToString()));
+  int64_t outer = NumElementsOf(absl::MakeConstSpan(t->shape()).subspan(0, axis));
+  int64_t inner = NumElementsOf(absl::MakeConstSpan(t->shape()).subspan(axis));
+  return One(c.Emit(PrimId::kReshape, {x}, {{"shape", std::vector<int64_t>{outer, inner}}}));
+}
+
+Outputs Transpose(NodeContext& c) {
+  KGRAD_RETURN_IF_ERROR(c.ExpectInputs(1, 1));
+  KGRAD_ASSIGN_OR_RETURN(ImportedValue x, c.Input(0));
+  KGRAD_ASSIGN_OR_RETURN(std::vector<int64_t> perm, c.Ints("perm", {}));
+  return One(c.Emit(PrimId::kTranspose, {x}, {{"perm", perm}}));
+}
+
+// Axes from input 1 (opset 13+) or the attribute (before).
+absl::StatusOr<std::vector<int64_t>> AxesArg(NodeContext& c) {
+  if (c.HasInput(1)) return c.ConstInts(1);
+  return c.Ints("axes", {});
+}
+
+// Unsqueeze(x, axes): expand_dims at each axis of the output, in increasing order.
+Outputs Unsqueeze(NodeContext& c) {
+  KGRAD_RETURN_IF_ERROR(c.ExpectInputs(1, 2));
+  KGRAD_ASSIGN_OR_RETURN(ImportedValue x, c.Input(0));
+  KGRAD_ASSIGN_OR_RETURN(std::vector<int64_t> axes, AxesArg(c));
+  KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* t, c.TensorType(x));
+  int64_t out_rank = t->rank() + static_cast<int64_t>(axes.size());
+  for (int64_t& a : axes) {
+    if (a < 0) a += out_rank;
+    if (a < 0 || a >= out_rank) return c.Error(absl::StrCat("axis out of range for output rank ", out_rank));
+  }
+  std::sort(axes.begin(), axes.end());
+  if (std::adjacent_find(axes.begin(), axes.end()) != axes.end()) return c.Error("repeated axis");
+  for (int64_t a : axes) {
+    KGRAD_ASSIGN_OR_RETURN(x, c.Emit(PrimId::kExpandDims, {x}, {{"axis", a}}));
+  }
+  return std::vector<ImportedValue>{x};
+}
+
+Outputs Squeeze(NodeContext& c) {
+  KGRAD_RETURN_IF_ERROR(c.ExpectInputs(1, 2));
+  KGRAD_ASSIGN_OR_RETURN(ImportedValue x, c.Input(0));
+  KGRAD_ASSIGN_OR_RETURN(std::vector<int64_t> axes, AxesArg(c));
+  return One(c.Emit(PrimId::kSqueeze, {x}, {{"axes", axes}}));
+}
+
+Outputs Concat(NodeContext& c) {
+  KGRAD_RETURN_IF_ERROR(c.ExpectInputs(1, 1024));
+  KGRAD_ASSIGN_OR_RETURN(int64_t axis, c.Int("axis", 0));
+  std::vector<ImportedValue> xs;
+  for (int i = 0; i < c.num_inputs(); ++i) {
+    KGRAD_ASSIGN_OR_RETURN(ImportedValue x, c.Input(i));
+    xs.push_back(x);
+  }
+  return One(c.Emit(PrimId::kConcat, xs, {{"axis", axis}}));
+}
+
+// Split(x[, split]){axis, split (before opset 13), num_outputs (18)}: equal parts
+// for each output when no sizes are given.
+Outputs Split(NodeContext& c) {
+  KGRAD_RETURN_IF_ERROR(c.ExpectInputs(1, 2));
+  KGRAD_ASSIGN_OR_RETURN(ImportedValue x, c.Input(0));
+  KGRAD_ASSIGN_OR_RETURN(int64_t axis, c.Int("axis", 0));
+  std::vector<int64_t> sizes;
+  if (c.HasInput(1)) {
+    KGRAD_ASSIGN_OR_RETURN(sizes, c.ConstInts(1));
+  } else {
+    KGRAD_ASSIGN_OR_RETURN(sizes, c.Ints("split", {}));
+  }
+  int n = c.node().output_size();
+  if (n < 1) return c.Error("has no outputs");
+  if (sizes.empty()) {
+    KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* t, c.TensorType(x));
+    absl::StatusOr<int> a = NormalizeAxis(axis, t->rank());
+    if (!a.ok()) return c.Error(a.status().message());
+    int64_t dim = t->shape()[*a];
+    if (dim == kUnknownDim) return c.Error("needs the split axis's size");
+    int64_t part = (dim + n - 1) / n;  // the last part may be smaller (opset 18)
+    for (int i = 0; i < n; ++i) sizes.push_back(std::min(part, dim - part * i));
+    if (sizes.back() <= 0) return c.Error(absl::StrCat("cannot split ", dim, " into ", n, " parts"));
+  }
+  if (static_cast<int>(sizes.size()) != n) {
+    return c.Error(absl::StrCat(sizes.size(), " split sizes for ", n, " outputs"));
+  }
+  KGRAD_ASSIGN_OR_RETURN(ImportedValue parts, c.Emit(PrimId::kSplit, {x}, {{"axis", axis}, {"sizes", sizes}}));
+  std::vector<ImportedValue> outs;
+  for (int i = 0; i < n; ++i) {
+    KGRAD_ASSIGN_OR_RETURN(ImportedValue p, c.Item(parts, i));
+    outs.push_back(p);
+  }
+  return outs;
+}
+
+// Gather(x, indices){axis}: constant negative indices count from the end.
+Outputs Gather(NodeContext& c) {
+  KGRAD_RETURN_IF_ERROR(c.ExpectInputs(2, 2));
+  KGRAD_ASSIGN_OR_RETURN(ImportedValue x, c.Input(0));
+  KGRAD_ASSIGN_OR_RETURN(ImportedValue idx, c.Input(1));
+  KGRAD_ASSIGN_OR_RETURN(int64_t axis, c.Int("axis", 0));
+  KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* t, c.TensorType(x));
+  absl::StatusOr<int> a = NormalizeAxis(axis, t->rank());
+  if (!a.ok()) return c.Error(a.status().message());
+  int64_t dim = t->shape()[*a];
+  if (idx.constant.has_value() && dim != kUnknownDim &&
+      (idx.constant->dtype() == DType::kInt64 || idx.constant->dtype() == DType::kInt32)) {
+    Tensor fixed = Tensor::Create(DType::kInt64, idx.constant->shape()).value();
+    for (int64_t k = 0; k < fixed.NumElements(); ++k) {
+      int64_t i = static_cast<int64_t>(idx.constant->ElementAsDouble(k));
+      if (i < -dim || i >= dim) return c.Error(absl::StrCat("index ", i, " out of range for dim ", dim));
+      fixed.mutable_data<int64_t>()[k] = i < 0 ? i + dim : i;
+    }
+    idx = c.Const(std::move(fixed));
+  }
+  return One(c.Emit(PrimId::kGather, {x, idx}, {{"axis", axis}}));
+}
+
+// Expand(x, shape) = broadcast_to(x){broadcast(x.shape, shape)} (bidirectional).
+Outputs Expand(NodeContext& c) {
+  KGRAD_RETURN_IF_ERROR(c.ExpectInputs(2, 2));
+  KGRAD_ASSIGN_OR_RETURN(ImportedValue x, c.Input(0));
+  KGRAD_ASSIGN_OR_RETURN(std::vector<int64_t> shape, c.ConstInts(1));
+  KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* t, StaticShape(c, x));
+  if (shape.size() > static_cast<size_t>(kMaxRank)) return c.Error("target rank too large");
+  absl::StatusOr<Shape> out = BroadcastShapes(t->shape(), shape);
+  if (!out.ok()) return c.Error(out.status().message());
+  if (*out == t->shape()) return std::vector<ImportedValue>{x};
+  return One(c.Emit(PrimId::kBroadcastTo, {x}, {{"shape", std::vector<int64_t>(out->begin(), out->end())}}));
+}
+
+// Slice(x, starts, ends[, axes, steps]) = slice(x){begin, end, strides} over every
+// dim, bounds clamped NumPy-style; positive steps only.
+Outputs Slice(NodeContext& c) {
+  KGRAD_RETURN_IF_ERROR(c.ExpectInputs(3, 5));
+  KGRAD_ASSIGN_OR_RETURN(ImportedValue x, c.Input(0));
+  KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* t, StaticShape(c, x));
+  KGRAD_ASSIGN_OR_RETURN(std::vector<int64_t> starts, c.ConstInts(1));
+  KGRAD_ASSIGN_OR_RETURN(std::vector<int64_t> ends, c.ConstInts(2));
+  std::vector<int64_t> axes, steps(starts.size(), 1);
+  for (size_t i = 0; i < starts.size(); ++i) axes.push_back(static_cast<int64_t>(i));
+  if (c.HasInput(3)) {
+    KGRAD_ASSIGN_OR_RETURN(axes, c.ConstInts(3));
+  }
+  if (c.HasInput(4)) {
+    KGRAD_ASSIGN_OR_RETURN(steps, c.ConstInts(4));
+  }
+  if (ends.size() != starts.size() || axes.size() != starts.size() || steps.size() != starts.size()) {
+    return c.Error("starts, ends, axes and steps must have equal lengths");
+  }
+  int rank = t->rank();
+  std::vector<int64_t> begin(rank, 0), end(t->shape().begin(), t->shape().end()), stride(rank, 1);
+  for (size_t i = 0; i < starts.size(); ++i) {
+    absl::StatusOr<int> a = NormalizeAxis(axes[i], rank);
+    if (!a.ok()) return c.Error(a.status().message());
+    if (steps[i] <= 0) return c.Error("only positive steps are supported");
+    int64_t dim = t->shape()[*a];
+    auto clamp = [dim](int64_t v) { return std::clamp(v < 0 ? v + dim : v, int64_t{0}, dim); };
+    begin[*a] = clamp(starts[i]);
+    end[*a] = std::max(clamp(ends[i]), begin[*a]);
+    stride[*a] = steps[i];
+  }
+  return One(c.Emit(PrimId::kSlice, {x}, {{"begin", begin}, {"end", end}, {"strides", stride}}));
+}
+
+// Pad(x, pads[, constant_value]){mode=constant}; pads are [begins..., ends...].
+Outputs Pad(NodeContext& c) {
+  KGRAD_RETURN_IF_ERROR(c.ExpectInputs(1, 3));
+  KGRAD_ASSIGN_OR_RETURN(std::string mode, c.String("mode", "constant"));
+  if (mode != "constant") return c.Error(absl::StrCat("mode '", mode, "' is not supported (constant is)"));
+  KGRAD_ASSIGN_OR_RETURN(ImportedValue x, c.Input(0));
+  KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* t, c.TensorType(x));
+  std::vector<int64_t> pads;
+  double value = 0;
+  if (c.HasInput(1)) {
+    KGRAD_ASSIGN_OR_RETURN(pads, c.ConstInts(1));
+  } else {
+    KGRAD_ASSIGN_OR_RETURN(pads, c.Ints("pads", {}));
+    KGRAD_ASSIGN_OR_RETURN(value, c.Float("value", 0));
+  }
+  if (c.HasInput(2)) {
+    KGRAD_ASSIGN_OR_RETURN(Tensor v, c.ConstInput(2));
+    if (v.NumElements() != 1) return c.Error("constant_value must hold one element");
+    value = v.ElementAsDouble(0);
+  }
+  int rank = t->rank();
+  if (static_cast<int>(pads.size()) != 2 * rank) {
+    return c.Error(absl::StrCat(pads.size(), " pads for rank ", rank, " (want ", 2 * rank, ")"));
+  }
+  std::vector<int64_t> interleaved;
+  bool all_zero = true;
+  for (int i = 0; i < rank; ++i) {
+    if (pads[i] < 0 || pads[i + rank] < 0) return c.Error("negative pads are not supported");
+    interleaved.push_back(pads[i]);
+    interleaved.push_back(pads[i + rank]);
+    all_zero = all_zero && pads[i] == 0 && pads[i + rank] == 0;
+  }
+  if (all_zero) return std::vector<ImportedValue>{x};
+  return One(c.Emit(PrimId::kPad, {x}, {{"pads", interleaved}, {"value", value}}));
+}
+
+}  // namespace
+
+void AddShapeOps(OpTable* t) {
+  (*t)["Constant"] = Constant;
+  (*t)["ConstantOfShape"] = ConstantOfShape;
+  (*t)["Shape"] = ShapeOp;
+  (*t)["Size"] = Size;
+  (*t)["Reshape"] = Reshape;
+  (*t)["Flatten"] = Flatten;
+  (*t)["Transpose"] = Transpose;
+  (*t)["Unsqueeze"] = Unsqueeze;
+  (*t)["Squeeze"] = Squeeze;
+  (*t)["Concat"] = Concat;
+  (*t)["Split"] = Split;
+  (*t)["Gather"] = Gather;
+  (*t)["Expand"] = Expand;
+  (*t)["Slice"] = Slice;
+  (*t)["Pad"] = Pad;
+}
+
+}  // namespace onnx_import
+}  // namespace kgrad

@@ -1,0 +1,83 @@
+// The ONNX round trip through the CLI: import-onnx, run on .onnx directly, grad
+// --optimize, export-onnx, and run the exported file against torch's gradients.
+#include <cstdlib>
+#include <sstream>
+#include <vector>
+
+#include "tests/onnx/onnx_test_util.h"
+#include "tools/cli.h"
+
+namespace kgrad {
+namespace onnx_test {
+namespace {
+
+using testing::HasSubstr;
+
+struct Result {
+  int status;
+  std::string out, err;
+};
+
+Result Cli(std::vector<std::string> args) {
+  std::ostringstream out, err;
+  int s = cli::Main(args, out, err);
+  return {s, out.str(), err.str()};
+}
+
+std::string Tmp(const std::string& f) {
+  const char* d = std::getenv("TEST_TMPDIR");
+  return std::string(d != nullptr ? d : "/tmp") + "/" + f;
+}
+
+TEST(OnnxCli, RoundTripGivesTorchGradients) {
+  std::string d = DataPath("mlp");
+  Result r = Cli({"import-onnx", d + ".onnx", "-o", Tmp("mlp.pb")});
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("4 weights"));
+  r = Cli({"grad", Tmp("mlp.pb"), "--wrt", "0", "--sens", "--optimize", "-o", Tmp("mlp_grad.pb")});
+  ASSERT_EQ(r.status, 0) << r.err;
+  r = Cli({"export-onnx", Tmp("mlp_grad.pb"), "-o", Tmp("mlp_grad.onnx")});
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("opset 17"));
+  // The exported gradient graph's inputs keep their names: x0 and the sensitivity.
+  absl::StatusOr<std::unique_ptr<Module>> m = ImportOnnxFile(Tmp("mlp_grad.onnx"), DefaultRegistry(), [] {
+    static CpuConstantEvaluator e;
+    OnnxImportOptions o;
+    o.evaluator = &e;
+    return o;
+  }());
+  ASSERT_TRUE(m.ok()) << m.status();
+  ASSERT_EQ((*m)->entry()->parameters().size(), 2u);
+  std::string sens = (*m)->entry()->parameters()[1]->name();
+  r = Cli({"run", Tmp("mlp_grad.onnx"), "--input", "x0=" + d + "_in0.npy", "--input",
+           sens + "=" + d + "_ct.npy", "--output", Tmp("mlp_out")});
+  ASSERT_EQ(r.status, 0) << r.err;
+  absl::StatusOr<Tensor> got = ReadNpyFile(Tmp("mlp_out/out.npy"));
+  ASSERT_TRUE(got.ok()) << got.status();
+  ExpectClose(Value(*got), Npy("mlp_din0.npy"), 1e-5, "dx via the CLI");
+}
+
+TEST(OnnxCli, RunAcceptsOnnxDirectly) {
+  Result r = Cli({"run", DataPath("block13.onnx"), "--input", "x0=" + DataPath("block13_in0.npy"),
+                  "--output", Tmp("block13_out")});
+  ASSERT_EQ(r.status, 0) << r.err;
+  absl::StatusOr<Tensor> got = ReadNpyFile(Tmp("block13_out/out.npy"));
+  ASSERT_TRUE(got.ok()) << got.status();
+  ExpectClose(Value(*got), Npy("block13_out.npy"), 1e-5, "output via the CLI");
+}
+
+TEST(OnnxCli, ExportRefusesControlFlow) {
+  Result r = Cli({"export-onnx", DataPath("if_pos.onnx"), "-o", Tmp("x.onnx")});
+  EXPECT_EQ(r.status, 1);
+  EXPECT_THAT(r.err, HasSubstr("switch is control flow"));
+}
+
+TEST(OnnxCli, HelpListsTheOnnxCommands) {
+  Result r = Cli({"help"});
+  EXPECT_THAT(r.out, HasSubstr("import-onnx MODEL.onnx -o OUT"));
+  EXPECT_THAT(r.out, HasSubstr("export-onnx FILE -o OUT.onnx"));
+}
+
+}  // namespace
+}  // namespace onnx_test
+}  // namespace kgrad

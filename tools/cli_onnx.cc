@@ -1,0 +1,56 @@
+#include "tools/cli_onnx.h"
+
+#include "absl/status/status.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "core/status_macros.h"
+#include "proto/model_io.h"
+#include "proto/onnx/onnx_export.h"
+#include "tools/cli_args.h"
+#include "tools/cli_common.h"
+
+namespace kgrad {
+namespace cli {
+namespace {
+
+// import-onnx MODEL.onnx -o OUT.pb: the imported module as a kgrad graph file.
+absl::Status Import(const ParsedArgs& args, std::ostream& out) {
+  if (args.positional.size() != 1) return absl::InvalidArgumentError("import-onnx takes one MODEL.onnx");
+  if (!args.Has("output")) return absl::InvalidArgumentError("import-onnx needs -o OUT (.pb or .pbtxt)");
+  KGRAD_ASSIGN_OR_RETURN(std::unique_ptr<Module> m, LoadModule(args.positional[0]));
+  KGRAD_RETURN_IF_ERROR(SaveModelFile(*m, args.Get("output")));
+  out << "wrote " << args.Get("output") << ": graph '" << m->entry()->name() << "' ("
+      << m->entry()->parameters().size() << " inputs, " << m->weights().size() << " weights)\n";
+  return absl::OkStatus();
+}
+
+// export-onnx FILE -o OUT.onnx [--graph G]: a first-order graph as ONNX opset 17.
+absl::Status Export(const ParsedArgs& args, std::ostream& out) {
+  if (args.positional.size() != 1) return absl::InvalidArgumentError("export-onnx takes one FILE");
+  if (!args.Has("output")) return absl::InvalidArgumentError("export-onnx needs -o OUT.onnx");
+  KGRAD_ASSIGN_OR_RETURN(std::unique_ptr<Module> m, LoadModule(args.positional[0]));
+  KGRAD_ASSIGN_OR_RETURN(FuncGraph* g, SelectGraph(*m, args));
+  KGRAD_RETURN_IF_ERROR(ExportOnnxFile(*m, g, args.Get("output")));
+  out << "wrote " << args.Get("output") << ": graph '" << g->name() << "' as ONNX opset "
+      << kOnnxExportOpset << "\n";
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+int ImportOnnxCommand(const std::vector<std::string>& argv, std::ostream& out, std::ostream& err) {
+  absl::StatusOr<ParsedArgs> args = ParseArgs(argv, {"output"}, {});
+  if (!args.ok()) return Fail(args.status(), err);
+  absl::Status s = Import(*args, out);
+  return s.ok() ? 0 : Fail(s, err);
+}
+
+int ExportOnnxCommand(const std::vector<std::string>& argv, std::ostream& out, std::ostream& err) {
+  absl::StatusOr<ParsedArgs> args = ParseArgs(argv, {"output", "graph"}, {});
+  if (!args.ok()) return Fail(args.status(), err);
+  absl::Status s = Export(*args, out);
+  return s.ok() ? 0 : Fail(s, err);
+}
+
+}  // namespace cli
+}  // namespace kgrad
