@@ -91,6 +91,13 @@ int64_t PeakBytes(const Executor& e, const Module& m, const std::vector<Value>& 
   return peak + ResidentBytes(m, args);
 }
 
+// One run's time per primitive, on stderr (--profile: where a miss comes from).
+void Note(const KgradRun& run, const std::string& what, const Executor& e, const std::vector<Value>& args) {
+  Profile profile;
+  (void)e.Run(args, {}, &profile);
+  run.progress->Note(absl::StrCat("profile of the kgrad ", what, ":\n", profile.ToString()));
+}
+
 std::vector<Parameter*> Weights(const Module& m) {
   std::vector<Parameter*> w;
   for (const auto& p : m.weights()) w.push_back(p.get());
@@ -125,6 +132,7 @@ absl::Status MeasureModel(const KgradRun& run, const ModelCase& c, Module& m, Fu
   run.progress->Done(c.label + " forward (kgrad)");
   (*out)[c.key + ".step_ms"] = MedianMs([&] { (void)es->Run(args); }, run.budget);
   (*out)[c.key + ".step_nodes"] = es->stats().steps;
+  if (run.profile) Note(run, c.key + " step", *es, args);
   (*out)[c.key + ".peak_bytes"] = static_cast<double>(PeakBytes(*es, m, args));
   run.progress->Done(c.label + " step (kgrad)");
   if (!c.jvp) return absl::OkStatus();
@@ -175,6 +183,7 @@ absl::Status MeasureChain(const KgradRun& run, Metrics* out, TensorManifest* ten
   run.progress->Done("chain forward (kgrad)");
   (*out)["chain.step_ms"] = MedianMs([&] { (void)es->Run(args); }, run.budget);
   (*out)["chain.step_nodes"] = es->stats().steps;
+  if (run.profile) Note(run, "chain step", *es, args);
   run.progress->Done("chain step (kgrad)");
   (*out)["chain.jvp_ms"] = MedianMs([&] { (void)ej->Run(jargs); }, run.budget);
   (*out)["chain.jvp_nodes"] = ej->stats().steps;

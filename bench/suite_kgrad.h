@@ -32,6 +32,7 @@ struct KgradRun {
   TimingBudget budget;
   std::string tensor_dir;  // where the tensors for the PyTorch side go
   Progress* progress = nullptr;
+  bool profile = false;  // print each step's time per primitive (stderr)
 };
 
 

@@ -37,14 +37,16 @@ constexpr int kThreads = 2;
 struct Args {
   bool quick = false;
   bool torch = true;
+  bool profile = false;
   std::string out;
 };
 
 const char kUsage[] =
-    "usage: suite [--quick] [--out DIR] [--no-torch]\n"
+    "usage: suite [--quick] [--out DIR] [--no-torch] [--profile]\n"
     "  --quick     fewer repetitions (a smoke run, ~1-2 minutes)\n"
     "  --out DIR   where latest.json, latest.md, ad_build.svg go (default: bench/results)\n"
-    "  --no-torch  skip the PyTorch side (its column shows n/a)\n";
+    "  --no-torch  skip the PyTorch side (its column shows n/a)\n"
+    "  --profile   print kgrad's time per primitive of each step (stderr)\n";
 
 absl::StatusOr<Args> ParseArgs(int argc, char** argv) {
   Args a;
@@ -54,6 +56,8 @@ absl::StatusOr<Args> ParseArgs(int argc, char** argv) {
       a.quick = true;
     } else if (s == "--no-torch") {
       a.torch = false;
+    } else if (s == "--profile") {
+      a.profile = true;
     } else if (s == "--out" && i + 1 < argc) {
       a.out = argv[++i];
     } else if (s.rfind("--out=", 0) == 0) {
@@ -153,6 +157,7 @@ int Main(int argc, char** argv) {
 #endif
   Eigen::setNbThreads(kThreads);
   KgradRun run;
+  run.profile = args->profile;
   if (args->quick) run.budget = TimingBudget{1, 0.3, 3, 10};
   std::error_code ec;
   fs::create_directories(args->out, ec);
@@ -182,7 +187,7 @@ int Main(int argc, char** argv) {
       {"command", absl::StrCat("./bazelw run //bench:suite", args->quick ? " -- --quick" : "")},
       {"machine", absl::StrCat(CpuModel(), ", ", sysconf(_SC_NPROCESSORS_ONLN), " cores; both sides on ", kThreads,
                                " threads, float32")},
-      {"PyTorch", torch.ok() ? absl::StrCat(version, " (", kPython, ")")
+      {"PyTorch", torch.ok() ? absl::StrCat(version, " (", Python(), ")")
                              : absl::StrCat("missing: ", torch.message())},
       {"timing", absl::StrCat("median of ", run.budget.min_reps, "-", run.budget.max_reps, " runs (", run.budget.budget_s,
                               " s budget each) after ", run.budget.warmup, " warm-up runs")},

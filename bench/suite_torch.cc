@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 
@@ -16,7 +17,7 @@ namespace bench {
 namespace {
 
 bool TorchImports() {
-  std::string cmd = absl::StrCat(kPython, " -c 'import torch, numpy' >/dev/null 2>&1");
+  std::string cmd = absl::StrCat(Python(), " -c 'import torch, numpy' >/dev/null 2>&1");
   return std::system(cmd.c_str()) == 0;
 }
 
@@ -35,22 +36,31 @@ std::string IntList(const std::vector<int64_t>& v) { return absl::StrCat("[", ab
 
 }  // namespace
 
+std::string Python() {
+  const char* p = std::getenv("KGRAD_SUITE_PYTHON");
+  return p != nullptr && *p != '\0' ? p : kPython;
+}
+
 absl::Status EnsureTorch(Progress& progress) {
-  if (access(kPython, X_OK) != 0) {
-    return absl::NotFoundError(absl::StrCat(kPython, " not found"));
+  if (access(Python().c_str(), X_OK) != 0) {
+    return absl::NotFoundError(absl::StrCat(Python(), " not found"));
   }
   if (TorchImports()) return absl::OkStatus();
   // Same route as bazelw for its packages: apt-get, through sudo when not root.
   std::string sudo = getuid() == 0 ? "" : "sudo -n ";
-  progress.Note(absl::StrCat("suite: python3-torch is missing for ", kPython,
+  progress.Note(absl::StrCat("suite: python3-torch is missing for ", Python(),
                              "; installing it with apt-get (as bazelw installs its packages, ~640 MB)"));
   std::string cmd = absl::StrCat("DEBIAN_FRONTEND=noninteractive ", sudo, "apt-get update -qq >/dev/null 2>&1 && ",
                                  "DEBIAN_FRONTEND=noninteractive ", sudo,
                                  "apt-get install -y -qq --no-install-recommends python3-torch >/dev/null 2>&1");
   int rc = std::system(cmd.c_str());
   if (TorchImports()) return absl::OkStatus();
-  return absl::UnavailableError(absl::StrCat("python3-torch is missing and `apt-get install python3-torch` failed (",
-                                             "exit ", rc, ")"));
+  if (rc != 0) {
+    return absl::UnavailableError(
+        absl::StrCat("python3-torch is missing and `apt-get install python3-torch` failed (status ", rc, ")"));
+  }
+  return absl::UnavailableError(absl::StrCat("`import torch` fails in ", Python(),
+                                             " even with python3-torch installed (it serves ", kPython, ")"));
 }
 
 std::string TorchSpecJson(const SuiteShapes& s, const TimingBudget& budget, int threads,
@@ -81,7 +91,7 @@ std::string TorchSpecJson(const SuiteShapes& s, const TimingBudget& budget, int 
 absl::StatusOr<FlatJson> RunTorchSide(const std::string& script, const std::string& spec_path,
                                       const std::string& result_path, const std::string& log_path,
                                       Progress& progress) {
-  std::string cmd = absl::StrCat(kPython, " '", script, "' '", spec_path, "' '", result_path, "' 2>'", log_path, "'");
+  std::string cmd = absl::StrCat(Python(), " '", script, "' '", spec_path, "' '", result_path, "' 2>'", log_path, "'");
   FILE* pipe = popen(cmd.c_str(), "r");
   if (pipe == nullptr) return absl::InternalError(absl::StrCat("cannot start: ", cmd));
   char line[512];

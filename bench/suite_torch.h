@@ -16,8 +16,10 @@ namespace kgrad {
 namespace bench {
 
 inline constexpr char kPython[] = "/usr/bin/python3";
+// kPython, or $KGRAD_SUITE_PYTHON when set (to try the missing-PyTorch paths).
+std::string Python();
 
-// OK when `import torch` works in kPython, after installing python3-torch if
+// OK when `import torch` works in Python(), after installing python3-torch if
 // needed (said on stderr through `progress`); else why not.
 absl::Status EnsureTorch(Progress& progress);
 
