@@ -31,22 +31,28 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// Both sides run on this many threads (the machines have 2 cores).
-constexpr int kThreads = 2;
+// Both sides run on this many threads unless --threads says otherwise (the
+// machines have 2 cores).
+constexpr int kDefaultThreads = 2;
 
 struct Args {
   bool quick = false;
   bool torch = true;
   bool profile = false;
+  int threads = kDefaultThreads;
+  std::string only;  // one kgrad scenario (for profiling); implies --no-torch
   std::string out;
 };
 
 const char kUsage[] =
-    "usage: suite [--quick] [--out DIR] [--no-torch] [--profile]\n"
+    "usage: suite [--quick] [--out DIR] [--no-torch] [--profile] [--threads N]\n"
+    "             [--only mlp|conv|chain|build]\n"
     "  --quick     fewer repetitions (a smoke run, ~1-2 minutes)\n"
     "  --out DIR   where latest.json, latest.md, ad_build.svg go (default: bench/results)\n"
     "  --no-torch  skip the PyTorch side (its column shows n/a)\n"
-    "  --profile   print kgrad's time per primitive of each step (stderr)\n";
+    "  --profile   print kgrad's time per primitive of each step (stderr)\n"
+    "  --threads N both sides on N threads (default 2)\n"
+    "  --only S    run one kgrad scenario only, no PyTorch (for perf record)\n";
 
 absl::StatusOr<Args> ParseArgs(int argc, char** argv) {
   Args a;
@@ -58,6 +64,17 @@ absl::StatusOr<Args> ParseArgs(int argc, char** argv) {
       a.torch = false;
     } else if (s == "--profile") {
       a.profile = true;
+    } else if (s == "--threads" && i + 1 < argc) {
+      a.threads = std::atoi(argv[++i]);
+      if (a.threads < 1 || a.threads > 256) {
+        return absl::InvalidArgumentError(absl::StrCat("--threads takes 1..256, not '", argv[i], "'"));
+      }
+    } else if (s == "--only" && i + 1 < argc) {
+      a.only = argv[++i];
+      a.torch = false;
+      if (a.only != "mlp" && a.only != "conv" && a.only != "chain" && a.only != "build") {
+        return absl::InvalidArgumentError(absl::StrCat("--only takes mlp, conv, chain or build, not '", a.only, "'"));
+      }
     } else if (s == "--out" && i + 1 < argc) {
       a.out = argv[++i];
     } else if (s.rfind("--out=", 0) == 0) {
@@ -69,6 +86,8 @@ absl::StatusOr<Args> ParseArgs(int argc, char** argv) {
   // `bazel run` starts us in the runfiles tree; results belong in the workspace.
   const char* ws = std::getenv("BUILD_WORKSPACE_DIRECTORY");
   std::string root = ws != nullptr ? ws : ".";
+  // A partial run must not replace the suite's results.
+  if (a.out.empty() && !a.only.empty()) a.out = "/tmp/kgrad_suite_" + a.only;
   if (a.out.empty()) a.out = root + "/bench/results";
   if (ws != nullptr && fs::path(a.out).is_relative()) a.out = root + "/" + a.out;
   return a;
@@ -112,18 +131,19 @@ absl::Status WriteText(const std::string& path, const std::string& text) {
 
 // The kgrad side: every scenario, failures noted (the report shows n/a) rather
 // than ending the run.
-bool RunKgrad(const KgradRun& run, Metrics* out, TensorManifest* tensors) {
+bool RunKgrad(const KgradRun& run, const std::string& only, Metrics* out, TensorManifest* tensors) {
   bool ok = true;
   auto check = [&](const std::string& what, const absl::Status& s) {
     if (s.ok()) return;
     ok = false;
     run.progress->Note(absl::StrCat("suite: kgrad ", what, " failed: ", s.ToString()));
   };
-  MeasureSgemm(run, out);
-  check("MLP", MeasureMlp(run, out, tensors));
-  check("conv net", MeasureConvNet(run, out, tensors));
-  check("chain", MeasureChain(run, out, tensors));
-  check("AD build", MeasureAdBuild(run, out));
+  auto wanted = [&](const char* s) { return only.empty() || only == s; };
+  if (only.empty()) MeasureSgemm(run, out);
+  if (wanted("mlp")) check("MLP", MeasureMlp(run, out, tensors));
+  if (wanted("conv")) check("conv net", MeasureConvNet(run, out, tensors));
+  if (wanted("chain")) check("chain", MeasureChain(run, out, tensors));
+  if (wanted("build")) check("AD build", MeasureAdBuild(run, out));
   return ok;
 }
 
@@ -136,7 +156,7 @@ absl::Status RunTorch(const Args& args, const char* argv0, const KgradRun& run, 
   absl::Status have = EnsureTorch(*run.progress);
   if (!have.ok()) return have;
   std::string spec = work + "/spec.json";
-  absl::Status w = WriteText(spec, TorchSpecJson(run.shapes, run.budget, kThreads, run.tensor_dir, tensors));
+  absl::Status w = WriteText(spec, TorchSpecJson(run.shapes, run.budget, args.threads, run.tensor_dir, tensors));
   if (!w.ok()) return w;
   absl::StatusOr<FlatJson> r =
       RunTorchSide(script, spec, work + "/pytorch.json", work + "/pytorch.log", *run.progress);
@@ -153,9 +173,9 @@ int Main(int argc, char** argv) {
     return 2;
   }
 #ifdef _OPENMP
-  omp_set_num_threads(kThreads);
+  omp_set_num_threads(args->threads);
 #endif
-  Eigen::setNbThreads(kThreads);
+  Eigen::setNbThreads(args->threads);
   KgradRun run;
   run.profile = args->profile;
   if (args->quick) run.budget = TimingBudget{1, 0.3, 3, 10};
@@ -175,17 +195,19 @@ int Main(int argc, char** argv) {
   Report report;
   report.build_sizes = run.shapes.build_sizes;
   TensorManifest tensors;
-  bool kgrad_ok = RunKgrad(run, &report.kgrad, &tensors);
+  bool kgrad_ok = RunKgrad(run, args->only, &report.kgrad, &tensors);
   std::string version;
   absl::Status torch = RunTorch(*args, argv[0], run, tensors, work, &report.torch, &version);
   if (!torch.ok()) progress.Note(absl::StrCat("suite: PyTorch column missing: ", torch.message()));
   progress.Finish();
   fs::remove_all(work, ec);
 
+  std::string command_args;
+  for (int i = 1; i < argc; ++i) absl::StrAppend(&command_args, " ", argv[i]);
   report.meta = {
       {"date", Now()},
-      {"command", absl::StrCat("./bazelw run //bench:suite", args->quick ? " -- --quick" : "")},
-      {"machine", absl::StrCat(CpuModel(), ", ", sysconf(_SC_NPROCESSORS_ONLN), " cores; both sides on ", kThreads,
+      {"command", absl::StrCat("./bazelw run //bench:suite", command_args.empty() ? "" : " --", command_args)},
+      {"machine", absl::StrCat(CpuModel(), ", ", sysconf(_SC_NPROCESSORS_ONLN), " cores; both sides on ", args->threads,
                                " threads, float32")},
       {"PyTorch", torch.ok() ? absl::StrCat(version, " (", Python(), ")")
                              : absl::StrCat("missing: ", torch.message())},
