@@ -18,6 +18,9 @@ double Get(const Metrics& m, const std::string& key) {
   return it == m.end() ? kNaN : it->second;
 }
 
+// A count or rate for a metric's label ("n/a" when it was not measured).
+std::string Label(double v) { return std::isfinite(v) ? absl::StrFormat("%.0f", v) : "n/a"; }
+
 // pass when `ok` holds for a finite value; unknown otherwise.
 std::optional<bool> Judge(double v, bool ok) {
   if (!std::isfinite(v)) return std::nullopt;
@@ -84,7 +87,7 @@ void MlpRows(const SuiteShapes& s, Rows& rows) {
   double k = flops / (rows.K("mlp.step_ms") * 1e6), t = flops / (rows.T("mlp.step_ms") * 1e6);
   rows.Add(sc, "step GFLOP/s (matmul FLOPs)", "mlp.step_gflops", k, t);
   double sgemm = rows.K("sgemm_gflops");
-  Row& pct = rows.Add(sc, absl::StrFormat("step GFLOP/s as %% of Eigen sgemm (%.0f GFLOP/s)", sgemm),
+  Row& pct = rows.Add(sc, absl::StrCat("step GFLOP/s as % of Eigen sgemm (", Label(sgemm), " GFLOP/s)"),
                       "mlp.step_pct_sgemm", 100 * k / sgemm, 100 * t / sgemm);
   pct.target = ">= 60%";
   pct.pass = Judge(pct.kgrad, pct.kgrad >= 60);
@@ -105,11 +108,11 @@ void ChainRows(Rows& rows) {
   // Both sides divided by the nodes kgrad's optimised gradient graph executes, so
   // the ratio is the time ratio (PyTorch does comparable work per node).
   double nodes = rows.K("chain.step_nodes");
-  AtMost(rows.Add(sc, absl::StrFormat("per-node overhead, step (us; %.0f nodes)", nodes), "chain.step_us_per_node",
+  AtMost(rows.Add(sc, absl::StrCat("per-node overhead, step (us; ", Label(nodes), " nodes)"), "chain.step_us_per_node",
                   rows.K("chain.step_ms") * 1e3 / nodes, rows.T("chain.step_ms") * 1e3 / nodes),
          0.3, "<= 0.3 us");
   double fwd_nodes = rows.K("chain.fwd_nodes");
-  rows.Add(sc, absl::StrFormat("per-node overhead, forward (us; %.0f nodes)", fwd_nodes), "chain.fwd_us_per_node",
+  rows.Add(sc, absl::StrCat("per-node overhead, forward (us; ", Label(fwd_nodes), " nodes)"), "chain.fwd_us_per_node",
            rows.K("chain.fwd_ms") * 1e3 / fwd_nodes, rows.T("chain.fwd_ms") * 1e3 / fwd_nodes);
   LossRow(rows, sc, "chain");
 }
@@ -131,9 +134,10 @@ void BuildRows(const SuiteShapes& s, Rows& rows) {
   const std::string sc = "5. grad build + optimise";
   for (int n : s.build_sizes) {
     std::string key = absl::StrCat("ad_build.", n, "_ms");
-    Row& row = rows.Both(sc, absl::StrFormat("%s nodes (ms; %.0f nodes after)", Nodes(n),
-                                             rows.K(absl::StrCat("ad_build.", n, "_nodes_after"))),
-                         key);
+    Row& row = rows.Both(
+        sc, absl::StrCat(Nodes(n), " nodes (ms; ", Label(rows.K(absl::StrCat("ad_build.", n, "_nodes_after"))),
+                         " nodes after)"),
+        key);
     if (n == 10000) AtMost(row, 100, "<= 100 ms");
   }
   // ~linear: 10x the nodes should cost ~10x the time; 12.5x allows n log n.
