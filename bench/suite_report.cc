@@ -76,10 +76,11 @@ struct Series {
   std::vector<std::pair<double, double>> points;  // (nodes, ms), both > 0
 };
 
-std::string NodesLabel(double n) {
-  if (n >= 1e6) return absl::StrCat(Fmt(n / 1e6), "M");
-  if (n >= 1e3) return absl::StrCat(Fmt(n / 1e3), "k");
-  return Fmt(n);
+// A decade tick: "100", "10k", "1M", "0.1".
+std::string Decade(double v) {
+  if (v >= 1e6) return absl::StrFormat("%gM", v / 1e6);
+  if (v >= 1e3) return absl::StrFormat("%gk", v / 1e3);
+  return absl::StrFormat("%g", v);
 }
 
 }  // namespace
@@ -105,7 +106,7 @@ std::string BuildTimeSvg(const Report& r) {
   if (x1 == 0) x0 = 1e3, x1 = 1e5, y0 = 1, y1 = 1e3;
   double lx0 = std::floor(std::log10(x0)), lx1 = std::max(lx0 + 1, std::ceil(std::log10(x1)));
   double ly0 = std::floor(std::log10(y0)), ly1 = std::max(ly0 + 1, std::ceil(std::log10(y1)));
-  const double w = 640, h = 420, left = 80, right = 20, top = 50, bottom = 60;
+  const double w = 640, h = 420, left = 80, right = 70, top = 50, bottom = 60;
   auto px = [&](double x) { return left + (std::log10(x) - lx0) / (lx1 - lx0) * (w - left - right); };
   auto py = [&](double y) { return h - bottom - (std::log10(y) - ly0) / (ly1 - ly0) * (h - top - bottom); };
   std::string svg = absl::StrFormat(
@@ -124,14 +125,14 @@ std::string BuildTimeSvg(const Report& r) {
     absl::StrAppendFormat(&svg,
                           "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#ddd\"/>\n"
                           "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%s</text>\n",
-                          x, top, x, h - bottom, x, h - bottom + 18, NodesLabel(std::pow(10, e)));
+                          x, top, x, h - bottom, x, h - bottom + 18, Decade(std::pow(10, e)));
   }
   for (double e = ly0; e <= ly1; ++e) {
     double y = py(std::pow(10, e));
     absl::StrAppendFormat(&svg,
                           "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#ddd\"/>\n"
                           "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">%s ms</text>\n",
-                          left, y, w - right, y, left - 6, y + 4, Fmt(std::pow(10, e)));
+                          left, y, w - right, y, left - 6, y + 4, absl::StrFormat("%g", std::pow(10, e)));
   }
   absl::StrAppendFormat(&svg, "<text x=\"%.0f\" y=\"%.0f\" text-anchor=\"middle\">nodes in the program</text>\n",
                         (left + w - right) / 2, h - 20);

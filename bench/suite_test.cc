@@ -160,8 +160,10 @@ TEST(SuiteReportTest, SvgPlotsOnePolylinePerSideWithData) {
   ASSERT_NE(first, std::string::npos);
   EXPECT_EQ(svg.find("<polyline", first + 1), std::string::npos);  // no PyTorch data
   // Decades 1k..100k on x and 10..1000 ms on y: the points lie on the diagonal
-  // from the bottom-left corner (80, 360) to the top-right one (620, 50).
-  EXPECT_TRUE(absl::StrContains(svg, R"(points="80.0,360.0 350.0,205.0 620.0,50.0")")) << svg;
+  // from the bottom-left corner (80, 360) to the top-right one (570, 50).
+  EXPECT_TRUE(absl::StrContains(svg, R"(points="80.0,360.0 325.0,205.0 570.0,50.0")")) << svg;
+  EXPECT_TRUE(absl::StrContains(svg, ">10k</text>")) << svg;
+  EXPECT_TRUE(absl::StrContains(svg, ">100 ms</text>")) << svg;
   r.torch = {{"ad_build.1000_ms", 20}, {"ad_build.10000_ms", 200}};
   svg = BuildTimeSvg(r);
   first = svg.find("<polyline");
