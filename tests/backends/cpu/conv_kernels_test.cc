@@ -411,6 +411,10 @@ std::vector<PoolCase> PoolCases() {
   return {
       {"k2_default_stride", {2, 3, 6, 8}, {2, 2}},
       {"k2_default_stride_odd_input", {1, 2, 7, 5}, {2, 2}},
+      // 2x2 at stride 2 has its own loops: many planes over the threads, long rows.
+      {"k2_many_planes", {4, 8, 28, 30}, {2, 2}},
+      {"k2_explicit_stride2_pad0", {2, 3, 9, 6}, {2, 2}, {2, 2}, {0, 0}},
+      {"k2_stride2_pad1_general", {2, 3, 8, 6}, {2, 2}, {2, 2}, {1, 1}},
       {"k3_s2_pad1_overlap", {2, 3, 9, 8}, {3, 3}, {2, 2}, {1, 1}},
       {"k3x2_asym_pad", {2, 2, 7, 9}, {3, 2}, {1, 2}, {2, 0, 1, 1}},
       {"k1", {2, 3, 4, 5}, {1, 1}},
