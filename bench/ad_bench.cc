@@ -6,28 +6,14 @@
 #include <benchmark/benchmark.h>
 
 #include "ad/grad_operation.h"
-#include "core/builder.h"
+#include "bench/chain_program.h"
 #include "core/passes/optimize.h"
 #include "ops/registry.h"
 
 namespace kgrad {
 namespace {
 
-FuncGraph* BuildChain(Module* m, int n) {
-  GraphBuilder b(m, "chain");
-  AnfNode* x = b.Param("x", DType::kFloat32, {16});
-  AnfNode* y = x;
-  AnfNode* side = x;
-  for (int i = 0; i < n; ++i) {
-    switch (i % 4) {
-      case 0: y = b.Op(PrimId::kTanh, {y}); break;
-      case 1: y = b.Op(PrimId::kMul, {y, side}); break;
-      case 2: y = b.Op(PrimId::kAdd, {y, x}); break;
-      default: side = y; y = b.Op(PrimId::kSin, {y}); break;
-    }
-  }
-  return b.Return(b.Op(PrimId::kReduceSum, {y})).value();
-}
+using bench::BuildChain;
 
 void BM_GradAndOptimize(benchmark::State& state) {
   const int n = static_cast<int>(state.range(0));

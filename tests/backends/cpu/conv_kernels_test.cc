@@ -411,6 +411,10 @@ std::vector<PoolCase> PoolCases() {
   return {
       {"k2_default_stride", {2, 3, 6, 8}, {2, 2}},
       {"k2_default_stride_odd_input", {1, 2, 7, 5}, {2, 2}},
+      // 2x2 at stride 2 has its own loops: many planes over the threads, long rows.
+      {"k2_many_planes", {4, 8, 28, 30}, {2, 2}},
+      {"k2_explicit_stride2_pad0", {2, 3, 9, 6}, {2, 2}, {2, 2}, {0, 0}},
+      {"k2_stride2_pad1_general", {2, 3, 8, 6}, {2, 2}, {2, 2}, {1, 1}},
       {"k3_s2_pad1_overlap", {2, 3, 9, 8}, {3, 3}, {2, 2}, {1, 1}},
       {"k3x2_asym_pad", {2, 2, 7, 9}, {3, 2}, {1, 2}, {2, 0, 1, 1}},
       {"k1", {2, 3, 4, 5}, {1, 1}},
@@ -548,6 +552,42 @@ TEST(PoolKernelEdgeTest, NaNPropagatesAndReceivesTheGradient) {
   EXPECT_TRUE(std::isnan(ToDoubles(y)[0]));
   Tensor dx = RunOk(PrimId::kMaxPool2dGrad, {x, MakeTensor(F64, {1, 1, 1, 1}, {5})}, a);
   ExpectClose(dx, F64, {1, 1, 2, 2}, {0, 5, 0, 0});
+}
+
+// 2x2 windows at stride 2 run their own loops; a right padding of one column on
+// an even width gives the same windows through the general loops. Both must
+// agree on NaNs (the first NaN of a window takes the gradient) and ties.
+TEST(PoolKernelEdgeTest, TwoByTwoLoopsMatchTheGeneralOnes) {
+  std::mt19937_64 rng(Seed("2x2_vs_general", F32));
+  for (DType dtype : {F32, F64}) {
+    std::vector<double> xv = ToDoubles(RandomTensor(dtype, {2, 3, 6, 40}, rng, -2.0, 2.0));
+    for (size_t i = 0; i < xv.size(); ++i) {
+      xv[i] = std::floor(xv[i]);                   // ties
+      if (rng() % 9 == 0) xv[i] = kNaN;            // some windows hold one NaN, some two
+    }
+    Tensor x = MakeTensor(dtype, {2, 3, 6, 40}, xv);
+    Tensor dy = RandomTensor(dtype, {2, 3, 3, 20}, rng);
+    Tensor ddx = RandomTensor(dtype, {2, 3, 6, 40}, rng);
+    AttrMap fast = {{"kernel", AttrValue(Ints{2, 2})}};
+    AttrMap general = {{"kernel", AttrValue(Ints{2, 2})},
+                       {"stride", AttrValue(Ints{2, 2})},
+                       {"padding", AttrValue(Ints{0, 0, 0, 1})}};
+    for (auto [id, in] : std::vector<std::pair<PrimId, std::vector<Value>>>{
+             {PrimId::kMaxPool2d, {x}}, {PrimId::kMaxPool2dGrad, {x, dy}}, {PrimId::kMaxPool2dGradGrad, {x, ddx}}}) {
+      std::vector<double> a = ToDoubles(RunOk(id, in, fast)), b = ToDoubles(RunOk(id, in, general));
+      ASSERT_EQ(a.size(), b.size());
+      int nans = 0;
+      for (size_t i = 0; i < a.size(); ++i) {
+        nans += std::isnan(b[i]) ? 1 : 0;
+        if (std::isnan(b[i])) {
+          EXPECT_TRUE(std::isnan(a[i])) << i;
+        } else {
+          EXPECT_EQ(a[i], b[i]) << i;
+        }
+      }
+      if (id == PrimId::kMaxPool2d) EXPECT_GT(nans, 10);  // the NaN paths ran
+    }
+  }
 }
 
 // A window far wider than the padded input costs time in the input's size only.

@@ -474,6 +474,16 @@ TEST(ElementwiseKernelTest, SelectMatchesBroadcastReference) {
       {{300, 400}, {300, 400}, {300, 400}, {300, 400}},
       {{1, 400}, {300, 1}, {}, {300, 400}},
       {{70000}, {2, 70000}, {1}, {2, 70000}},
+      // Long rows (vector bodies and a tail) for every mix of contiguous and
+      // broadcast operands (the kernel has one loop per mix); relu's backward
+      // is the second one.
+      {{3, 1037}, {3, 1037}, {3, 1037}, {3, 1037}},
+      {{3, 1037}, {3, 1037}, {}, {3, 1037}},
+      {{3, 1037}, {}, {3, 1037}, {3, 1037}},
+      {{3, 1037}, {3, 1}, {1}, {3, 1037}},
+      {{3, 1}, {1037}, {3, 1037}, {3, 1037}},
+      {{}, {3, 1037}, {3, 1}, {3, 1037}},
+      {{1}, {3, 1}, {1037}, {3, 1037}},
   };
   std::mt19937_64 rng(kSeed);
   for (DType t : {kF32, kF64, kI32, kI64, kBool}) {

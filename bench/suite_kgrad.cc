@@ -1,0 +1,222 @@
+#include "bench/suite_kgrad.h"
+
+#include <algorithm>
+#include <fstream>
+#include <memory>
+
+#include "absl/strings/str_cat.h"
+#include "ad/grad_operation.h"
+#include "ad/jvp.h"
+#include "backends/cpu/constant_evaluator.h"
+#include "backends/executor.h"
+#include "bench/chain_program.h"
+#include "core/passes/optimize.h"
+#include "core/status_macros.h"
+#include "core/tensor.h"
+#include "examples/programs.h"
+#include "ops/registry.h"
+
+namespace kgrad {
+namespace bench {
+namespace {
+
+absl::Status WriteTensor(const std::string& dir, const std::string& program, const std::string& name,
+                         const Tensor& t, TensorManifest* manifest) {
+  if (t.dtype() != DType::kFloat32) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(program, ": tensor '", name, "' is ", t.TypeString(), ", expected f32"));
+  }
+  TensorFile f{name, absl::StrCat(program, "_", name, ".f32"), {t.shape().begin(), t.shape().end()}};
+  std::string path = absl::StrCat(dir, "/", f.file);
+  std::ofstream os(path, std::ios::binary);
+  os.write(static_cast<const char*>(t.raw_data()), static_cast<std::streamsize>(t.nbytes()));
+  if (!os) return absl::InternalError(absl::StrCat("cannot write tensor file ", path));
+  (*manifest)[program].push_back(std::move(f));
+  return absl::OkStatus();
+}
+
+// Writes f's inputs (by parameter name) and the module's weights.
+absl::Status WriteProgramTensors(const KgradRun& run, const std::string& program, const Module& m,
+                                 FuncGraph* f, const std::vector<Value>& args, TensorManifest* manifest) {
+  for (size_t i = 0; i < args.size(); ++i) {
+    KGRAD_RETURN_IF_ERROR(WriteTensor(run.tensor_dir, program, f->parameters()[i]->name(), args[i].tensor(),
+                                      manifest));
+  }
+  for (const auto& w : m.weights()) {
+    if (!w->default_value().has_value()) {
+      return absl::InvalidArgumentError(absl::StrCat(program, ": weight '", w->name(), "' has no value"));
+    }
+    KGRAD_RETURN_IF_ERROR(WriteTensor(run.tensor_dir, program, w->name(), *w->default_value(), manifest));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<double> ScalarOf(const absl::StatusOr<Value>& v, const std::string& what) {
+  if (!v.ok()) return v.status();
+  if (!v->is_tensor() || v->tensor().NumElements() != 1) {
+    return absl::InternalError(absl::StrCat(what, ": expected a scalar tensor, got ", v->TypeString()));
+  }
+  return v->tensor().ElementAsDouble(0);
+}
+
+// Runs `e` once and fails with its status (timing loops then ignore results).
+absl::Status Check(const Executor& e, const std::vector<Value>& args, const std::string& what) {
+  absl::StatusOr<Value> r = e.Run(args);
+  if (!r.ok()) return absl::Status(r.status().code(), absl::StrCat(what, ": ", r.status().message()));
+  return absl::OkStatus();
+}
+
+int64_t ResidentBytes(const Module& m, const std::vector<Value>& args) {
+  int64_t bytes = 0;
+  for (const auto& w : m.weights()) {
+    if (w->default_value().has_value()) bytes += static_cast<int64_t>(w->default_value()->nbytes());
+  }
+  for (const Value& a : args) bytes += a.is_tensor() ? static_cast<int64_t>(a.tensor().nbytes()) : 0;
+  return bytes;
+}
+
+// The allocator's high-water mark during a run, counting the weights and inputs
+// (already allocated before it) once: peak - in use before + their bytes, so
+// that whatever else the process holds does not count. The largest of 3 runs.
+int64_t PeakBytes(const Executor& e, const Module& m, const std::vector<Value>& args) {
+  int64_t peak = 0;
+  for (int i = 0; i < 3; ++i) {
+    AllocatorStats before = CpuAllocatorStats();
+    ResetCpuAllocatorPeak();
+    {
+      absl::StatusOr<Value> r = e.Run(args);
+    }
+    peak = std::max(peak, CpuAllocatorStats().peak_bytes_in_use - before.bytes_in_use);
+  }
+  return peak + ResidentBytes(m, args);
+}
+
+// One run's time per primitive, on stderr (--profile: where a miss comes from).
+void Note(const KgradRun& run, const std::string& what, const Executor& e, const std::vector<Value>& args) {
+  Profile profile;
+  (void)e.Run(args, {}, &profile);
+  run.progress->Note(absl::StrCat("profile of the kgrad ", what, ":\n", profile.ToString()));
+}
+
+std::vector<Parameter*> Weights(const Module& m) {
+  std::vector<Parameter*> w;
+  for (const auto& p : m.weights()) w.push_back(p.get());
+  return w;
+}
+
+struct ModelCase {
+  std::string key;       // "mlp", "conv"
+  std::string label;     // for the progress bar
+  bool jvp = false;
+};
+
+// Forward, step (loss + weight gradients, optimised as ratio_bench does) and
+// optionally the Jvp (tangents: the inputs themselves) of a loss program.
+absl::Status MeasureModel(const KgradRun& run, const ModelCase& c, Module& m, FuncGraph* f, Metrics* out,
+                          TensorManifest* tensors) {
+  std::vector<Value> args = programs::RandomInputs(f, run.shapes.seed);
+  KGRAD_RETURN_IF_ERROR(WriteProgramTensors(run, c.key, m, f, args, tensors));
+  CpuConstantEvaluator evaluator;
+  OptimizeOptions oo;
+  oo.evaluator = &evaluator;
+  ValueAndGradOptions vo;
+  vo.argnums.clear();
+  vo.weights = Weights(m);
+  KGRAD_ASSIGN_OR_RETURN(FuncGraph* step, ValueAndGrad(m, f, vo));
+  KGRAD_RETURN_IF_ERROR(Optimize(m, step, oo).status());
+  KGRAD_ASSIGN_OR_RETURN(std::unique_ptr<Executor> ef, Executor::Create(f));
+  KGRAD_ASSIGN_OR_RETURN(std::unique_ptr<Executor> es, Executor::Create(step));
+  KGRAD_ASSIGN_OR_RETURN((*out)[c.key + ".loss"], ScalarOf(ef->Run(args), c.key + " forward"));
+  KGRAD_RETURN_IF_ERROR(Check(*es, args, c.key + " step"));
+  (*out)[c.key + ".fwd_ms"] = MedianMs([&] { (void)ef->Run(args); }, run.budget);
+  run.progress->Done(c.label + " forward (kgrad)");
+  (*out)[c.key + ".step_ms"] = MedianMs([&] { (void)es->Run(args); }, run.budget);
+  (*out)[c.key + ".step_nodes"] = es->stats().steps;
+  if (run.profile) Note(run, c.key + " step", *es, args);
+  (*out)[c.key + ".peak_bytes"] = static_cast<double>(PeakBytes(*es, m, args));
+  run.progress->Done(c.label + " step (kgrad)");
+  if (!c.jvp) return absl::OkStatus();
+  KGRAD_ASSIGN_OR_RETURN(FuncGraph* jvp, Jvp(m, f));
+  KGRAD_ASSIGN_OR_RETURN(std::unique_ptr<Executor> ej, Executor::Create(jvp));
+  std::vector<Value> jargs = args;
+  for (const Value& a : args) jargs.push_back(a);
+  KGRAD_RETURN_IF_ERROR(Check(*ej, jargs, c.key + " jvp"));
+  (*out)[c.key + ".jvp_ms"] = MedianMs([&] { (void)ej->Run(jargs); }, run.budget);
+  run.progress->Done(c.label + " jvp (kgrad)");
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status MeasureMlp(const KgradRun& run, Metrics* out, TensorManifest* tensors) {
+  Module m(DefaultRegistry());
+  FuncGraph* f = programs::Mlp(&m, run.shapes.mlp_batch, run.shapes.mlp_sizes, DType::kFloat32);
+  return MeasureModel(run, {"mlp", "MLP", true}, m, f, out, tensors);
+}
+
+absl::Status MeasureConvNet(const KgradRun& run, Metrics* out, TensorManifest* tensors) {
+  const SuiteShapes& s = run.shapes;
+  Module m(DefaultRegistry());
+  FuncGraph* f = programs::ConvNet(&m, s.conv_batch, s.conv_hw, s.conv_c1, s.conv_c2, s.conv_classes,
+                                   DType::kFloat32);
+  return MeasureModel(run, {"conv", "conv net", false}, m, f, out, tensors);
+}
+
+absl::Status MeasureChain(const KgradRun& run, Metrics* out, TensorManifest* tensors) {
+  Module m(DefaultRegistry());
+  FuncGraph* f = BuildChain(&m, run.shapes.chain_ops, run.shapes.chain_width);
+  std::vector<Value> args = programs::RandomInputs(f, run.shapes.seed);
+  KGRAD_RETURN_IF_ERROR(WriteProgramTensors(run, "chain", m, f, args, tensors));
+  ValueAndGradOptions vo;  // d/dx, with the value (as the PyTorch side computes)
+  KGRAD_ASSIGN_OR_RETURN(FuncGraph* step, ValueAndGrad(m, f, vo));
+  KGRAD_RETURN_IF_ERROR(Optimize(m, step).status());
+  KGRAD_ASSIGN_OR_RETURN(FuncGraph* jvp, Jvp(m, f));
+  KGRAD_ASSIGN_OR_RETURN(std::unique_ptr<Executor> ef, Executor::Create(f));
+  KGRAD_ASSIGN_OR_RETURN(std::unique_ptr<Executor> es, Executor::Create(step));
+  KGRAD_ASSIGN_OR_RETURN(std::unique_ptr<Executor> ej, Executor::Create(jvp));
+  std::vector<Value> jargs = {args[0], args[0]};
+  KGRAD_ASSIGN_OR_RETURN((*out)["chain.loss"], ScalarOf(ef->Run(args), "chain forward"));
+  KGRAD_RETURN_IF_ERROR(Check(*es, args, "chain step"));
+  KGRAD_RETURN_IF_ERROR(Check(*ej, jargs, "chain jvp"));
+  (*out)["chain.fwd_ms"] = MedianMs([&] { (void)ef->Run(args); }, run.budget);
+  (*out)["chain.fwd_nodes"] = ef->stats().steps;
+  run.progress->Done("chain forward (kgrad)");
+  (*out)["chain.step_ms"] = MedianMs([&] { (void)es->Run(args); }, run.budget);
+  (*out)["chain.step_nodes"] = es->stats().steps;
+  if (run.profile) Note(run, "chain step", *es, args);
+  run.progress->Done("chain step (kgrad)");
+  (*out)["chain.jvp_ms"] = MedianMs([&] { (void)ej->Run(jargs); }, run.budget);
+  (*out)["chain.jvp_nodes"] = ej->stats().steps;
+  run.progress->Done("chain jvp (kgrad)");
+  return absl::OkStatus();
+}
+
+absl::Status MeasureAdBuild(const KgradRun& run, Metrics* out) {
+  for (int n : run.shapes.build_sizes) {
+    std::unique_ptr<Module> m;
+    FuncGraph* f = nullptr;
+    absl::Status status;
+    int64_t nodes_after = 0;
+    auto setup = [&] {
+      m = std::make_unique<Module>(DefaultRegistry());
+      f = BuildChain(m.get(), n, run.shapes.chain_width);
+    };
+    auto build = [&] {
+      absl::StatusOr<FuncGraph*> g = GradOperation()(*m, f);
+      absl::StatusOr<std::string> log = g.ok() ? Optimize(*m, *g) : g.status();
+      if (!log.ok()) status.Update(log.status());
+    };
+    // The largest graph takes a good fraction of a second per build: 3 runs.
+    TimingBudget budget = run.budget;
+    if (n >= 100000) budget.warmup = std::min(budget.warmup, 1);
+    (*out)[absl::StrCat("ad_build.", n, "_ms")] = MedianMs(build, budget, n >= 100000 ? 3 : -1, setup);
+    KGRAD_RETURN_IF_ERROR(status);
+    for (const auto& g : m->graphs()) nodes_after += static_cast<int64_t>(g->owned_nodes().size());
+    (*out)[absl::StrCat("ad_build.", n, "_nodes_after")] = static_cast<double>(nodes_after);
+    run.progress->Done(absl::StrCat("AD build ", n, " (kgrad)"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace bench
+}  // namespace kgrad

@@ -1,0 +1,244 @@
+// kgrad's benchmark suite, side by side with PyTorch (issue 7):
+//   ./bazelw run //bench:suite [-- --quick] [-- --out DIR] [-- --no-torch]
+// Measures six scenarios on kgrad (bench/suite_kgrad.h), then runs
+// bench/torch_side.py under /usr/bin/python3 on the very same weights and inputs,
+// and writes DIR/latest.json, DIR/latest.md (also printed) and DIR/ad_build.svg.
+// DIR defaults to bench/results in the workspace. Progress goes to stderr.
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "Eigen/Core"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "bench/suite_kgrad.h"
+#include "bench/suite_report.h"
+#include "bench/suite_rows.h"
+#include "bench/suite_torch.h"
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+namespace kgrad {
+namespace bench {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Both sides run on this many threads unless --threads says otherwise (the
+// machines have 2 cores).
+constexpr int kDefaultThreads = 2;
+
+struct Args {
+  bool quick = false;
+  bool torch = true;
+  bool profile = false;
+  int threads = kDefaultThreads;
+  std::string only;  // one kgrad scenario (for profiling); implies --no-torch
+  std::string out;
+};
+
+const char kUsage[] =
+    "usage: suite [--quick] [--out DIR] [--no-torch] [--profile] [--threads N]\n"
+    "             [--only mlp|conv|chain|build]\n"
+    "  --quick     fewer repetitions (a smoke run, ~1-2 minutes)\n"
+    "  --out DIR   where latest.json, latest.md, ad_build.svg go (default: bench/results)\n"
+    "  --no-torch  skip the PyTorch side (its column shows n/a)\n"
+    "  --profile   print kgrad's time per primitive of each step (stderr)\n"
+    "  --threads N both sides on N threads (default 2)\n"
+    "  --only S    run one kgrad scenario only, no PyTorch (for perf record)\n";
+
+absl::StatusOr<Args> ParseArgs(int argc, char** argv) {
+  Args a;
+  for (int i = 1; i < argc; ++i) {
+    std::string s = argv[i];
+    if (s == "--quick") {
+      a.quick = true;
+    } else if (s == "--no-torch") {
+      a.torch = false;
+    } else if (s == "--profile") {
+      a.profile = true;
+    } else if (s == "--threads" && i + 1 < argc) {
+      a.threads = std::atoi(argv[++i]);
+      if (a.threads < 1 || a.threads > 256) {
+        return absl::InvalidArgumentError(absl::StrCat("--threads takes 1..256, not '", argv[i], "'"));
+      }
+    } else if (s == "--only" && i + 1 < argc) {
+      a.only = argv[++i];
+      a.torch = false;
+      if (a.only != "mlp" && a.only != "conv" && a.only != "chain" && a.only != "build") {
+        return absl::InvalidArgumentError(absl::StrCat("--only takes mlp, conv, chain or build, not '", a.only, "'"));
+      }
+    } else if (s == "--out" && i + 1 < argc) {
+      a.out = argv[++i];
+    } else if (s.rfind("--out=", 0) == 0) {
+      a.out = s.substr(6);
+    } else {
+      return absl::InvalidArgumentError(absl::StrCat("unknown argument '", s, "'"));
+    }
+  }
+  // `bazel run` starts us in the runfiles tree; results belong in the workspace.
+  const char* ws = std::getenv("BUILD_WORKSPACE_DIRECTORY");
+  std::string root = ws != nullptr ? ws : ".";
+  // A partial run must not replace the suite's results.
+  if (a.out.empty() && !a.only.empty()) a.out = "/tmp/kgrad_suite_" + a.only;
+  if (a.out.empty()) a.out = root + "/bench/results";
+  if (ws != nullptr && fs::path(a.out).is_relative()) a.out = root + "/" + a.out;
+  return a;
+}
+
+std::string FindScript(const char* argv0) {
+  std::vector<std::string> candidates;
+  if (const char* ws = std::getenv("BUILD_WORKSPACE_DIRECTORY")) candidates.push_back(std::string(ws) + "/bench");
+  candidates.push_back("bench");  // runfiles (bazel run's working directory) or the workspace
+  candidates.push_back(std::string(argv0) + ".runfiles/kgrad/bench");
+  for (const std::string& dir : candidates) {
+    std::string path = dir + "/torch_side.py";
+    if (access(path.c_str(), R_OK) == 0) return fs::absolute(path).string();
+  }
+  return "";
+}
+
+std::string Now() {
+  std::time_t t = std::time(nullptr);
+  char buf[64];
+  std::strftime(buf, sizeof(buf), "%Y-%m-%d %H:%M:%S UTC", std::gmtime(&t));
+  return buf;
+}
+
+std::string CpuModel() {
+  std::ifstream is("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(is, line)) {
+    if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
+  }
+  return "unknown CPU";
+}
+
+absl::Status WriteText(const std::string& path, const std::string& text) {
+  std::ofstream os(path);
+  os << text;
+  os.close();
+  if (!os) return absl::InternalError(absl::StrCat("cannot write ", path));
+  return absl::OkStatus();
+}
+
+// The kgrad side: every scenario, failures noted (the report shows n/a) rather
+// than ending the run.
+bool RunKgrad(const KgradRun& run, const std::string& only, Metrics* out, TensorManifest* tensors) {
+  bool ok = true;
+  auto check = [&](const std::string& what, const absl::Status& s) {
+    if (s.ok()) return;
+    ok = false;
+    run.progress->Note(absl::StrCat("suite: kgrad ", what, " failed: ", s.ToString()));
+  };
+  auto wanted = [&](const char* s) { return only.empty() || only == s; };
+  if (only.empty()) MeasureSgemm(run, out);
+  if (wanted("mlp")) check("MLP", MeasureMlp(run, out, tensors));
+  if (wanted("conv")) check("conv net", MeasureConvNet(run, out, tensors));
+  if (wanted("chain")) check("chain", MeasureChain(run, out, tensors));
+  if (wanted("build")) check("AD build", MeasureAdBuild(run, out));
+  return ok;
+}
+
+// The PyTorch side; its status says why the column is missing.
+absl::Status RunTorch(const Args& args, const char* argv0, const KgradRun& run, const TensorManifest& tensors,
+                      const std::string& work, Metrics* out, std::string* version) {
+  if (!args.torch) return absl::CancelledError("skipped (--no-torch)");
+  std::string script = FindScript(argv0);
+  if (script.empty()) return absl::NotFoundError("bench/torch_side.py not found");
+  absl::Status have = EnsureTorch(*run.progress);
+  if (!have.ok()) return have;
+  std::string spec = work + "/spec.json";
+  absl::Status w = WriteText(spec, TorchSpecJson(run.shapes, run.budget, args.threads, run.tensor_dir, tensors));
+  if (!w.ok()) return w;
+  absl::StatusOr<FlatJson> r =
+      RunTorchSide(script, spec, work + "/pytorch.json", work + "/pytorch.log", *run.progress);
+  if (!r.ok()) return r.status();
+  *out = r->numbers;
+  *version = r->strings["version"];
+  return absl::OkStatus();
+}
+
+int Main(int argc, char** argv) {
+  absl::StatusOr<Args> args = ParseArgs(argc, argv);
+  if (!args.ok()) {
+    std::fprintf(stderr, "suite: %s\n%s", std::string(args.status().message()).c_str(), kUsage);
+    return 2;
+  }
+#ifdef _OPENMP
+  omp_set_num_threads(args->threads);
+#endif
+  Eigen::setNbThreads(args->threads);
+  KgradRun run;
+  run.profile = args->profile;
+  if (args->quick) run.budget = TimingBudget{1, 0.3, 3, 10};
+  std::error_code ec;
+  fs::create_directories(args->out, ec);
+  char work_template[] = "/tmp/kgrad_suite_XXXXXX";
+  if (ec || mkdtemp(work_template) == nullptr) {
+    std::fprintf(stderr, "suite: cannot create %s or a work directory in /tmp\n", args->out.c_str());
+    return 1;
+  }
+  std::string work = work_template;
+  run.tensor_dir = work;
+  int stages = 1 + 3 + 2 + 3 + static_cast<int>(run.shapes.build_sizes.size());
+  Progress progress(args->torch ? 2 * stages : stages);
+  run.progress = &progress;
+
+  Report report;
+  report.build_sizes = run.shapes.build_sizes;
+  TensorManifest tensors;
+  bool kgrad_ok = RunKgrad(run, args->only, &report.kgrad, &tensors);
+  std::string version;
+  absl::Status torch = RunTorch(*args, argv[0], run, tensors, work, &report.torch, &version);
+  if (!torch.ok()) progress.Note(absl::StrCat("suite: PyTorch column missing: ", torch.message()));
+  progress.Finish();
+  fs::remove_all(work, ec);
+
+  std::string command_args;
+  for (int i = 1; i < argc; ++i) absl::StrAppend(&command_args, " ", argv[i]);
+  report.meta = {
+      {"date", Now()},
+      {"command", absl::StrCat("./bazelw run //bench:suite", command_args.empty() ? "" : " --", command_args)},
+      {"machine", absl::StrCat(CpuModel(), ", ", sysconf(_SC_NPROCESSORS_ONLN), " cores; both sides on ", args->threads,
+                               " threads, float32")},
+      {"PyTorch", torch.ok() ? absl::StrCat(version, " (", Python(), ")")
+                             : absl::StrCat("missing: ", torch.message())},
+      {"timing", absl::StrCat("median of ", run.budget.min_reps, "-", run.budget.max_reps, " runs (", run.budget.budget_s,
+                              " s budget each) after ", run.budget.warmup, " warm-up runs")},
+  };
+  AddRows(run.shapes, &report);
+  report.notes.insert(report.notes.begin(),
+                      {"kgrad / PyTorch: below 1 means kgrad is faster (for times) or smaller.",
+                       "step = loss and the gradients of all weights (MLP, conv) or of x (chain); PyTorch: "
+                       "torch.autograd.grad. forward: PyTorch under no_grad. Jvp tangents: the inputs themselves; "
+                       "PyTorch: torch.autograd.forward_ad.",
+                       "MLP FLOPs = forward + weight-gradient + input-gradient matmuls (no dx for layer 1).",
+                       "Chain per-node overhead: step time / nodes kgrad executes, for both sides.",
+                       "Grad build, PyTorch column: eager forward + backward of the same chain (PyTorch builds its "
+                       "tape while running), a reference only."});
+  std::string md = ToMarkdown(report);
+  absl::Status written = WriteText(args->out + "/latest.json", ToJson(report));
+  written.Update(WriteText(args->out + "/latest.md", md));
+  written.Update(WriteText(args->out + "/ad_build.svg", BuildTimeSvg(report)));
+  std::printf("%s", md.c_str());
+  if (!written.ok()) {
+    std::fprintf(stderr, "suite: %s\n", std::string(written.message()).c_str());
+    return 1;
+  }
+  std::fprintf(stderr, "suite: wrote %s/latest.{json,md} and ad_build.svg\n", args->out.c_str());
+  return kgrad_ok ? 0 : 1;
+}
+
+}  // namespace
+}  // namespace bench
+}  // namespace kgrad
+
+int main(int argc, char** argv) { return kgrad::bench::Main(argc, argv); }

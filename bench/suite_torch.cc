@@ -1,0 +1,112 @@
+#include "bench/suite_torch.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/strip.h"
+
+namespace kgrad {
+namespace bench {
+namespace {
+
+bool TorchImports() {
+  std::string cmd = absl::StrCat(Python(), " -c 'import torch, numpy' >/dev/null 2>&1");
+  return std::system(cmd.c_str()) == 0;
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream is(path);
+  std::stringstream ss;
+  ss << is.rdbuf();
+  return ss.str();
+}
+
+std::string Tail(const std::string& text, size_t n) {
+  return text.size() <= n ? text : "..." + text.substr(text.size() - n);
+}
+
+std::string IntList(const std::vector<int64_t>& v) { return absl::StrCat("[", absl::StrJoin(v, ", "), "]"); }
+
+}  // namespace
+
+std::string Python() {
+  const char* p = std::getenv("KGRAD_SUITE_PYTHON");
+  return p != nullptr && *p != '\0' ? p : kPython;
+}
+
+absl::Status EnsureTorch(Progress& progress) {
+  if (access(Python().c_str(), X_OK) != 0) {
+    return absl::NotFoundError(absl::StrCat(Python(), " not found"));
+  }
+  if (TorchImports()) return absl::OkStatus();
+  // Same route as bazelw for its packages: apt-get, through sudo when not root.
+  std::string sudo = getuid() == 0 ? "" : "sudo -n ";
+  progress.Note(absl::StrCat("suite: python3-torch is missing for ", Python(),
+                             "; installing it with apt-get (as bazelw installs its packages, ~640 MB)"));
+  std::string cmd = absl::StrCat("DEBIAN_FRONTEND=noninteractive ", sudo, "apt-get update -qq >/dev/null 2>&1 && ",
+                                 "DEBIAN_FRONTEND=noninteractive ", sudo,
+                                 "apt-get install -y -qq --no-install-recommends python3-torch >/dev/null 2>&1");
+  int rc = std::system(cmd.c_str());
+  if (TorchImports()) return absl::OkStatus();
+  if (rc != 0) {
+    return absl::UnavailableError(
+        absl::StrCat("python3-torch is missing and `apt-get install python3-torch` failed (status ", rc, ")"));
+  }
+  return absl::UnavailableError(absl::StrCat("`import torch` fails in ", Python(),
+                                             " even with python3-torch installed (it serves ", kPython, ")"));
+}
+
+std::string TorchSpecJson(const SuiteShapes& s, const TimingBudget& budget, int threads,
+                          const std::string& tensor_dir, const TensorManifest& tensors) {
+  auto manifest = [&](const std::string& program) {
+    std::vector<std::string> entries;
+    auto it = tensors.find(program);
+    if (it != tensors.end()) {
+      for (const TensorFile& f : it->second) {
+        entries.push_back(absl::StrCat(JsonString(f.name), ": {\"file\": ", JsonString(f.file),
+                                       ", \"shape\": ", IntList(f.shape), "}"));
+      }
+    }
+    return absl::StrCat("{", absl::StrJoin(entries, ", "), "}");
+  };
+  std::vector<int64_t> build(s.build_sizes.begin(), s.build_sizes.end());
+  return absl::StrCat(
+      "{\n \"threads\": ", threads, ", \"seed\": ", s.seed, ", \"sgemm_n\": ", s.sgemm_n,
+      ",\n \"warmup\": ", budget.warmup, ", \"budget_s\": ", budget.budget_s, ", \"min_reps\": ", budget.min_reps,
+      ", \"max_reps\": ", budget.max_reps, ",\n \"tensor_dir\": ", JsonString(tensor_dir),
+      ",\n \"mlp\": {\"batch\": ", s.mlp_batch, ", \"sizes\": ", IntList(s.mlp_sizes), ", \"tensors\": ",
+      manifest("mlp"), "},\n \"conv\": {\"batch\": ", s.conv_batch, ", \"hw\": ", s.conv_hw, ", \"c1\": ", s.conv_c1,
+      ", \"c2\": ", s.conv_c2, ", \"classes\": ", s.conv_classes, ", \"tensors\": ", manifest("conv"),
+      "},\n \"chain\": {\"n\": ", s.chain_ops, ", \"width\": ", s.chain_width, ", \"tensors\": ", manifest("chain"),
+      "},\n \"ad_build\": {\"sizes\": ", IntList(build), ", \"width\": ", s.chain_width, "}\n}\n");
+}
+
+absl::StatusOr<FlatJson> RunTorchSide(const std::string& script, const std::string& spec_path,
+                                      const std::string& result_path, const std::string& log_path,
+                                      Progress& progress) {
+  std::string cmd = absl::StrCat(Python(), " '", script, "' '", spec_path, "' '", result_path, "' 2>'", log_path, "'");
+  FILE* pipe = popen(cmd.c_str(), "r");
+  if (pipe == nullptr) return absl::InternalError(absl::StrCat("cannot start: ", cmd));
+  char line[512];
+  while (std::fgets(line, sizeof(line), pipe) != nullptr) {
+    absl::string_view l = absl::StripTrailingAsciiWhitespace(line);
+    if (absl::ConsumePrefix(&l, "stage ")) progress.Done(absl::StrCat(l, " (PyTorch)"));
+  }
+  int rc = pclose(pipe);
+  if (rc != 0) {
+    return absl::InternalError(absl::StrCat(script, " failed (status ", rc, "): ", Tail(ReadFile(log_path), 800)));
+  }
+  std::string text = ReadFile(result_path);
+  if (text.empty()) return absl::InternalError(absl::StrCat(script, " wrote no results to ", result_path));
+  return ParseFlatJson(text, result_path);
+}
+
+}  // namespace bench
+}  // namespace kgrad
