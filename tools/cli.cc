@@ -55,13 +55,41 @@ commands:
   export-onnx FILE -o OUT.onnx [--graph G]
                                 a first-order graph (e.g. from grad --optimize) as ONNX
                                 opset 17 with weights as initializers
-  help                          this text
+  help [COMMAND]                this text, or one command's (also: kgrad COMMAND --help)
 
 Errors name the file, graph and node, and exit with status 1.
 )";
 
-int Help(const std::vector<std::string>&, std::ostream& out, std::ostream&) {
-  out << kUsage;
+// The block of kUsage that describes `command` (its line and the indented lines
+// after it), or "" when there is none.
+std::string CommandUsage(const std::string& command) {
+  const std::string text = kUsage;
+  const std::string head = "\n  " + command;
+  size_t at = 0;
+  while ((at = text.find(head, at)) != std::string::npos) {
+    char next = at + head.size() < text.size() ? text[at + head.size()] : '\n';
+    if (next == ' ' || next == '\n') break;
+    at += head.size();
+  }
+  if (at == std::string::npos) return "";
+  size_t end = at + 1;
+  // Continuation lines start with more than two spaces.
+  while ((end = text.find('\n', end)) != std::string::npos && text.compare(end + 1, 3, "   ") == 0) ++end;
+  return "usage: kgrad " + text.substr(at + 3, end == std::string::npos ? std::string::npos : end - at - 2);
+}
+
+// `kgrad help` prints everything; `kgrad help CMD` and `kgrad CMD --help` one command.
+int Help(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  if (args.empty()) {
+    out << kUsage;
+    return 0;
+  }
+  std::string usage = CommandUsage(args[0]);
+  if (usage.empty()) {
+    err << "error: unknown command '" << args[0] << "' (try: kgrad help)\n";
+    return 2;
+  }
+  out << usage;
   return 0;
 }
 
@@ -119,6 +147,7 @@ int Main(const std::vector<std::string>& args, std::ostream& out, std::ostream& 
     err << kUsage;
     return 2;
   }
+  if (args.size() > 1 && (args[1] == "--help" || args[1] == "-h")) return Help({args[0]}, out, err);
   auto it = commands->find(args[0]);
   if (it == commands->end()) {
     err << "error: unknown command '" << args[0] << "' (try: kgrad help)\n";

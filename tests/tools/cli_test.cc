@@ -184,6 +184,17 @@ TEST(CliTest, ErrorsAreClearAndExitNonZero) {
   r = Cli({"help"});
   EXPECT_EQ(r.status, 0);
   EXPECT_THAT(r.out, HasSubstr("usage: kgrad COMMAND FILE"));
+  // Per-command help: the command's own lines only.
+  r = Cli({"grad", "--help"});
+  EXPECT_EQ(r.status, 0);
+  EXPECT_THAT(r.out, StartsWith("usage: kgrad grad FILE -o OUT"));
+  EXPECT_THAT(r.out, HasSubstr("--optimize runs the post-AD optimiser"));
+  EXPECT_THAT(r.out, ::testing::Not(HasSubstr("jvp FILE")));
+  r = Cli({"help", "demo"});
+  EXPECT_EQ(r.status, 0);
+  EXPECT_THAT(r.out, StartsWith("usage: kgrad demo [--steps N]"));
+  r = Cli({"help", "frobnicate"});
+  EXPECT_EQ(r.status, 2);
 }
 
 // The demo trains for real: the loss it reports at the end is far below the
