@@ -30,7 +30,9 @@ namespace kgrad {
 // everything the Run allocated is released.
 struct ExecutorOptions {
   Device* device = nullptr;     // nullptr: the CPU
-  int max_call_depth = 10000;   // non-tail calls in flight
+  // Non-tail calls in flight. Frames live on the heap (~0.35 KB each), never on the
+  // C++ stack; reverse mode through an N-iteration loop nests ~2N calls.
+  int max_call_depth = 1'000'000;
   // Tail calls per Run, all loops together: a while loop iteration is two tail
   // calls (@loop -> @body -> @loop), so this bounds iterations at half of it.
   int64_t max_tail_calls = int64_t{1} << 40;

@@ -25,9 +25,9 @@ namespace kgrad {
 namespace {
 
 #if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
-constexpr int kRounds = 2;  // sanitizers run ~10x slower; the interleavings still vary
+constexpr int kRounds = 8;  // sanitizers run ~10x slower; the interleavings still vary
 #else
-constexpr int kRounds = 12;
+constexpr int kRounds = 400;
 #endif
 constexpr int kThreads = 16;
 constexpr int kPrograms = 4;
