@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "fuzz/fuzz_limits.h"
+#include "google/protobuf/stubs/logging.h"
 #include "ops/registry.h"
 #include "proto/model_io.h"
 
@@ -30,6 +31,13 @@ void LoadOne(absl::string_view bytes, bool text) {
 
 }  // namespace
 }  // namespace kgrad
+
+// Protobuf logs every invalid UTF-8 string it parses; the loader's Status already
+// says what is wrong, and the logging would dominate the fuzzer's time.
+extern "C" int LLVMFuzzerInitialize(int* /*argc*/, char*** /*argv*/) {
+  google::protobuf::SetLogHandler(nullptr);
+  return 0;
+}
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   absl::string_view bytes(reinterpret_cast<const char*>(data), size);

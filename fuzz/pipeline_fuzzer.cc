@@ -6,6 +6,8 @@
 // fuzzer spends its time on structure, not on big kernels.
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <vector>
 
@@ -16,6 +18,7 @@
 #include "core/manager.h"
 #include "core/passes/optimize.h"
 #include "fuzz/fuzz_limits.h"
+#include "google/protobuf/stubs/logging.h"
 #include "ops/registry.h"
 #include "proto/model_io.h"
 
@@ -78,20 +81,30 @@ bool MakeInputs(FuncGraph* g, std::vector<Value>* out) {
   return true;
 }
 
+// KGRAD_FUZZ_DEBUG=1 prints why each input stopped early (to see what a corpus reaches).
+bool Stop(const char* step, const absl::Status& s) {
+  static const bool debug = std::getenv("KGRAD_FUZZ_DEBUG") != nullptr;
+  if (debug) std::fprintf(stderr, "stopped at %s: %s\n", step, s.ToString().c_str());
+  return true;
+}
+
 void RunPipeline(absl::string_view bytes, bool text) {
   absl::StatusOr<std::unique_ptr<Module>> loaded =
       ParseModel(bytes, text, DefaultRegistry(), "fuzz", fuzz::Limits());
-  if (!loaded.ok()) return;
+  if (!loaded.ok() && Stop("load", loaded.status())) return;
   Module& m = **loaded;
   FuncGraph* f = m.entry() != nullptr ? m.entry() : m.graphs().front().get();
   InferOptions io;
   io.max_call_depth = 64;
-  if (!InferGraph(f, io).ok() || !AllNodesSmall(m, f)) return;
+  absl::StatusOr<AbstractPtr> inferred = InferGraph(f, io);
+  if (!inferred.ok() && Stop("infer", inferred.status())) return;
+  if (!AllNodesSmall(m, f) && Stop("size", absl::OkStatus())) return;
   std::vector<Value> inputs;
-  if (!MakeInputs(f, &inputs)) return;
+  if (!MakeInputs(f, &inputs) && Stop("inputs", absl::OkStatus())) return;
   absl::StatusOr<std::unique_ptr<Executor>> forward = Executor::Create(f, fuzz::RunLimits());
-  if (!forward.ok()) return;
-  if (!(*forward)->Run(inputs).ok()) return;  // the gradient of a failing run fails too
+  if (!forward.ok() && Stop("compile", forward.status())) return;
+  absl::StatusOr<Value> value = (*forward)->Run(inputs);
+  if (!value.ok() && Stop("run", value.status())) return;  // its gradient would fail too
 
   GradOptions go;
   go.argnums.clear();
@@ -101,22 +114,33 @@ void RunPipeline(absl::string_view bytes, bool text) {
                     (AsScalar(d) != nullptr && IsFloating(AsScalar(d)->dtype()));
     if (floating) go.argnums.push_back(static_cast<int>(i));
   }
-  if (go.argnums.empty()) return;
+  if (go.argnums.empty() && Stop("no floating input", absl::OkStatus())) return;
   absl::StatusOr<FuncGraph*> grad = Grad(m, f, go);
-  if (!grad.ok()) return;
+  if (!grad.ok() && Stop("grad", grad.status())) return;
   CpuConstantEvaluator evaluator;
   OptimizeOptions oo;
   oo.evaluator = &evaluator;
   oo.max_unroll = 2000;
-  if (!Optimize(m, *grad, oo).ok()) return;
-  if (!InferGraph(*grad, io).ok() || !AllNodesSmall(m, *grad)) return;
+  absl::StatusOr<std::string> optimised = Optimize(m, *grad, oo);
+  if (!optimised.ok() && Stop("optimise", optimised.status())) return;
+  inferred = InferGraph(*grad, io);
+  if (!inferred.ok() && Stop("infer gradient", inferred.status())) return;
+  if (!AllNodesSmall(m, *grad) && Stop("gradient size", absl::OkStatus())) return;
   absl::StatusOr<std::unique_ptr<Executor>> backward = Executor::Create(*grad, fuzz::RunLimits());
-  if (!backward.ok()) return;
-  (void)(*backward)->Run(inputs);
+  if (!backward.ok() && Stop("compile gradient", backward.status())) return;
+  absl::StatusOr<Value> grads = (*backward)->Run(inputs);
+  Stop(grads.ok() ? "the end" : "run gradient", grads.status());
 }
 
 }  // namespace
 }  // namespace kgrad
+
+// Protobuf logs every invalid UTF-8 string it parses; the loader's Status already
+// says what is wrong, and the logging would dominate the fuzzer's time.
+extern "C" int LLVMFuzzerInitialize(int* /*argc*/, char*** /*argv*/) {
+  google::protobuf::SetLogHandler(nullptr);
+  return 0;
+}
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   absl::string_view bytes(reinterpret_cast<const char*>(data), size);
