@@ -381,9 +381,10 @@ namespace {
 class Machine {
  public:
   Machine(const absl::flat_hash_map<const FuncGraph*, std::unique_ptr<Plan>>& plans,
-          std::vector<Value> weights, Device* device, int max_depth, Profile* profile)
-      : plans_(plans), weights_(std::move(weights)), device_(device), max_depth_(max_depth),
-        profile_(profile) {}
+          std::vector<Value> weights, Device* device, const ExecutorOptions& options,
+          Profile* profile)
+      : plans_(plans), weights_(std::move(weights)), device_(device), options_(options),
+        max_depth_(options.max_call_depth), profile_(profile) {}
 
   absl::StatusOr<Value> Run(const Plan* entry, std::vector<Value> args) {
     KGRAD_RETURN_IF_ERROR(Push(entry, std::move(args), {}, nullptr));
@@ -439,6 +440,7 @@ class Machine {
 
   absl::Status RunKernel(Frame& f, const Step& s) {
     Gather(f, s, 0, &args_);
+    if (metered()) CollectBuffers(args_);
     KernelContext ctx(*s.prim, absl::MakeSpan(args_.data(), args_.size()), device_);
     std::chrono::steady_clock::time_point start;
     if (profile_ != nullptr) start = std::chrono::steady_clock::now();
@@ -450,9 +452,46 @@ class Machine {
       e.ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
     }
     if (!out.ok()) return AtNode(out.status(), s.node, s.prim);
+    if (metered()) {
+      absl::Status charged = Charge(*out);
+      if (!charged.ok()) return AtNode(charged, s.node, s.prim);
+    }
     f.slots[s.out] = *std::move(out);
     args_.clear();
     Finish(f, s);
+    return absl::OkStatus();
+  }
+
+  // Allocation metering (ExecutorOptions::max_run_bytes): an output tensor is new
+  // unless its buffer is one of the kernel's inputs (reused in place, or passed
+  // through by a structural kernel).
+  bool metered() const { return options_.max_run_bytes != INT64_MAX; }
+
+  void CollectBuffers(absl::Span<const Value> inputs) {
+    input_buffers_.clear();
+    for (const Value& v : inputs) AddBuffers(v, &input_buffers_);
+  }
+
+  static void AddBuffers(const Value& v, absl::InlinedVector<const Buffer*, 8>* out) {
+    if (v.is_tensor()) {
+      out->push_back(v.tensor().buffer().get());
+    } else if (v.is_tuple()) {
+      for (const Value& e : v.tuple()) AddBuffers(e, out);
+    }
+  }
+
+  absl::Status Charge(const Value& out) {
+    absl::InlinedVector<const Buffer*, 8> produced;
+    AddBuffers(out, &produced);
+    for (const Buffer* b : produced) {
+      if (std::find(input_buffers_.begin(), input_buffers_.end(), b) != input_buffers_.end()) continue;
+      allocated_ += static_cast<int64_t>(b->bytes());
+    }
+    if (allocated_ > options_.max_run_bytes) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "the run allocated ", allocated_, " bytes, over the limit ExecutorOptions::max_run_bytes = ",
+          options_.max_run_bytes));
+    }
     return absl::OkStatus();
   }
 
@@ -487,9 +526,14 @@ class Machine {
         return AtNode(absl::UnimplementedError(absl::StrCat("no ", device_->name(), " kernel")),
                       s.node, &prim);
       }
+      if (metered()) CollectBuffers(args);
       KernelContext ctx(prim, absl::MakeSpan(args), device_);
       absl::StatusOr<Value> out = kernel(ctx);
       if (!out.ok()) return AtNode(out.status(), s.node, &prim);
+      if (metered()) {
+        absl::Status charged = Charge(*out);
+        if (!charged.ok()) return AtNode(charged, s.node, &prim);
+      }
       f.slots[s.out] = *std::move(out);
       Finish(f, s);
       return absl::OkStatus();
@@ -525,6 +569,12 @@ class Machine {
                     s.node, nullptr);
     }
     if (s.tail) {
+      if (++tail_calls_ > options_.max_tail_calls) {
+        return AtNode(absl::ResourceExhaustedError(absl::StrCat(
+                          "more than ExecutorOptions::max_tail_calls = ", options_.max_tail_calls,
+                          " tail calls (loop iterations) in one run")),
+                      s.node, nullptr);
+      }
       stack_.pop_back();  // a tail call returns straight to our caller
     } else {
       for (int32_t slot : s.release) f.slots[slot] = Value();
@@ -538,7 +588,7 @@ class Machine {
       std::string where = site != nullptr ? site->Location() : "entry";
       return absl::ResourceExhaustedError(absl::StrCat(
           where, ": call depth exceeds ", max_depth_,
-          " (non-tail recursion too deep; raise ExecutorOptions::max_call_depth)"));
+          " (the limit ExecutorOptions::max_call_depth; non-tail recursion too deep)"));
     }
     Frame f;
     f.plan = plan;
@@ -553,7 +603,11 @@ class Machine {
   const absl::flat_hash_map<const FuncGraph*, std::unique_ptr<Plan>>& plans_;
   std::vector<Value> weights_;
   Device* device_;
+  const ExecutorOptions& options_;
   int max_depth_;
+  int64_t tail_calls_ = 0;
+  int64_t allocated_ = 0;
+  absl::InlinedVector<const Buffer*, 8> input_buffers_;
   std::vector<Frame> stack_;
   absl::InlinedVector<Value, 6> args_;
   Profile* profile_;
@@ -563,7 +617,7 @@ class Machine {
 
 absl::StatusOr<Value> Executor::Execute(std::vector<Value> args, std::vector<Value> weights,
                                         Profile* profile) const {
-  Machine m(plans_, std::move(weights), device_, options_.max_call_depth, profile);
+  Machine m(plans_, std::move(weights), device_, options_, profile);
   return m.Run(plans_.at(entry_).get(), std::move(args));
 }
 

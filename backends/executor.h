@@ -8,7 +8,9 @@
 // frame), other calls are limited by `max_call_depth` (ResourceExhausted beyond).
 //
 // Threading: Create() compiles; afterwards the executor is immutable and Run may
-// be called from many threads at once.
+// be called from many threads at once (each Run has its own frame stack; plans,
+// constants and weights are only read). The graphs must stay alive and unchanged
+// while the executor exists: do not optimise or delete them after Create.
 #ifndef KGRAD_BACKENDS_EXECUTOR_H_
 #define KGRAD_BACKENDS_EXECUTOR_H_
 
@@ -23,9 +25,21 @@
 
 namespace kgrad {
 
+// Per-Run resource limits (an embedding service tightens them for untrusted
+// graphs). Exceeding one fails the Run with ResourceExhausted naming the limit;
+// everything the Run allocated is released.
 struct ExecutorOptions {
   Device* device = nullptr;     // nullptr: the CPU
-  int max_call_depth = 10000;   // non-tail calls in flight
+  // Non-tail calls in flight. Frames live on the heap (~0.35 KB each), never on the
+  // C++ stack; reverse mode through an N-iteration loop nests ~2N calls.
+  int max_call_depth = 1'000'000;
+  // Tail calls per Run, all loops together: a while loop iteration is two tail
+  // calls (@loop -> @body -> @loop), so this bounds iterations at half of it.
+  int64_t max_tail_calls = int64_t{1} << 40;
+  // Bytes of kernel outputs allocated during one Run, in total (not the peak:
+  // freed buffers still count). Checked after each kernel, so one kernel may
+  // overshoot by its own output. Off by default (long loops allocate a lot).
+  int64_t max_run_bytes = INT64_MAX;
 };
 
 struct ExecutorStats {

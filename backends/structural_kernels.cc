@@ -121,6 +121,14 @@ DType Promote(DType a, DType b) {
   return DType::kInt32;
 }
 
+// Two's-complement wrapping, as integer tensors wrap: overflow in a graph's scalar
+// arithmetic gives a defined result, never undefined behaviour in C++.
+int64_t WrapAdd(int64_t a, int64_t b) { return static_cast<int64_t>(static_cast<uint64_t>(a) + static_cast<uint64_t>(b)); }
+int64_t WrapSub(int64_t a, int64_t b) { return static_cast<int64_t>(static_cast<uint64_t>(a) - static_cast<uint64_t>(b)); }
+int64_t WrapMul(int64_t a, int64_t b) { return static_cast<int64_t>(static_cast<uint64_t>(a) * static_cast<uint64_t>(b)); }
+// Truncating division (b != 0); INT64_MIN / -1 wraps to INT64_MIN.
+int64_t WrapDiv(int64_t a, int64_t b) { return b == -1 ? WrapSub(0, a) : a / b; }
+
 template <PrimId kId>
 absl::StatusOr<Value> ScalarBinary(KernelContext& ctx) {
   const Value& a = ctx.input(0);
@@ -132,13 +140,13 @@ absl::StatusOr<Value> ScalarBinary(KernelContext& ctx) {
   double x = a.scalar().AsDouble(), y = b.scalar().AsDouble();
   int64_t i = a.scalar().AsInt(), j = b.scalar().AsInt();
   switch (kId) {
-    case PrimId::kScalarAdd: return Value(f ? Scalar::Float(x + y, t) : Scalar::Int(i + j, t));
-    case PrimId::kScalarSub: return Value(f ? Scalar::Float(x - y, t) : Scalar::Int(i - j, t));
-    case PrimId::kScalarMul: return Value(f ? Scalar::Float(x * y, t) : Scalar::Int(i * j, t));
+    case PrimId::kScalarAdd: return Value(f ? Scalar::Float(x + y, t) : Scalar::Int(WrapAdd(i, j), t));
+    case PrimId::kScalarSub: return Value(f ? Scalar::Float(x - y, t) : Scalar::Int(WrapSub(i, j), t));
+    case PrimId::kScalarMul: return Value(f ? Scalar::Float(x * y, t) : Scalar::Int(WrapMul(i, j), t));
     case PrimId::kScalarDiv:
       if (f) return Value(Scalar::Float(x / y, t));
       if (j == 0) return absl::InvalidArgumentError("integer division by zero");
-      return Value(Scalar::Int(i / j, t));
+      return Value(Scalar::Int(WrapDiv(i, j), t));
     case PrimId::kScalarLt: return Value(Scalar::Bool(x < y));
     case PrimId::kScalarLe: return Value(Scalar::Bool(x <= y));
     case PrimId::kScalarGt: return Value(Scalar::Bool(x > y));

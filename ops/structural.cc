@@ -162,19 +162,27 @@ absl::StatusOr<std::pair<const AbstractScalar*, const AbstractScalar*>> ScalarPa
   return std::make_pair(a, b);
 }
 
+// Two's-complement wrapping, as integer tensors wrap: overflow in a graph's scalar
+// arithmetic gives a defined result, never undefined behaviour in C++.
+int64_t WrapAdd(int64_t a, int64_t b) { return static_cast<int64_t>(static_cast<uint64_t>(a) + static_cast<uint64_t>(b)); }
+int64_t WrapSub(int64_t a, int64_t b) { return static_cast<int64_t>(static_cast<uint64_t>(a) - static_cast<uint64_t>(b)); }
+int64_t WrapMul(int64_t a, int64_t b) { return static_cast<int64_t>(static_cast<uint64_t>(a) * static_cast<uint64_t>(b)); }
+// Truncating division (b != 0); INT64_MIN / -1 wraps to INT64_MIN.
+int64_t WrapDiv(int64_t a, int64_t b) { return b == -1 ? WrapSub(0, a) : a / b; }
+
 // Folds constants: loop bounds and tuple indices stay constant through arithmetic.
 std::optional<Scalar> FoldScalar(PrimId id, const Scalar& a, const Scalar& b, DType out) {
   bool f = IsFloating(out);
   double x = a.AsDouble(), y = b.AsDouble();
   int64_t i = a.AsInt(), j = b.AsInt();
   switch (id) {
-    case PrimId::kScalarAdd: return f ? Scalar::Float(x + y, out) : Scalar::Int(i + j, out);
-    case PrimId::kScalarSub: return f ? Scalar::Float(x - y, out) : Scalar::Int(i - j, out);
-    case PrimId::kScalarMul: return f ? Scalar::Float(x * y, out) : Scalar::Int(i * j, out);
+    case PrimId::kScalarAdd: return f ? Scalar::Float(x + y, out) : Scalar::Int(WrapAdd(i, j), out);
+    case PrimId::kScalarSub: return f ? Scalar::Float(x - y, out) : Scalar::Int(WrapSub(i, j), out);
+    case PrimId::kScalarMul: return f ? Scalar::Float(x * y, out) : Scalar::Int(WrapMul(i, j), out);
     case PrimId::kScalarDiv:
       if (f) return Scalar::Float(x / y, out);
       if (j == 0) return std::nullopt;
-      return Scalar::Int(i / j, out);
+      return Scalar::Int(WrapDiv(i, j), out);
     case PrimId::kScalarLt: return Scalar::Bool(x < y);
     case PrimId::kScalarLe: return Scalar::Bool(x <= y);
     case PrimId::kScalarGt: return Scalar::Bool(x > y);

@@ -76,7 +76,7 @@ absl::StatusOr<Tensor> TensorFromProto(const proto::TensorProto& p, const LoadLi
   KGRAD_ASSIGN_OR_RETURN(int64_t n, CheckedNumElements(shape));
   int64_t bytes = n * static_cast<int64_t>(DTypeSize(dtype));
   if (bytes > limits.max_tensor_bytes) {
-    return absl::ResourceExhaustedError(absl::StrCat("tensor of ", bytes, " bytes exceeds the limit of ",
+    return absl::ResourceExhaustedError(absl::StrCat("tensor of ", bytes, " bytes exceeds the limit LoadLimits::max_tensor_bytes = ",
                                                      limits.max_tensor_bytes));
   }
   if (p.double_data_size() > 0 || p.int_data_size() > 0) return TensorFromLists(p, dtype, shape, n);
@@ -194,7 +194,8 @@ absl::StatusOr<Value> ValueFromProto(const proto::ValueProto& p, const Primitive
                                      const GraphResolver& graphs, const LoadLimits& limits,
                                      int depth) {
   if (depth > limits.max_value_depth) {
-    return absl::InvalidArgumentError(absl::StrCat("constant nests deeper than ", limits.max_value_depth));
+    return absl::ResourceExhaustedError(absl::StrCat("constant nests deeper than the limit LoadLimits::max_value_depth = ",
+                                                     limits.max_value_depth));
   }
   switch (p.value_case()) {
     case proto::ValueProto::kTensor: {

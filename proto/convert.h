@@ -15,14 +15,20 @@
 
 namespace kgrad {
 
-// Bounds on what a graph file may ask for; an embedding service may tighten them.
+// Bounds on what a graph file may ask for; an embedding service loading untrusted
+// files tightens them. Exceeding one fails the load with ResourceExhausted naming
+// the limit and its value ("LoadLimits::max_nodes = 1000").
 struct LoadLimits {
   int64_t max_file_bytes = int64_t{2} << 30;
-  int64_t max_tensor_bytes = int64_t{4} << 30;
-  int64_t max_nodes = 10'000'000;
+  int64_t max_tensor_bytes = int64_t{4} << 30;        // one weight or constant tensor
+  int64_t max_total_tensor_bytes = int64_t{8} << 30;  // all weights and constants together
+  int64_t max_nodes = 10'000'000;                     // parameters and nodes of all graphs
   int64_t max_graphs = 1'000'000;
-  int max_nesting_depth = 256;
-  int max_value_depth = 64;  // constant tuples within tuples
+  int max_nesting_depth = 256;  // graphs nested in graphs
+  int max_value_depth = 64;     // constant tuples within tuples, and type tuples
+  // Message nesting the protobuf parsers accept (a deeper file would recurse in the
+  // parser before any of our checks run).
+  int max_message_depth = 100;
 };
 
 proto::DataType DTypeToProto(DType t);

@@ -10,6 +10,7 @@
 #include "absl/strings/str_join.h"
 #include "core/status_macros.h"
 #include "core/verifier.h"
+#include "google/protobuf/io/coded_stream.h"
 #include "google/protobuf/io/tokenizer.h"
 #include "google/protobuf/text_format.h"
 #include "proto/model_io.h"
@@ -57,13 +58,30 @@ class Loader {
     }
     if (model_.graphs_size() > limits_.max_graphs) {
       return Err(absl::StatusCode::kResourceExhausted, source_,
-                 absl::StrCat(model_.graphs_size(), " graphs exceed the limit ", limits_.max_graphs));
+                 absl::StrCat(model_.graphs_size(), " graphs exceed the limit LoadLimits::max_graphs = ",
+                              limits_.max_graphs));
     }
     int64_t nodes = 0;
     for (const auto& g : model_.graphs()) nodes += g.nodes_size() + g.parameters_size();
     if (nodes > limits_.max_nodes) {
       return Err(absl::StatusCode::kResourceExhausted, source_,
-                 absl::StrCat(nodes, " nodes exceed the limit ", limits_.max_nodes));
+                 absl::StrCat(nodes, " nodes exceed the limit LoadLimits::max_nodes = ", limits_.max_nodes));
+    }
+    return absl::OkStatus();
+  }
+
+  // Counts the tensors of a weight or constant against max_total_tensor_bytes.
+  absl::Status ChargeTensorBytes(const Value& v, absl::string_view where) {
+    if (v.is_tensor()) {
+      tensor_bytes_ += static_cast<int64_t>(v.tensor().nbytes());
+    } else if (v.is_tuple()) {
+      for (const Value& e : v.tuple()) KGRAD_RETURN_IF_ERROR(ChargeTensorBytes(e, where));
+    }
+    if (tensor_bytes_ > limits_.max_total_tensor_bytes) {
+      return Err(absl::StatusCode::kResourceExhausted, where,
+                 absl::StrCat("weights and constants take ", tensor_bytes_,
+                              " bytes, over the limit LoadLimits::max_total_tensor_bytes = ",
+                              limits_.max_total_tensor_bytes));
     }
     return absl::OkStatus();
   }
@@ -76,6 +94,7 @@ class Loader {
       }
       absl::StatusOr<Tensor> t = TensorFromProto(w.value(), limits_);
       if (!t.ok()) return Err(t.status().code(), where, t.status().message());
+      KGRAD_RETURN_IF_ERROR(ChargeTensorBytes(Value(*t), where));
       absl::StatusOr<Parameter*> p = module_->AddWeight(w.name(), *std::move(t));
       if (!p.ok()) return Err(absl::StatusCode::kInvalidArgument, where, p.status().message());
     }
@@ -103,7 +122,8 @@ class Loader {
         parent = it->second;
         if (parent->depth() + 1 >= limits_.max_nesting_depth) {
           return Err(absl::StatusCode::kResourceExhausted, where,
-                     absl::StrCat("nested deeper than ", limits_.max_nesting_depth, " levels"));
+                     absl::StrCat("graphs nest deeper than the limit LoadLimits::max_nesting_depth = ",
+                                  limits_.max_nesting_depth));
         }
       }
       FuncGraph* g = module_->NewGraph(gp.name(), parent);
@@ -189,6 +209,7 @@ class Loader {
                                                [this](const std::string& n) { return ResolveGraph(n); },
                                                limits_);
       if (!v.ok()) return Err(v.status().code(), where, v.status().message());
+      KGRAD_RETURN_IF_ERROR(ChargeTensorBytes(*v, where));
       node = g->NewValueNode(*std::move(v));
     } else if (np.has_apply()) {
       if (np.apply().inputs_size() == 0) {
@@ -279,11 +300,19 @@ class Loader {
   const PrimitiveRegistry& registry_;
   std::string source_;
   const LoadLimits& limits_;
+  int64_t tensor_bytes_ = 0;
   std::unique_ptr<Module> module_;
   std::vector<FuncGraph*> graphs_;
   absl::flat_hash_map<std::string, FuncGraph*> by_name_;
   absl::flat_hash_map<FuncGraph*, absl::flat_hash_map<std::string, AnfNode*>> scopes_;
 };
+
+bool ParseBinary(absl::string_view bytes, const LoadLimits& limits, proto::ModelProto* model) {
+  google::protobuf::io::CodedInputStream in(reinterpret_cast<const uint8_t*>(bytes.data()),
+                                            static_cast<int>(bytes.size()));
+  in.SetRecursionLimit(limits.max_message_depth);
+  return model->ParseFromCodedStream(&in) && in.ConsumedEntireMessage();
+}
 
 }  // namespace
 
@@ -299,12 +328,14 @@ absl::StatusOr<std::unique_ptr<Module>> ParseModel(absl::string_view bytes, bool
                                                    absl::string_view source, const LoadLimits& limits) {
   if (static_cast<int64_t>(bytes.size()) > limits.max_file_bytes) {
     return Err(absl::StatusCode::kResourceExhausted, source,
-               absl::StrCat("file of ", bytes.size(), " bytes exceeds the limit ", limits.max_file_bytes));
+               absl::StrCat("file of ", bytes.size(), " bytes exceeds the limit LoadLimits::max_file_bytes = ",
+                            limits.max_file_bytes));
   }
   proto::ModelProto model;
   if (text) {
     google::protobuf::TextFormat::Parser parser;
     parser.AllowPartialMessage(false);
+    parser.SetRecursionLimit(limits.max_message_depth);
     // Silence protobuf's own logging of parse errors; our Status carries them.
     struct Collector : google::protobuf::io::ErrorCollector {
       std::string first;
@@ -317,7 +348,7 @@ absl::StatusOr<std::unique_ptr<Module>> ParseModel(absl::string_view bytes, bool
       return Err(absl::StatusCode::kInvalidArgument, source,
                  absl::StrCat("not a valid text-format ModelProto (", errors.first, ")"));
     }
-  } else if (!model.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) {
+  } else if (!ParseBinary(bytes, limits, &model)) {
     return Err(absl::StatusCode::kInvalidArgument, source,
                "not a valid binary ModelProto (truncated or not a kgrad graph file)");
   }

@@ -60,6 +60,12 @@ absl::flat_hash_set<FuncGraph*> RecursiveGraphs(Manager& m, const std::vector<Fu
   return recursive;
 }
 
+// Two's-complement wrapping, as integer tensors wrap: overflow in a graph's scalar
+// arithmetic gives a defined result, never undefined behaviour in C++.
+int64_t WrapAdd(int64_t a, int64_t b) { return static_cast<int64_t>(static_cast<uint64_t>(a) + static_cast<uint64_t>(b)); }
+int64_t WrapSub(int64_t a, int64_t b) { return static_cast<int64_t>(static_cast<uint64_t>(a) - static_cast<uint64_t>(b)); }
+int64_t WrapMul(int64_t a, int64_t b) { return static_cast<int64_t>(static_cast<uint64_t>(a) * static_cast<uint64_t>(b)); }
+
 // Evaluates a scalar expression made of constants, bound parameters and scalar
 // primitives; nullopt when it depends on anything else.
 std::optional<Scalar> EvalScalar(const AnfNode* n, const absl::flat_hash_map<const AnfNode*, Scalar>& bound,
@@ -79,9 +85,9 @@ std::optional<Scalar> EvalScalar(const AnfNode* n, const absl::flat_hash_map<con
   double x = a->AsDouble(), y = b->AsDouble();
   bool f = a->is_float() || b->is_float();
   switch (c->primitive()->id()) {
-    case PrimId::kScalarAdd: return f ? Scalar::Float(x + y) : Scalar::Int(a->AsInt() + b->AsInt());
-    case PrimId::kScalarSub: return f ? Scalar::Float(x - y) : Scalar::Int(a->AsInt() - b->AsInt());
-    case PrimId::kScalarMul: return f ? Scalar::Float(x * y) : Scalar::Int(a->AsInt() * b->AsInt());
+    case PrimId::kScalarAdd: return f ? Scalar::Float(x + y) : Scalar::Int(WrapAdd(a->AsInt(), b->AsInt()));
+    case PrimId::kScalarSub: return f ? Scalar::Float(x - y) : Scalar::Int(WrapSub(a->AsInt(), b->AsInt()));
+    case PrimId::kScalarMul: return f ? Scalar::Float(x * y) : Scalar::Int(WrapMul(a->AsInt(), b->AsInt()));
     case PrimId::kScalarLt: return Scalar::Bool(x < y);
     case PrimId::kScalarLe: return Scalar::Bool(x <= y);
     case PrimId::kScalarGt: return Scalar::Bool(x > y);

@@ -1,0 +1,49 @@
+// Shared settings of the fuzz targets: limits small enough that the fuzzer
+// cannot spend its time on huge tensors or long loops, and a way to report a
+// broken invariant as a crash (libFuzzer records crashes, not statuses).
+#ifndef KGRAD_FUZZ_FUZZ_LIMITS_H_
+#define KGRAD_FUZZ_FUZZ_LIMITS_H_
+
+#include <cstdio>
+#include <cstdlib>
+
+#include "absl/status/status.h"
+#include "backends/executor.h"
+#include "proto/convert.h"
+
+namespace kgrad {
+namespace fuzz {
+
+inline LoadLimits Limits() {
+  LoadLimits l;
+  l.max_file_bytes = 64 << 10;
+  l.max_tensor_bytes = 4 << 10;
+  l.max_total_tensor_bytes = 32 << 10;
+  l.max_nodes = 2000;
+  l.max_graphs = 64;
+  l.max_nesting_depth = 16;
+  l.max_value_depth = 16;
+  l.max_message_depth = 64;
+  return l;
+}
+
+inline ExecutorOptions RunLimits() {
+  ExecutorOptions o;
+  o.max_call_depth = 200;
+  o.max_tail_calls = 4000;
+  o.max_run_bytes = 16 << 20;
+  return o;
+}
+
+// Largest tensor (elements) any node may have for the pipeline target to run it.
+inline constexpr int64_t kMaxElements = 1 << 14;
+
+[[noreturn]] inline void Die(const char* what, const absl::Status& s) {
+  std::fprintf(stderr, "fuzz invariant broken: %s: %s\n", what, s.ToString().c_str());
+  std::abort();
+}
+
+}  // namespace fuzz
+}  // namespace kgrad
+
+#endif  // KGRAD_FUZZ_FUZZ_LIMITS_H_

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Runs one fuzz target for a while on a scratch copy of its corpus.
+#   fuzz/run.sh TARGET SECONDS [extra libFuzzer flags...]
+# TARGET: load_fuzzer or pipeline_fuzzer. Builds it with --config=fuzz (clang-14,
+# -fsanitize=fuzzer,address,undefined). Exits non-zero on a crash, leak or
+# timeout; the reproducer is left in $KGRAD_FUZZ_OUT (default /tmp/kgrad-fuzz)/
+# and printed. Reproduce: bazel-<...>/fuzz/TARGET CRASH_FILE.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+target=${1:?usage: fuzz/run.sh TARGET SECONDS [flags...]}
+seconds=${2:-60}
+shift 2 || shift $#
+
+case "$target" in
+  load_fuzzer) seeds=fuzz/corpus/load ;;
+  pipeline_fuzzer) seeds=fuzz/corpus/pipeline ;;
+  *) echo "unknown fuzz target '$target'" >&2; exit 2 ;;
+esac
+
+./bazelw build --config=fuzz "//fuzz:$target" >&2 || { echo "fuzz build failed" >&2; exit 1; }
+bin="$(./bazelw info --config=fuzz bazel-bin 2>/dev/null)/fuzz/$target"
+
+out="${KGRAD_FUZZ_OUT:-/tmp/kgrad-fuzz}/$target"
+mkdir -p "$out/corpus"
+# New inputs go to the scratch corpus; the checked-in seeds are only read.
+export ASAN_OPTIONS="allocator_may_return_null=1:detect_leaks=1:${ASAN_OPTIONS:-}"
+export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:${UBSAN_OPTIONS:-}"
+"$bin" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -max_len=65536 \
+  -print_final_stats=1 -artifact_prefix="$out/" "$@" "$out/corpus" "$seeds" 2>&1 |
+  tee "$out/log" | grep -E "^(#[0-9]+ +DONE|stat::number_of_executed_units|SUMMARY|==[0-9]+==ERROR|fuzz invariant)" >&2
+rc=${PIPESTATUS[0]}
+if [ "$rc" -ne 0 ]; then
+  echo "$target: FAILED (exit $rc); log $out/log; reproducers:" >&2
+  ls "$out"/crash-* "$out"/leak-* "$out"/timeout-* "$out"/oom-* 2>/dev/null >&2
+fi
+exit "$rc"

@@ -1,0 +1,143 @@
+// LoadLimits: each bound fails the load with ResourceExhausted naming the limit
+// and its value, and a file within every limit loads. Also nesting that would
+// recurse inside the protobuf parsers (before our checks) is refused.
+#include <string>
+
+#include "core/builder.h"
+#include "gmock/gmock.h"
+#include "google/protobuf/text_format.h"
+#include "gtest/gtest.h"
+#include "ops/registry.h"
+#include "proto/model_io.h"
+
+namespace kgrad {
+namespace {
+
+using ::testing::HasSubstr;
+
+// f(x[4]) = sum(x * w + c) with a 16-byte weight w and a 16-byte constant c,
+// a nested graph (a closure), 2 graphs in all.
+proto::ModelProto SmallModel() {
+  Module m(DefaultRegistry());
+  GraphBuilder b(&m, "f");
+  AnfNode* x = b.Param("x", DType::kFloat32, {4});
+  AnfNode* w = b.Weight("w", Tensor::FromVector<float>({4}, {1, 2, 3, 4}));
+  AnfNode* c = b.Const(Value(Tensor::FromVector<float>({4}, {0.5f, 0.5f, 0.5f, 0.5f})));
+  ValueNode* add_c = b.Closure("add_c", 1, [&](GraphBuilder& g, absl::Span<AnfNode* const> p) {
+    return g.Op(PrimId::kAdd, {p[0], c});
+  });
+  AnfNode* y = b.Call(add_c, {b.Op(PrimId::kMul, {x, w})});
+  m.set_entry(b.Return(b.Op(PrimId::kReduceSum, {y})).value());
+  return SaveModel(m).value();
+}
+
+absl::Status Load(const proto::ModelProto& p, const LoadLimits& limits) {
+  return LoadModel(p, DefaultRegistry(), "small.pb", limits).status();
+}
+
+void ExpectExhausted(const absl::Status& s, const std::string& limit) {
+  EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted) << s;
+  EXPECT_THAT(std::string(s.message()), HasSubstr(limit)) << s;
+  EXPECT_THAT(std::string(s.message()), HasSubstr("small.pb")) << s;
+}
+
+TEST(LoadLimitsTest, TheSmallModelLoadsWithinTightLimits) {
+  LoadLimits l;
+  l.max_file_bytes = 4096;
+  l.max_tensor_bytes = 16;
+  l.max_total_tensor_bytes = 32;
+  l.max_graphs = 2;
+  l.max_nesting_depth = 2;
+  proto::ModelProto p = SmallModel();
+  int64_t nodes = 0;
+  for (const auto& g : p.graphs()) nodes += g.nodes_size() + g.parameters_size();
+  l.max_nodes = nodes;
+  EXPECT_TRUE(Load(p, l).ok()) << Load(p, l);
+}
+
+TEST(LoadLimitsTest, FileBytes) {
+  std::string bytes;
+  ASSERT_TRUE(SmallModel().SerializeToString(&bytes));
+  LoadLimits l;
+  l.max_file_bytes = 10;
+  absl::Status s = ParseModel(bytes, false, DefaultRegistry(), "small.pb", l).status();
+  ExpectExhausted(s, "LoadLimits::max_file_bytes = 10");
+}
+
+TEST(LoadLimitsTest, TensorBytes) {
+  LoadLimits l;
+  l.max_tensor_bytes = 15;
+  ExpectExhausted(Load(SmallModel(), l), "LoadLimits::max_tensor_bytes = 15");
+}
+
+TEST(LoadLimitsTest, TotalTensorBytesOfWeightsAndConstants) {
+  LoadLimits l;
+  l.max_total_tensor_bytes = 31;  // the weight (16) fits, the constant (16 more) does not
+  absl::Status s = Load(SmallModel(), l);
+  ExpectExhausted(s, "LoadLimits::max_total_tensor_bytes = 31");
+  EXPECT_THAT(std::string(s.message()), HasSubstr("32 bytes"));
+}
+
+TEST(LoadLimitsTest, Nodes) {
+  LoadLimits l;
+  l.max_nodes = 3;
+  ExpectExhausted(Load(SmallModel(), l), "LoadLimits::max_nodes = 3");
+}
+
+TEST(LoadLimitsTest, Graphs) {
+  LoadLimits l;
+  l.max_graphs = 1;
+  ExpectExhausted(Load(SmallModel(), l), "LoadLimits::max_graphs = 1");
+}
+
+TEST(LoadLimitsTest, GraphNesting) {
+  LoadLimits l;
+  l.max_nesting_depth = 1;
+  ExpectExhausted(Load(SmallModel(), l), "LoadLimits::max_nesting_depth = 1");
+}
+
+// A constant ((((x)))) nested `depth` tuples deep.
+proto::ModelProto NestedConstant(int depth) {
+  proto::ModelProto p = SmallModel();
+  proto::NodeProto* n = p.mutable_graphs(0)->add_nodes();
+  n->set_name("deep");
+  proto::ValueProto* v = n->mutable_constant();
+  for (int i = 0; i < depth; ++i) v = v->mutable_tuple()->add_elements();
+  v->mutable_scalar()->set_dtype(proto::DT_INT64);
+  v->mutable_scalar()->set_i(7);
+  return p;
+}
+
+TEST(LoadLimitsTest, ConstantNesting) {
+  LoadLimits l;
+  l.max_value_depth = 5;
+  ExpectExhausted(Load(NestedConstant(6), l), "LoadLimits::max_value_depth = 5");
+  EXPECT_TRUE(Load(NestedConstant(5), l).ok()) << Load(NestedConstant(5), l);
+}
+
+// Nesting deeper than the parsers accept, binary and text: an error, not a stack
+// overflow inside protobuf (the text parser had no recursion limit set).
+TEST(LoadLimitsTest, MessageNestingInTheParsers) {
+  std::string text = "format_version: 1 graphs { name: \"f\" nodes { name: \"n\" constant { ";
+  const int kDepth = 200'000;
+  for (int i = 0; i < kDepth; ++i) text += "tuple { elements { ";
+  for (int i = 0; i < kDepth; ++i) text += "} } ";
+  text += "} } }";
+  absl::Status s = ParseModel(text, true, DefaultRegistry(), "deep.pbtxt").status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_THAT(std::string(s.message()), HasSubstr("deep.pbtxt"));
+
+  proto::ModelProto p = NestedConstant(60);  // 120 message levels: over the default 100
+  std::string bytes;
+  ASSERT_TRUE(p.SerializeToString(&bytes));
+  s = ParseModel(bytes, false, DefaultRegistry(), "deep.pb").status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  LoadLimits l;
+  l.max_message_depth = 200;
+  l.max_value_depth = 100;
+  absl::StatusOr<std::unique_ptr<Module>> m = ParseModel(bytes, false, DefaultRegistry(), "deep.pb", l);
+  EXPECT_TRUE(m.ok()) << m.status();
+}
+
+}  // namespace
+}  // namespace kgrad
