@@ -269,6 +269,20 @@ void Manager::ComputeOrder(FuncGraph* g) {
     auto it = info_.find(v.graph());
     return it == info_.end() ? nullptr : &it->second.fvs;
   };
+  // Graphs named by constants among the inputs of the nodes placed (and the
+  // output): what a live g keeps alive. Each placed node's inputs are seen once.
+  gi.live_graphs.clear();
+  absl::flat_hash_set<FuncGraph*> live_seen;
+  std::vector<FuncGraph*> live_refs;
+  auto note_live = [&](const AnfNode* in) {
+    const Value& v = in->AsValue()->value();
+    if (!v.is_graph() && !v.is_tuple()) return;
+    live_refs.clear();
+    CollectGraphs(v, &live_refs);
+    for (FuncGraph* h : live_refs) {
+      if (live_seen.insert(h).second) gi.live_graphs.push_back(h);
+    }
+  };
   auto push = [&](AnfNode* n) {
     if (n->graph() != g || !n->is_cnode()) return;
     if (n->mark_epoch == epoch) return;  // on the stack (a cycle: the verifier reports it) or placed
@@ -299,6 +313,7 @@ void Manager::ComputeOrder(FuncGraph* g) {
       if (f.input < c->size()) {
         AnfNode* in = c->input(f.input++);
         if (in->is_value()) {
+          note_live(in);
           f.fvs = graph_fvs(in);
           f.fv = 0;
         } else {
@@ -311,26 +326,7 @@ void Manager::ComputeOrder(FuncGraph* g) {
       stack.pop_back();
     }
   }
-  CollectLiveGraphs(g);
-}
-
-void Manager::CollectLiveGraphs(FuncGraph* g) {
-  GraphInfo& gi = info_[g];
-  gi.live_graphs.clear();
-  absl::flat_hash_set<FuncGraph*> seen;
-  std::vector<FuncGraph*> refs;
-  auto add = [&](const AnfNode* n) {
-    if (!n->is_value()) return;
-    refs.clear();
-    CollectGraphs(n->AsValue()->value(), &refs);
-    for (FuncGraph* h : refs) {
-      if (seen.insert(h).second) gi.live_graphs.push_back(h);
-    }
-  };
-  for (CNode* c : gi.order) {
-    for (AnfNode* in : c->inputs()) add(in);
-  }
-  if (g->output() != nullptr) add(g->output());
+  if (g->output()->is_value()) note_live(g->output());
 }
 
 std::vector<FuncGraph*> Manager::Reachable(const std::vector<FuncGraph*>& roots) {

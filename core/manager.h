@@ -69,7 +69,6 @@ class Manager {
   void ScanGraph(FuncGraph* g, Scan* sc);
   void ComputeTotalFvs(const std::vector<FuncGraph*>& graphs);
   void ComputeOrder(FuncGraph* g);
-  void CollectLiveGraphs(FuncGraph* g);
   std::vector<FuncGraph*> CalleesFirst(const std::vector<FuncGraph*>& graphs);
 
   Module* module_;
