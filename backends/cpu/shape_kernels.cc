@@ -24,6 +24,7 @@
 #include "absl/strings/str_join.h"
 #include "backends/cpu/cpu_kernels.h"
 #include "backends/cpu/parallel.h"
+#include "backends/view_kernels.h"
 #include "core/shape.h"
 #include "core/status_macros.h"
 
@@ -32,15 +33,6 @@ namespace cpu {
 namespace {
 
 // ----- Errors, inputs and attributes ---------------------------------------------------
-absl::Status AttrError(const KernelContext& ctx, absl::string_view attr, absl::string_view what) {
-  return absl::InvalidArgumentError(
-      absl::StrCat(ctx.prim().name(), ": attribute '", attr, "' ", what));
-}
-
-std::string Ints(absl::Span<const int64_t> v) {
-  return absl::StrCat("[", absl::StrJoin(v, ","), "]");
-}
-
 absl::StatusOr<const Tensor*> NumericTensorAt(const KernelContext& ctx, size_t i) {
   KGRAD_ASSIGN_OR_RETURN(const Tensor* t, ctx.TensorAt(i));
   if (t->dtype() == DType::kBool) {
@@ -57,13 +49,6 @@ absl::StatusOr<const Tensor*> IndexTensorAt(const KernelContext& ctx, size_t i) 
         absl::StrCat("input ", i, " must be an i32 or i64 index tensor, got ", t->TypeString()));
   }
   return t;
-}
-
-// An axis attribute normalised against `rank`.
-absl::StatusOr<int> AxisAttr(const KernelContext& ctx, const char* attr, int rank) {
-  absl::StatusOr<int> a = NormalizeAxis(ctx.prim().GetInt(attr), rank);
-  if (!a.ok()) return AttrError(ctx, attr, a.status().message());
-  return *a;
 }
 
 // A shape attribute with entries >= 0 that makes a valid tensor. (An out
@@ -252,81 +237,8 @@ CopyPlan DenseRead(const Shape& dims, Shape dst_strides, int64_t dst_offset = 0)
   return p;
 }
 
-// ----- reshape, reshape_like, expand_dims, squeeze: shared buffers -------------------------
-// Input 0 with a new shape of the same element count, sharing its buffer. The
-// input is moved out so that a uniquely owned buffer stays uniquely owned.
-absl::StatusOr<Value> ShareAs(KernelContext& ctx, const Shape& shape) {
-  KGRAD_ASSIGN_OR_RETURN(const Tensor* x, ctx.TensorAt(0));
-  KGRAD_ASSIGN_OR_RETURN(int64_t n, CheckedNumElements(shape));
-  if (n != x->NumElements()) {
-    return absl::InvalidArgumentError(absl::StrCat("cannot reshape ", x->TypeString(), " (",
-                                                   x->NumElements(), " elements) to ",
-                                                   ShapeToString(shape)));
-  }
-  Tensor t = ctx.mutable_input(0).TakeTensor();
-  return Value(t.Reshaped(shape));
-}
-
-absl::StatusOr<Value> Reshape(KernelContext& ctx) {
-  KGRAD_ASSIGN_OR_RETURN(const Tensor* x, ctx.TensorAt(0));
-  const std::vector<int64_t>& s = ctx.prim().GetInts("shape");
-  for (int64_t d : s) {
-    if (d < -1) return AttrError(ctx, "shape", absl::StrCat("has a negative entry: ", Ints(s)));
-  }
-  Shape shape(s.begin(), s.end());
-  auto minus = std::find(shape.begin(), shape.end(), int64_t{-1});
-  if (minus != shape.end()) {
-    *minus = 1;
-    if (std::find(minus + 1, shape.end(), int64_t{-1}) != shape.end()) {
-      return AttrError(ctx, "shape", absl::StrCat("has more than one -1: ", Ints(s)));
-    }
-    absl::StatusOr<int64_t> rest = CheckedNumElements(shape);
-    if (!rest.ok()) return AttrError(ctx, "shape", rest.status().message());
-    if (*rest == 0 || x->NumElements() % *rest != 0) {
-      return AttrError(ctx, "shape",
-                       absl::StrCat(Ints(s), " cannot hold the ", x->NumElements(), " elements of ",
-                                    x->TypeString()));
-    }
-    *minus = x->NumElements() / *rest;
-  }
-  return ShareAs(ctx, shape);
-}
-
-absl::StatusOr<Value> ReshapeLike(KernelContext& ctx) {
-  KGRAD_ASSIGN_OR_RETURN(const Tensor* ref, ctx.TensorAt(1));
-  return ShareAs(ctx, ref->shape());
-}
-
-absl::StatusOr<Value> ExpandDims(KernelContext& ctx) {
-  KGRAD_ASSIGN_OR_RETURN(const Tensor* x, ctx.TensorAt(0));
-  KGRAD_ASSIGN_OR_RETURN(int axis, AxisAttr(ctx, "axis", x->rank() + 1));
-  Shape shape = x->shape();
-  shape.insert(shape.begin() + axis, 1);
-  return ShareAs(ctx, shape);
-}
-
-absl::StatusOr<Value> Squeeze(KernelContext& ctx) {
-  KGRAD_ASSIGN_OR_RETURN(const Tensor* x, ctx.TensorAt(0));
-  const std::vector<int64_t>& axes = ctx.prim().GetInts("axes");
-  // axes [] drops every size-1 dim; named axes must each be 1.
-  std::vector<bool> drop(x->rank(), axes.empty());
-  for (int64_t a : axes) {
-    absl::StatusOr<int> norm = NormalizeAxis(a, x->rank());
-    if (!norm.ok()) return AttrError(ctx, "axes", norm.status().message());
-    int n = *norm;
-    if (x->dim(n) != 1 || drop[n]) {
-      return AttrError(ctx, "axes",
-                       absl::StrCat(Ints(axes), " names dim ", n, " of ", x->TypeString(),
-                                    drop[n] ? " twice" : ", which is not 1"));
-    }
-    drop[n] = true;
-  }
-  Shape shape;
-  for (int i = 0; i < x->rank(); ++i) {
-    if (!drop[i] || x->dim(i) != 1) shape.push_back(x->dim(i));
-  }
-  return ShareAs(ctx, shape);
-}
+// reshape, reshape_like, expand_dims and squeeze share the input buffer on every
+// device: backends/view_kernels.cc.
 
 // ----- transpose, broadcast_to -------------------------------------------------------------
 absl::StatusOr<Value> Transpose(KernelContext& ctx) {
@@ -372,7 +284,7 @@ absl::StatusOr<Value> BroadcastToShape(KernelContext& ctx, const Shape& target) 
     return absl::InvalidArgumentError(
         absl::StrCat("cannot broadcast ", x->TypeString(), " to ", ShapeToString(target)));
   }
-  if (NumElementsOf(target) == x->NumElements()) return ShareAs(ctx, target);
+  if (NumElementsOf(target) == x->NumElements()) return views::ShareAs(ctx, target);
   KGRAD_ASSIGN_OR_RETURN(Tensor out, ctx.Allocate(x->dtype(), target));
   StridedCopy(DenseWrite(target, strides), *x, out);
   return Value(std::move(out));
@@ -482,7 +394,7 @@ absl::StatusOr<Value> SumToShape(KernelContext& ctx, const Shape& target) {
   }
   SumPlan plan = MakeSumPlan(x->shape(), t);
   if (std::find(plan.reduced.begin(), plan.reduced.end(), true) == plan.reduced.end()) {
-    return ShareAs(ctx, target);  // nothing to sum: only size-1 dims differ
+    return views::ShareAs(ctx, target);  // nothing to sum: only size-1 dims differ
   }
   KGRAD_ASSIGN_OR_RETURN(Tensor out, ctx.Allocate(x->dtype(), target));
   DispatchDType(x->dtype(), [&](auto zero) {
@@ -829,15 +741,15 @@ absl::StatusOr<Value> Fill(KernelContext& ctx) {
 }  // namespace
 
 void RegisterShapeKernels(KernelTable* table) {
-  table->Set(PrimId::kReshape, Reshape);
-  table->Set(PrimId::kReshapeLike, ReshapeLike);
+  table->Set(PrimId::kReshape, views::Reshape);
+  table->Set(PrimId::kReshapeLike, views::ReshapeLike);
   table->Set(PrimId::kTranspose, Transpose);
   table->Set(PrimId::kBroadcastTo, BroadcastTo);
   table->Set(PrimId::kBroadcastToLike, BroadcastToLike);
   table->Set(PrimId::kSumTo, SumTo);
   table->Set(PrimId::kSumToLike, SumToLike);
-  table->Set(PrimId::kExpandDims, ExpandDims);
-  table->Set(PrimId::kSqueeze, Squeeze);
+  table->Set(PrimId::kExpandDims, views::ExpandDims);
+  table->Set(PrimId::kSqueeze, views::Squeeze);
   table->Set(PrimId::kConcat, Concat);
   table->Set(PrimId::kSplit, Split);
   table->Set(PrimId::kSlice, Slice);

@@ -40,15 +40,6 @@ absl::Status SameDTypes(const Tensor& a, int i, const Tensor& b, int j) {
                                                  a.TypeString(), " and ", b.TypeString()));
 }
 
-absl::Status AttrError(const KernelContext& ctx, absl::string_view attr, absl::string_view what) {
-  return absl::InvalidArgumentError(
-      absl::StrCat(ctx.prim().name(), ": attribute '", attr, "' ", what));
-}
-
-std::string Ints(absl::Span<const int64_t> v) {
-  return absl::StrCat("[", absl::StrJoin(v, ","), "]");
-}
-
 absl::Status StridedCopy(const CopyGeom& g, const Tensor& src, const Tensor& dst,
                          cudaStream_t stream) {
   const int elem = static_cast<int>(DTypeSize(src.dtype()));

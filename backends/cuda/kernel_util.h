@@ -13,6 +13,7 @@
 #include "backends/cuda/geometry.h"
 #include "backends/cuda/kernels/launch.h"
 #include "backends/kernel.h"
+#include "backends/view_kernels.h"  // AttrError, Ints
 #include "core/shape.h"
 
 namespace kgrad {
@@ -34,9 +35,6 @@ std::string MaskNames(DTypeMask mask);
 // tensor, got i32[3]").
 absl::StatusOr<const Tensor*> TypedInput(const KernelContext& ctx, int i, DTypeMask allowed);
 absl::Status SameDTypes(const Tensor& a, int i, const Tensor& b, int j);
-// "<prim>: attribute '<attr>' <what>".
-absl::Status AttrError(const KernelContext& ctx, absl::string_view attr, absl::string_view what);
-std::string Ints(absl::Span<const int64_t> v);
 
 // Runs a copy between the buffers of two tensors of the same dtype.
 absl::Status StridedCopy(const CopyGeom& g, const Tensor& src, const Tensor& dst,

@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "backends/cuda/cuda_context.h"
 #include "backends/cuda/kernel_util.h"
+#include "backends/view_kernels.h"
 #include "core/shape.h"
 #include "core/status_macros.h"
 
@@ -38,12 +39,6 @@ absl::StatusOr<const Tensor*> IndexTensorAt(const KernelContext& ctx, size_t i) 
   return t;
 }
 
-absl::StatusOr<int> AxisAttr(const KernelContext& ctx, const char* attr, int rank) {
-  absl::StatusOr<int> a = NormalizeAxis(ctx.prim().GetInt(attr), rank);
-  if (!a.ok()) return AttrError(ctx, attr, a.status().message());
-  return *a;
-}
-
 absl::Status ShapeAttr(const KernelContext& ctx, const char* attr, Shape* shape) {
   const std::vector<int64_t>& s = ctx.prim().GetInts(attr);
   absl::StatusOr<int64_t> n = CheckedNumElements(s);
@@ -52,78 +47,7 @@ absl::Status ShapeAttr(const KernelContext& ctx, const char* attr, Shape* shape)
   return absl::OkStatus();
 }
 
-// ----- Views --------------------------------------------------------------------------------
-absl::StatusOr<Value> ShareAs(KernelContext& ctx, const Shape& shape) {
-  KGRAD_ASSIGN_OR_RETURN(const Tensor* x, ctx.TensorAt(0));
-  KGRAD_ASSIGN_OR_RETURN(int64_t n, CheckedNumElements(shape));
-  if (n != x->NumElements()) {
-    return absl::InvalidArgumentError(absl::StrCat("cannot reshape ", x->TypeString(), " (",
-                                                   x->NumElements(), " elements) to ",
-                                                   ShapeToString(shape)));
-  }
-  Tensor t = ctx.mutable_input(0).TakeTensor();
-  return Value(t.Reshaped(shape));
-}
-
-absl::StatusOr<Value> Reshape(KernelContext& ctx) {
-  KGRAD_ASSIGN_OR_RETURN(const Tensor* x, ctx.TensorAt(0));
-  const std::vector<int64_t>& s = ctx.prim().GetInts("shape");
-  for (int64_t d : s) {
-    if (d < -1) return AttrError(ctx, "shape", absl::StrCat("has a negative entry: ", Ints(s)));
-  }
-  Shape shape(s.begin(), s.end());
-  auto minus = std::find(shape.begin(), shape.end(), int64_t{-1});
-  if (minus != shape.end()) {
-    *minus = 1;
-    if (std::find(minus + 1, shape.end(), int64_t{-1}) != shape.end()) {
-      return AttrError(ctx, "shape", absl::StrCat("has more than one -1: ", Ints(s)));
-    }
-    absl::StatusOr<int64_t> rest = CheckedNumElements(shape);
-    if (!rest.ok()) return AttrError(ctx, "shape", rest.status().message());
-    if (*rest == 0 || x->NumElements() % *rest != 0) {
-      return AttrError(ctx, "shape",
-                       absl::StrCat(Ints(s), " cannot hold the ", x->NumElements(), " elements of ",
-                                    x->TypeString()));
-    }
-    *minus = x->NumElements() / *rest;
-  }
-  return ShareAs(ctx, shape);
-}
-
-absl::StatusOr<Value> ReshapeLike(KernelContext& ctx) {
-  KGRAD_ASSIGN_OR_RETURN(const Tensor* ref, ctx.TensorAt(1));
-  return ShareAs(ctx, ref->shape());
-}
-
-absl::StatusOr<Value> ExpandDims(KernelContext& ctx) {
-  KGRAD_ASSIGN_OR_RETURN(const Tensor* x, ctx.TensorAt(0));
-  KGRAD_ASSIGN_OR_RETURN(int axis, AxisAttr(ctx, "axis", x->rank() + 1));
-  Shape shape = x->shape();
-  shape.insert(shape.begin() + axis, 1);
-  return ShareAs(ctx, shape);
-}
-
-absl::StatusOr<Value> Squeeze(KernelContext& ctx) {
-  KGRAD_ASSIGN_OR_RETURN(const Tensor* x, ctx.TensorAt(0));
-  const std::vector<int64_t>& axes = ctx.prim().GetInts("axes");
-  std::vector<bool> drop(x->rank(), axes.empty());
-  for (int64_t a : axes) {
-    absl::StatusOr<int> norm = NormalizeAxis(a, x->rank());
-    if (!norm.ok()) return AttrError(ctx, "axes", norm.status().message());
-    int n = *norm;
-    if (x->dim(n) != 1 || drop[n]) {
-      return AttrError(ctx, "axes",
-                       absl::StrCat(Ints(axes), " names dim ", n, " of ", x->TypeString(),
-                                    drop[n] ? " twice" : ", which is not 1"));
-    }
-    drop[n] = true;
-  }
-  Shape shape;
-  for (int i = 0; i < x->rank(); ++i) {
-    if (!drop[i] || x->dim(i) != 1) shape.push_back(x->dim(i));
-  }
-  return ShareAs(ctx, shape);
-}
+// reshape, reshape_like, expand_dims, squeeze: backends/view_kernels.cc (no kernel runs).
 
 // ----- transpose, broadcast_to, sum_to ----------------------------------------------------------
 absl::StatusOr<Value> Transpose(KernelContext& ctx) {
@@ -170,7 +94,7 @@ absl::StatusOr<Value> BroadcastToShape(KernelContext& ctx, const Shape& target) 
     return absl::InvalidArgumentError(
         absl::StrCat("cannot broadcast ", x->TypeString(), " to ", ShapeToString(target)));
   }
-  if (NumElementsOf(target) == x->NumElements()) return ShareAs(ctx, target);
+  if (NumElementsOf(target) == x->NumElements()) return views::ShareAs(ctx, target);
   KGRAD_ASSIGN_OR_RETURN(Gpu gpu, GpuOf(ctx));
   KGRAD_ASSIGN_OR_RETURN(Tensor out, ctx.Allocate(x->dtype(), target));
   KGRAD_RETURN_IF_ERROR(StridedCopy(DenseWrite(target, strides), *x, out, gpu.stream));
@@ -210,7 +134,7 @@ absl::StatusOr<Value> SumToShape(KernelContext& ctx, const Shape& target) {
     reduced[i] = t[i] == 1 && x->dim(i) != 1;
     any = any || reduced[i];
   }
-  if (!any) return ShareAs(ctx, target);  // nothing to sum: only size-1 dims differ
+  if (!any) return views::ShareAs(ctx, target);  // nothing to sum: only size-1 dims differ
   KGRAD_ASSIGN_OR_RETURN(Tensor out, ctx.Allocate(x->dtype(), target));
   KGRAD_RETURN_IF_ERROR(
       RunReduce(ctx, ReduceOp::kSum, MakeReduceGeom(x->shape(), reduced), *x, out));
@@ -494,15 +418,15 @@ absl::StatusOr<Value> Fill(KernelContext& ctx) {
 }  // namespace
 
 void RegisterShapeKernels(KernelTable* t) {
-  t->Set(PrimId::kReshape, OnDevice<Reshape>);
-  t->Set(PrimId::kReshapeLike, OnDevice<ReshapeLike>);
+  t->Set(PrimId::kReshape, OnDevice<views::Reshape>);
+  t->Set(PrimId::kReshapeLike, OnDevice<views::ReshapeLike>);
   t->Set(PrimId::kTranspose, OnDevice<Transpose>);
   t->Set(PrimId::kBroadcastTo, OnDevice<BroadcastTo>);
   t->Set(PrimId::kBroadcastToLike, OnDevice<BroadcastToLike>);
   t->Set(PrimId::kSumTo, OnDevice<SumTo>);
   t->Set(PrimId::kSumToLike, OnDevice<SumToLike>);
-  t->Set(PrimId::kExpandDims, OnDevice<ExpandDims>);
-  t->Set(PrimId::kSqueeze, OnDevice<Squeeze>);
+  t->Set(PrimId::kExpandDims, OnDevice<views::ExpandDims>);
+  t->Set(PrimId::kSqueeze, OnDevice<views::Squeeze>);
   t->Set(PrimId::kConcat, OnDevice<Concat>);
   t->Set(PrimId::kSplit, OnDevice<Split>);
   t->Set(PrimId::kSlice, OnDevice<Slice>);
