@@ -18,58 +18,13 @@
 namespace kgrad {
 namespace {
 
+using ::kgrad::testing::NonVacuousGradientsOk;
 using ::kgrad::testing::PrimGradOptions;
 using ::kgrad::testing::PrimitiveGradientOk;
 using ::kgrad::testing::RandomF64;
 using ::testing::HasSubstr;
 
 constexpr uint64_t kSeeds[] = {1, 2, 3};
-
-bool IsFloatTensor(const Value& v) { return v.is_tensor() && IsFloating(v.tensor().dtype()); }
-
-// f(x...) = prim(args...){attrs} checked to order 2 at `args` with the full report:
-// integer arguments become constants of f (the checker would try to differentiate
-// them as parameters), and the check must not be vacuous: every first-order
-// derivative is non-zero somewhere and, with `curved`, some second-order one is.
-::testing::AssertionResult NonVacuousGradientsOk(PrimId id, const std::vector<Value>& args,
-                                                 const AttrMap& attrs, uint64_t seed, bool curved) {
-  Module m(DefaultRegistry());
-  GraphBuilder b(&m, absl::StrCat("f_", PrimIdName(id)));
-  std::vector<AnfNode*> xs;
-  std::vector<Value> params;
-  for (size_t i = 0; i < args.size(); ++i) {
-    if (IsFloatTensor(args[i])) {
-      xs.push_back(b.Param(absl::StrCat("x", i), Broaden(AbstractOfValue(args[i]))));
-      params.push_back(args[i]);
-    } else {
-      xs.push_back(b.Const(args[i]));
-    }
-  }
-  absl::StatusOr<FuncGraph*> f = b.Return(b.Op(id, xs, attrs));
-  if (!f.ok()) return ::testing::AssertionFailure() << "building the graph: " << f.status();
-  GradCheckOptions o;
-  o.order = 2;
-  o.seed = seed;
-  absl::StatusOr<GradCheckReport> r = CheckGradients(m, *f, params, o);
-  if (!r.ok()) return ::testing::AssertionFailure() << PrimIdName(id) << ": " << r.status();
-  if (!r->passed()) return ::testing::AssertionFailure() << PrimIdName(id) << "\n" << r->ToString();
-  double second = 0;
-  for (const GradCheckEntry& e : r->entries) {
-    if (e.order == 1 && e.max_magnitude < 1e-9) {
-      return ::testing::AssertionFailure() << PrimIdName(id) << ": the derivatives of " << e.input
-                                           << " are all zero; the check is vacuous\n"
-                                           << r->ToString();
-    }
-    if (e.order == 2) second = std::max(second, e.max_magnitude);
-  }
-  if (curved && second < 1e-9) {
-    return ::testing::AssertionFailure() << PrimIdName(id)
-                                         << ": every second-order derivative is zero; the "
-                                            "second-order check is vacuous\n"
-                                         << r->ToString();
-  }
-  return ::testing::AssertionSuccess();
-}
 
 // Random float64 operands of `shapes`, from `seed`.
 std::vector<Value> RandomOperands(const std::vector<Shape>& shapes, uint64_t seed) {

@@ -35,6 +35,13 @@ struct PrimGradOptions {
 ::testing::AssertionResult PrimitiveGradientOk(PrimId id, const std::vector<Value>& args,
                                                AttrMap attrs = {}, PrimGradOptions options = {});
 
+// f(x...) = prim(args...){attrs} checked to order 2 at `args` with the full report:
+// integer arguments become constants of f (the checker would try to differentiate
+// them as parameters), and the check must not be vacuous: every first-order
+// derivative is non-zero somewhere and, with `curved`, some second-order one is.
+::testing::AssertionResult NonVacuousGradientsOk(PrimId id, const std::vector<Value>& args,
+                                                 const AttrMap& attrs, uint64_t seed, bool curved);
+
 // A float64 tensor with entries uniform in [lo, hi).
 Value RandomF64(Shape shape, std::mt19937_64& rng, double lo = -1.0, double hi = 1.0);
 // Entries uniform in [lo, hi) but at least `gap` away from each of `avoid` (for
