@@ -1,6 +1,7 @@
 #include "bench/suite_kgrad.h"
 
 #include <algorithm>
+#include <cmath>
 #include <fstream>
 #include <memory>
 
@@ -91,6 +92,21 @@ int64_t PeakBytes(const Executor& e, const Module& m, const std::vector<Value>& 
   return peak + ResidentBytes(m, args);
 }
 
+// On a device other than the CPU: how far its step result is from the CPU's.
+absl::Status CompareWithCpu(const KgradRun& run, const std::string& key, FuncGraph* step,
+                            const Executor& on_device, const std::vector<Value>& args, Metrics* out) {
+  KGRAD_ASSIGN_OR_RETURN(std::unique_ptr<Executor> cpu, Executor::Create(step));
+  KGRAD_ASSIGN_OR_RETURN(Value expected, cpu->Run(args));
+  KGRAD_ASSIGN_OR_RETURN(Value actual, on_device.Run(args));
+  absl::StatusOr<double> diff = MaxScaledDiff(actual, expected);
+  if (!diff.ok()) {
+    return absl::InternalError(absl::StrCat(key, " step on ", run.device->name(), " vs the CPU: ",
+                                            diff.status().message()));
+  }
+  (*out)[key + ".max_diff_vs_cpu"] = *diff;
+  return absl::OkStatus();
+}
+
 // One run's time per primitive, on stderr (--profile: where a miss comes from).
 void Note(const KgradRun& run, const std::string& what, const Executor& e, const std::vector<Value>& args) {
   Profile profile;
@@ -124,20 +140,23 @@ absl::Status MeasureModel(const KgradRun& run, const ModelCase& c, Module& m, Fu
   vo.weights = Weights(m);
   KGRAD_ASSIGN_OR_RETURN(FuncGraph* step, ValueAndGrad(m, f, vo));
   KGRAD_RETURN_IF_ERROR(Optimize(m, step, oo).status());
-  KGRAD_ASSIGN_OR_RETURN(std::unique_ptr<Executor> ef, Executor::Create(f));
-  KGRAD_ASSIGN_OR_RETURN(std::unique_ptr<Executor> es, Executor::Create(step));
+  ExecutorOptions eo;
+  eo.device = run.device;
+  KGRAD_ASSIGN_OR_RETURN(std::unique_ptr<Executor> ef, Executor::Create(f, eo));
+  KGRAD_ASSIGN_OR_RETURN(std::unique_ptr<Executor> es, Executor::Create(step, eo));
   KGRAD_ASSIGN_OR_RETURN((*out)[c.key + ".loss"], ScalarOf(ef->Run(args), c.key + " forward"));
   KGRAD_RETURN_IF_ERROR(Check(*es, args, c.key + " step"));
+  if (run.device != nullptr) KGRAD_RETURN_IF_ERROR(CompareWithCpu(run, c.key, step, *es, args, out));
   (*out)[c.key + ".fwd_ms"] = MedianMs([&] { (void)ef->Run(args); }, run.budget);
   run.progress->Done(c.label + " forward (kgrad)");
   (*out)[c.key + ".step_ms"] = MedianMs([&] { (void)es->Run(args); }, run.budget);
   (*out)[c.key + ".step_nodes"] = es->stats().steps;
   if (run.profile) Note(run, c.key + " step", *es, args);
-  (*out)[c.key + ".peak_bytes"] = static_cast<double>(PeakBytes(*es, m, args));
+  if (run.device == nullptr) (*out)[c.key + ".peak_bytes"] = static_cast<double>(PeakBytes(*es, m, args));
   run.progress->Done(c.label + " step (kgrad)");
   if (!c.jvp) return absl::OkStatus();
   KGRAD_ASSIGN_OR_RETURN(FuncGraph* jvp, Jvp(m, f));
-  KGRAD_ASSIGN_OR_RETURN(std::unique_ptr<Executor> ej, Executor::Create(jvp));
+  KGRAD_ASSIGN_OR_RETURN(std::unique_ptr<Executor> ej, Executor::Create(jvp, eo));
   std::vector<Value> jargs = args;
   for (const Value& a : args) jargs.push_back(a);
   KGRAD_RETURN_IF_ERROR(Check(*ej, jargs, c.key + " jvp"));
@@ -147,6 +166,37 @@ absl::Status MeasureModel(const KgradRun& run, const ModelCase& c, Module& m, Fu
 }
 
 }  // namespace
+
+absl::StatusOr<double> MaxScaledDiff(const Value& a, const Value& b) {
+  if (a.is_tuple() && b.is_tuple()) {
+    if (a.tuple().size() != b.tuple().size()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("tuples of ", a.tuple().size(), " and ", b.tuple().size(), " elements"));
+    }
+    double worst = 0;
+    for (size_t i = 0; i < a.tuple().size(); ++i) {
+      absl::StatusOr<double> d = MaxScaledDiff(a.tuple()[i], b.tuple()[i]);
+      if (!d.ok()) return absl::InvalidArgumentError(absl::StrCat("element ", i, ": ", d.status().message()));
+      worst = std::max(worst, *d);
+    }
+    return worst;
+  }
+  if (!a.is_tensor() || !b.is_tensor()) {
+    return absl::InvalidArgumentError(absl::StrCat(a.TypeString(), " vs ", b.TypeString()));
+  }
+  const Tensor& x = a.tensor();
+  const Tensor& y = b.tensor();
+  if (x.dtype() != y.dtype() || x.shape() != y.shape()) {
+    return absl::InvalidArgumentError(absl::StrCat(x.TypeString(), " vs ", y.TypeString()));
+  }
+  double scale = 0, diff = 0;
+  for (int64_t i = 0; i < y.NumElements(); ++i) {
+    scale = std::max(scale, std::abs(y.ElementAsDouble(i)));
+    double d = std::abs(x.ElementAsDouble(i) - y.ElementAsDouble(i));
+    diff = std::isnan(d) ? HUGE_VAL : std::max(diff, d);
+  }
+  return diff / (scale > 0 ? scale : 1.0);
+}
 
 absl::Status MeasureMlp(const KgradRun& run, Metrics* out, TensorManifest* tensors) {
   Module m(DefaultRegistry());

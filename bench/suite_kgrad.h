@@ -10,6 +10,8 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "backends/device.h"
 #include "bench/suite_shapes.h"
 #include "bench/suite_timing.h"
 
@@ -33,7 +35,17 @@ struct KgradRun {
   std::string tensor_dir;  // where the tensors for the PyTorch side go
   Progress* progress = nullptr;
   bool profile = false;  // print each step's time per primitive (stderr)
+  // Where the MLP and the conv net run (nullptr: the CPU). Elsewhere (CUDA) each
+  // step also runs once on the CPU and "<key>.max_diff_vs_cpu" records how far
+  // apart the two are (MaxScaledDiff); peak memory is then not measured (the
+  // CPU allocator's statistics do not see device memory).
+  Device* device = nullptr;
 };
+
+// The largest |a - b| / max|b| over the tensors of `a` and `b` (tuples element by
+// element; each tensor scaled by its own largest |b|, 1 when that is 0). An error
+// when the structure, dtype or shape differ.
+absl::StatusOr<double> MaxScaledDiff(const Value& a, const Value& b);
 
 
 // 1 and 4: forward, step (loss + weight gradients), Jvp, peak memory of the step.

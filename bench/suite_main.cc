@@ -8,18 +8,18 @@
 
 #include <cstdio>
 #include <cstdlib>
-#include <ctime>
 #include <filesystem>
-#include <fstream>
 #include <string>
 
 #include "Eigen/Core"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "bench/suite_env.h"
 #include "bench/suite_kgrad.h"
 #include "bench/suite_report.h"
 #include "bench/suite_rows.h"
 #include "bench/suite_torch.h"
+#include "core/status_macros.h"
 
 #ifdef _OPENMP
 #include <omp.h>
@@ -83,50 +83,10 @@ absl::StatusOr<Args> ParseArgs(int argc, char** argv) {
       return absl::InvalidArgumentError(absl::StrCat("unknown argument '", s, "'"));
     }
   }
-  // `bazel run` starts us in the runfiles tree; results belong in the workspace.
-  const char* ws = std::getenv("BUILD_WORKSPACE_DIRECTORY");
-  std::string root = ws != nullptr ? ws : ".";
   // A partial run must not replace the suite's results.
   if (a.out.empty() && !a.only.empty()) a.out = "/tmp/kgrad_suite_" + a.only;
-  if (a.out.empty()) a.out = root + "/bench/results";
-  if (ws != nullptr && fs::path(a.out).is_relative()) a.out = root + "/" + a.out;
+  a.out = ResultsDir(a.out);
   return a;
-}
-
-std::string FindScript(const char* argv0) {
-  std::vector<std::string> candidates;
-  if (const char* ws = std::getenv("BUILD_WORKSPACE_DIRECTORY")) candidates.push_back(std::string(ws) + "/bench");
-  candidates.push_back("bench");  // runfiles (bazel run's working directory) or the workspace
-  candidates.push_back(std::string(argv0) + ".runfiles/kgrad/bench");
-  for (const std::string& dir : candidates) {
-    std::string path = dir + "/torch_side.py";
-    if (access(path.c_str(), R_OK) == 0) return fs::absolute(path).string();
-  }
-  return "";
-}
-
-std::string Now() {
-  std::time_t t = std::time(nullptr);
-  char buf[64];
-  std::strftime(buf, sizeof(buf), "%Y-%m-%d %H:%M:%S UTC", std::gmtime(&t));
-  return buf;
-}
-
-std::string CpuModel() {
-  std::ifstream is("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(is, line)) {
-    if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
-  }
-  return "unknown CPU";
-}
-
-absl::Status WriteText(const std::string& path, const std::string& text) {
-  std::ofstream os(path);
-  os << text;
-  os.close();
-  if (!os) return absl::InternalError(absl::StrCat("cannot write ", path));
-  return absl::OkStatus();
 }
 
 // The kgrad side: every scenario, failures noted (the report shows n/a) rather
@@ -151,18 +111,11 @@ bool RunKgrad(const KgradRun& run, const std::string& only, Metrics* out, Tensor
 absl::Status RunTorch(const Args& args, const char* argv0, const KgradRun& run, const TensorManifest& tensors,
                       const std::string& work, Metrics* out, std::string* version) {
   if (!args.torch) return absl::CancelledError("skipped (--no-torch)");
-  std::string script = FindScript(argv0);
-  if (script.empty()) return absl::NotFoundError("bench/torch_side.py not found");
-  absl::Status have = EnsureTorch(*run.progress);
-  if (!have.ok()) return have;
-  std::string spec = work + "/spec.json";
-  absl::Status w = WriteText(spec, TorchSpecJson(run.shapes, run.budget, args.threads, run.tensor_dir, tensors));
-  if (!w.ok()) return w;
-  absl::StatusOr<FlatJson> r =
-      RunTorchSide(script, spec, work + "/pytorch.json", work + "/pytorch.log", *run.progress);
-  if (!r.ok()) return r.status();
-  *out = r->numbers;
-  *version = r->strings["version"];
+  KGRAD_ASSIGN_OR_RETURN(
+      FlatJson r, RunTorchSuite(argv0, TorchSpecJson(run.shapes, run.budget, args.threads, run.tensor_dir, tensors),
+                                work, *run.progress));
+  *out = r.numbers;
+  *version = r.strings["version"];
   return absl::OkStatus();
 }
 
@@ -181,12 +134,12 @@ int Main(int argc, char** argv) {
   if (args->quick) run.budget = TimingBudget{1, 0.3, 3, 10};
   std::error_code ec;
   fs::create_directories(args->out, ec);
-  char work_template[] = "/tmp/kgrad_suite_XXXXXX";
-  if (ec || mkdtemp(work_template) == nullptr) {
+  absl::StatusOr<std::string> work_dir = MakeWorkDir();
+  if (ec || !work_dir.ok()) {
     std::fprintf(stderr, "suite: cannot create %s or a work directory in /tmp\n", args->out.c_str());
     return 1;
   }
-  std::string work = work_template;
+  std::string work = *work_dir;
   run.tensor_dir = work;
   int stages = 1 + 3 + 2 + 3 + static_cast<int>(run.shapes.build_sizes.size());
   Progress progress(args->torch ? 2 * stages : stages);

@@ -167,7 +167,30 @@ void MemoryRows(const SuiteShapes& s, Rows& rows) {
   }
 }
 
+// The step on the device against the same step on the CPU (kgrad only).
+void VsCpuRow(Rows& rows, const std::string& scenario, const std::string& p) {
+  AtMost(rows.Add(scenario, "step result vs CPU backend (max |diff| / max |value|)", p + ".max_diff_vs_cpu",
+                  rows.K(p + ".max_diff_vs_cpu"), kNaN),
+         1e-4, "<= 1e-4");
+}
+
 }  // namespace
+
+void AddGpuRows(const SuiteShapes& s, Report* report) {
+  Rows rows(report);
+  const std::string mlp = "1. MLP";
+  ModelRows(rows, mlp, "mlp");
+  double flops = MlpStepFlops(s);
+  rows.Add(mlp, "step GFLOP/s (matmul FLOPs)", "mlp.step_gflops", flops / (rows.K("mlp.step_ms") * 1e6),
+           flops / (rows.T("mlp.step_ms") * 1e6));
+  rows.Both(mlp, "jvp (ms)", "mlp.jvp_ms");
+  LossRow(rows, mlp, "mlp");
+  VsCpuRow(rows, mlp, "mlp");
+  const std::string conv = "2. conv net";
+  ModelRows(rows, conv, "conv");
+  LossRow(rows, conv, "conv");
+  VsCpuRow(rows, conv, "conv");
+}
 
 void AddRows(const SuiteShapes& s, Report* report) {
   Rows rows(report);

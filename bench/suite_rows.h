@@ -12,6 +12,11 @@ namespace bench {
 // lack keys: the row shows n/a).
 void AddRows(const SuiteShapes& s, Report* report);
 
+// The GPU suite's table (//bench:gpu_suite): MLP and conv net forward, step and
+// MLP Jvp against PyTorch on the same GPU, the losses, and how far each step's
+// result is from the CPU backend's.
+void AddGpuRows(const SuiteShapes& s, Report* report);
+
 }  // namespace bench
 }  // namespace kgrad
 

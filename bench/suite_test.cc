@@ -4,11 +4,17 @@
 #include <string>
 
 #include "absl/strings/match.h"
+#include "backends/cpu/cpu_device.h"
+#include "bench/suite_env.h"
 #include "bench/suite_json.h"
+#include "bench/suite_kgrad.h"
 #include "bench/suite_report.h"
 #include "bench/suite_rows.h"
 #include "bench/suite_shapes.h"
 #include "bench/suite_timing.h"
+#include "bench/suite_torch.h"
+#include "core/tensor.h"
+#include "core/value.h"
 #include "gtest/gtest.h"
 
 namespace kgrad {
@@ -168,6 +174,81 @@ TEST(SuiteReportTest, SvgPlotsOnePolylinePerSideWithData) {
   svg = BuildTimeSvg(r);
   first = svg.find("<polyline");
   EXPECT_NE(svg.find("<polyline", first + 1), std::string::npos);
+}
+
+TEST(SuiteRowsTest, GpuRowsCompareWithPyTorchAndTheCpuBackend) {
+  Report r;
+  r.kgrad = {{"mlp.fwd_ms", 0.2}, {"mlp.step_ms", 0.5}, {"mlp.loss", 2.3}, {"mlp.max_diff_vs_cpu", 3e-6},
+             {"conv.fwd_ms", 0.4}, {"conv.step_ms", 1.6}, {"conv.max_diff_vs_cpu", 2e-3}};
+  r.torch = {{"mlp.fwd_ms", 0.25}, {"mlp.step_ms", 1.0}, {"mlp.loss", 2.3}};
+  AddGpuRows(SuiteShapes(), &r);
+  EXPECT_DOUBLE_EQ(Find(r, "mlp.step_ms").torch, 1.0);
+  EXPECT_DOUBLE_EQ(Find(r, "mlp.grad_over_fwd").kgrad, 2.5);
+  EXPECT_DOUBLE_EQ(Find(r, "mlp.step_gflops").kgrad, MlpStepFlops(SuiteShapes()) / 0.5e6);
+  EXPECT_EQ(Find(r, "mlp.max_diff_vs_cpu").pass, true);
+  EXPECT_EQ(Find(r, "conv.max_diff_vs_cpu").pass, false);  // 2e-3 is not the same numbers
+  EXPECT_TRUE(std::isnan(Find(r, "conv.max_diff_vs_cpu").torch));
+  EXPECT_FALSE(Find(r, "conv.loss").pass.has_value());  // no kgrad conv loss: no verdict
+  for (const Row& row : r.rows) EXPECT_FALSE(absl::StartsWith(row.key, "chain")) << row.key;
+}
+
+TEST(SuiteKgradTest, MaxScaledDiffScalesEachTensorByItsLargestValue) {
+  Value a = Value::Tuple({Tensor::FromVector<float>({2}, {1.0f, 10.0f}), Tensor::FromVector<float>({1}, {0.0f})});
+  Value b = Value::Tuple({Tensor::FromVector<float>({2}, {1.5f, 10.0f}), Tensor::FromVector<float>({1}, {0.0f})});
+  absl::StatusOr<double> d = MaxScaledDiff(a, b);
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_DOUBLE_EQ(*d, 0.05);  // |1 - 1.5| / 10
+  EXPECT_DOUBLE_EQ(*MaxScaledDiff(Tensor::FromVector<float>({1}, {0.25f}), Tensor::FromVector<float>({1}, {0.0f})),
+                   0.25);  // an all-zero reference: absolute difference
+  Value nan = Tensor::FromVector<float>({1}, {std::nanf("")});
+  EXPECT_TRUE(std::isinf(*MaxScaledDiff(nan, Tensor::FromVector<float>({1}, {1.0f}))));
+  absl::StatusOr<double> shape =
+      MaxScaledDiff(Tensor::FromVector<float>({2}, {1, 2}), Tensor::FromVector<float>({1}, {1}));
+  EXPECT_FALSE(shape.ok());
+  absl::StatusOr<double> arity = MaxScaledDiff(a, Value::Tuple({Tensor::FromVector<float>({1}, {0.0f})}));
+  EXPECT_FALSE(arity.ok());
+  EXPECT_TRUE(absl::StrContains(arity.status().message(), "2 and 1 elements")) << arity.status();
+}
+
+// The path //bench:gpu_suite takes, with the CPU device standing in for CUDA:
+// the step runs there and is compared with the CPU executor's.
+TEST(SuiteKgradTest, OnAnotherDeviceTheStepIsComparedWithTheCpu) {
+  KgradRun run;
+  run.shapes.mlp_batch = 4;
+  run.shapes.mlp_sizes = {6, 5, 3};
+  run.budget = TimingBudget{0, 0.0, 1, 1};
+  run.tensor_dir = ::testing::TempDir();
+  run.device = CpuDevice();
+  Progress progress(3);
+  run.progress = &progress;
+  Metrics m;
+  TensorManifest tensors;
+  absl::Status s = MeasureMlp(run, &m, &tensors);
+  ASSERT_TRUE(s.ok()) << s;
+  ASSERT_EQ(m.count("mlp.max_diff_vs_cpu"), 1u);
+  EXPECT_EQ(m["mlp.max_diff_vs_cpu"], 0.0);  // the same kernels on the same numbers
+  EXPECT_EQ(m.count("mlp.peak_bytes"), 0u);  // device memory: not the CPU allocator's
+  EXPECT_GT(m["mlp.step_ms"], 0.0);
+  EXPECT_EQ(tensors["mlp"].size(), 2u + 4u);  // x, labels, w1, b1, w2, b2
+}
+
+TEST(SuiteTorchTest, SpecNamesTheDeviceAndThePrograms) {
+  std::string cpu = TorchSpecJson(SuiteShapes(), TimingBudget(), 2, "/tmp/t", {});
+  EXPECT_TRUE(absl::StrContains(cpu, "\"device\": \"cpu\"")) << cpu;
+  EXPECT_FALSE(absl::StrContains(cpu, "\"programs\"")) << cpu;  // all of them
+  std::string gpu = TorchSpecJson(SuiteShapes(), TimingBudget(), 1, "/tmp/t", {}, "cuda", {"mlp", "conv"});
+  EXPECT_TRUE(absl::StrContains(gpu, "\"device\": \"cuda\", \"programs\": [\"mlp\", \"conv\"]")) << gpu;
+}
+
+TEST(SuiteEnvTest, ResultsGoToTheWorkspaceUnderBazelRun) {
+  unsetenv("BUILD_WORKSPACE_DIRECTORY");
+  EXPECT_EQ(ResultsDir(""), "./bench/results");
+  EXPECT_EQ(ResultsDir("out"), "out");
+  setenv("BUILD_WORKSPACE_DIRECTORY", "/ws", 1);
+  EXPECT_EQ(ResultsDir(""), "/ws/bench/results");
+  EXPECT_EQ(ResultsDir("out"), "/ws/out");
+  EXPECT_EQ(ResultsDir("/abs"), "/abs");
+  unsetenv("BUILD_WORKSPACE_DIRECTORY");
 }
 
 TEST(SuiteTimingTest, WarmsUpThenRepeatsWithinTheLimits) {

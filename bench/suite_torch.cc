@@ -11,6 +11,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
+#include "bench/suite_env.h"
+#include "core/status_macros.h"
 
 namespace kgrad {
 namespace bench {
@@ -64,7 +66,8 @@ absl::Status EnsureTorch(Progress& progress) {
 }
 
 std::string TorchSpecJson(const SuiteShapes& s, const TimingBudget& budget, int threads,
-                          const std::string& tensor_dir, const TensorManifest& tensors) {
+                          const std::string& tensor_dir, const TensorManifest& tensors,
+                          const std::string& device, const std::vector<std::string>& programs) {
   auto manifest = [&](const std::string& program) {
     std::vector<std::string> entries;
     auto it = tensors.find(program);
@@ -77,8 +80,15 @@ std::string TorchSpecJson(const SuiteShapes& s, const TimingBudget& budget, int 
     return absl::StrCat("{", absl::StrJoin(entries, ", "), "}");
   };
   std::vector<int64_t> build(s.build_sizes.begin(), s.build_sizes.end());
+  std::string selection;
+  if (!programs.empty()) {
+    std::vector<std::string> quoted;
+    for (const std::string& p : programs) quoted.push_back(JsonString(p));
+    selection = absl::StrCat(", \"programs\": [", absl::StrJoin(quoted, ", "), "]");
+  }
   return absl::StrCat(
-      "{\n \"threads\": ", threads, ", \"seed\": ", s.seed, ", \"sgemm_n\": ", s.sgemm_n,
+      "{\n \"device\": ", JsonString(device), selection, ",\n \"threads\": ", threads, ", \"seed\": ", s.seed,
+      ", \"sgemm_n\": ", s.sgemm_n,
       ",\n \"warmup\": ", budget.warmup, ", \"budget_s\": ", budget.budget_s, ", \"min_reps\": ", budget.min_reps,
       ", \"max_reps\": ", budget.max_reps, ",\n \"tensor_dir\": ", JsonString(tensor_dir),
       ",\n \"mlp\": {\"batch\": ", s.mlp_batch, ", \"sizes\": ", IntList(s.mlp_sizes), ", \"tensors\": ",
@@ -106,6 +116,16 @@ absl::StatusOr<FlatJson> RunTorchSide(const std::string& script, const std::stri
   std::string text = ReadFile(result_path);
   if (text.empty()) return absl::InternalError(absl::StrCat(script, " wrote no results to ", result_path));
   return ParseFlatJson(text, result_path);
+}
+
+absl::StatusOr<FlatJson> RunTorchSuite(const char* argv0, const std::string& spec_json, const std::string& work,
+                                       Progress& progress) {
+  std::string script = FindTorchScript(argv0);
+  if (script.empty()) return absl::NotFoundError("bench/torch_side.py not found");
+  KGRAD_RETURN_IF_ERROR(EnsureTorch(progress));
+  std::string spec = work + "/spec.json";
+  KGRAD_RETURN_IF_ERROR(WriteText(spec, spec_json));
+  return RunTorchSide(script, spec, work + "/pytorch.json", work + "/pytorch.log", progress);
 }
 
 }  // namespace bench

@@ -7,6 +7,7 @@
 #define KGRAD_BENCH_SUITE_TORCH_H_
 
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "bench/suite_json.h"
@@ -23,15 +24,24 @@ std::string Python();
 // needed (said on stderr through `progress`); else why not.
 absl::Status EnsureTorch(Progress& progress);
 
-// The spec bench/torch_side.py reads.
+// The spec bench/torch_side.py reads. `device` ("cpu", "cuda") is where the MLP
+// and the conv net run; `programs` ("mlp", "conv", "chain", "ad_build",
+// "sgemm") what is measured, empty for all of them.
 std::string TorchSpecJson(const SuiteShapes& s, const TimingBudget& budget, int threads,
-                          const std::string& tensor_dir, const TensorManifest& tensors);
+                          const std::string& tensor_dir, const TensorManifest& tensors,
+                          const std::string& device = "cpu", const std::vector<std::string>& programs = {});
 
 // Runs the script; each "stage NAME" line it prints advances `progress`. Its
 // stderr goes to `log_path` (quoted in the error when it fails).
 absl::StatusOr<FlatJson> RunTorchSide(const std::string& script, const std::string& spec_path,
                                       const std::string& result_path, const std::string& log_path,
                                       Progress& progress);
+
+// The whole PyTorch side: finds bench/torch_side.py (FindTorchScript), makes
+// sure torch imports (EnsureTorch), writes `spec_json` to WORK/spec.json and
+// runs the script there. The status says why the PyTorch column is missing.
+absl::StatusOr<FlatJson> RunTorchSuite(const char* argv0, const std::string& spec_json, const std::string& work,
+                                       Progress& progress);
 
 }  // namespace bench
 }  // namespace kgrad

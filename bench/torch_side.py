@@ -6,7 +6,11 @@ Usage: /usr/bin/python3 bench/torch_side.py SPEC.json RESULT.json
 SPEC.json is written by the suite: shapes, timing budget, and the very tensors
 kgrad used (raw little-endian float32 files), so both sides compute the same
 losses from the same weights and inputs (the losses are reported back and
-compared). Each finished stage prints "stage NAME" on stdout (the suite's
+compared). SPEC's "device" (default "cpu") may be "cuda": the MLP and the
+conv net then run on the GPU with inputs taken from host memory and the loss
+and gradients returned to it, as kgrad's executor does at a graph's boundary
+(TF32 off on both sides); "programs" (default all) picks the scenarios. Each
+finished stage prints "stage NAME" on stdout (the suite's
 progress bar); RESULT.json is one flat object of numbers keyed like the kgrad
 side ("mlp.step_ms", ...) plus "version". Timings: median of repetitions after
 warm-up, as in the suite.
@@ -31,7 +35,8 @@ class Timer:
     """Median wall time of fn() in ms: warm-up runs, then as many repetitions as
     fit in the budget, clamped to [min_reps, max_reps]."""
 
-    def __init__(self, spec):
+    def __init__(self, spec, sync=lambda: None):
+        self.sync = sync  # waits for queued GPU work
         self.warmup = spec["warmup"]
         self.budget_s = spec["budget_s"]
         self.min_reps = spec["min_reps"]
@@ -40,12 +45,14 @@ class Timer:
     def median_ms(self, fn, max_reps=None):
         for _ in range(self.warmup):
             fn()
+        self.sync()
         times = []
         limit = self.max_reps if max_reps is None else min(max_reps, self.max_reps)
         start = time.perf_counter()
         while len(times) < limit:
             t0 = time.perf_counter()
             fn()
+            self.sync()
             times.append((time.perf_counter() - t0) * 1e3)
             if len(times) >= self.min_reps and time.perf_counter() - start > self.budget_s:
                 break
@@ -98,26 +105,47 @@ def chain(x, n):
     return y.sum()
 
 
-def measure_model(timer, out, key, loss_fn, params, inputs, jvp):
+class Placement:
+    """Where a model computes: params live there; inputs come from host memory
+    and results go back to it on every call (no-ops on the CPU)."""
+
+    def __init__(self, device):
+        self.device = torch.device(device)
+        self.gpu = self.device.type != "cpu"
+
+    def put(self, t):
+        return t.to(self.device) if self.gpu else t
+
+    def host(self, t):
+        return t.cpu() if self.gpu else t
+
+
+def measure_model(timer, out, key, loss_fn, params, inputs, jvp, place):
     """Forward (no gradient recording), step (loss + gradients of params) and
     optionally the Jvp with every input's tangent equal to the input."""
+    params = [place.put(p) for p in params]
+
+    def forward():
+        return place.host(loss_fn(params, *[place.put(t) for t in inputs]))
+
     with torch.no_grad():
-        out[key + ".loss"] = float(loss_fn(params, *inputs))
-        out[key + ".fwd_ms"] = timer.median_ms(lambda: loss_fn(params, *inputs))
+        out[key + ".loss"] = float(forward())
+        out[key + ".fwd_ms"] = timer.median_ms(forward)
     stage(key + " forward")
     leaves = [p.detach().requires_grad_(True) for p in params]
 
     def step():
-        loss = loss_fn(leaves, *inputs)
-        return loss, torch.autograd.grad(loss, leaves)
+        loss = loss_fn(leaves, *[place.put(t) for t in inputs])
+        grads = torch.autograd.grad(loss, leaves)
+        return place.host(loss), [place.host(g) for g in grads]
 
     out[key + ".step_ms"] = timer.median_ms(step)
     stage(key + " step")
     if jvp:
         def run_jvp():
             with fwad.dual_level():
-                duals = [fwad.make_dual(t, t) for t in inputs]
-                return fwad.unpack_dual(loss_fn(params, *duals)).tangent
+                duals = [fwad.make_dual(place.put(t), place.put(t)) for t in inputs]
+                return place.host(fwad.unpack_dual(loss_fn(params, *duals)).tangent)
 
         out[key + ".jvp_ms"] = timer.median_ms(run_jvp)
         stage(key + " jvp")
@@ -179,24 +207,39 @@ def main():
         spec = json.load(f)
     torch.manual_seed(spec["seed"])
     torch.set_num_threads(spec["threads"])
-    timer = Timer(spec)
+    place = Placement(spec.get("device", "cpu"))
+    programs = spec.get("programs", ["mlp", "conv", "chain", "ad_build", "sgemm"])
+    sync = lambda: None
     out = {"version": torch.__version__, "threads": torch.get_num_threads()}
+    if place.gpu:
+        # kgrad computes f32 matmuls and convolutions in full f32 (no TF32).
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
+        torch.backends.cudnn.benchmark = False
+        sync = lambda: torch.cuda.synchronize(place.device)
+        out["gpu"] = torch.cuda.get_device_name(place.device)
+    timer = Timer(spec, sync)
 
-    m = spec["mlp"]
-    t = m["tensors"]
-    params = []
-    for l in range(len(m["sizes"]) - 1):
-        params += [load(spec, t, "w%d" % (l + 1)), load(spec, t, "b%d" % (l + 1))]
-    measure_model(timer, out, "mlp", mlp_loss, params, [load(spec, t, "x"), load(spec, t, "labels")], True)
-
-    c = spec["conv"]
-    t = c["tensors"]
-    params = [load(spec, t, k) for k in ("conv1", "conv2", "dense", "dense_bias")]
-    measure_model(timer, out, "conv", conv_loss, params, [load(spec, t, "x"), load(spec, t, "labels")], False)
-
-    measure_chain(timer, out, spec)
-    measure_ad_build(timer, out, spec)
-    measure_sgemm(timer, out, spec)
+    if "mlp" in programs:
+        m = spec["mlp"]
+        t = m["tensors"]
+        params = []
+        for l in range(len(m["sizes"]) - 1):
+            params += [load(spec, t, "w%d" % (l + 1)), load(spec, t, "b%d" % (l + 1))]
+        inputs = [load(spec, t, "x"), load(spec, t, "labels")]
+        measure_model(timer, out, "mlp", mlp_loss, params, inputs, True, place)
+    if "conv" in programs:
+        c = spec["conv"]
+        t = c["tensors"]
+        params = [load(spec, t, k) for k in ("conv1", "conv2", "dense", "dense_bias")]
+        inputs = [load(spec, t, "x"), load(spec, t, "labels")]
+        measure_model(timer, out, "conv", conv_loss, params, inputs, False, place)
+    if "chain" in programs:
+        measure_chain(timer, out, spec)
+    if "ad_build" in programs:
+        measure_ad_build(timer, out, spec)
+    if "sgemm" in programs:
+        measure_sgemm(timer, out, spec)
     with open(sys.argv[2], "w") as f:
         json.dump(out, f, indent=1)
     return 0

@@ -1,0 +1,174 @@
+// kgrad on the GPU against PyTorch on the same GPU (issue 6):
+//   ./bazelw run --config=cuda //bench:gpu_suite [-- --quick] [-- --out DIR] [-- --no-torch]
+// The MLP 784-1024-1024-10 (batch 128) and the conv net of //bench:suite, float32:
+// forward, training step (loss + every weight's gradient) and the MLP's Jvp on
+// the CUDA backend, each step also checked against the CPU backend; then
+// bench/torch_side.py with "device": "cuda" on the very same weights and inputs.
+// Both sides take the inputs from host memory and hand the loss and gradients
+// back to it on every call (kgrad's executor copies at a graph's boundary), and
+// both compute f32 matmuls and convolutions without TF32. Writes DIR/gpu.json and
+// DIR/gpu.md (also printed); DIR defaults to bench/results in the workspace.
+#include <cstdio>
+#include <filesystem>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "backends/cuda/cuda_device.h"
+#include "bench/suite_env.h"
+#include "bench/suite_kgrad.h"
+#include "bench/suite_report.h"
+#include "bench/suite_rows.h"
+#include "bench/suite_torch.h"
+#include "core/status_macros.h"
+
+namespace kgrad {
+namespace bench {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Args {
+  bool quick = false;
+  bool torch = true;
+  int ordinal = 0;
+  std::string out;
+};
+
+const char kUsage[] =
+    "usage: gpu_suite [--quick] [--out DIR] [--no-torch] [--gpu N]\n"
+    "  --quick     fewer repetitions (a smoke run)\n"
+    "  --out DIR   where gpu.json and gpu.md go (default: bench/results)\n"
+    "  --no-torch  skip the PyTorch side (its column shows n/a)\n"
+    "  --gpu N     the CUDA device ordinal (default 0)\n";
+
+absl::StatusOr<Args> ParseArgs(int argc, char** argv) {
+  Args a;
+  for (int i = 1; i < argc; ++i) {
+    std::string s = argv[i];
+    if (s == "--quick") {
+      a.quick = true;
+    } else if (s == "--no-torch") {
+      a.torch = false;
+    } else if (s == "--gpu" && i + 1 < argc) {
+      s = argv[++i];
+      if (s.empty() || s.size() > 3 || s.find_first_not_of("0123456789") != std::string::npos) {
+        return absl::InvalidArgumentError(absl::StrCat("--gpu takes a device ordinal, not '", s, "'"));
+      }
+      a.ordinal = std::stoi(s);
+    } else if (s == "--out" && i + 1 < argc) {
+      a.out = argv[++i];
+    } else {
+      return absl::InvalidArgumentError(absl::StrCat("unknown argument '", s, "'"));
+    }
+  }
+  a.out = ResultsDir(a.out);
+  return a;
+}
+
+// The kgrad side; a failure is noted and its rows show n/a.
+bool RunKgrad(const KgradRun& run, Metrics* out, TensorManifest* tensors) {
+  bool ok = true;
+  auto check = [&](const char* what, const absl::Status& s) {
+    if (s.ok()) return;
+    ok = false;
+    run.progress->Note(absl::StrCat("gpu_suite: kgrad ", what, " failed: ", s.ToString()));
+  };
+  check("MLP", MeasureMlp(run, out, tensors));
+  check("conv net", MeasureConvNet(run, out, tensors));
+  return ok;
+}
+
+Report MakeReport(int argc, char** argv, const KgradRun& run, const std::string& device_name, const Metrics& kgrad,
+                  const absl::StatusOr<FlatJson>& torch) {
+  Report report;
+  report.kgrad = kgrad;
+  std::string command_args;
+  for (int i = 1; i < argc; ++i) absl::StrAppend(&command_args, " ", argv[i]);
+  auto torch_string = [&](const std::string& key) -> std::string {
+    if (!torch.ok()) return "";
+    auto it = torch->strings.find(key);
+    return it == torch->strings.end() ? "" : it->second;
+  };
+  std::string torch_gpu = torch_string("gpu");
+  report.meta = {
+      {"date", Now()},
+      {"command", absl::StrCat("./bazelw run --config=cuda //bench:gpu_suite", command_args.empty() ? "" : " --",
+                               command_args)},
+      {"machine", absl::StrCat(device_name, " (kgrad)", torch_gpu.empty() ? "" : ", " + torch_gpu + " (PyTorch)",
+                               "; host ", CpuModel(), "; float32, no TF32")},
+      {"PyTorch", torch.ok() ? absl::StrCat(torch_string("version"), " (", Python(), ")")
+                             : absl::StrCat("missing: ", torch.status().message())},
+      {"timing", absl::StrCat("median of ", run.budget.min_reps, "-", run.budget.max_reps, " runs (",
+                              run.budget.budget_s, " s budget each) after ", run.budget.warmup,
+                              " warm-up runs; each run ends when its results are in host memory")},
+  };
+  if (torch.ok()) report.torch = torch->numbers;
+  AddGpuRows(run.shapes, &report);
+  report.notes.insert(report.notes.begin(),
+                      {"kgrad / PyTorch: below 1 means kgrad is faster.",
+                       "Both sides: inputs copied from host memory, loss and gradients copied back, every run.",
+                       "step = loss and the gradients of all weights; PyTorch: torch.autograd.grad. forward: "
+                       "PyTorch under no_grad. Jvp tangents: the inputs themselves; PyTorch: forward_ad.",
+                       "vs CPU backend: the same optimised step graph run by kgrad's CPU executor."});
+  return report;
+}
+
+int Main(int argc, char** argv) {
+  absl::StatusOr<Args> args = ParseArgs(argc, argv);
+  if (!args.ok()) {
+    std::fprintf(stderr, "gpu_suite: %s\n%s", std::string(args.status().message()).c_str(), kUsage);
+    return 2;
+  }
+  absl::StatusOr<Device*> device = CudaDevice(args->ordinal);
+  if (!device.ok()) {
+    std::fprintf(stderr, "gpu_suite: %s\n", device.status().ToString().c_str());
+    return 2;
+  }
+  std::error_code ec;
+  fs::create_directories(args->out, ec);
+  absl::StatusOr<std::string> work = MakeWorkDir();
+  if (ec || !work.ok()) {
+    std::fprintf(stderr, "gpu_suite: cannot create %s or a work directory in /tmp\n", args->out.c_str());
+    return 1;
+  }
+  KgradRun run;
+  run.device = *device;
+  run.tensor_dir = *work;
+  // GPU steps take about a millisecond: more repetitions than the CPU suite's.
+  run.budget = args->quick ? TimingBudget{1, 0.3, 3, 10} : TimingBudget{5, 2, 10, 200};
+  int stages = 3 + 2;
+  Progress progress(args->torch ? 2 * stages : stages);
+  run.progress = &progress;
+
+  Metrics kgrad;
+  TensorManifest tensors;
+  bool kgrad_ok = RunKgrad(run, &kgrad, &tensors);
+  absl::StatusOr<FlatJson> torch = absl::CancelledError("skipped (--no-torch)");
+  if (args->torch) {
+    torch = RunTorchSuite(argv[0],
+                          TorchSpecJson(run.shapes, run.budget, 1, run.tensor_dir, tensors,
+                                        absl::StrCat("cuda:", args->ordinal), {"mlp", "conv"}),
+                          *work, progress);
+  }
+  if (!torch.ok()) progress.Note(absl::StrCat("gpu_suite: PyTorch column missing: ", torch.status().message()));
+  progress.Finish();
+  fs::remove_all(*work, ec);
+
+  Report report = MakeReport(argc, argv, run, (*device)->name(), kgrad, torch);
+  std::string md = ToMarkdown(report);
+  absl::Status written = WriteText(args->out + "/gpu.json", ToJson(report));
+  written.Update(WriteText(args->out + "/gpu.md", md));
+  std::printf("%s", md.c_str());
+  if (!written.ok()) {
+    std::fprintf(stderr, "gpu_suite: %s\n", std::string(written.message()).c_str());
+    return 1;
+  }
+  std::fprintf(stderr, "gpu_suite: wrote %s/gpu.{json,md}\n", args->out.c_str());
+  return kgrad_ok ? 0 : 1;
+}
+
+}  // namespace
+}  // namespace bench
+}  // namespace kgrad
+
+int main(int argc, char** argv) { return kgrad::bench::Main(argc, argv); }

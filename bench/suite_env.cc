@@ -1,0 +1,70 @@
+#include "bench/suite_env.h"
+
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+
+namespace kgrad {
+namespace bench {
+
+namespace fs = std::filesystem;
+
+std::string ResultsDir(const std::string& requested) {
+  const char* ws = std::getenv("BUILD_WORKSPACE_DIRECTORY");
+  std::string root = ws != nullptr ? ws : ".";
+  if (requested.empty()) return root + "/bench/results";
+  if (ws != nullptr && fs::path(requested).is_relative()) return root + "/" + requested;
+  return requested;
+}
+
+std::string FindTorchScript(const char* argv0) {
+  std::vector<std::string> candidates;
+  if (const char* ws = std::getenv("BUILD_WORKSPACE_DIRECTORY")) candidates.push_back(std::string(ws) + "/bench");
+  candidates.push_back("bench");  // runfiles (bazel run's working directory) or the workspace
+  candidates.push_back(std::string(argv0) + ".runfiles/kgrad/bench");
+  for (const std::string& dir : candidates) {
+    std::string path = dir + "/torch_side.py";
+    if (access(path.c_str(), R_OK) == 0) return fs::absolute(path).string();
+  }
+  return "";
+}
+
+absl::StatusOr<std::string> MakeWorkDir() {
+  char work_template[] = "/tmp/kgrad_suite_XXXXXX";
+  if (mkdtemp(work_template) == nullptr) return absl::InternalError("cannot create a work directory in /tmp");
+  return std::string(work_template);
+}
+
+std::string Now() {
+  std::time_t t = std::time(nullptr);
+  char buf[64];
+  std::strftime(buf, sizeof(buf), "%Y-%m-%d %H:%M:%S UTC", std::gmtime(&t));
+  return buf;
+}
+
+std::string CpuModel() {
+  std::ifstream is("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(is, line)) {
+    if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
+  }
+  return "unknown CPU";
+}
+
+absl::Status WriteText(const std::string& path, const std::string& text) {
+  std::ofstream os(path);
+  os << text;
+  os.close();
+  if (!os) return absl::InternalError(absl::StrCat("cannot write ", path));
+  return absl::OkStatus();
+}
+
+}  // namespace bench
+}  // namespace kgrad
