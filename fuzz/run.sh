@@ -22,13 +22,24 @@ bin="$(./bazelw info --config=fuzz bazel-bin 2>/dev/null)/fuzz/$target"
 
 out="${KGRAD_FUZZ_OUT:-/tmp/kgrad-fuzz}/$target"
 mkdir -p "$out/corpus"
-# New inputs go to the scratch corpus; the checked-in seeds are only read.
+seeds="$PWD/$seeds"
+# New inputs go to the scratch corpus; the checked-in seeds are only read. The
+# fuzzer runs in $out: with -jobs=N libFuzzer writes fuzz-<job>.log to its
+# working directory (old ones are cleared first, so the total below is this run's).
+rm -f "$out"/fuzz-*.log
 export ASAN_OPTIONS="allocator_may_return_null=1:detect_leaks=1:${ASAN_OPTIONS:-}"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:${UBSAN_OPTIONS:-}"
-"$bin" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -max_len=65536 \
-  -print_final_stats=1 -artifact_prefix="$out/" "$@" "$out/corpus" "$seeds" 2>&1 |
-  tee "$out/log" | grep -E "^(#[0-9]+ +DONE|stat::number_of_executed_units|SUMMARY|==[0-9]+==ERROR|fuzz invariant)" >&2
+summary="^(#[0-9]+ +DONE|stat::number_of_executed_units|SUMMARY|==[0-9]+==ERROR|fuzz invariant)"
+(cd "$out" && "$bin" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -max_len=65536 \
+  -print_final_stats=1 -artifact_prefix="$out/" "$@" "$out/corpus" "$seeds") 2>&1 |
+  tee "$out/log" | grep -E "$summary" >&2
 rc=${PIPESTATUS[0]}
+if ls "$out"/fuzz-*.log >/dev/null 2>&1; then
+  total=$(grep -h "^stat::number_of_executed_units" "$out"/fuzz-*.log | awk '{s += $2} END {print s + 0}')
+  echo "$target: $total executions in all jobs (logs $out/fuzz-*.log)" >&2
+  # A job's crash is in its own log: fail on it like on the fuzzer's own exit status.
+  if grep -qE "^(SUMMARY|==[0-9]+==ERROR)" "$out"/fuzz-*.log; then rc=1; fi
+fi
 if [ "$rc" -ne 0 ]; then
   echo "$target: FAILED (exit $rc); log $out/log; reproducers:" >&2
   ls "$out"/crash-* "$out"/leak-* "$out"/timeout-* "$out"/oom-* 2>/dev/null >&2
