@@ -11,7 +11,10 @@ out=${1:-${OUT:-$PWD/gpu-out}}
 mkdir -p "$out"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-tar -C "$work" -xJf "$here/kgrad-gpu.tar.xz" || { echo "run.sh: cannot unpack $here/kgrad-gpu.tar.xz"; exit 1; }
+# (Python's tarfile where tar has no xz.)
+tar -C "$work" -xJf "$here/kgrad-gpu.tar.xz" 2>/dev/null ||
+  python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' "$here/kgrad-gpu.tar.xz" "$work" ||
+  { echo "run.sh: cannot unpack $here/kgrad-gpu.tar.xz"; exit 1; }
 
 # Debian's libstdc++/libgomp/libatomic only where this machine has none.
 for f in "$work"/lib-fallback/*; do
