@@ -82,8 +82,6 @@ Report MakeReport(int argc, char** argv, const KgradRun& run, const std::string&
                   const absl::StatusOr<FlatJson>& torch) {
   Report report;
   report.kgrad = kgrad;
-  std::string command_args;
-  for (int i = 1; i < argc; ++i) absl::StrAppend(&command_args, " ", argv[i]);
   auto torch_string = [&](const std::string& key) -> std::string {
     if (!torch.ok()) return "";
     auto it = torch->strings.find(key);
@@ -92,8 +90,7 @@ Report MakeReport(int argc, char** argv, const KgradRun& run, const std::string&
   std::string torch_gpu = torch_string("gpu");
   report.meta = {
       {"date", Now()},
-      {"command", absl::StrCat("./bazelw run --config=cuda //bench:gpu_suite", command_args.empty() ? "" : " --",
-                               command_args)},
+      {"command", CommandLine("./bazelw run --config=cuda //bench:gpu_suite", argc, argv)},
       {"machine", absl::StrCat(device_name, " (kgrad)", torch_gpu.empty() ? "" : ", " + torch_gpu + " (PyTorch)",
                                "; host ", CpuModel(), "; float32, no TF32")},
       {"PyTorch", torch.ok() ? absl::StrCat(torch_string("version"), " (", Python(), ")")
@@ -124,11 +121,9 @@ int Main(int argc, char** argv) {
     std::fprintf(stderr, "gpu_suite: %s\n", device.status().ToString().c_str());
     return 2;
   }
-  std::error_code ec;
-  fs::create_directories(args->out, ec);
-  absl::StatusOr<std::string> work = MakeWorkDir();
-  if (ec || !work.ok()) {
-    std::fprintf(stderr, "gpu_suite: cannot create %s or a work directory in /tmp\n", args->out.c_str());
+  absl::StatusOr<std::string> work = MakeDirs(args->out);
+  if (!work.ok()) {
+    std::fprintf(stderr, "gpu_suite: %s\n", std::string(work.status().message()).c_str());
     return 1;
   }
   KgradRun run;
@@ -152,13 +147,11 @@ int Main(int argc, char** argv) {
   }
   if (!torch.ok()) progress.Note(absl::StrCat("gpu_suite: PyTorch column missing: ", torch.status().message()));
   progress.Finish();
+  std::error_code ec;
   fs::remove_all(*work, ec);
 
   Report report = MakeReport(argc, argv, run, (*device)->name(), kgrad, torch);
-  std::string md = ToMarkdown(report);
-  absl::Status written = WriteText(args->out + "/gpu.json", ToJson(report));
-  written.Update(WriteText(args->out + "/gpu.md", md));
-  std::printf("%s", md.c_str());
+  absl::Status written = WriteReport(report, args->out, "gpu");
   if (!written.ok()) {
     std::fprintf(stderr, "gpu_suite: %s\n", std::string(written.message()).c_str());
     return 1;

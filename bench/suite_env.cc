@@ -36,10 +36,20 @@ std::string FindTorchScript(const char* argv0) {
   return "";
 }
 
-absl::StatusOr<std::string> MakeWorkDir() {
+absl::StatusOr<std::string> MakeDirs(const std::string& out) {
+  std::error_code ec;
+  fs::create_directories(out, ec);
+  if (ec) return absl::InternalError(absl::StrCat("cannot create ", out, ": ", ec.message()));
   char work_template[] = "/tmp/kgrad_suite_XXXXXX";
   if (mkdtemp(work_template) == nullptr) return absl::InternalError("cannot create a work directory in /tmp");
   return std::string(work_template);
+}
+
+std::string CommandLine(const std::string& bazel_run, int argc, char** argv) {
+  std::string command = bazel_run;
+  if (argc > 1) absl::StrAppend(&command, " --");
+  for (int i = 1; i < argc; ++i) absl::StrAppend(&command, " ", argv[i]);
+  return command;
 }
 
 std::string Now() {

@@ -20,8 +20,13 @@ std::string ResultsDir(const std::string& requested);
 // bench/torch_side.py from the workspace or the runfiles; "" when not found.
 std::string FindTorchScript(const char* argv0);
 
-// A fresh directory under /tmp for the tensors and the PyTorch side's files.
-absl::StatusOr<std::string> MakeWorkDir();
+// Creates the results directory `out` (and its parents), and returns a fresh
+// directory under /tmp for the tensors and the PyTorch side's files.
+absl::StatusOr<std::string> MakeDirs(const std::string& out);
+
+// How this run was started, for the report: "<bazel_run> -- ARGS..." ("-- ..."
+// only when there are arguments).
+std::string CommandLine(const std::string& bazel_run, int argc, char** argv);
 
 std::string Now();       // "2026-11-21 09:46:22 UTC"
 std::string CpuModel();  // from /proc/cpuinfo

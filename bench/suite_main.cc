@@ -132,11 +132,9 @@ int Main(int argc, char** argv) {
   KgradRun run;
   run.profile = args->profile;
   if (args->quick) run.budget = TimingBudget{1, 0.3, 3, 10};
-  std::error_code ec;
-  fs::create_directories(args->out, ec);
-  absl::StatusOr<std::string> work_dir = MakeWorkDir();
-  if (ec || !work_dir.ok()) {
-    std::fprintf(stderr, "suite: cannot create %s or a work directory in /tmp\n", args->out.c_str());
+  absl::StatusOr<std::string> work_dir = MakeDirs(args->out);
+  if (!work_dir.ok()) {
+    std::fprintf(stderr, "suite: %s\n", std::string(work_dir.status().message()).c_str());
     return 1;
   }
   std::string work = *work_dir;
@@ -153,13 +151,12 @@ int Main(int argc, char** argv) {
   absl::Status torch = RunTorch(*args, argv[0], run, tensors, work, &report.torch, &version);
   if (!torch.ok()) progress.Note(absl::StrCat("suite: PyTorch column missing: ", torch.message()));
   progress.Finish();
+  std::error_code ec;
   fs::remove_all(work, ec);
 
-  std::string command_args;
-  for (int i = 1; i < argc; ++i) absl::StrAppend(&command_args, " ", argv[i]);
   report.meta = {
       {"date", Now()},
-      {"command", absl::StrCat("./bazelw run //bench:suite", command_args.empty() ? "" : " --", command_args)},
+      {"command", CommandLine("./bazelw run //bench:suite", argc, argv)},
       {"machine", absl::StrCat(CpuModel(), ", ", sysconf(_SC_NPROCESSORS_ONLN), " cores; both sides on ", args->threads,
                                " threads, float32")},
       {"PyTorch", torch.ok() ? absl::StrCat(version, " (", Python(), ")")
@@ -177,11 +174,8 @@ int Main(int argc, char** argv) {
                        "Chain per-node overhead: step time / nodes kgrad executes, for both sides.",
                        "Grad build, PyTorch column: eager forward + backward of the same chain (PyTorch builds its "
                        "tape while running), a reference only."});
-  std::string md = ToMarkdown(report);
-  absl::Status written = WriteText(args->out + "/latest.json", ToJson(report));
-  written.Update(WriteText(args->out + "/latest.md", md));
+  absl::Status written = WriteReport(report, args->out, "latest");
   written.Update(WriteText(args->out + "/ad_build.svg", BuildTimeSvg(report)));
-  std::printf("%s", md.c_str());
   if (!written.ok()) {
     std::fprintf(stderr, "suite: %s\n", std::string(written.message()).c_str());
     return 1;

@@ -1,10 +1,12 @@
 #include "bench/suite_report.h"
 
 #include <algorithm>
+#include <cstdio>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "bench/suite_env.h"
 #include "bench/suite_json.h"
 
 namespace kgrad {
@@ -176,6 +178,14 @@ std::string BuildTimeSvg(const Report& r) {
                           left + 12, legend_y, left + 36, legend_y, left + 42, legend_y + 4);
   }
   return svg + "</svg>\n";
+}
+
+absl::Status WriteReport(const Report& r, const std::string& dir, const std::string& stem) {
+  std::string md = ToMarkdown(r);
+  absl::Status written = WriteText(absl::StrCat(dir, "/", stem, ".json"), ToJson(r));
+  written.Update(WriteText(absl::StrCat(dir, "/", stem, ".md"), md));
+  std::printf("%s", md.c_str());
+  return written;
 }
 
 }  // namespace bench

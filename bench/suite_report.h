@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "bench/suite_kgrad.h"
 
 namespace kgrad {
@@ -37,6 +38,9 @@ std::string ToMarkdown(const Report& r);
 // Log-log plot of build + optimise time (ms) against nodes: kgrad's polyline, and
 // PyTorch's eager forward + backward of the same chain when present.
 std::string BuildTimeSvg(const Report& r);
+
+// Writes DIR/STEM.json and DIR/STEM.md and prints the Markdown on stdout.
+absl::Status WriteReport(const Report& r, const std::string& dir, const std::string& stem);
 
 }  // namespace bench
 }  // namespace kgrad

@@ -251,6 +251,14 @@ TEST(SuiteEnvTest, ResultsGoToTheWorkspaceUnderBazelRun) {
   unsetenv("BUILD_WORKSPACE_DIRECTORY");
 }
 
+TEST(SuiteEnvTest, CommandLineQuotesTheArgumentsAfterDashes) {
+  char prog[] = "suite", quick[] = "--quick", out[] = "--out", dir[] = "/tmp/x";
+  char* none[] = {prog};
+  EXPECT_EQ(CommandLine("./bazelw run //bench:suite", 1, none), "./bazelw run //bench:suite");
+  char* some[] = {prog, quick, out, dir};
+  EXPECT_EQ(CommandLine("./bazelw run //bench:suite", 4, some), "./bazelw run //bench:suite -- --quick --out /tmp/x");
+}
+
 TEST(SuiteTimingTest, WarmsUpThenRepeatsWithinTheLimits) {
   int setups = 0, runs = 0;
   TimingBudget budget{2, 0.0, 3, 5};  // no time budget: stop at min_reps
