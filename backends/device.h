@@ -9,6 +9,7 @@
 #include "absl/status/statusor.h"
 #include "backends/kernel.h"
 #include "core/tensor.h"
+#include "core/value.h"
 
 namespace kgrad {
 
@@ -30,6 +31,11 @@ class Device {
   // Waits for queued work (no-op on CPU).
   virtual absl::Status Synchronize() { return absl::OkStatus(); }
 };
+
+// `v` with every tensor in it (at any tuple depth) copied to `device`, or to the
+// host; tensors already there are shared, not copied.
+absl::StatusOr<Value> ValueToDevice(const Value& v, Device* device);
+absl::StatusOr<Value> ValueToHost(const Value& v, Device* device);
 
 }  // namespace kgrad
 

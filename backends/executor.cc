@@ -12,6 +12,7 @@
 #include "core/manager.h"
 #include "core/module.h"
 #include "core/status_macros.h"
+#include "core/value_walk.h"
 
 namespace kgrad {
 
@@ -304,40 +305,6 @@ absl::Status CheckArgument(const Parameter* p, const Value& v, const FuncGraph* 
   return absl::OkStatus();
 }
 
-absl::StatusOr<Value> ToDevice(Value v, Device* d) {
-  if (v.is_tensor()) {
-    if (v.tensor().device() == d->type()) return v;
-    KGRAD_ASSIGN_OR_RETURN(Tensor t, d->CopyToDevice(v.tensor()));
-    return Value(std::move(t));
-  }
-  if (v.is_tuple()) {
-    std::vector<Value> elems;
-    for (const Value& e : v.tuple()) {
-      KGRAD_ASSIGN_OR_RETURN(Value x, ToDevice(e, d));
-      elems.push_back(std::move(x));
-    }
-    return Value::Tuple(std::move(elems));
-  }
-  return v;
-}
-
-absl::StatusOr<Value> ToHost(Value v, Device* d) {
-  if (v.is_tensor()) {
-    if (v.tensor().device() == DeviceType::kCpu) return v;
-    KGRAD_ASSIGN_OR_RETURN(Tensor t, d->CopyToHost(v.tensor()));
-    return Value(std::move(t));
-  }
-  if (v.is_tuple()) {
-    std::vector<Value> elems;
-    for (const Value& e : v.tuple()) {
-      KGRAD_ASSIGN_OR_RETURN(Value x, ToHost(e, d));
-      elems.push_back(std::move(x));
-    }
-    return Value::Tuple(std::move(elems));
-  }
-  return v;
-}
-
 }  // namespace
 
 absl::StatusOr<Value> Executor::Run(std::vector<Value> args,
@@ -350,7 +317,7 @@ absl::StatusOr<Value> Executor::Run(std::vector<Value> args,
   }
   for (size_t i = 0; i < args.size(); ++i) {
     KGRAD_RETURN_IF_ERROR(CheckArgument(params[i], args[i], entry_));
-    KGRAD_ASSIGN_OR_RETURN(args[i], ToDevice(std::move(args[i]), device_));
+    KGRAD_ASSIGN_OR_RETURN(args[i], ValueToDevice(args[i], device_));
   }
   std::vector<Value> w = weight_values_;
   for (const auto& [name, tensor] : weights) {
@@ -372,7 +339,7 @@ absl::StatusOr<Value> Executor::Run(std::vector<Value> args,
   }
   KGRAD_ASSIGN_OR_RETURN(Value out, Execute(std::move(args), std::move(w), profile));
   KGRAD_RETURN_IF_ERROR(device_->Synchronize());
-  return ToHost(std::move(out), device_);
+  return ValueToHost(out, device_);
 }
 
 namespace {
@@ -473,11 +440,10 @@ class Machine {
   }
 
   static void AddBuffers(const Value& v, absl::InlinedVector<const Buffer*, 8>* out) {
-    if (v.is_tensor()) {
-      out->push_back(v.tensor().buffer().get());
-    } else if (v.is_tuple()) {
-      for (const Value& e : v.tuple()) AddBuffers(e, out);
-    }
+    (void)ForEachLeaf(v, [out](const Value& leaf, absl::Span<const size_t>) {
+      if (leaf.is_tensor()) out->push_back(leaf.tensor().buffer().get());
+      return absl::OkStatus();
+    });
   }
 
   absl::Status Charge(const Value& out) {

@@ -1,11 +1,16 @@
 #include "backends/structural_kernels.h"
 
+#include <optional>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "backends/device.h"
+#include "core/scalar_arith.h"
 #include "core/status_macros.h"
+#include "core/value_walk.h"
 #include "ops/registry.h"
 
 namespace kgrad {
@@ -111,50 +116,15 @@ absl::StatusOr<Value> OnesLikeKernel(KernelContext& ctx) {
 }
 
 // ----- Scalars ---------------------------------------------------------------------
-DType Promote(DType a, DType b) {
-  if (IsFloating(a) || IsFloating(b)) {
-    return a == DType::kFloat64 || b == DType::kFloat64 ? DType::kFloat64 : DType::kFloat32;
-  }
-  if (a == DType::kInt64 || b == DType::kInt64 || (a == DType::kBool && b == DType::kBool)) {
-    return DType::kInt64;
-  }
-  return DType::kInt32;
-}
-
-// Two's-complement wrapping, as integer tensors wrap: overflow in a graph's scalar
-// arithmetic gives a defined result, never undefined behaviour in C++.
-int64_t WrapAdd(int64_t a, int64_t b) { return static_cast<int64_t>(static_cast<uint64_t>(a) + static_cast<uint64_t>(b)); }
-int64_t WrapSub(int64_t a, int64_t b) { return static_cast<int64_t>(static_cast<uint64_t>(a) - static_cast<uint64_t>(b)); }
-int64_t WrapMul(int64_t a, int64_t b) { return static_cast<int64_t>(static_cast<uint64_t>(a) * static_cast<uint64_t>(b)); }
-// Truncating division (b != 0); INT64_MIN / -1 wraps to INT64_MIN.
-int64_t WrapDiv(int64_t a, int64_t b) { return b == -1 ? WrapSub(0, a) : a / b; }
-
+// One semantics for scalar arithmetic everywhere (core/scalar_arith.h).
 template <PrimId kId>
 absl::StatusOr<Value> ScalarBinary(KernelContext& ctx) {
   const Value& a = ctx.input(0);
   const Value& b = ctx.input(1);
   KGRAD_RETURN_IF_ERROR(Expect(a.is_scalar(), 0, a, "a scalar"));
   KGRAD_RETURN_IF_ERROR(Expect(b.is_scalar(), 1, b, "a scalar"));
-  DType t = Promote(a.scalar().dtype(), b.scalar().dtype());
-  bool f = IsFloating(t);
-  double x = a.scalar().AsDouble(), y = b.scalar().AsDouble();
-  int64_t i = a.scalar().AsInt(), j = b.scalar().AsInt();
-  switch (kId) {
-    case PrimId::kScalarAdd: return Value(f ? Scalar::Float(x + y, t) : Scalar::Int(WrapAdd(i, j), t));
-    case PrimId::kScalarSub: return Value(f ? Scalar::Float(x - y, t) : Scalar::Int(WrapSub(i, j), t));
-    case PrimId::kScalarMul: return Value(f ? Scalar::Float(x * y, t) : Scalar::Int(WrapMul(i, j), t));
-    case PrimId::kScalarDiv:
-      if (f) return Value(Scalar::Float(x / y, t));
-      if (j == 0) return absl::InvalidArgumentError("integer division by zero");
-      return Value(Scalar::Int(WrapDiv(i, j), t));
-    case PrimId::kScalarLt: return Value(Scalar::Bool(x < y));
-    case PrimId::kScalarLe: return Value(Scalar::Bool(x <= y));
-    case PrimId::kScalarGt: return Value(Scalar::Bool(x > y));
-    case PrimId::kScalarGe: return Value(Scalar::Bool(x >= y));
-    case PrimId::kScalarEq: return Value(Scalar::Bool(x == y));
-    case PrimId::kScalarNe: return Value(Scalar::Bool(x != y));
-    default: return absl::InternalError("not a scalar primitive");
-  }
+  KGRAD_ASSIGN_OR_RETURN(Scalar r, ApplyScalarOp(kId, a.scalar(), b.scalar()));
+  return Value(r);
 }
 
 absl::StatusOr<Value> ScalarToTensor(KernelContext& ctx) {
@@ -172,7 +142,13 @@ absl::StatusOr<Value> TensorToScalar(KernelContext& ctx) {
         absl::StrCat("input 0 must have one element, got ", t->TypeString()));
   }
   KGRAD_ASSIGN_OR_RETURN(Tensor host, ctx.device()->CopyToHost(*t));
-  return Value(Scalar::FromDouble(host.dtype(), host.ElementAsDouble(0)));
+  // Integers are read exactly (through double, an i64 above 2^53 would change).
+  switch (host.dtype()) {
+    case DType::kInt64: return Value(Scalar::Int(host.data<int64_t>()[0], DType::kInt64));
+    case DType::kInt32: return Value(Scalar::Int(host.data<int32_t>()[0], DType::kInt32));
+    case DType::kBool: return Value(Scalar::Bool(host.data<bool>()[0]));
+    default: return Value(Scalar::FromDouble(host.dtype(), host.ElementAsDouble(0)));
+  }
 }
 
 }  // namespace
@@ -188,29 +164,38 @@ absl::StatusOr<bool> ConditionValue(const Value& c, Device* device) {
 }
 
 absl::StatusOr<Value> FilledLike(const Value& v, double value, Device* device) {
-  switch (v.kind()) {
-    case Value::Kind::kTensor: {
-      KGRAD_ASSIGN_OR_RETURN(Tensor t,
-                             device->Fill(v.tensor().dtype(), v.tensor().shape(), value));
-      return Value(std::move(t));
-    }
-    case Value::Kind::kScalar: return Value(Scalar::FromDouble(v.scalar().dtype(), value));
-    case Value::Kind::kTuple: {
-      std::vector<Value> elems;
-      for (const Value& e : v.tuple()) {
-        KGRAD_ASSIGN_OR_RETURN(Value z, FilledLike(e, value, device));
-        elems.push_back(std::move(z));
+  return MapLeaves(v, [&](const Value& leaf) -> absl::StatusOr<Value> {
+    switch (leaf.kind()) {
+      case Value::Kind::kTensor: {
+        KGRAD_ASSIGN_OR_RETURN(Tensor t,
+                               device->Fill(leaf.tensor().dtype(), leaf.tensor().shape(), value));
+        return Value(std::move(t));
       }
-      return Value::Tuple(std::move(elems));
+      case Value::Kind::kScalar: return Value(Scalar::FromDouble(leaf.scalar().dtype(), value));
+      case Value::Kind::kNone: return Value::None();
+      default:
+        // Functions and envs: their sensitivity is an env; zero is the empty env.
+        return Value::EmptyEnv();
     }
-    case Value::Kind::kNone: return Value::None();
-    default:
-      // Functions and envs: their sensitivity is an env; zero is the empty env.
-      return Value::EmptyEnv();
-  }
+  });
 }
 
-absl::StatusOr<Value> HyperAdd(const Value& a, const Value& b, Device* device) {
+namespace {
+
+// One pair of HyperAdd's walk whose parts are added first: two tuples of one
+// length (element-wise) or two envs (the keys both hold; the others are copied).
+struct AddFrame {
+  const Value* a;
+  const Value* b;
+  std::vector<std::pair<const Value*, const Value*>> parts;
+  std::vector<std::string> keys;  // envs: the key of each part
+  std::vector<Value> sums;
+};
+
+// a + b when neither needs a walk, or nullopt after pushing the frame that will
+// add their parts.
+absl::StatusOr<std::optional<Value>> OpenAdd(const Value& a, const Value& b, Device* device,
+                                             std::vector<AddFrame>* stack) {
   // A zero sensitivity of a function is an empty env; anything plus it is itself.
   if (a.is_env() && a.env().empty()) return b;
   if (b.is_env() && b.env().empty()) return a;
@@ -222,36 +207,64 @@ absl::StatusOr<Value> HyperAdd(const Value& a, const Value& b, Device* device) {
     if (fn == nullptr) return absl::UnimplementedError("no add kernel on this device");
     Value in[2] = {a, b};
     KernelContext ctx(*add, absl::MakeSpan(in, 2), device);
-    return fn(ctx);
+    KGRAD_ASSIGN_OR_RETURN(Value sum, fn(ctx));
+    return sum;
   }
   if (a.is_scalar() && b.is_scalar()) {
-    DType t = Promote(a.scalar().dtype(), b.scalar().dtype());
-    if (IsFloating(t)) return Value(Scalar::Float(a.scalar().AsDouble() + b.scalar().AsDouble(), t));
-    return Value(Scalar::Int(a.scalar().AsInt() + b.scalar().AsInt(), t));
+    KGRAD_ASSIGN_OR_RETURN(Scalar sum, ApplyScalarOp(PrimId::kScalarAdd, a.scalar(), b.scalar()));
+    return Value(sum);
   }
+  AddFrame f{&a, &b, {}, {}, {}};
   if (a.is_tuple() && b.is_tuple() && a.tuple().size() == b.tuple().size()) {
-    std::vector<Value> elems;
-    for (size_t i = 0; i < a.tuple().size(); ++i) {
-      KGRAD_ASSIGN_OR_RETURN(Value s, HyperAdd(a.tuple()[i], b.tuple()[i], device));
-      elems.push_back(std::move(s));
-    }
-    return Value::Tuple(std::move(elems));
-  }
-  if (a.is_env() && b.is_env()) {
-    Value out = a;
+    for (size_t i = 0; i < a.tuple().size(); ++i) f.parts.emplace_back(&a.tuple()[i], &b.tuple()[i]);
+  } else if (a.is_env() && b.is_env()) {
     for (const auto& [key, item] : b.env()) {
-      auto it = out.env().find(key);
-      if (it == out.env().end()) {
-        out = Value::EnvWith(out, key, item);
-      } else {
-        KGRAD_ASSIGN_OR_RETURN(Value s, HyperAdd(it->second, item, device));
-        out = Value::EnvWith(out, key, std::move(s));
-      }
+      auto it = a.env().find(key);
+      if (it == a.env().end()) continue;
+      f.parts.emplace_back(&it->second, &item);
+      f.keys.push_back(key);
     }
-    return out;
+  } else {
+    return absl::InvalidArgumentError(absl::StrCat("cannot add ", a.TypeString(), " and ",
+                                                   b.TypeString(), " (different structure)"));
   }
-  return absl::InvalidArgumentError(absl::StrCat("cannot add ", a.TypeString(), " and ",
-                                                 b.TypeString(), " (different structure)"));
+  stack->push_back(std::move(f));
+  return std::optional<Value>();
+}
+
+// The sum of a frame whose parts are all added.
+Value CloseAdd(AddFrame& f) {
+  if (f.a->is_tuple()) return Value::Tuple(std::move(f.sums));
+  Value out = *f.a;
+  for (const auto& [key, item] : f.b->env()) {
+    if (!f.a->env().contains(key)) out = Value::EnvWith(out, key, item);
+  }
+  for (size_t i = 0; i < f.keys.size(); ++i) out = Value::EnvWith(out, f.keys[i], std::move(f.sums[i]));
+  return out;
+}
+
+}  // namespace
+
+// Tuples and envs nest as deep as the program makes them: the walk keeps its own
+// stack.
+absl::StatusOr<Value> HyperAdd(const Value& a, const Value& b, Device* device) {
+  std::vector<AddFrame> stack;
+  KGRAD_ASSIGN_OR_RETURN(std::optional<Value> ready, OpenAdd(a, b, device, &stack));
+  while (true) {
+    if (ready.has_value()) {
+      if (stack.empty()) return *std::move(ready);
+      stack.back().sums.push_back(*std::move(ready));
+      ready.reset();
+    }
+    AddFrame& f = stack.back();
+    if (f.sums.size() < f.parts.size()) {
+      auto [x, y] = f.parts[f.sums.size()];
+      KGRAD_ASSIGN_OR_RETURN(ready, OpenAdd(*x, *y, device, &stack));
+      continue;
+    }
+    ready = CloseAdd(f);
+    stack.pop_back();
+  }
 }
 
 void RegisterStructuralKernels(KernelTable* t) {

@@ -25,6 +25,32 @@ std::string AbstractString::ToString() const {
   return value_.has_value() ? absl::StrCat("str=\"", *value_, "\"") : "str";
 }
 
+int AbstractTuple::DepthOf(const std::vector<AbstractPtr>& elements) {
+  int d = 0;
+  for (const AbstractPtr& e : elements) {
+    if (e != nullptr) d = std::max(d, e->depth());
+  }
+  return d + 1;
+}
+
+int FuncAtom::Depth() const {
+  int d = 0;
+  int level = 0;
+  for (const FuncAtom* a = this; a != nullptr && a->kind == Kind::kPartial; a = a->fn.get()) {
+    ++level;
+    for (const AbstractPtr& b : a->bound) {
+      if (b != nullptr) d = std::max(d, b->depth() + level);
+    }
+  }
+  return std::max(d, level);
+}
+
+int AbstractFunction::DepthOf(const std::vector<FuncAtom>& atoms) {
+  int d = 0;
+  for (const FuncAtom& a : atoms) d = std::max(d, a.Depth());
+  return d;
+}
+
 std::string AbstractTuple::ToString() const {
   std::vector<std::string> parts;
   for (const AbstractPtr& e : elements_) parts.push_back(AbstractToString(e));

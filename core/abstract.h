@@ -1,6 +1,11 @@
 // Abstract values: what inference knows about a node's value (dtype and shape of
 // tensors, constant scalars, tuple structure, the set of functions a node may
 // call). Immutable and shared.
+//
+// Every abstract knows its nesting depth (tuples and partial applications add a
+// level). Walks over abstracts (join, equality, hash, printing) recurse, so
+// inference refuses anything deeper than InferOptions::max_abstract_depth: deep
+// data is a run-time matter (values release and print iteratively), not a type.
 #ifndef KGRAD_CORE_ABSTRACT_H_
 #define KGRAD_CORE_ABSTRACT_H_
 
@@ -23,19 +28,25 @@ class Abstract;
 using AbstractPtr = std::shared_ptr<const Abstract>;
 using PrimitivePtr = std::shared_ptr<const Primitive>;
 
+// The default of InferOptions::max_abstract_depth (and of AbstractOfValue).
+inline constexpr int kDefaultMaxAbstractDepth = 1000;
+
 enum class AbstractKind { kTensor, kScalar, kString, kNone, kTuple, kFunction, kEnv };
 
 class Abstract {
  public:
   virtual ~Abstract() = default;
   AbstractKind kind() const { return kind_; }
+  // Levels of tuple or partial-application nesting (0 for leaves).
+  int depth() const { return depth_; }
   virtual std::string ToString() const = 0;
 
  protected:
-  explicit Abstract(AbstractKind k) : kind_(k) {}
+  explicit Abstract(AbstractKind k, int depth = 0) : kind_(k), depth_(depth) {}
 
  private:
   AbstractKind kind_;
+  int depth_;
 };
 
 class AbstractTensor final : public Abstract {
@@ -93,12 +104,13 @@ class AbstractEnv final : public Abstract {
 class AbstractTuple final : public Abstract {
  public:
   explicit AbstractTuple(std::vector<AbstractPtr> elements)
-      : Abstract(AbstractKind::kTuple), elements_(std::move(elements)) {}
+      : Abstract(AbstractKind::kTuple, DepthOf(elements)), elements_(std::move(elements)) {}
   const std::vector<AbstractPtr>& elements() const { return elements_; }
   size_t size() const { return elements_.size(); }
   std::string ToString() const override;
 
  private:
+  static int DepthOf(const std::vector<AbstractPtr>& elements);
   std::vector<AbstractPtr> elements_;
 };
 
@@ -112,16 +124,19 @@ struct FuncAtom {
   std::vector<AbstractPtr> bound;      // kPartial: abstracts of the bound arguments
 
   std::string ToString() const;
+  // Partial-application levels plus the depth of the deepest bound argument.
+  int Depth() const;
 };
 
 class AbstractFunction final : public Abstract {
  public:
   explicit AbstractFunction(std::vector<FuncAtom> atoms)
-      : Abstract(AbstractKind::kFunction), atoms_(std::move(atoms)) {}
+      : Abstract(AbstractKind::kFunction, DepthOf(atoms)), atoms_(std::move(atoms)) {}
   const std::vector<FuncAtom>& atoms() const { return atoms_; }
   std::string ToString() const override;
 
  private:
+  static int DepthOf(const std::vector<FuncAtom>& atoms);
   std::vector<FuncAtom> atoms_;
 };
 

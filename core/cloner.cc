@@ -7,6 +7,7 @@
 #include "core/manager.h"
 #include "core/module.h"
 #include "core/status_macros.h"
+#include "core/value_walk.h"
 
 namespace kgrad {
 namespace {
@@ -31,14 +32,11 @@ std::vector<FuncGraph*> WithNested(Module* m, const std::vector<FuncGraph*>& roo
   return out;
 }
 
+// A constant with the graphs in it (at any tuple depth) replaced by their copies.
 Value MapValue(const Value& v, const CloneMap& map) {
-  if (v.is_graph()) return Value::Graph(map.Graph(v.graph()));
-  if (v.is_tuple()) {
-    std::vector<Value> elems;
-    for (const Value& e : v.tuple()) elems.push_back(MapValue(e, map));
-    return Value::Tuple(std::move(elems));
-  }
-  return v;
+  return *MapLeaves(v, [&map](const Value& leaf) -> absl::StatusOr<Value> {
+    return leaf.is_graph() ? Value::Graph(map.Graph(leaf.graph())) : leaf;
+  });
 }
 
 // The shared machinery: shells for graphs, parameters, and node copies in a

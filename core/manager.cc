@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "core/module.h"
+#include "core/value_walk.h"
 
 namespace kgrad {
 namespace {
@@ -12,9 +13,13 @@ namespace {
 void CollectGraphs(const Value& v, std::vector<FuncGraph*>* out) {
   if (v.is_graph()) {
     out->push_back(v.graph());
-  } else if (v.is_tuple()) {
-    for (const Value& e : v.tuple()) CollectGraphs(e, out);
+    return;
   }
+  if (!v.is_tuple()) return;
+  (void)ForEachLeaf(v, [out](const Value& leaf, absl::Span<const size_t>) {
+    if (leaf.is_graph()) out->push_back(leaf.graph());
+    return absl::OkStatus();
+  });
 }
 
 bool OwnedOutside(const AnfNode* n, const FuncGraph* g) {

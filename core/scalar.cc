@@ -1,5 +1,8 @@
 #include "core/scalar.h"
 
+#include <cmath>
+#include <cstdint>
+
 #include "absl/strings/str_cat.h"
 
 namespace kgrad {
@@ -7,6 +10,13 @@ namespace kgrad {
 Scalar Scalar::FromDouble(DType t, double v) {
   if (IsFloating(t)) return Float(v, t);
   if (t == DType::kBool) return Bool(v != 0);
+  // Truncation toward zero, saturating at the type's range; NaN becomes 0 (a cast
+  // of an out-of-range double is undefined behaviour in C++).
+  double lo = t == DType::kInt32 ? -2147483648.0 : -9223372036854775808.0;
+  double hi = t == DType::kInt32 ? 2147483647.0 : 9223372036854775807.0;
+  if (std::isnan(v)) return Int(0, t);
+  if (v <= lo) return Int(t == DType::kInt32 ? INT32_MIN : INT64_MIN, t);
+  if (v >= hi) return Int(t == DType::kInt32 ? INT32_MAX : INT64_MAX, t);
   return Int(static_cast<int64_t>(v), t);
 }
 

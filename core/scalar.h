@@ -16,7 +16,8 @@ class Scalar {
   static Scalar Int(int64_t v, DType t = DType::kInt64) { Scalar s; s.dtype_ = t; s.i_ = v; return s; }
   static Scalar Float(double v, DType t = DType::kFloat64) { Scalar s; s.dtype_ = t; s.f_ = v; return s; }
   static Scalar Bool(bool v) { Scalar s; s.dtype_ = DType::kBool; s.b_ = v; return s; }
-  // `v` converted to `t` (truncating for integers).
+  // `v` converted to `t` (integers: truncated toward zero, saturating at the
+  // type's range, NaN to 0).
   static Scalar FromDouble(DType t, double v);
 
   DType dtype() const { return dtype_; }

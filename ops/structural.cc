@@ -2,6 +2,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "core/scalar_arith.h"
 #include "core/status_macros.h"
 #include "ops/bprop_context.h"
 #include "ops/op_util.h"
@@ -146,15 +147,6 @@ absl::StatusOr<AbstractPtr> InferOnesLike(const InferCall& c) {
 }
 
 // ----- Scalars -------------------------------------------------------------------------
-DType PromoteScalar(DType a, DType b) {
-  if (IsFloating(a) || IsFloating(b)) {
-    return a == DType::kFloat64 || b == DType::kFloat64 ? DType::kFloat64 : DType::kFloat32;
-  }
-  if (a == DType::kInt64 || b == DType::kInt64) return DType::kInt64;
-  if (a == DType::kBool && b == DType::kBool) return DType::kInt64;
-  return DType::kInt32;
-}
-
 absl::StatusOr<std::pair<const AbstractScalar*, const AbstractScalar*>> ScalarPair(
     const InferCall& c) {
   KGRAD_ASSIGN_OR_RETURN(const AbstractScalar* a, ScalarArg(c, 0));
@@ -162,43 +154,21 @@ absl::StatusOr<std::pair<const AbstractScalar*, const AbstractScalar*>> ScalarPa
   return std::make_pair(a, b);
 }
 
-// Two's-complement wrapping, as integer tensors wrap: overflow in a graph's scalar
-// arithmetic gives a defined result, never undefined behaviour in C++.
-int64_t WrapAdd(int64_t a, int64_t b) { return static_cast<int64_t>(static_cast<uint64_t>(a) + static_cast<uint64_t>(b)); }
-int64_t WrapSub(int64_t a, int64_t b) { return static_cast<int64_t>(static_cast<uint64_t>(a) - static_cast<uint64_t>(b)); }
-int64_t WrapMul(int64_t a, int64_t b) { return static_cast<int64_t>(static_cast<uint64_t>(a) * static_cast<uint64_t>(b)); }
-// Truncating division (b != 0); INT64_MIN / -1 wraps to INT64_MIN.
-int64_t WrapDiv(int64_t a, int64_t b) { return b == -1 ? WrapSub(0, a) : a / b; }
-
-// Folds constants: loop bounds and tuple indices stay constant through arithmetic.
-std::optional<Scalar> FoldScalar(PrimId id, const Scalar& a, const Scalar& b, DType out) {
-  bool f = IsFloating(out);
-  double x = a.AsDouble(), y = b.AsDouble();
-  int64_t i = a.AsInt(), j = b.AsInt();
-  switch (id) {
-    case PrimId::kScalarAdd: return f ? Scalar::Float(x + y, out) : Scalar::Int(WrapAdd(i, j), out);
-    case PrimId::kScalarSub: return f ? Scalar::Float(x - y, out) : Scalar::Int(WrapSub(i, j), out);
-    case PrimId::kScalarMul: return f ? Scalar::Float(x * y, out) : Scalar::Int(WrapMul(i, j), out);
-    case PrimId::kScalarDiv:
-      if (f) return Scalar::Float(x / y, out);
-      if (j == 0) return std::nullopt;
-      return Scalar::Int(WrapDiv(i, j), out);
-    case PrimId::kScalarLt: return Scalar::Bool(x < y);
-    case PrimId::kScalarLe: return Scalar::Bool(x <= y);
-    case PrimId::kScalarGt: return Scalar::Bool(x > y);
-    case PrimId::kScalarGe: return Scalar::Bool(x >= y);
-    case PrimId::kScalarEq: return Scalar::Bool(x == y);
-    case PrimId::kScalarNe: return Scalar::Bool(x != y);
-    default: return std::nullopt;
-  }
+// Constants fold (loop bounds and tuple indices stay constant through arithmetic)
+// with the run-time semantics (core/scalar_arith.h); integer division by zero is
+// left to fail at run time.
+std::optional<Scalar> FoldScalar(PrimId id, const Scalar& a, const Scalar& b) {
+  absl::StatusOr<Scalar> r = ApplyScalarOp(id, a, b);
+  if (!r.ok()) return std::nullopt;
+  return *r;
 }
 
 absl::StatusOr<AbstractPtr> InferScalarArith(const InferCall& c) {
   KGRAD_ASSIGN_OR_RETURN(auto ab, ScalarPair(c));
-  DType out = PromoteScalar(ab.first->dtype(), ab.second->dtype());
+  DType out = ScalarResultType(c.prim.id(), ab.first->dtype(), ab.second->dtype());
   if (ab.first->value().has_value() && ab.second->value().has_value()) {
     if (std::optional<Scalar> v = FoldScalar(c.prim.id(), *ab.first->value(),
-                                             *ab.second->value(), out)) {
+                                             *ab.second->value())) {
       return MakeAbstractScalarValue(*v);
     }
   }
@@ -208,8 +178,10 @@ absl::StatusOr<AbstractPtr> InferScalarArith(const InferCall& c) {
 absl::StatusOr<AbstractPtr> InferScalarCompare(const InferCall& c) {
   KGRAD_ASSIGN_OR_RETURN(auto ab, ScalarPair(c));
   if (ab.first->value().has_value() && ab.second->value().has_value()) {
-    return MakeAbstractScalarValue(
-        *FoldScalar(c.prim.id(), *ab.first->value(), *ab.second->value(), DType::kBool));
+    if (std::optional<Scalar> v = FoldScalar(c.prim.id(), *ab.first->value(),
+                                             *ab.second->value())) {
+      return MakeAbstractScalarValue(*v);
+    }
   }
   return MakeAbstractScalar(DType::kBool);
 }

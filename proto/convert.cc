@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/func_graph.h"
 #include "core/status_macros.h"
+#include "core/value_walk.h"
 
 namespace kgrad {
 
@@ -133,7 +134,24 @@ absl::StatusOr<AttrValue> AttrFromProto(const proto::AttrProto& p) {
   return absl::InvalidArgumentError("attribute has no value");
 }
 
+namespace {
+// ValueToProto once the depth is known to be within the limit.
+absl::Status ValueToProtoShallow(const Value& v, proto::ValueProto* out);
+}  // namespace
+
 absl::Status ValueToProto(const Value& v, proto::ValueProto* out) {
+  // A file the loader would refuse is not written (and the walk below stays shallow).
+  const int limit = LoadLimits().max_value_depth;
+  if (ValueDepth(v, limit) > limit) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "constant nests deeper than ", limit,
+        " tuples (LoadLimits::max_value_depth); a file cannot hold it"));
+  }
+  return ValueToProtoShallow(v, out);
+}
+
+namespace {
+absl::Status ValueToProtoShallow(const Value& v, proto::ValueProto* out) {
   switch (v.kind()) {
     case Value::Kind::kNone: out->mutable_none(); return absl::OkStatus();
     case Value::Kind::kTensor: TensorToProto(v.tensor(), out->mutable_tensor()); return absl::OkStatus();
@@ -149,7 +167,7 @@ absl::Status ValueToProto(const Value& v, proto::ValueProto* out) {
     case Value::Kind::kString: out->set_str(v.str()); return absl::OkStatus();
     case Value::Kind::kTuple: {
       proto::TupleProto* t = out->mutable_tuple();
-      for (const Value& e : v.tuple()) KGRAD_RETURN_IF_ERROR(ValueToProto(e, t->add_elements()));
+      for (const Value& e : v.tuple()) KGRAD_RETURN_IF_ERROR(ValueToProtoShallow(e, t->add_elements()));
       return absl::OkStatus();
     }
     case Value::Kind::kPrimitive: {
@@ -171,6 +189,7 @@ absl::Status ValueToProto(const Value& v, proto::ValueProto* out) {
   return absl::InvalidArgumentError(
       absl::StrCat("a ", v.TypeString(), " is a run-time value and cannot be saved"));
 }
+}  // namespace
 
 namespace {
 

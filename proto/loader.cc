@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "core/status_macros.h"
+#include "core/value_walk.h"
 #include "core/verifier.h"
 #include "google/protobuf/io/coded_stream.h"
 #include "google/protobuf/io/tokenizer.h"
@@ -72,11 +73,10 @@ class Loader {
 
   // Counts the tensors of a weight or constant against max_total_tensor_bytes.
   absl::Status ChargeTensorBytes(const Value& v, absl::string_view where) {
-    if (v.is_tensor()) {
-      tensor_bytes_ += static_cast<int64_t>(v.tensor().nbytes());
-    } else if (v.is_tuple()) {
-      for (const Value& e : v.tuple()) KGRAD_RETURN_IF_ERROR(ChargeTensorBytes(e, where));
-    }
+    (void)ForEachLeaf(v, [this](const Value& leaf, absl::Span<const size_t>) {
+      if (leaf.is_tensor()) tensor_bytes_ += static_cast<int64_t>(leaf.tensor().nbytes());
+      return absl::OkStatus();
+    });
     if (tensor_bytes_ > limits_.max_total_tensor_bytes) {
       return Err(absl::StatusCode::kResourceExhausted, where,
                  absl::StrCat("weights and constants take ", tensor_bytes_,

@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "backends/cpu/constant_evaluator.h"
 #include "core/status_macros.h"
+#include "core/value_walk.h"
 #include "ops/registry.h"
 #include "proto/model_io.h"
 #include "proto/onnx/onnx_import.h"
@@ -121,48 +122,80 @@ absl::StatusOr<absl::flat_hash_map<std::string, Tensor>> ReadWeightOverrides(con
   return out;
 }
 
-void PrintSummary(const Value& v, const std::string& name, std::ostream& out) {
-  if (v.is_tuple()) {
-    for (size_t i = 0; i < v.tuple().size(); ++i) PrintSummary(v.tuple()[i], absl::StrCat(name, "_", i), out);
-    return;
-  }
-  if (!v.is_tensor()) {
-    out << name << ": " << v.ToString() << "\n";
-    return;
-  }
-  const Tensor& t = v.tensor();
-  out << name << ": " << t.TypeString();
+std::string LeafName(const std::string& name, absl::Span<const size_t> path, int64_t ordinal) {
+  if (path.size() > kMaxNamedDepth) return absl::StrCat(name, "_leaf", ordinal);
+  std::string s = name;
+  for (size_t i : path) absl::StrAppend(&s, "_", i);
+  return s;
+}
+
+namespace {
+
+// " min=.. max=.. mean=.." over the values that are not NaN, and how many are.
+std::string Statistics(const Tensor& t) {
   int64_t n = t.NumElements();
-  if (n > 0 && t.dtype() != DType::kBool) {
-    double lo = INFINITY, hi = -INFINITY, sum = 0;
-    for (int64_t i = 0; i < n; ++i) {
-      double x = t.ElementAsDouble(i);
-      lo = std::min(lo, x);
-      hi = std::max(hi, x);
-      sum += x;
+  if (n == 0 || t.dtype() == DType::kBool) return "";
+  double lo = INFINITY, hi = -INFINITY, sum = 0;
+  int64_t nans = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    double x = t.ElementAsDouble(i);
+    if (std::isnan(x)) {
+      ++nans;
+      continue;
     }
-    out << " min=" << lo << " max=" << hi << " mean=" << sum / n;
+    lo = std::min(lo, x);
+    hi = std::max(hi, x);
+    sum += x;
   }
-  std::string values = t.DebugString(6);
-  out << " " << values.substr(values.find('{')) << "\n";
+  if (nans == n) return n == 1 ? " NaN" : absl::StrCat(" all ", n, " values NaN");
+  std::string s = absl::StrCat(" min=", lo, " max=", hi, " mean=", sum / (n - nans));
+  if (nans > 0) absl::StrAppend(&s, " (", nans, " of ", n, " NaN, left out)");
+  return s;
+}
+
+// A rank-0 tensor holding `s` exactly (integers not through double).
+Tensor ScalarTensor(const Scalar& s) {
+  switch (s.dtype()) {
+    case DType::kInt64: return Tensor::FromScalar<int64_t>(s.AsInt());
+    case DType::kInt32: return Tensor::FromScalar<int32_t>(static_cast<int32_t>(s.AsInt()));
+    case DType::kBool: return Tensor::FromScalar<bool>(s.AsBool());
+    case DType::kFloat32: return Tensor::FromScalar<float>(static_cast<float>(s.AsDouble()));
+    default: return Tensor::FromScalar<double>(s.AsDouble());
+  }
+}
+
+}  // namespace
+
+void PrintSummary(const Value& v, const std::string& name, std::ostream& out) {
+  int64_t ordinal = 0;
+  (void)ForEachLeaf(v, [&](const Value& leaf, absl::Span<const size_t> path) {
+    std::string leaf_name = LeafName(name, path, ordinal++);
+    if (!leaf.is_tensor()) {
+      out << leaf_name << ": " << leaf.ToString() << "\n";
+      return absl::OkStatus();
+    }
+    const Tensor& t = leaf.tensor();
+    std::string values = t.DebugString(6);
+    out << leaf_name << ": " << t.TypeString() << Statistics(t) << " "
+        << values.substr(values.find('{')) << "\n";
+    return absl::OkStatus();
+  });
 }
 
 absl::Status WriteOutputs(const Value& v, const std::string& dir, const std::string& name) {
   mkdir(dir.c_str(), 0755);  // exists already: fine; cannot create: the write fails below
-  if (v.is_tuple()) {
-    for (size_t i = 0; i < v.tuple().size(); ++i) {
-      KGRAD_RETURN_IF_ERROR(WriteOutputs(v.tuple()[i], dir, absl::StrCat(name, "_", i)));
+  int64_t ordinal = 0;
+  return ForEachLeaf(v, [&](const Value& leaf, absl::Span<const size_t> path) -> absl::Status {
+    std::string leaf_name = LeafName(name, path, ordinal++);
+    if (leaf.is_scalar()) {
+      return WriteNpyFile(ScalarTensor(leaf.scalar()), absl::StrCat(dir, "/", leaf_name, ".npy"));
     }
-    return absl::OkStatus();
-  }
-  if (v.is_scalar()) {
-    KGRAD_ASSIGN_OR_RETURN(Tensor t, Tensor::Full(v.scalar().dtype(), {}, v.scalar().AsDouble()));
-    return WriteNpyFile(t, absl::StrCat(dir, "/", name, ".npy"));
-  }
-  if (!v.is_tensor()) {
-    return absl::InvalidArgumentError(absl::StrCat(name, " is a ", v.TypeString(), ", not a tensor"));
-  }
-  return WriteNpyFile(v.tensor(), absl::StrCat(dir, "/", name, ".npy"));
+    if (!leaf.is_tensor()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(leaf_name, " is a ", leaf.TypeString(), ", not a tensor"));
+    }
+    return WriteNpyFile(leaf.tensor(), absl::StrCat(dir, "/", leaf_name, ".npy"));
+  });
 }
 
 int Fail(const absl::Status& s, std::ostream& err) {

@@ -10,6 +10,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
+#include "absl/types/span.h"
 #include "core/module.h"
 #include "tools/cli_args.h"
 
@@ -30,9 +31,15 @@ Value WidenToFloat64(const Value& v);
 // --weight name=path.npy overrides.
 absl::StatusOr<absl::flat_hash_map<std::string, Tensor>> ReadWeightOverrides(const ParsedArgs& args);
 
-// One line per tensor leaf: "out_1: f32[2,3] min=.. max=.. mean=.. [v0, v1, ...]".
+// The name of a leaf of an output: `name` and its tuple indices ("out_1_0"), or,
+// for a leaf nested deeper than kMaxNamedDepth tuples, `name` and its position
+// among all leaves ("out_leaf7"), so that names stay short at any depth.
+inline constexpr size_t kMaxNamedDepth = 8;
+std::string LeafName(const std::string& name, absl::Span<const size_t> path, int64_t ordinal);
+// One line per leaf: "out_1: f32[2,3] min=.. max=.. mean=.. [v0, v1, ...]" (NaNs
+// counted and left out of the statistics).
 void PrintSummary(const Value& v, const std::string& name, std::ostream& out);
-// Writes each tensor leaf of `v` as DIR/<name>[_i[_j]].npy.
+// Writes each tensor or scalar leaf of `v` as DIR/<leaf name>.npy.
 absl::Status WriteOutputs(const Value& v, const std::string& dir, const std::string& name);
 
 // "error: <message>" and exit status 1.

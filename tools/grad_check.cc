@@ -8,11 +8,13 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "ad/grad_operation.h"
 #include "ad/jvp.h"
 #include "backends/executor.h"
 #include "core/builder.h"
 #include "core/status_macros.h"
+#include "core/value_walk.h"
 
 namespace kgrad {
 namespace {
@@ -63,25 +65,33 @@ double ScalarOf(const Value& v) {
   return v.is_scalar() ? v.scalar().AsDouble() : v.tensor().ElementAsDouble(0);
 }
 
-// sum over float leaves of <leaf, weight>, as a rank-0 float64 tensor node.
-absl::StatusOr<AnfNode*> Contract(GraphBuilder& b, AnfNode* node, const Value& sample,
-                                  std::mt19937_64& rng, std::vector<AnfNode*>* terms) {
-  if (sample.is_tuple()) {
-    for (size_t i = 0; i < sample.tuple().size(); ++i) {
-      KGRAD_RETURN_IF_ERROR(Contract(b, b.GetItem(node, i), sample.tuple()[i], rng, terms).status());
+// One term <leaf, random weight> per float leaf of `sample` (the output's value),
+// as rank-0 float64 tensor nodes. The getitem chain to each leaf shares its
+// prefix with the previous leaf's (a deep output costs linear work, no recursion).
+absl::Status Contract(GraphBuilder& b, AnfNode* node, const Value& sample, std::mt19937_64& rng,
+                      std::vector<AnfNode*>* terms) {
+  std::vector<size_t> built_path;      // path of the chain in `chain`
+  std::vector<AnfNode*> chain{node};   // chain[k]: the node at built_path[0..k)
+  return ForEachLeaf(sample, [&](const Value& leaf, absl::Span<const size_t> path) -> absl::Status {
+    if (!IsFloatValue(leaf)) return absl::OkStatus();
+    size_t common = 0;
+    while (common < built_path.size() && common < path.size() && built_path[common] == path[common]) {
+      ++common;
     }
-    return nullptr;
-  }
-  if (!IsFloatValue(sample)) return nullptr;
-  KGRAD_RETURN_IF_ERROR(RequireF64(sample, "an output"));
-  Value w = RandomLike(sample, rng);
-  if (sample.is_scalar()) {
-    AnfNode* p = b.Op(PrimId::kScalarMul, {node, b.Const(w)});
-    terms->push_back(b.Op(PrimId::kScalarToTensor, {p}, {{"dtype", DType::kFloat64}}));
-  } else {
-    terms->push_back(b.Op(PrimId::kReduceSum, {b.Op(PrimId::kMul, {node, b.Const(w)})}));
-  }
-  return nullptr;
+    built_path.assign(path.begin(), path.end());
+    chain.resize(common + 1);
+    for (size_t k = common; k < path.size(); ++k) chain.push_back(b.GetItem(chain.back(), path[k]));
+    AnfNode* at = chain.back();
+    KGRAD_RETURN_IF_ERROR(RequireF64(leaf, "an output"));
+    Value w = RandomLike(leaf, rng);
+    if (leaf.is_scalar()) {
+      AnfNode* p = b.Op(PrimId::kScalarMul, {at, b.Const(w)});
+      terms->push_back(b.Op(PrimId::kScalarToTensor, {p}, {{"dtype", DType::kFloat64}}));
+    } else {
+      terms->push_back(b.Op(PrimId::kReduceSum, {b.Op(PrimId::kMul, {at, b.Const(w)})}));
+    }
+    return absl::OkStatus();
+  });
 }
 
 // A graph x... -> sum of <leaf, random weight> over the float leaves of g(x...).
@@ -94,7 +104,7 @@ absl::StatusOr<FuncGraph*> ScalarProjection(Module& m, FuncGraph* g, const Value
   for (Parameter* p : g->parameters()) xs.push_back(b.Param(p->name(), p->declared()));
   AnfNode* out = b.Call(g, xs);
   std::vector<AnfNode*> terms;
-  KGRAD_RETURN_IF_ERROR(Contract(b, out, sample_out, rng, &terms).status());
+  KGRAD_RETURN_IF_ERROR(Contract(b, out, sample_out, rng, &terms));
   if (terms.empty()) return absl::InvalidArgumentError("the graph has no floating-point output to check");
   AnfNode* sum = terms[0];
   for (size_t i = 1; i < terms.size(); ++i) sum = b.Op(PrimId::kAdd, {sum, terms[i]});
@@ -263,9 +273,15 @@ class Checker {
       } else {
         exact = Dot(analytic, v);
       }
+      ++entry.directions;
+      if (std::isnan(numeric) || std::isnan(exact)) {
+        entry.nan_numeric += std::isnan(numeric);
+        entry.nan_derivative += std::isnan(exact);
+        entry.passed = false;
+        continue;
+      }
       double scale = std::max(std::abs(numeric), std::abs(exact));
       double err = std::abs(numeric - exact);
-      if (std::isnan(err)) err = INFINITY;
       entry.max_abs_error = std::max(entry.max_abs_error, err);
       entry.max_rel_error = std::max(entry.max_rel_error, scale > 0 ? err / scale : 0.0);
       entry.max_magnitude = std::max(entry.max_magnitude, std::abs(exact));
@@ -295,9 +311,25 @@ bool GradCheckReport::passed() const {
 std::string GradCheckReport::ToString() const {
   std::string s = absl::StrCat("gradient check, seed ", seed, "\n");
   for (const GradCheckEntry& e : entries) {
-    absl::StrAppend(&s, absl::StrFormat("  %s order %d  %-20s max abs err %.3g  max rel err %.3g  (|grad| up to %.3g)  %s\n",
-                                        e.forward ? "jvp" : "vjp", e.order, e.input, e.max_abs_error,
-                                        e.max_rel_error, e.max_magnitude, e.passed ? "ok" : "FAILED"));
+    absl::StrAppend(&s, absl::StrFormat("  %s order %d  %-20s ", e.forward ? "jvp" : "vjp", e.order,
+                                        e.input));
+    if (e.nan_numeric > 0 || e.nan_derivative > 0) {
+      // Errors computed from NaN say nothing: say where the NaN came from instead.
+      std::vector<std::string> what;
+      if (e.nan_numeric > 0) {
+        what.push_back(absl::StrFormat("the function is NaN near the input (%d of %d directions)",
+                                       e.nan_numeric, e.directions));
+      }
+      if (e.nan_derivative > 0) {
+        what.push_back(absl::StrFormat("the derivative is NaN (%d of %d directions)",
+                                       e.nan_derivative, e.directions));
+      }
+      absl::StrAppend(&s, absl::StrJoin(what, "; "), "  FAILED\n");
+      continue;
+    }
+    absl::StrAppend(&s, absl::StrFormat("max abs err %.3g  max rel err %.3g  (|grad| up to %.3g)  %s\n",
+                                        e.max_abs_error, e.max_rel_error, e.max_magnitude,
+                                        e.passed ? "ok" : "FAILED"));
   }
   return s;
 }

@@ -45,6 +45,11 @@ struct GradCheckEntry {
   double max_abs_error = 0;
   double max_rel_error = 0;
   double max_magnitude = 0;  // largest |derivative| seen
+  // Directions along which the finite difference (the function near the input)
+  // or the derivative kgrad computed was NaN; such an entry fails.
+  int64_t directions = 0;
+  int64_t nan_numeric = 0;
+  int64_t nan_derivative = 0;
   bool passed = true;
 };
 

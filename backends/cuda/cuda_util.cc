@@ -112,42 +112,6 @@ absl::Status MoveInputsToDevice(KernelContext& ctx) {
   return absl::OkStatus();
 }
 
-namespace {
-
-absl::StatusOr<Value> ToHost(const Value& v, Device* device) {
-  if (v.is_tensor()) {
-    KGRAD_ASSIGN_OR_RETURN(Tensor t, device->CopyToHost(v.tensor()));
-    return Value(std::move(t));
-  }
-  if (v.is_tuple()) {
-    std::vector<Value> elems;
-    for (const Value& e : v.tuple()) {
-      KGRAD_ASSIGN_OR_RETURN(Value h, ToHost(e, device));
-      elems.push_back(std::move(h));
-    }
-    return Value::Tuple(std::move(elems));
-  }
-  return v;
-}
-
-absl::StatusOr<Value> ToDevice(const Value& v, Device* device) {
-  if (v.is_tensor()) {
-    KGRAD_ASSIGN_OR_RETURN(Tensor t, device->CopyToDevice(v.tensor()));
-    return Value(std::move(t));
-  }
-  if (v.is_tuple()) {
-    std::vector<Value> elems;
-    for (const Value& e : v.tuple()) {
-      KGRAD_ASSIGN_OR_RETURN(Value d, ToDevice(e, device));
-      elems.push_back(std::move(d));
-    }
-    return Value::Tuple(std::move(elems));
-  }
-  return v;
-}
-
-}  // namespace
-
 absl::StatusOr<Value> CpuFallback(KernelContext& ctx) {
   KernelFn cpu = CpuKernels().Get(ctx.prim().id());
   if (cpu == nullptr) {
@@ -157,7 +121,7 @@ absl::StatusOr<Value> CpuFallback(KernelContext& ctx) {
   std::vector<Value> host;
   host.reserve(ctx.num_inputs());
   for (size_t i = 0; i < ctx.num_inputs(); ++i) {
-    KGRAD_ASSIGN_OR_RETURN(Value h, ToHost(ctx.input(i), ctx.device()));
+    KGRAD_ASSIGN_OR_RETURN(Value h, ValueToHost(ctx.input(i), ctx.device()));
     host.push_back(std::move(h));
   }
   // Drop our references to the device inputs the executor handed over, so that
@@ -165,7 +129,7 @@ absl::StatusOr<Value> CpuFallback(KernelContext& ctx) {
   for (size_t i = 0; i < ctx.num_inputs(); ++i) ctx.mutable_input(i) = Value();
   KernelContext cpu_ctx(ctx.prim(), absl::MakeSpan(host), CpuDevice());
   KGRAD_ASSIGN_OR_RETURN(Value out, cpu(cpu_ctx));
-  return ToDevice(out, ctx.device());
+  return ValueToDevice(out, ctx.device());
 }
 
 }  // namespace cuda

@@ -2,40 +2,10 @@
 
 #include <optional>
 
+#include "core/scalar_arith.h"
+
 namespace kgrad {
 namespace {
-
-// Two's-complement wrapping, as integer tensors wrap: overflow in a graph's scalar
-// arithmetic gives a defined result, never undefined behaviour in C++.
-int64_t WrapAdd(int64_t a, int64_t b) { return static_cast<int64_t>(static_cast<uint64_t>(a) + static_cast<uint64_t>(b)); }
-int64_t WrapSub(int64_t a, int64_t b) { return static_cast<int64_t>(static_cast<uint64_t>(a) - static_cast<uint64_t>(b)); }
-int64_t WrapMul(int64_t a, int64_t b) { return static_cast<int64_t>(static_cast<uint64_t>(a) * static_cast<uint64_t>(b)); }
-// Truncating division (b != 0); INT64_MIN / -1 wraps to INT64_MIN.
-int64_t WrapDiv(int64_t a, int64_t b) { return b == -1 ? WrapSub(0, a) : a / b; }
-
-std::optional<Scalar> FoldScalar(PrimId id, const Scalar& a, const Scalar& b) {
-  bool f = a.is_float() || b.is_float();
-  DType t = f ? (a.dtype() == DType::kFloat64 || b.dtype() == DType::kFloat64 ? DType::kFloat64 : DType::kFloat32)
-              : (a.dtype() == DType::kInt32 && b.dtype() == DType::kInt32 ? DType::kInt32 : DType::kInt64);
-  double x = a.AsDouble(), y = b.AsDouble();
-  int64_t i = a.AsInt(), j = b.AsInt();
-  switch (id) {
-    case PrimId::kScalarAdd: return f ? Scalar::Float(x + y, t) : Scalar::Int(WrapAdd(i, j), t);
-    case PrimId::kScalarSub: return f ? Scalar::Float(x - y, t) : Scalar::Int(WrapSub(i, j), t);
-    case PrimId::kScalarMul: return f ? Scalar::Float(x * y, t) : Scalar::Int(WrapMul(i, j), t);
-    case PrimId::kScalarDiv:
-      if (f) return Scalar::Float(x / y, t);
-      if (j == 0) return std::nullopt;  // the run-time error is kept
-      return Scalar::Int(WrapDiv(i, j), t);
-    case PrimId::kScalarLt: return Scalar::Bool(x < y);
-    case PrimId::kScalarLe: return Scalar::Bool(x <= y);
-    case PrimId::kScalarGt: return Scalar::Bool(x > y);
-    case PrimId::kScalarGe: return Scalar::Bool(x >= y);
-    case PrimId::kScalarEq: return Scalar::Bool(x == y);
-    case PrimId::kScalarNe: return Scalar::Bool(x != y);
-    default: return std::nullopt;
-  }
-}
 
 std::optional<bool> ConstCondition(const AnfNode* n) {
   const Value* v = ConstantOf(n);
@@ -64,9 +34,9 @@ AnfNode* ConstantFoldPass::Rewrite(CNode* c) {
     const Value* a = ConstantOf(In(c, 1));
     const Value* b = ConstantOf(In(c, 2));
     if (a != nullptr && b != nullptr && a->is_scalar() && b->is_scalar()) {
-      if (std::optional<Scalar> r = FoldScalar(p->id(), a->scalar(), b->scalar())) {
-        return c->graph()->NewValueNode(Value(*r));
-      }
+      // (Integer division by zero is not folded: it fails at run time.)
+      absl::StatusOr<Scalar> r = ApplyScalarOp(p->id(), a->scalar(), b->scalar());
+      if (IsScalarBinaryOp(p->id()) && r.ok()) return c->graph()->NewValueNode(Value(*r));
     }
   }
   return FoldTensor(c, *p);

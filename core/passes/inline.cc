@@ -9,6 +9,7 @@
 #include "core/cloner.h"
 #include "core/manager.h"
 #include "core/passes/rewrite.h"
+#include "core/scalar_arith.h"
 
 namespace kgrad {
 namespace {
@@ -60,42 +61,48 @@ absl::flat_hash_set<FuncGraph*> RecursiveGraphs(Manager& m, const std::vector<Fu
   return recursive;
 }
 
-// Two's-complement wrapping, as integer tensors wrap: overflow in a graph's scalar
-// arithmetic gives a defined result, never undefined behaviour in C++.
-int64_t WrapAdd(int64_t a, int64_t b) { return static_cast<int64_t>(static_cast<uint64_t>(a) + static_cast<uint64_t>(b)); }
-int64_t WrapSub(int64_t a, int64_t b) { return static_cast<int64_t>(static_cast<uint64_t>(a) - static_cast<uint64_t>(b)); }
-int64_t WrapMul(int64_t a, int64_t b) { return static_cast<int64_t>(static_cast<uint64_t>(a) * static_cast<uint64_t>(b)); }
-
 // Evaluates a scalar expression made of constants, bound parameters and scalar
-// primitives; nullopt when it depends on anything else.
-std::optional<Scalar> EvalScalar(const AnfNode* n, const absl::flat_hash_map<const AnfNode*, Scalar>& bound,
-                                 int depth = 0) {
-  if (depth > 32) return std::nullopt;
-  if (const Value* v = ConstantOf(n)) {
-    if (v->is_scalar()) return v->scalar();
-    return std::nullopt;
+// primitives; nullopt when it depends on anything else. Memoised per node (a
+// shared subexpression is evaluated once, not once per path) and bounded in depth.
+class ScalarEvaluator {
+ public:
+  explicit ScalarEvaluator(const absl::flat_hash_map<const AnfNode*, Scalar>& bound)
+      : bound_(bound) {}
+
+  std::optional<Scalar> Eval(const AnfNode* n, int depth = 0) {
+    if (depth > 32) return std::nullopt;
+    if (const Value* v = ConstantOf(n)) {
+      if (v->is_scalar()) return v->scalar();
+      return std::nullopt;
+    }
+    auto it = bound_.find(n);
+    if (it != bound_.end()) return it->second;
+    const CNode* c = n->AsCNode();
+    if (c == nullptr || c->primitive() == nullptr || c->num_args() != 2 ||
+        !IsScalarBinaryOp(c->primitive()->id())) {
+      return std::nullopt;
+    }
+    auto memo = memo_.find(n);
+    if (memo != memo_.end()) return memo->second;
+    std::optional<Scalar> a = Eval(c->arg(0), depth + 1);
+    std::optional<Scalar> b = a.has_value() ? Eval(c->arg(1), depth + 1) : std::nullopt;
+    std::optional<Scalar> out;
+    if (a && b) {
+      absl::StatusOr<Scalar> r = ApplyScalarOp(c->primitive()->id(), *a, *b);
+      if (r.ok()) out = *r;
+    }
+    memo_[n] = out;
+    return out;
   }
-  auto it = bound.find(n);
-  if (it != bound.end()) return it->second;
-  const CNode* c = n->AsCNode();
-  if (c == nullptr || c->primitive() == nullptr || c->num_args() != 2) return std::nullopt;
-  std::optional<Scalar> a = EvalScalar(c->arg(0), bound, depth + 1);
-  std::optional<Scalar> b = EvalScalar(c->arg(1), bound, depth + 1);
-  if (!a || !b) return std::nullopt;
-  double x = a->AsDouble(), y = b->AsDouble();
-  bool f = a->is_float() || b->is_float();
-  switch (c->primitive()->id()) {
-    case PrimId::kScalarAdd: return f ? Scalar::Float(x + y) : Scalar::Int(WrapAdd(a->AsInt(), b->AsInt()));
-    case PrimId::kScalarSub: return f ? Scalar::Float(x - y) : Scalar::Int(WrapSub(a->AsInt(), b->AsInt()));
-    case PrimId::kScalarMul: return f ? Scalar::Float(x * y) : Scalar::Int(WrapMul(a->AsInt(), b->AsInt()));
-    case PrimId::kScalarLt: return Scalar::Bool(x < y);
-    case PrimId::kScalarLe: return Scalar::Bool(x <= y);
-    case PrimId::kScalarGt: return Scalar::Bool(x > y);
-    case PrimId::kScalarGe: return Scalar::Bool(x >= y);
-    case PrimId::kScalarEq: return Scalar::Bool(x == y);
-    case PrimId::kScalarNe: return Scalar::Bool(x != y);
-    default: return std::nullopt;
-  }
+
+ private:
+  const absl::flat_hash_map<const AnfNode*, Scalar>& bound_;
+  absl::flat_hash_map<const AnfNode*, std::optional<Scalar>> memo_;
+};
+
+std::optional<Scalar> EvalScalar(const AnfNode* n,
+                                 const absl::flat_hash_map<const AnfNode*, Scalar>& bound) {
+  return ScalarEvaluator(bound).Eval(n);
 }
 
 // A recursive graph (a loop) whose control the constant arguments decide: a
