@@ -1,11 +1,13 @@
 #include "core/infer.h"
 
+#include <optional>
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "core/manager.h"
 #include "core/module.h"
 #include "core/status_macros.h"
@@ -35,35 +37,168 @@ absl::Status AtNode(const absl::Status& s, const AnfNode* node) {
   return absl::Status(s.code(), absl::StrCat(node->Location(), ": ", s.message()));
 }
 
+using Locals = absl::flat_hash_map<const AnfNode*, AbstractPtr>;
+
+// One graph being analysed in one context: the nodes in order, and the call at
+// `order[next]` while the callee's frame (above this one) is analysed.
+struct Frame {
+  ContextKey key;
+  const std::vector<CNode*>* order;
+  Locals local;
+  size_t next = 0;
+  // The open call: its callee's atoms, which one is being evaluated, and the join
+  // of the results so far.
+  bool call_open = false;
+  std::vector<AbstractPtr> args;
+  AbstractPtr callee;
+  size_t atom = 0;
+  AbstractPtr result;
+};
+
+// The whole-program analysis. Step 1 (Run): rounds from the entry until nothing
+// changes. Step 2 (Analyse): one round, a loop over an explicit frame stack;
+// entering a graph pushes a frame (Enter), finishing it pops and joins its result
+// into the context's (Leave). Step 3 (Step): one node of the top frame.
 class Inferrer {
  public:
   Inferrer(Module* module, const InferOptions& options)
       : module_(module), manager_(module->manager()), options_(options) {}
 
+  // Step 1.
   absl::StatusOr<AbstractPtr> Run(FuncGraph* entry, const std::vector<AbstractPtr>& args) {
     for (const auto& w : module_->weights()) node_abs_[w.get()] = w->abstract();
-    AbstractPtr result;
     for (int round = 0; round < options_.max_rounds; ++round) {
       changed_ = false;
       evaluated_.clear();
-      KGRAD_ASSIGN_OR_RETURN(result, EvalGraph(entry, args, nullptr));
-      if (!changed_) {
+      KGRAD_ASSIGN_OR_RETURN(AbstractPtr result, Analyse(entry, args));
+      if (changed_) continue;
+      if (result == nullptr) return NeverReturns(entry);
+      if (options_.record) {
         for (auto& [node, abs] : node_abs_) node->set_abstract(abs);
-        if (result == nullptr) {
-          return absl::InvalidArgumentError(absl::StrCat(
-              "graph '", entry->name(), "' never returns (recursion without a base case)"));
-        }
-        return result;
       }
+      return result;
     }
     return absl::ResourceExhaustedError(absl::StrCat(
-        "inference of graph '", entry->name(), "' did not converge in ",
-        options_.max_rounds, " rounds"));
+        "inference of graph '", entry->name(), "' did not converge in ", options_.max_rounds,
+        " rounds (InferOptions::max_rounds)"));
   }
 
  private:
-  absl::StatusOr<AbstractPtr> EvalGraph(FuncGraph* g, std::vector<AbstractPtr> args,
-                                        const AnfNode* call_site) {
+  // Step 2.
+  absl::StatusOr<AbstractPtr> Analyse(FuncGraph* entry, const std::vector<AbstractPtr>& args) {
+    stack_.clear();
+    KGRAD_ASSIGN_OR_RETURN(std::optional<AbstractPtr> ready, Enter(entry, args, nullptr));
+    while (true) {
+      if (ready.has_value()) {
+        if (stack_.empty()) return *ready;
+        KGRAD_RETURN_IF_ERROR(JoinAtomResult(stack_.back(), *ready));
+        ready.reset();
+      }
+      Frame& f = stack_.back();
+      if (f.call_open || f.next < f.order->size()) {
+        KGRAD_ASSIGN_OR_RETURN(ready, Step(f));
+        continue;
+      }
+      AbstractPtr out = Lookup(f.key.graph->output(), f.local);
+      ContextKey key = std::move(f.key);
+      stack_.pop_back();
+      KGRAD_ASSIGN_OR_RETURN(ready, Leave(key, out));
+      if (stack_.empty()) return *ready;
+    }
+  }
+
+  // Step 3. Advances the top frame by one atom of its open call, or opens the call
+  // of its next node. Returns a value for the top frame's open call when one is
+  // ready, nullopt when a callee's frame was pushed (or nothing is pending).
+  absl::StatusOr<std::optional<AbstractPtr>> Step(Frame& f) {
+    if (!f.call_open) {
+      CNode* c = (*f.order)[f.next];
+      KGRAD_ASSIGN_OR_RETURN(bool opened, OpenCall(f, c));
+      if (!opened) return std::optional<AbstractPtr>();
+    }
+    CNode* c = (*f.order)[f.next];
+    const std::vector<FuncAtom>& atoms = AsFunction(f.callee)->atoms();
+    if (f.atom < atoms.size()) return StartAtom(atoms[f.atom], f.args, c);
+    KGRAD_RETURN_IF_ERROR(FinishNode(f, c, f.result));
+    return std::optional<AbstractPtr>();
+  }
+
+  // Reads the inputs of `c`; false when the node is finished already (unknown or
+  // invalid callee).
+  absl::StatusOr<bool> OpenCall(Frame& f, CNode* c) {
+    if (c->size() == 0) return AtNode(absl::InvalidArgumentError("application with no callee"), c);
+    std::vector<AbstractPtr> ins;
+    ins.reserve(c->size());
+    for (AnfNode* in : c->inputs()) {
+      if (in->is_value() && in->abstract() == nullptr) {
+        return AtNode(absl::ResourceExhaustedError(absl::StrCat(
+                          "constant '", in->DebugName(), "' nests deeper than ",
+                          options_.max_abstract_depth, " tuples (InferOptions::max_abstract_depth)")),
+                      c);
+      }
+      ins.push_back(Lookup(in, f.local));
+    }
+    const AbstractPtr& callee = ins[0];
+    if (callee == nullptr) {
+      KGRAD_RETURN_IF_ERROR(FinishNode(f, c, nullptr));
+      return false;
+    }
+    if (AsFunction(callee) == nullptr) {
+      return AtNode(absl::InvalidArgumentError(absl::StrCat(
+                        "callee is not a function (it is ", callee->ToString(), ")")),
+                    c);
+    }
+    f.call_open = true;
+    f.callee = callee;
+    f.args.assign(ins.begin() + 1, ins.end());
+    f.atom = 0;
+    f.result = nullptr;
+    return true;
+  }
+
+  // The value of `c` is known: record it and move to the next node.
+  absl::Status FinishNode(Frame& f, CNode* c, AbstractPtr a) {
+    f.local[c] = a;
+    f.call_open = false;
+    f.callee = nullptr;
+    f.args.clear();
+    ++f.next;
+    return Record(c, a);
+  }
+
+  absl::Status JoinAtomResult(Frame& f, const AbstractPtr& r) {
+    CNode* c = (*f.order)[f.next];
+    absl::StatusOr<AbstractPtr> j = Join(f.result, r);
+    if (!j.ok()) {
+      return AtNode(absl::InvalidArgumentError(absl::StrCat(
+                        "the functions this node may call return incompatible values: ",
+                        j.status().message())),
+                    c);
+    }
+    f.result = *j;
+    ++f.atom;
+    return absl::OkStatus();
+  }
+
+  // A partial application's bound arguments come first; primitives are evaluated
+  // at once, graphs entered.
+  absl::StatusOr<std::optional<AbstractPtr>> StartAtom(const FuncAtom& atom,
+                                                       const std::vector<AbstractPtr>& args,
+                                                       const CNode* c) {
+    const FuncAtom* a = &atom;
+    std::vector<AbstractPtr> all = args;
+    for (; a->kind == FuncAtom::Kind::kPartial; a = a->fn.get()) {
+      all.insert(all.begin(), a->bound.begin(), a->bound.end());
+    }
+    if (a->kind == FuncAtom::Kind::kGraph) return Enter(a->graph, std::move(all), c);
+    KGRAD_ASSIGN_OR_RETURN(AbstractPtr r, EvalPrimitive(*a->primitive, all, c));
+    return std::optional<AbstractPtr>(std::move(r));
+  }
+
+  // The result of `g` in this context when it is known or being computed (a
+  // recursive call sees what the fixpoint has so far); else pushes its frame.
+  absl::StatusOr<std::optional<AbstractPtr>> Enter(FuncGraph* g, std::vector<AbstractPtr> args,
+                                                   const AnfNode* call_site) {
     if (args.size() != g->parameters().size()) {
       absl::Status s = absl::InvalidArgumentError(absl::StrCat(
           "graph '", g->name(), "' takes ", g->parameters().size(), " arguments, got ",
@@ -71,31 +206,41 @@ class Inferrer {
       return call_site != nullptr ? AtNode(s, call_site) : s;
     }
     for (AbstractPtr& a : args) a = Broaden(a);
-    ContextKey key{g, std::move(args)};
-    key = WidenIfNeeded(std::move(key));
-    auto res_it = results_.find(key);
+    ContextKey key = WidenIfNeeded(ContextKey{g, std::move(args)});
     if (in_progress_.contains(key) || evaluated_.contains(key)) {
-      return res_it == results_.end() ? nullptr : res_it->second;
+      auto it = results_.find(key);
+      if (it != results_.end()) return std::optional<AbstractPtr>(it->second);
+      if (in_progress_.contains(key)) recursing_.insert(g);
+      return std::optional<AbstractPtr>(AbstractPtr(nullptr));
     }
-    if (depth_ >= options_.max_call_depth) {
+    if (static_cast<int>(stack_.size()) >= options_.max_call_depth) {
       return absl::ResourceExhaustedError(absl::StrCat(
-          "graph calls nest deeper than ", options_.max_call_depth, " at graph '",
-          g->name(), "'"));
+          "graph calls nest deeper than ", options_.max_call_depth, " at graph '", g->name(),
+          "' (the limit InferOptions::max_call_depth, settable with Module::set_infer_options)"));
     }
     in_progress_.insert(key);
-    ++depth_;
-    absl::StatusOr<AbstractPtr> out = EvalBody(key);
-    --depth_;
+    Frame f;
+    f.order = &manager_.Info(g).order;
+    for (size_t i = 0; i < key.args.size(); ++i) {
+      f.local[g->parameters()[i]] = key.args[i];
+      KGRAD_RETURN_IF_ERROR(Record(g->parameters()[i], key.args[i]));
+    }
+    f.key = std::move(key);
+    stack_.push_back(std::move(f));
+    return std::optional<AbstractPtr>();
+  }
+
+  // Joins a finished frame's output into its context's result.
+  absl::StatusOr<std::optional<AbstractPtr>> Leave(const ContextKey& key, const AbstractPtr& out) {
     in_progress_.erase(key);
     evaluated_.insert(key);
-    if (!out.ok()) return out.status();
     AbstractPtr& slot = results_[key];
-    KGRAD_ASSIGN_OR_RETURN(AbstractPtr joined, Join(slot, *out));
+    KGRAD_ASSIGN_OR_RETURN(AbstractPtr joined, Join(slot, out));
     if (!AbstractEquals(joined, slot)) {
       slot = joined;
       changed_ = true;
     }
-    return slot;
+    return std::optional<AbstractPtr>(slot);
   }
 
   // Beyond max_contexts_per_graph signatures, a graph's arguments are joined into
@@ -118,26 +263,7 @@ class Inferrer {
     return wide;
   }
 
-  absl::StatusOr<AbstractPtr> EvalBody(const ContextKey& key) {
-    FuncGraph* g = key.graph;
-    absl::flat_hash_map<const AnfNode*, AbstractPtr> local;
-    for (size_t i = 0; i < key.args.size(); ++i) {
-      local[g->parameters()[i]] = key.args[i];
-      KGRAD_RETURN_IF_ERROR(Record(g->parameters()[i], key.args[i]));
-    }
-    for (CNode* c : manager_.Info(g).order) {
-      std::vector<AbstractPtr> ins;
-      ins.reserve(c->size());
-      for (AnfNode* in : c->inputs()) ins.push_back(Lookup(in, local));
-      KGRAD_ASSIGN_OR_RETURN(AbstractPtr a, EvalCall(c, ins));
-      local[c] = a;
-      KGRAD_RETURN_IF_ERROR(Record(c, a));
-    }
-    return Lookup(g->output(), local);
-  }
-
-  AbstractPtr Lookup(const AnfNode* n,
-                     const absl::flat_hash_map<const AnfNode*, AbstractPtr>& local) {
+  AbstractPtr Lookup(const AnfNode* n, const Locals& local) {
     if (n->is_value()) return n->abstract();
     auto it = local.find(n);
     if (it != local.end()) return it->second;
@@ -147,6 +273,14 @@ class Inferrer {
 
   absl::Status Record(AnfNode* n, const AbstractPtr& a) {
     if (a == nullptr) return absl::OkStatus();
+    if (a->depth() > options_.max_abstract_depth) {
+      return AtNode(absl::ResourceExhaustedError(absl::StrCat(
+                        "the type of this value nests deeper than ", options_.max_abstract_depth,
+                        " tuples or partial applications (InferOptions::max_abstract_depth); a "
+                        "loop that wraps its state in one more tuple each iteration has no fixed "
+                        "type")),
+                    n);
+    }
     AbstractPtr& slot = node_abs_[n];
     absl::StatusOr<AbstractPtr> j = Join(slot, a);
     if (!j.ok()) return AtNode(j.status(), n);
@@ -155,50 +289,6 @@ class Inferrer {
       changed_ = true;
     }
     return absl::OkStatus();
-  }
-
-  absl::StatusOr<AbstractPtr> EvalCall(const CNode* c, const std::vector<AbstractPtr>& ins) {
-    if (c->size() == 0) {
-      return AtNode(absl::InvalidArgumentError("application with no callee"), c);
-    }
-    const AbstractPtr& callee = ins[0];
-    if (callee == nullptr) return AbstractPtr(nullptr);
-    const AbstractFunction* fn = AsFunction(callee);
-    if (fn == nullptr) {
-      return AtNode(absl::InvalidArgumentError(absl::StrCat(
-                        "callee is not a function (it is ", callee->ToString(), ")")),
-                    c);
-    }
-    std::vector<AbstractPtr> args(ins.begin() + 1, ins.end());
-    AbstractPtr result;
-    for (const FuncAtom& atom : fn->atoms()) {
-      KGRAD_ASSIGN_OR_RETURN(AbstractPtr r, EvalAtom(atom, args, c));
-      absl::StatusOr<AbstractPtr> j = Join(result, r);
-      if (!j.ok()) {
-        return AtNode(absl::InvalidArgumentError(absl::StrCat(
-                          "the functions this node may call return incompatible values: ",
-                          j.status().message())),
-                      c);
-      }
-      result = *j;
-    }
-    return result;
-  }
-
-  absl::StatusOr<AbstractPtr> EvalAtom(const FuncAtom& atom, const std::vector<AbstractPtr>& args,
-                                       const CNode* c) {
-    switch (atom.kind) {
-      case FuncAtom::Kind::kGraph:
-        return EvalGraph(atom.graph, args, c);
-      case FuncAtom::Kind::kPartial: {
-        std::vector<AbstractPtr> all = atom.bound;
-        all.insert(all.end(), args.begin(), args.end());
-        return EvalAtom(*atom.fn, all, c);
-      }
-      case FuncAtom::Kind::kPrimitive:
-        return EvalPrimitive(*atom.primitive, args, c);
-    }
-    return AbstractPtr(nullptr);
   }
 
   absl::StatusOr<AbstractPtr> EvalPrimitive(const Primitive& p,
@@ -260,16 +350,37 @@ class Inferrer {
     return *j;
   }
 
+  // The entry has no result: name the graphs whose every path calls themselves
+  // (they never got a result of their own), not just the entry.
+  absl::Status NeverReturns(FuncGraph* entry) {
+    std::vector<std::string> names;
+    for (FuncGraph* g : manager_.Reachable({entry})) {
+      if (!recursing_.contains(g)) continue;
+      bool has_result = false;
+      for (const auto& [key, result] : results_) has_result |= key.graph == g && result != nullptr;
+      if (!has_result) names.push_back(absl::StrCat("'", g->name(), "'"));
+    }
+    if (names.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "graph '", entry->name(), "' never returns (recursion without a base case)"));
+    }
+    return absl::InvalidArgumentError(absl::StrCat(
+        "graph ", absl::StrJoin(names, ", "),
+        " never returns: every path through it calls itself again (recursion without a base "
+        "case), so graph '", entry->name(), "', which calls it, has no result"));
+  }
+
   Module* module_;
   Manager& manager_;
   InferOptions options_;
   bool changed_ = false;
-  int depth_ = 0;
+  std::vector<Frame> stack_;
   absl::flat_hash_map<ContextKey, AbstractPtr> results_;
   absl::flat_hash_set<ContextKey> in_progress_;
   absl::flat_hash_set<ContextKey> evaluated_;
   absl::flat_hash_map<FuncGraph*, std::vector<ContextKey>> signatures_;
   absl::flat_hash_map<AnfNode*, AbstractPtr> node_abs_;
+  absl::flat_hash_set<FuncGraph*> recursing_;  // reached again while being analysed
 };
 
 }  // namespace
@@ -280,7 +391,11 @@ absl::StatusOr<AbstractPtr> InferGraph(FuncGraph* entry, const std::vector<Abstr
   return inferrer.Run(entry, args);
 }
 
-absl::StatusOr<AbstractPtr> InferGraph(FuncGraph* entry, const InferOptions& options) {
+absl::StatusOr<AbstractPtr> InferGraph(FuncGraph* entry, const std::vector<AbstractPtr>& args) {
+  return InferGraph(entry, args, entry->module()->infer_options());
+}
+
+absl::StatusOr<std::vector<AbstractPtr>> DeclaredArgs(FuncGraph* entry) {
   std::vector<AbstractPtr> args;
   for (Parameter* p : entry->parameters()) {
     if (p->declared() == nullptr) {
@@ -290,7 +405,16 @@ absl::StatusOr<AbstractPtr> InferGraph(FuncGraph* entry, const InferOptions& opt
     }
     args.push_back(p->declared());
   }
+  return args;
+}
+
+absl::StatusOr<AbstractPtr> InferGraph(FuncGraph* entry, const InferOptions& options) {
+  KGRAD_ASSIGN_OR_RETURN(std::vector<AbstractPtr> args, DeclaredArgs(entry));
   return InferGraph(entry, args, options);
+}
+
+absl::StatusOr<AbstractPtr> InferGraph(FuncGraph* entry) {
+  return InferGraph(entry, entry->module()->infer_options());
 }
 
 absl::StatusOr<AbstractPtr> InferPrimitiveCall(const Primitive& prim,

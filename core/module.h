@@ -13,6 +13,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "core/func_graph.h"
+#include "core/infer_options.h"
 #include "core/primitive.h"
 
 namespace kgrad {
@@ -52,6 +53,11 @@ class Module {
     if (g != nullptr) g->set_public(true);
   }
 
+  // The options of every inference over this module that is not given its own
+  // (AD, the optimiser, the executor's type check).
+  const InferOptions& infer_options() const { return infer_options_; }
+  void set_infer_options(const InferOptions& o) { infer_options_ = o; }
+
   // Analyses of the graph structure (free variables, order), recomputed on demand
   // after edits.
   Manager& manager();
@@ -79,6 +85,7 @@ class Module {
   std::vector<std::unique_ptr<Parameter>> weights_;
   absl::flat_hash_map<std::string, Parameter*> weights_by_name_;
   FuncGraph* entry_ = nullptr;
+  InferOptions infer_options_;
   std::unique_ptr<Manager> manager_;
   uint64_t version_ = 0;
   uint64_t next_node_id_ = 1;
