@@ -3,6 +3,9 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "core/cloner.h"
+#include "core/infer.h"
 #include "core/manager.h"
 #include "core/module.h"
 #include "core/status_macros.h"
@@ -287,22 +290,96 @@ absl::Status DFunctor::BuildOutputs() {
   return kb.status();
 }
 
-// A user-written bprop: K(g)(x...) = (g(x...), dout -> (newenv, bprop(x..., out, dout)...)).
+namespace {
+
+// "weight 'w'" or "'h' (of graph 'outer')".
+std::string FreeVariableName(const AnfNode* fv) {
+  if (fv->graph() == nullptr) return absl::StrCat("weight '", fv->DebugName(), "'");
+  return absl::StrCat("'", fv->DebugName(), "' (of graph '", fv->graph()->name(), "')");
+}
+
+// How many values `custom` returns: the arity of its output tuple, from inference
+// with the primal's types (x..., out, dout), or from a make_tuple output.
+absl::StatusOr<size_t> ReturnedCount(FuncGraph* custom, FuncGraph* primal) {
+  std::vector<AbstractPtr> args;
+  for (Parameter* p : primal->parameters()) args.push_back(p->abstract());
+  args.push_back(primal->output()->abstract());
+  args.push_back(primal->output()->abstract());
+  bool known = true;
+  for (const AbstractPtr& a : args) known &= a != nullptr;
+  if (known) {
+    KGRAD_ASSIGN_OR_RETURN(AbstractPtr out, InferGraph(custom, args));
+    if (const AbstractTuple* t = AsTuple(out)) return t->size();
+  } else if (const CNode* c = custom->output()->AsCNode(); c != nullptr && c->IsPrim(PrimId::kMakeTuple)) {
+    return c->num_args();
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "custom bprop '", custom->name(), "' of graph '", primal->name(),
+      "' must return a tuple of sensitivities"));
+}
+
+}  // namespace
+
+// A user-written bprop (MindSpore's Cell.bprop), which may also give the
+// sensitivities of the weights and free variables the graph reads:
+//   K(g)(x...) = (out, bprop),  out = g(x...),  r = custom(x..., out, dout),
+//   bprop(dout) = (env{fv_j: r[n + j]}, r[0], ..., r[n - 1])
+// with fv_1..fv_k the graph's floating free variables in creation order. A custom
+// bprop that returns only the n input sensitivities of a graph that reads such a
+// variable is refused here: its gradient would otherwise be silently zero.
 absl::Status DFunctor::RunCustomBprop() {
   FuncGraph* custom = primal_->custom_bprop();
+  std::vector<AnfNode*> fvs;
+  for (AnfNode* fv : ctx_->PrimalInfo(primal_).fvs) {
+    const AbstractPtr& a = fv->abstract();
+    bool data = AsTensor(a) != nullptr || AsScalar(a) != nullptr || AsTuple(a) != nullptr;
+    if (data && !IsIntegral(a)) fvs.push_back(fv);
+  }
+  const size_t n = primal_->parameters().size();
+  KGRAD_ASSIGN_OR_RETURN(size_t returned, ReturnedCount(custom, primal_));
+  if (returned != n + fvs.size()) {
+    std::vector<std::string> names;
+    for (const AnfNode* fv : fvs) names.push_back(FreeVariableName(fv));
+    std::string fv_part = fvs.empty() ? "" : absl::StrCat(
+        ", then one for each value it reads from outside, in this order: ", absl::StrJoin(names, ", "));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "custom bprop '", custom->name(), "' of graph '", primal_->name(), "' returns ", returned,
+        " values; it must return ", n + fvs.size(), ": one sensitivity per input (", n, ")", fv_part));
+  }
   GraphBuilder kb(k_graph_);
   std::vector<AnfNode*> xs(k_graph_->parameters().begin(), k_graph_->parameters().end());
-  AnfNode* out = kb.Call(primal_, xs);
+  KGRAD_ASSIGN_OR_RETURN(AnfNode* out, CallInKScope(kb, primal_, xs));
   GraphBuilder b(tape_);
   std::vector<AnfNode*> args = xs;
   args.push_back(out);
   args.push_back(dout_);
-  AnfNode* grads = b.Call(custom, args);
-  std::vector<AnfNode*> outs{b.Const(Value::EmptyEnv())};
-  for (size_t i = 0; i < xs.size(); ++i) outs.push_back(b.GetItem(grads, i));
+  KGRAD_ASSIGN_OR_RETURN(AnfNode* grads, CallInKScope(b, custom, args));
+  AnfNode* env = b.Const(Value::EmptyEnv());
+  for (size_t j = 0; j < fvs.size(); ++j) {
+    env = b.Op(PrimId::kEnvSetItem, {env, b.Const(Value::String(AdContext::KeyOf(fvs[j]))),
+                                     b.GetItem(grads, n + j)});
+  }
+  std::vector<AnfNode*> outs{env};
+  for (size_t i = 0; i < n; ++i) outs.push_back(b.GetItem(grads, i));
   tape_->set_output(b.Tuple(std::move(outs)));
   k_graph_->set_output(kb.Tuple({out, kb.GraphRef(tape_)}));
   return kb.status();
+}
+
+// g and its custom bprop are lexically inside the primal program; K(g) is inside
+// the K-images. When g reads values of enclosing graphs, a lifted copy is called
+// instead, with the K-images of those values as extra arguments.
+absl::StatusOr<AnfNode*> DFunctor::CallInKScope(GraphBuilder& b, FuncGraph* g,
+                                                std::vector<AnfNode*> args) {
+  bool captures = false;
+  for (AnfNode* fv : ctx_->PrimalInfo(g).fvs) captures |= fv->graph() != nullptr;
+  if (!captures) return b.Call(g, args);
+  LiftedGraph lifted = LiftFreeVariables(g, "_lifted");
+  for (AnfNode* fv : lifted.free_variables) {
+    KGRAD_ASSIGN_OR_RETURN(AnfNode* k, KOf(fv));
+    args.push_back(k);
+  }
+  return b.Call(lifted.graph, args);
 }
 
 absl::Status DFunctor::Run() {

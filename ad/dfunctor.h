@@ -27,6 +27,7 @@
 #include "absl/status/statusor.h"
 #include "ad/ad_context.h"
 #include "ad/adjoint.h"
+#include "core/builder.h"
 #include "core/func_graph.h"
 
 namespace kgrad {
@@ -52,6 +53,7 @@ class DFunctor {
   absl::Status BackPropClosure(ValueNode* vn);
   absl::Status BuildOutputs();
   absl::Status RunCustomBprop();
+  absl::StatusOr<AnfNode*> CallInKScope(GraphBuilder& b, FuncGraph* g, std::vector<AnfNode*> args);
 
   // The total sensitivity of a primal node, as one bprop-graph node (nullptr: zero).
   absl::StatusOr<AnfNode*> Materialize(AnfNode* primal_node);

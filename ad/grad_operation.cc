@@ -129,12 +129,27 @@ absl::StatusOr<FuncGraph*> GradOperation::operator()(Module& module, FuncGraph* 
   return BuildGradGraph(module, fg, spec);
 }
 
+// argnums as positions from the start; an out-of-range one is reported as the
+// caller wrote it ("input -5", not "input -4").
+absl::StatusOr<std::vector<int>> NormalizeArgnums(const FuncGraph* fg, const std::vector<int>& argnums) {
+  int n = static_cast<int>(fg->parameters().size());
+  std::vector<int> out;
+  for (int i : argnums) {
+    if (i < -n || i >= n) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "graph '", fg->name(), "' has no input ", i, ": it takes ", n, " input",
+          n == 1 ? "" : "s", n == 0 ? "" : absl::StrCat(" (valid positions ", -n, " to ", n - 1, ")")));
+    }
+    out.push_back(i < 0 ? i + n : i);
+  }
+  return out;
+}
+
 absl::StatusOr<FuncGraph*> ValueAndGrad(Module& module, FuncGraph* fg, const ValueAndGradOptions& options) {
   KGRAD_RETURN_IF_ERROR(CheckWeights(module, options.weights));
   GradSpec spec;
   spec.name = absl::StrCat("value_and_grad_", fg->name());
-  int n = static_cast<int>(fg->parameters().size());
-  for (int i : options.argnums) spec.argnums.push_back(i < 0 ? i + n : i);
+  KGRAD_ASSIGN_OR_RETURN(spec.argnums, NormalizeArgnums(fg, options.argnums));
   spec.tuple_inputs = options.argnums.size() != 1;
   spec.weights = options.weights;
   spec.has_aux = options.has_aux;
@@ -147,8 +162,7 @@ absl::StatusOr<FuncGraph*> Grad(Module& module, FuncGraph* fg, const GradOptions
   KGRAD_RETURN_IF_ERROR(CheckWeights(module, options.weights));
   GradSpec spec;
   spec.name = absl::StrCat("grad_", fg->name());
-  int n = static_cast<int>(fg->parameters().size());
-  for (int i : options.argnums) spec.argnums.push_back(i < 0 ? i + n : i);
+  KGRAD_ASSIGN_OR_RETURN(spec.argnums, NormalizeArgnums(fg, options.argnums));
   spec.tuple_inputs = options.argnums.size() != 1;
   spec.weights = options.weights;
   spec.weights_only = options.argnums.empty() && !options.weights.empty();

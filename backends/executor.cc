@@ -2,13 +2,16 @@
 
 #include <algorithm>
 #include <chrono>
+#include <mutex>
 #include <utility>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/container/inlined_vector.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "backends/cpu/cpu_device.h"
+#include "core/infer.h"
 #include "core/manager.h"
 #include "core/module.h"
 #include "core/status_macros.h"
@@ -243,9 +246,34 @@ struct Frame {
 
 }  // namespace
 
+// Argument-type signatures already checked (graphs without declared types).
+struct Executor::SignatureCache {
+  struct Key {
+    std::vector<AbstractPtr> types;
+    bool operator==(const Key& o) const {
+      if (types.size() != o.types.size()) return false;
+      for (size_t i = 0; i < types.size(); ++i) {
+        if (!AbstractEquals(types[i], o.types[i])) return false;
+      }
+      return true;
+    }
+    template <typename H>
+    friend H AbslHashValue(H h, const Key& k) {
+      for (const AbstractPtr& a : k.types) h = H::combine(std::move(h), AbstractHash(a));
+      return h;
+    }
+  };
+  // Enough for every batch size a service sees; a flood of new shapes only costs
+  // re-checks, not memory.
+  static constexpr size_t kMaxEntries = 256;
+  std::mutex mu;  // also serialises the inference of new signatures
+  absl::flat_hash_set<Key> checked;
+};
+
 Executor::Executor(FuncGraph* entry, ExecutorOptions options)
     : entry_(entry), options_(options),
-      device_(options.device != nullptr ? options.device : CpuDevice()) {}
+      device_(options.device != nullptr ? options.device : CpuDevice()),
+      signatures_(std::make_unique<SignatureCache>()) {}
 
 Executor::~Executor() = default;
 
@@ -279,6 +307,42 @@ absl::Status Executor::Compile() {
   for (const Step& s : plans_.at(entry_)->steps) {
     if (s.kind != Step::Kind::kKernel) stats_.flat = false;
   }
+  if (options_.check_types) {
+    absl::StatusOr<std::vector<AbstractPtr>> declared = DeclaredArgs(entry_);
+    if (declared.ok()) {
+      KGRAD_RETURN_IF_ERROR(CheckTypes(*declared));
+      types_checked_ = true;
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Executor::CheckTypes(const std::vector<AbstractPtr>& args) const {
+  InferOptions o = entry_->module()->infer_options();
+  o.record = false;  // a check: the module is not changed
+  absl::Status s = InferGraph(entry_, args, o).status();
+  if (s.ok()) return s;
+  return absl::Status(s.code(), absl::StrCat("graph '", entry_->name(),
+                                             "' does not type-check for its inputs: ", s.message()));
+}
+
+absl::Status Executor::CheckSignature(const std::vector<Value>& args) const {
+  const int max_depth = entry_->module()->infer_options().max_abstract_depth;
+  SignatureCache::Key key;
+  for (size_t i = 0; i < args.size(); ++i) {
+    AbstractPtr a = AbstractOfValue(args[i], max_depth);
+    if (a == nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "graph '", entry_->name(), "', input ", i, " nests deeper than ", max_depth,
+          " tuples (InferOptions::max_abstract_depth); such a value has no type to check"));
+    }
+    key.types.push_back(Broaden(a));
+  }
+  std::lock_guard<std::mutex> lock(signatures_->mu);
+  if (signatures_->checked.contains(key)) return absl::OkStatus();
+  KGRAD_RETURN_IF_ERROR(CheckTypes(key.types));
+  if (signatures_->checked.size() >= SignatureCache::kMaxEntries) signatures_->checked.clear();
+  signatures_->checked.insert(std::move(key));
   return absl::OkStatus();
 }
 
@@ -317,6 +381,9 @@ absl::StatusOr<Value> Executor::Run(std::vector<Value> args,
   }
   for (size_t i = 0; i < args.size(); ++i) {
     KGRAD_RETURN_IF_ERROR(CheckArgument(params[i], args[i], entry_));
+  }
+  if (options_.check_types && !types_checked_) KGRAD_RETURN_IF_ERROR(CheckSignature(args));
+  for (size_t i = 0; i < args.size(); ++i) {
     KGRAD_ASSIGN_OR_RETURN(args[i], ValueToDevice(args[i], device_));
   }
   std::vector<Value> w = weight_values_;
@@ -355,7 +422,13 @@ class Machine {
 
   absl::StatusOr<Value> Run(const Plan* entry, std::vector<Value> args) {
     KGRAD_RETURN_IF_ERROR(Push(entry, std::move(args), {}, nullptr));
+    if (options_.max_run_seconds > 0) {
+      deadline_ = std::chrono::steady_clock::now() +
+                  std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                      std::chrono::duration<double>(options_.max_run_seconds));
+    }
     while (true) {
+      KGRAD_RETURN_IF_ERROR(CheckDeadline());
       Frame& f = stack_.back();
       if (f.pc >= f.plan->steps.size()) {
         Value result = Read(f, f.plan->output, true);
@@ -383,6 +456,20 @@ class Machine {
   }
 
  private:
+  // Every 1,024 steps, when a deadline is set: a clock read per step would cost
+  // more than a small kernel.
+  absl::Status CheckDeadline() {
+    if (options_.max_run_seconds <= 0 || (++steps_ & 1023) != 0) return absl::OkStatus();
+    if (std::chrono::steady_clock::now() < deadline_) return absl::OkStatus();
+    const Frame& f = stack_.back();
+    std::string where = f.pc < f.plan->steps.size() && f.plan->steps[f.pc].node != nullptr
+                            ? f.plan->steps[f.pc].node->Location()
+                            : absl::StrCat("graph '", f.plan->graph->name(), "'");
+    return absl::DeadlineExceededError(absl::StrCat(
+        where, ": the run took longer than ExecutorOptions::max_run_seconds = ",
+        options_.max_run_seconds, " s"));
+  }
+
   Value Read(Frame& f, const Operand& op, bool move) {
     switch (op.kind) {
       case OperandKind::kSlot:
@@ -573,6 +660,8 @@ class Machine {
   int max_depth_;
   int64_t tail_calls_ = 0;
   int64_t allocated_ = 0;
+  uint64_t steps_ = 0;
+  std::chrono::steady_clock::time_point deadline_;
   absl::InlinedVector<const Buffer*, 8> input_buffers_;
   std::vector<Frame> stack_;
   absl::InlinedVector<Value, 6> args_;

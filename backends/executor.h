@@ -7,9 +7,14 @@
 // tail calls replace the caller's frame (a 100,000-iteration loop runs in one
 // frame), other calls are limited by `max_call_depth` (ResourceExhausted beyond).
 //
+// Types are checked before anything runs (ExecutorOptions::check_types): the
+// entry graph is inferred for its declared parameter types once, in Create, or,
+// when parameters declare no types, once per new signature of argument types (a
+// cached check, then none per run). So `run` refuses what `grad` refuses.
+//
 // Threading: Create() compiles; afterwards the executor is immutable and Run may
 // be called from many threads at once (each Run has its own frame stack; plans,
-// constants and weights are only read). The graphs must stay alive and unchanged
+// constants and weights are only read; the signature cache has its own lock). The graphs must stay alive and unchanged
 // while the executor exists: do not optimise or delete them after Create.
 #ifndef KGRAD_BACKENDS_EXECUTOR_H_
 #define KGRAD_BACKENDS_EXECUTOR_H_
@@ -30,16 +35,28 @@ namespace kgrad {
 // everything the Run allocated is released.
 struct ExecutorOptions {
   Device* device = nullptr;     // nullptr: the CPU
-  // Non-tail calls in flight. Frames live on the heap (~0.35 KB each), never on the
-  // C++ stack; reverse mode through an N-iteration loop nests ~2N calls.
-  int max_call_depth = 1'000'000;
+  // Non-tail calls in flight. Frames live on the heap (~0.15-0.6 KB each), never
+  // on the C++ stack; reverse mode through an N-iteration loop nests ~2N calls, and
+  // so do forward-over-reverse (Jvp) and reverse-over-reverse: 4,000,000 admits a
+  // 1,000,000-iteration loop in each.
+  int max_call_depth = 4'000'000;
   // Tail calls per Run, all loops together: a while loop iteration is two tail
-  // calls (@loop -> @body -> @loop), so this bounds iterations at half of it.
-  int64_t max_tail_calls = int64_t{1} << 40;
+  // calls (@loop -> @body -> @loop), so this bounds iterations at half of it. A
+  // loop that never ends stops here within about a minute (~0.4 us per tail call
+  // for the smallest loop bodies), not after days.
+  int64_t max_tail_calls = 100'000'000;
+  // Wall-clock seconds per Run, checked between steps (a single kernel is not
+  // interrupted); 0: no deadline. DeadlineExceeded beyond it.
+  double max_run_seconds = 0;
   // Bytes of kernel outputs allocated during one Run, in total (not the peak:
   // freed buffers still count). Checked after each kernel, so one kernel may
   // overshoot by its own output. Off by default (long loops allocate a lot).
   int64_t max_run_bytes = INT64_MAX;
+  // Infer the entry graph for the argument types before running (see above), with
+  // the module's InferOptions. Off only for programs whose types change from one
+  // loop iteration to the next (a state wrapped in one more tuple each time),
+  // which no type can describe; kernels still check their inputs.
+  bool check_types = true;
 };
 
 struct ExecutorStats {
@@ -80,6 +97,10 @@ class Executor {
  private:
   Executor(FuncGraph* entry, ExecutorOptions options);
   absl::Status Compile();
+  // Infers the entry graph for `args` without recording anything.
+  absl::Status CheckTypes(const std::vector<AbstractPtr>& args) const;
+  // The check for the argument types of one Run, once per signature.
+  absl::Status CheckSignature(const std::vector<Value>& args) const;
   absl::StatusOr<Value> Execute(std::vector<Value> args, std::vector<Value> weights,
                                 Profile* profile) const;
 
@@ -91,6 +112,9 @@ class Executor {
   std::vector<Value> weight_values_;              // on the device
   absl::flat_hash_map<const Parameter*, int> weight_index_;
   ExecutorStats stats_;
+  bool types_checked_ = false;  // checked in Create for the declared types
+  struct SignatureCache;
+  std::unique_ptr<SignatureCache> signatures_;
 };
 
 // Convenience: compile and run once on the CPU.

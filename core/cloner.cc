@@ -117,6 +117,31 @@ CloneMap CloneGraphs(const std::vector<FuncGraph*>& roots, const std::string& su
   return map;
 }
 
+LiftedGraph LiftFreeVariables(FuncGraph* g, const std::string& suffix) {
+  Module* m = g->module();
+  Manager& manager = m->manager();
+  LiftedGraph out;
+  for (AnfNode* fv : manager.Info(g).fvs) {
+    if (fv->graph() != nullptr) out.free_variables.push_back(fv);
+  }
+  std::vector<FuncGraph*> graphs = WithNested(m, {g});
+  absl::flat_hash_map<FuncGraph*, std::vector<CNode*>> orders;
+  for (FuncGraph* h : graphs) orders[h] = manager.Info(h).order;
+  CloneMap map;
+  Copier copier(m, &map);
+  copier.MakeShells(graphs, suffix, g->parent(), nullptr);
+  out.graph = map.graphs[g];
+  // Every use of a free variable, in g or nested in it, reads the new parameter.
+  for (AnfNode* fv : out.free_variables) {
+    Parameter* p = out.graph->AddParameter(fv->DebugName());
+    p->set_abstract(fv->abstract());
+    map.nodes[fv] = p;
+  }
+  for (FuncGraph* h : graphs) copier.CopyGraph(h, orders[h]);
+  out.graph->set_custom_bprop(nullptr);
+  return out;
+}
+
 Inliner::Inliner(Module* m) : module_(m) {
   Manager& manager = m->manager();
   for (const auto& g : m->graphs()) {

@@ -10,8 +10,6 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
-
-#include "absl/container/flat_hash_map.h"
 #include "absl/types/span.h"
 #include "core/func_graph.h"
 
@@ -34,6 +32,15 @@ struct CloneMap {
 // Copies `roots` and every graph nested in them. The copies keep the originals'
 // parents unless a parent was copied too. Names get `suffix`.
 CloneMap CloneGraphs(const std::vector<FuncGraph*>& roots, const std::string& suffix);
+
+// Closure conversion: a top-level copy of `g` (with the graphs nested in it) that
+// takes g's free variables, weights excepted (they are global), as parameters
+// after its own, in the order of `free_variables`. The copy has no custom bprop.
+struct LiftedGraph {
+  FuncGraph* graph;
+  std::vector<AnfNode*> free_variables;
+};
+LiftedGraph LiftFreeVariables(FuncGraph* g, const std::string& suffix);
 
 // Copies the body of `callee` into `caller`, with the callee's parameters bound to
 // `args` (nodes visible in `caller`); graphs nested in the callee are copied and

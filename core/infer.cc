@@ -66,6 +66,7 @@ class Inferrer {
 
   // Step 1.
   absl::StatusOr<AbstractPtr> Run(FuncGraph* entry, const std::vector<AbstractPtr>& args) {
+    entry_ = entry;
     for (const auto& w : module_->weights()) node_abs_[w.get()] = w->abstract();
     for (int round = 0; round < options_.max_rounds; ++round) {
       changed_ = false;
@@ -268,7 +269,14 @@ class Inferrer {
     auto it = local.find(n);
     if (it != local.end()) return it->second;
     auto jt = node_abs_.find(n);
-    return jt == node_abs_.end() ? nullptr : jt->second;
+    if (jt != node_abs_.end()) return jt->second;
+    // A free variable of the entry itself (when a nested graph is analysed on its
+    // own): this analysis cannot compute it; the enclosing graph's recorded type
+    // stands for it.
+    if (n->graph() != nullptr && n->graph() != entry_ && entry_->IsSelfOrAncestor(n->graph())) {
+      return n->abstract();
+    }
+    return nullptr;
   }
 
   absl::Status Record(AnfNode* n, const AbstractPtr& a) {
@@ -373,6 +381,7 @@ class Inferrer {
   Module* module_;
   Manager& manager_;
   InferOptions options_;
+  FuncGraph* entry_ = nullptr;
   bool changed_ = false;
   std::vector<Frame> stack_;
   absl::flat_hash_map<ContextKey, AbstractPtr> results_;

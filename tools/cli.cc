@@ -3,6 +3,7 @@
 #include <functional>
 #include <map>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "backends/executor.h"
 #include "core/infer.h"
@@ -32,10 +33,14 @@ commands:
                                 their parents; --grad draws the gradient graph beside the
                                 forward one
   run FILE --input NAME=VALUE... [--weight NAME=FILE.npy]... [--output DIR] [--graph G]
-      [--profile]               run the entry graph (or G); VALUE is a .npy file, or a
+      [--profile] [--max-seconds S] [--max-tail-calls N]
+                                run the entry graph (or G); VALUE is a .npy file, or a
                                 literal for a scalar input; outputs are summarised and,
-                                with --output, written as DIR/out[_i].npy; --profile adds
-                                the time spent per primitive
+                                with --output, written as DIR/out[_i].npy (leaves nested
+                                deeper than 8 tuples as out_leafK); --profile adds the
+                                time spent per primitive; --max-seconds stops the run
+                                after S seconds (default: none), --max-tail-calls after N
+                                tail calls, i.e. N/2 loop iterations (default 100000000)
   grad FILE -o OUT [--wrt all|weights|0,2] [--sens] [--optimize] [--graph G]
                                 write the gradient graph (entry of OUT) of the entry graph
                                 with respect to all inputs, the weights, or input positions;
@@ -111,13 +116,34 @@ int Print(const std::vector<std::string>& argv, std::ostream& out, std::ostream&
   return 0;
 }
 
+// --max-seconds S and --max-tail-calls N (positive numbers).
+absl::StatusOr<ExecutorOptions> RunLimits(const ParsedArgs& args) {
+  ExecutorOptions o;
+  if (args.Has("max-seconds")) {
+    std::string text = args.Get("max-seconds");
+    if (!absl::SimpleAtod(text, &o.max_run_seconds) || !(o.max_run_seconds > 0)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--max-seconds wants a positive number of seconds, got '", text, "'"));
+    }
+  }
+  if (args.Has("max-tail-calls")) {
+    std::string text = args.Get("max-tail-calls");
+    if (!absl::SimpleAtoi(text, &o.max_tail_calls) || o.max_tail_calls <= 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--max-tail-calls wants a positive whole number, got '", text, "'"));
+    }
+  }
+  return o;
+}
+
 absl::Status RunCommand(const ParsedArgs& args, std::ostream& out) {
   if (args.positional.size() != 1) return absl::InvalidArgumentError("run takes one FILE");
   KGRAD_ASSIGN_OR_RETURN(std::unique_ptr<Module> m, LoadModule(args.positional[0]));
   KGRAD_ASSIGN_OR_RETURN(FuncGraph* g, SelectGraph(*m, args));
   KGRAD_ASSIGN_OR_RETURN(std::vector<Value> inputs, ReadInputs(g, args));
   KGRAD_ASSIGN_OR_RETURN(auto weights, ReadWeightOverrides(args));
-  KGRAD_ASSIGN_OR_RETURN(std::unique_ptr<Executor> e, Executor::Create(g));
+  KGRAD_ASSIGN_OR_RETURN(ExecutorOptions options, RunLimits(args));
+  KGRAD_ASSIGN_OR_RETURN(std::unique_ptr<Executor> e, Executor::Create(g, options));
   Profile profile;
   KGRAD_ASSIGN_OR_RETURN(Value result, e->Run(std::move(inputs), weights, args.Has("profile") ? &profile : nullptr));
   PrintSummary(result, "out", out);
@@ -127,7 +153,8 @@ absl::Status RunCommand(const ParsedArgs& args, std::ostream& out) {
 }
 
 int Run(const std::vector<std::string>& argv, std::ostream& out, std::ostream& err) {
-  absl::StatusOr<ParsedArgs> args = ParseArgs(argv, {"input", "weight", "output", "graph"}, {"profile"});
+  absl::StatusOr<ParsedArgs> args = ParseArgs(argv, {"input", "weight", "output", "graph", "max-seconds", "max-tail-calls"},
+                                                {"profile"});
   if (!args.ok()) return Fail(args.status(), err);
   absl::Status s = RunCommand(*args, out);
   return s.ok() ? 0 : Fail(s, err);

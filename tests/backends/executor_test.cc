@@ -140,17 +140,44 @@ TEST(ExecutorTest, WrongArgumentCountIsAnError) {
   EXPECT_THAT(r.status().message(), HasSubstr("takes 1 inputs, got 2"));
 }
 
+// The divisor is an input, so only the run can find it zero.
 TEST(ExecutorTest, RunTimeErrorsNameTheNode) {
+  Module m(DefaultRegistry());
+  GraphBuilder b(&m, "bad");
+  AnfNode* a = b.Param("a");
+  AnfNode* d = b.Param("d");
+  CNode* q = b.Op(PrimId::kScalarDiv, {a, d});
+  q->set_name("quotient");
+  FuncGraph* g = b.Return(q).value();
+  absl::StatusOr<Value> r = RunGraph(g, {I(7), I(2)});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->scalar().AsInt(), 3);
+  r = RunGraph(g, {I(7), I(0)});
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(r.status().message(), HasSubstr("graph 'bad', node 'quotient' (scalar_div)"));
+  EXPECT_THAT(r.status().message(), HasSubstr("integer division by zero"));
+}
+
+// What inference can see is refused before anything runs, naming the node.
+TEST(ExecutorTest, TypeErrorsAreFoundBeforeRunningAndNameTheNode) {
   Module m(DefaultRegistry());
   GraphBuilder b(&m, "bad");
   AnfNode* t = b.Param("t");
   CNode* item = b.GetItem(t, 5);
   item->set_name("pick");
   FuncGraph* g = b.Return(item).value();
-  absl::StatusOr<Value> r = RunGraph(g, {Value::Tuple({I(1)})});
+  auto e = Executor::Create(g);  // no declared types: checked per signature in Run
+  ASSERT_TRUE(e.ok()) << e.status();
+  absl::StatusOr<Value> r = (*e)->Run({Value::Tuple({I(1)})});
   ASSERT_FALSE(r.ok());
-  EXPECT_THAT(r.status().message(), HasSubstr("graph 'bad', node 'pick' (tuple_getitem)"));
-  EXPECT_THAT(r.status().message(), HasSubstr("out of range"));
+  EXPECT_THAT(r.status().message(), HasSubstr("graph 'bad' does not type-check"));
+  EXPECT_THAT(r.status().message(), HasSubstr("node 'pick'"));
+  // A signature that type-checks runs (and is cached: a second run is the same).
+  for (int k = 0; k < 2; ++k) {
+    r = (*e)->Run({Value::Tuple({I(1), I(2), I(3), I(4), I(5), I(6)})});
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(r->scalar().AsInt(), 6);
+  }
 }
 
 TEST(ExecutorTest, InferenceThroughRecursionReachesAFixpoint) {

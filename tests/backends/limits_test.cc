@@ -130,11 +130,14 @@ TEST(ExecutorLimitsTest, BytesAllocatedPerRun) {
   EXPECT_TRUE(r.ok()) << r.status();
 }
 
-TEST(ExecutorLimitsTest, UnlimitedByDefault) {
+TEST(ExecutorLimitsTest, Defaults) {
   ExecutorOptions o;
   EXPECT_EQ(o.max_run_bytes, INT64_MAX);
-  EXPECT_GE(o.max_tail_calls, int64_t{1} << 40);
-  EXPECT_EQ(o.max_call_depth, 1'000'000);  // reverse mode through a 100,000-iteration loop
+  // A loop without end stops within about a minute, not after 58 hours (2^40).
+  EXPECT_EQ(o.max_tail_calls, 100'000'000);
+  EXPECT_EQ(o.max_run_seconds, 0);  // no deadline unless asked for
+  EXPECT_EQ(o.max_call_depth, 4'000'000);  // any AD mode through a 1,000,000-iteration loop
+  EXPECT_TRUE(o.check_types);
 }
 
 // Reverse mode through 100,000 iterations: the forward loop records a chain of

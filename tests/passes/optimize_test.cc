@@ -8,6 +8,7 @@
 #include "backends/cpu/constant_evaluator.h"
 #include "backends/executor.h"
 #include "absl/container/flat_hash_set.h"
+#include "core/builder.h"
 #include "core/manager.h"
 #include "examples/programs.h"
 #include "gtest/gtest.h"
@@ -124,6 +125,33 @@ TEST(OptimizeTest, FirstOrderGradientsBecomePlainKernelGraphs) {
     EXPECT_EQ(Plumbing(grad), 0) << p.name << "\n" << testing::Canonical(grad);
     Value after = RunGraph(grad, args).value();
     EXPECT_LE(MaxRelDiff(before, after), 1e-5) << p.name;
+  }
+}
+
+// (t[0], t[1]) of a triple t stays a pair through the whole pipeline, also when
+// it is built in a graph that is inlined into its caller.
+TEST(OptimizeTest, PairTakenFromATripleStaysAPair) {
+  Module m(DefaultRegistry());
+  AbstractPtr f2 = MakeAbstractTensor(DType::kFloat64, {2});
+  GraphBuilder pb(&m, "pair");
+  AnfNode* u = pb.Param("u", MakeAbstractTuple({f2, f2, f2}));
+  FuncGraph* pair = pb.Return(pb.Tuple({pb.GetItem(u, 0), pb.GetItem(u, 1)})).value();
+  GraphBuilder b(&m, "main");
+  AnfNode* t = b.Param("t", MakeAbstractTuple({f2, f2, f2}));
+  FuncGraph* main = b.Return(b.Tuple({b.Call(pair, {t}), b.Tuple({b.GetItem(t, 0), b.GetItem(t, 1)})})).value();
+  m.set_entry(main);
+  Value x = Value(Tensor::FromVector<double>({2}, {1, 2}));
+  Value in = Value::Tuple({x, x, x});
+  CpuConstantEvaluator evaluator;
+  OptimizeOptions o;
+  o.evaluator = &evaluator;
+  ASSERT_TRUE(Optimize(m, main, o).ok());
+  absl::StatusOr<Value> out = RunGraph(main, {in});
+  ASSERT_TRUE(out.ok()) << out.status();
+  ASSERT_EQ(out->tuple().size(), 2u);
+  for (const Value& p : out->tuple()) {
+    ASSERT_TRUE(p.is_tuple());
+    EXPECT_EQ(p.tuple().size(), 2u) << testing::Canonical(main);
   }
 }
 

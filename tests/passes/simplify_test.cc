@@ -71,6 +71,34 @@ TEST(TupleSimplifyTest, RebuiltTupleIsTheTuple) {
   EXPECT_TRUE(c.Check(pass, out, c.ex[0]));
 }
 
+// Negative cases: (t[0], t[1]) is not t when t has three elements, nor when
+// nothing says how many it has.
+TEST(TupleSimplifyTest, PrefixOfALongerTupleIsNotTheTuple) {
+  Module m(DefaultRegistry());
+  GraphBuilder b(&m, "prefix");
+  AnfNode* t = b.Param("t", MakeAbstractTuple({F32({2}), F32({3}), F32({4})}));
+  AnfNode* pair = b.Tuple({b.GetItem(t, 0), b.GetItem(t, 1)});
+  FuncGraph* g = b.Return(pair).value();
+  ASSERT_TRUE(InferGraph(g).ok());
+  absl::StatusOr<bool> changed = TupleSimplifyPass().Run(m, g);
+  ASSERT_TRUE(changed.ok()) << changed.status();
+  EXPECT_FALSE(*changed);
+  EXPECT_EQ(g->output(), pair);
+  EXPECT_EQ(AsTuple(g->output()->abstract())->size(), 2u);
+}
+
+TEST(TupleSimplifyTest, TupleOfUnknownLengthIsNotRebuilt) {
+  Module m(DefaultRegistry());
+  GraphBuilder b(&m, "unknown");
+  AnfNode* t = b.Param("t");  // no declared type, no inference: arity unknown
+  AnfNode* pair = b.Tuple({b.GetItem(t, 0), b.GetItem(t, 1)});
+  FuncGraph* g = b.Return(pair).value();
+  absl::StatusOr<bool> changed = TupleSimplifyPass().Run(m, g);
+  ASSERT_TRUE(changed.ok()) << changed.status();
+  EXPECT_FALSE(*changed);
+  EXPECT_EQ(g->output(), pair);
+}
+
 TEST(TupleSimplifyTest, ZerosLikeOfATupleIsATupleOfZeros) {
   Case c({F32({2}), F32({3})});
   AnfNode* out = c.before.Op(PrimId::kZerosLike, {c.before.Tuple({c.bx[0], c.bx[1]})});
