@@ -109,11 +109,11 @@ absl::Status CheckAcyclic(FuncGraph* g) {
 
 }  // namespace
 
-absl::Status VerifyGraph(FuncGraph* g, const VerifyOptions& options) {
-  // The analyses below walk parent chains of every graph: check them all first.
-  for (const auto& other : g->module()->graphs()) {
-    KGRAD_RETURN_IF_ERROR(CheckNesting(other.get(), options));
-  }
+namespace {
+
+// Everything but the parent chains, which the callers check first for every graph
+// (the checks below walk them).
+absl::Status VerifyGraphBody(FuncGraph* g, const VerifyOptions& options) {
   if (g->output() == nullptr) {
     return absl::FailedPreconditionError(absl::StrCat("graph '", g->name(), "' has no output"));
   }
@@ -149,12 +149,24 @@ absl::Status VerifyGraph(FuncGraph* g, const VerifyOptions& options) {
   return absl::OkStatus();
 }
 
+}  // namespace
+
+absl::Status VerifyGraph(FuncGraph* g, const VerifyOptions& options) {
+  // Parent chains of every graph first: g's checks walk those of the graphs it uses.
+  for (const auto& other : g->module()->graphs()) {
+    KGRAD_RETURN_IF_ERROR(CheckNesting(other.get(), options));
+  }
+  return VerifyGraphBody(g, options);
+}
+
 absl::Status VerifyModule(Module& module, const VerifyOptions& options) {
+  // Linear in the module: each parent chain once (bounded by max_nesting_depth),
+  // then each graph's body once.
   for (const auto& g : module.graphs()) {
     KGRAD_RETURN_IF_ERROR(CheckNesting(g.get(), options));
   }
   for (const auto& g : module.graphs()) {
-    KGRAD_RETURN_IF_ERROR(VerifyGraph(g.get(), options));
+    KGRAD_RETURN_IF_ERROR(VerifyGraphBody(g.get(), options));
   }
   return absl::OkStatus();
 }

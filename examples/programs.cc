@@ -99,6 +99,22 @@ FuncGraph* TanhRnn(Module* m, int64_t steps, int64_t batch, int64_t input, int64
   return b.Return(b.Op(PrimId::kReduceSum, {out[1]})).value();
 }
 
+FuncGraph* HornerLoop(Module* m, int64_t k, DType dtype) {
+  GraphBuilder b(m, "horner");
+  AnfNode* x = b.Param("x", dtype, {k});
+  AnfNode* n = b.Param("n", MakeAbstractScalar(DType::kInt64));
+  AnfNode* one = b.Const(Value(Tensor::Full(dtype, {}, 1.0).value()));
+  std::vector<AnfNode*> out = b.While(
+      {b.Int(0), b.Op(PrimId::kZerosLike, {x})},
+      [&](GraphBuilder& c, absl::Span<AnfNode* const> s) { return c.Op(PrimId::kScalarLt, {s[0], n}); },
+      [&](GraphBuilder& c, absl::Span<AnfNode* const> s) {
+        AnfNode* acc = c.Op(PrimId::kAdd, {c.Op(PrimId::kMul, {s[1], x}), one});
+        return std::vector<AnfNode*>{c.Op(PrimId::kScalarAdd, {s[0], c.Int(1)}), acc};
+      },
+      "horner_loop");
+  return b.Return(b.Op(PrimId::kReduceSum, {out[1]})).value();
+}
+
 std::vector<Value> RandomInputs(FuncGraph* g, uint64_t seed, double scale) {
   std::mt19937_64 rng(seed);
   std::vector<Value> out;

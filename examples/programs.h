@@ -29,6 +29,12 @@ FuncGraph* ConvNet(Module* m, int64_t batch, int64_t hw, int64_t c1, int64_t c2,
 FuncGraph* TanhRnn(Module* m, int64_t steps, int64_t batch, int64_t input, int64_t hidden,
                    DType dtype, uint64_t seed = 3);
 
+// f(x[k], n) = sum(acc_n) with acc_0 = 0, acc_{t+1} = acc_t * x + 1: a while loop
+// whose trip count n is an input (never unrolled), examples/while_loop.pbtxt in
+// the builder. acc_n = (1 - x^n) / (1 - x) elementwise, so for |x| < 1 and large
+// n: f = sum 1/(1-x), df/dx = 1/(1-x)^2, d2f/dx2 = 2/(1-x)^3.
+FuncGraph* HornerLoop(Module* m, int64_t k, DType dtype);
+
 // Inputs for the programs above (deterministic from the seed).
 std::vector<Value> MlpInputs(FuncGraph* g, uint64_t seed = 11);
 // Uniform values in [-scale, scale) with the parameter types of `g`, one-hot

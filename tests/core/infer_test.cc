@@ -1,5 +1,6 @@
 #include "core/infer.h"
 
+#include "absl/strings/str_cat.h"
 #include "core/builder.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -83,6 +84,103 @@ TEST(InferTest, BuilderErrorsAreSticky) {
   absl::StatusOr<FuncGraph*> f = b.Return(b.Op(PrimId::kNeg, {bad}));
   ASSERT_FALSE(f.ok());
   EXPECT_THAT(f.status().message(), HasSubstr("building graph 'f': attribute 'axes' of primitive 'reduce_sum' must be ints"));
+}
+
+// c_0(x) = c_1(x) + 1, ..., c_{n-1}(x) = x: graph calls nest n deep.
+FuncGraph* CallChain(Module* m, int n) {
+  std::vector<FuncGraph*> gs;
+  for (int i = 0; i < n; ++i) gs.push_back(m->NewGraph(absl::StrCat("c", i)));
+  for (int i = n - 1; i >= 0; --i) {
+    GraphBuilder b(gs[i]);
+    AnfNode* x = b.Param("x", i == 0 ? MakeAbstractTensor(DType::kFloat64, {2}) : nullptr);
+    AnfNode* out = i + 1 < n ? b.Op(PrimId::kAdd, {b.Call(gs[i + 1], {x}), x}) : x;
+    EXPECT_TRUE(b.Return(out).ok());
+  }
+  return gs[0];
+}
+
+// The analysis keeps its stack on the heap: a 50,000-graph chain is analysed (a
+// recursive analysis would overflow the C++ stack long before), and the limit is
+// named and settable.
+TEST(InferTest, LongCallChainsAndTheirLimit) {
+  Module m(DefaultRegistry());
+  FuncGraph* c0 = CallChain(&m, 50'000);
+  absl::StatusOr<AbstractPtr> t = InferGraph(c0);
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_EQ((*t)->ToString(), "f64[2]");
+  InferOptions o;
+  o.max_call_depth = 1000;
+  t = InferGraph(c0, o);
+  EXPECT_EQ(t.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(t.status().message(), HasSubstr("graph calls nest deeper than 1000"));
+  EXPECT_THAT(t.status().message(), HasSubstr("InferOptions::max_call_depth"));
+}
+
+// The module's options govern every inference that is not given its own.
+TEST(InferTest, ModuleOptionsApplyToEveryInference) {
+  Module m(DefaultRegistry());
+  FuncGraph* c0 = CallChain(&m, 5'000);
+  InferOptions o;
+  o.max_call_depth = 1000;
+  m.set_infer_options(o);
+  EXPECT_EQ(InferGraph(c0).status().code(), absl::StatusCode::kResourceExhausted);
+  o.max_call_depth = 10'000;
+  m.set_infer_options(o);
+  EXPECT_TRUE(InferGraph(c0).ok());
+}
+
+// A check does not touch the nodes.
+TEST(InferTest, CheckOnlyRecordsNothing) {
+  Module m(DefaultRegistry());
+  GraphBuilder b(&m, "f");
+  AnfNode* x = b.Param("x", MakeAbstractTensor(DType::kFloat32, {3}));
+  CNode* y = b.Op(PrimId::kExp, {x});
+  FuncGraph* f = b.Return(y).value();
+  InferOptions o;
+  o.record = false;
+  ASSERT_TRUE(InferGraph(f, o).ok());
+  EXPECT_EQ(y->abstract(), nullptr);
+  ASSERT_TRUE(InferGraph(f).ok());
+  ASSERT_NE(y->abstract(), nullptr);
+  EXPECT_EQ(y->abstract()->ToString(), "f32[3]");
+}
+
+// f(x) = f(x) + x never returns: the message names f, which recurses, and not
+// only the entry.
+TEST(InferTest, RunawayRecursionNamesTheRecursingGraph) {
+  Module m(DefaultRegistry());
+  FuncGraph* f = m.NewGraph("f");
+  {
+    GraphBuilder b(f);
+    AnfNode* v = b.Param("v");
+    ASSERT_TRUE(b.Return(b.Op(PrimId::kAdd, {b.Call(f, {v}), v})).ok());
+  }
+  GraphBuilder b(&m, "main");
+  AnfNode* x = b.Param("x", MakeAbstractTensor(DType::kFloat32, {3}));
+  FuncGraph* main = b.Return(b.Call(f, {x})).value();
+  absl::StatusOr<AbstractPtr> t = InferGraph(main);
+  ASSERT_FALSE(t.ok());
+  EXPECT_THAT(t.status().message(), HasSubstr("graph 'f' never returns"));
+  EXPECT_THAT(t.status().message(), HasSubstr("graph 'main', which calls it"));
+}
+
+// (((x,),),...) nested deeper than the limit is refused at the node that nests.
+TEST(InferTest, TypesNestedTooDeepAreRefusedAtTheNode) {
+  Module m(DefaultRegistry());
+  GraphBuilder b(&m, "deep");
+  AnfNode* t = b.Param("x", MakeAbstractTensor(DType::kFloat32, {1}));
+  for (int i = 0; i < 20; ++i) {
+    t = b.Tuple({t});
+    t->set_name(absl::StrCat("t", i));
+  }
+  FuncGraph* g = b.Return(t).value();
+  InferOptions o;
+  o.max_abstract_depth = 10;
+  absl::StatusOr<AbstractPtr> a = InferGraph(g, o);
+  EXPECT_EQ(a.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(a.status().message(), HasSubstr("node 't10'"));
+  EXPECT_THAT(a.status().message(), HasSubstr("InferOptions::max_abstract_depth"));
+  EXPECT_TRUE(InferGraph(g).ok());
 }
 
 }  // namespace

@@ -1,62 +1,99 @@
-// Memory of reverse mode through a long while loop (a measurement, not a test):
-//   long_loop_memory N [K]
-// differentiates sum(h_N), h <- h * a + b over N iterations (N an input, so the
-// loop is not unrolled), x of K doubles, and prints the gradient's first element,
-// the call depth needed (the backward pass nests calls per iteration) and the
+// Time and memory of the forward pass and of each AD mode through a long while
+// loop (a measurement, not a test):
+//   long_loop_memory [forward|grad|jvp|gradgrad] N [K]
+// runs examples/programs HornerLoop, f(x[K], n) = sum(acc_n), acc <- acc * x + 1
+// over N iterations (N an input, so the loop is not unrolled), at x = 0.5, and
+// prints the result's first element against the closed form, the run time, the
+// smallest call-depth limit (in calls per iteration) the run fits and the CPU
 // allocator's peak. Run under /usr/bin/time -v for the process's peak RSS:
-//   for n in 25000 50000 100000 200000; do /usr/bin/time -v long_loop_memory $n; done
+//   for m in forward grad jvp gradgrad; do /usr/bin/time -v long_loop_memory $m 1000000; done
+// (A bare N, as in `long_loop_memory 100000`, means grad.)
+#include <cctype>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <string>
 
 #include "ad/grad_operation.h"
+#include "ad/jvp.h"
 #include "backends/cpu/constant_evaluator.h"
 #include "backends/executor.h"
-#include "core/builder.h"
 #include "core/passes/optimize.h"
+#include "examples/programs.h"
 #include "ops/registry.h"
 
 namespace kgrad {
 namespace {
 
-int Main(int argc, char** argv) {
-  int64_t n = argc > 1 ? std::atoll(argv[1]) : 100000;
-  int64_t k = argc > 2 ? std::atoll(argv[2]) : 3;
-  const double a = 1.0 - 1e-5;
-  Module m(DefaultRegistry());
-  GraphBuilder b(&m, "loop");
-  AnfNode* x = b.Param("x", DType::kFloat64, {k});
-  AnfNode* iters = b.Param("n", MakeAbstractScalar(DType::kInt64));
-  AnfNode* ca = b.Const(Value(Tensor::FromScalar<double>(a)));
-  AnfNode* cb = b.Const(Value(Tensor::FromScalar<double>(0.001)));
-  std::vector<AnfNode*> out = b.While(
-      {b.Int(0), x},
-      [&](GraphBuilder& g, absl::Span<AnfNode* const> s) { return g.Op(PrimId::kScalarLt, {s[0], iters}); },
-      [&](GraphBuilder& g, absl::Span<AnfNode* const> s) {
-        return std::vector<AnfNode*>{g.Op(PrimId::kScalarAdd, {s[0], g.Int(1)}),
-                                     g.Op(PrimId::kAdd, {g.Op(PrimId::kMul, {s[1], ca}), cb})};
-      });
-  FuncGraph* f = b.Return(b.Op(PrimId::kReduceSum, {out[1]})).value();
-  absl::StatusOr<FuncGraph*> grad = GradOperation()(m, f);
-  if (!grad.ok()) return std::fprintf(stderr, "%s\n", grad.status().ToString().c_str()), 1;
+absl::StatusOr<FuncGraph*> Optimized(Module& m, absl::StatusOr<FuncGraph*> g) {
+  if (!g.ok()) return g;
   CpuConstantEvaluator evaluator;
-  OptimizeOptions oo;
-  oo.evaluator = &evaluator;
-  if (!Optimize(m, *grad, oo).ok()) return 1;
-  Value xv(Tensor::Full(DType::kFloat64, {k}, 0.5).value());
-  // The smallest depth limit (in calls per iteration) that the backward pass fits.
-  for (int per = 1; per <= 8; ++per) {
+  OptimizeOptions o;
+  o.evaluator = &evaluator;
+  absl::StatusOr<std::string> log = Optimize(m, *g, o);
+  if (!log.ok()) return log.status();
+  return g;
+}
+
+// The graph of `mode` and the closed form of its first output element at x = 0.5
+// (n large enough for x^n to vanish): f = k/(1-x), f' = 1/(1-x)^2, f'' = 2/(1-x)^3.
+absl::StatusOr<FuncGraph*> Build(Module& m, FuncGraph* f, const std::string& mode, double* want) {
+  const double x = 0.5;
+  if (mode == "forward") {
+    *want = 3 / (1 - x);  // K = 3 by default; corrected by the caller
+    return f;
+  }
+  if (mode == "grad" || mode == "jvp") {
+    *want = 1 / std::pow(1 - x, 2);
+    return mode == "grad" ? Optimized(m, GradOperation()(m, f)) : Jvp(m, f);
+  }
+  if (mode == "gradgrad") {
+    *want = 2 / std::pow(1 - x, 3);
+    absl::StatusOr<FuncGraph*> g = Optimized(m, GradOperation()(m, f));
+    if (!g.ok()) return g;
+    return Optimized(m, GradOperation()(m, *g));
+  }
+  return absl::InvalidArgumentError("mode must be forward, grad, jvp or gradgrad");
+}
+
+int Main(int argc, char** argv) {
+  int arg = 1;
+  std::string mode = "grad";
+  if (argc > 1 && std::isalpha(static_cast<unsigned char>(argv[1][0]))) mode = argv[arg++];
+  int64_t n = argc > arg ? std::atoll(argv[arg]) : 100000;
+  int64_t k = argc > arg + 1 ? std::atoll(argv[arg + 1]) : 3;
+  Module m(DefaultRegistry());
+  FuncGraph* f = programs::HornerLoop(&m, k, DType::kFloat64);
+  double want = 0;
+  absl::StatusOr<FuncGraph*> g = Build(m, f, mode, &want);
+  if (!g.ok()) return std::fprintf(stderr, "%s\n", g.status().ToString().c_str()), 1;
+  if (mode == "forward") want = want / 3 * static_cast<double>(k);
+  Value x(Tensor::Full(DType::kFloat64, {k}, 0.5).value());
+  std::vector<Value> args = {x, Value(Scalar::Int(n))};
+  if (mode == "jvp") {
+    args.push_back(Value(Tensor::Full(DType::kFloat64, {k}, 1.0).value()));
+    args.push_back(Value(Scalar::Int(0)));
+    want *= static_cast<double>(k);  // J v with v = ones: the sum of the gradient
+  }
+  // The smallest depth limit (in calls per iteration) that the run fits.
+  for (int per = 0; per <= 8; ++per) {
     ExecutorOptions o;
     o.max_call_depth = static_cast<int>(per * n + 16);
-    auto e = Executor::Create(*grad, o);
-    if (!e.ok()) return 1;
+    auto e = Executor::Create(*g, o);
+    if (!e.ok()) return std::fprintf(stderr, "%s\n", e.status().ToString().c_str()), 1;
     ResetCpuAllocatorPeak();
-    absl::StatusOr<Value> r = (*e)->Run({xv, Value(Scalar::Int(n))});
+    auto start = std::chrono::steady_clock::now();
+    absl::StatusOr<Value> r = (*e)->Run(args);
+    double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (r.ok()) {
-      std::printf("n=%lld k=%lld dx[0]=%.12g (want %.12g) call depth <= %d per iteration, allocator peak %.1f MB\n",
-                  static_cast<long long>(n), static_cast<long long>(k), r->tensor().ElementAsDouble(0),
-                  std::pow(a, static_cast<double>(n)), per, CpuAllocatorStats().peak_bytes_in_use / 1e6);
-      return 0;
+      const Value& out = mode == "jvp" ? r->tuple()[1] : *r;
+      std::printf("%s n=%lld k=%lld: %.12g (want %.12g) in %.2f s; call depth <= %d per iteration; "
+                  "allocator peak %.1f MB\n",
+                  mode.c_str(), static_cast<long long>(n), static_cast<long long>(k),
+                  out.tensor().ElementAsDouble(0), want, s, per,
+                  CpuAllocatorStats().peak_bytes_in_use / 1e6);
+      return std::abs(out.tensor().ElementAsDouble(0) - want) <= 1e-9 * std::abs(want) ? 0 : 1;
     }
     if (r.status().code() != absl::StatusCode::kResourceExhausted) {
       std::fprintf(stderr, "%s\n", r.status().ToString().c_str());
