@@ -494,7 +494,8 @@ class Machine {
 
   absl::Status RunKernel(Frame& f, const Step& s) {
     Gather(f, s, 0, &args_);
-    if (metered()) CollectBuffers(args_);
+    const bool meter = metered() && !s.prim->def().moves_only;
+    if (meter) CollectBuffers(args_);
     KernelContext ctx(*s.prim, absl::MakeSpan(args_.data(), args_.size()), device_);
     std::chrono::steady_clock::time_point start;
     if (profile_ != nullptr) start = std::chrono::steady_clock::now();
@@ -506,7 +507,7 @@ class Machine {
       e.ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
     }
     if (!out.ok()) return AtNode(out.status(), s.node, s.prim);
-    if (metered()) {
+    if (meter) {
       absl::Status charged = Charge(*out);
       if (!charged.ok()) return AtNode(charged, s.node, s.prim);
     }
@@ -518,7 +519,7 @@ class Machine {
 
   // Allocation metering (ExecutorOptions::max_run_bytes): an output tensor is new
   // unless its buffer is one of the kernel's inputs (reused in place, or passed
-  // through by a structural kernel).
+  // through by a structural kernel). Ops that only move values are not metered.
   bool metered() const { return options_.max_run_bytes != INT64_MAX; }
 
   void CollectBuffers(absl::Span<const Value> inputs) {
@@ -579,11 +580,12 @@ class Machine {
         return AtNode(absl::UnimplementedError(absl::StrCat("no ", device_->name(), " kernel")),
                       s.node, &prim);
       }
-      if (metered()) CollectBuffers(args);
+      const bool meter = metered() && !prim.def().moves_only;
+      if (meter) CollectBuffers(args);
       KernelContext ctx(prim, absl::MakeSpan(args), device_);
       absl::StatusOr<Value> out = kernel(ctx);
       if (!out.ok()) return AtNode(out.status(), s.node, &prim);
-      if (metered()) {
+      if (meter) {
         absl::Status charged = Charge(*out);
         if (!charged.ok()) return AtNode(charged, s.node, &prim);
       }

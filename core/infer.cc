@@ -134,7 +134,8 @@ class Inferrer {
       if (in->is_value() && in->abstract() == nullptr) {
         return AtNode(absl::ResourceExhaustedError(absl::StrCat(
                           "constant '", in->DebugName(), "' nests deeper than ",
-                          options_.max_abstract_depth, " tuples (InferOptions::max_abstract_depth)")),
+                          options_.max_abstract_depth,
+                          " tuples (InferOptions::max_abstract_depth)")),
                       c);
       }
       ins.push_back(Lookup(in, f.local));

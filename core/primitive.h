@@ -83,6 +83,10 @@ struct PrimitiveDef {
   bool zero_gradient = false;
   // Linear in every differentiable input (used by forward mode and the optimizer).
   bool linear = false;
+  // Only passes on (parts of) the values it is given, or scalars: never creates a
+  // tensor. The executor's allocation metering skips it (it would otherwise walk
+  // every tuple the op passes on, however deep).
+  bool moves_only = false;
 };
 
 // The primitive registry: one PrimitiveDef per PrimId, filled once by ops/ at

@@ -115,6 +115,21 @@ FuncGraph* HornerLoop(Module* m, int64_t k, DType dtype) {
   return b.Return(b.Op(PrimId::kReduceSum, {out[1]})).value();
 }
 
+FuncGraph* WrappingLoop(Module* m, bool partial) {
+  GraphBuilder fb(m, "wrapped");
+  FuncGraph* wrapped = fb.Return(fb.Param("a")).value();
+  GraphBuilder b(m, partial ? "partial_chain" : "tuple_chain");
+  AnfNode* n = b.Param("n", MakeAbstractScalar(DType::kInt64));
+  std::vector<AnfNode*> out = b.While(
+      {b.Int(0), b.Int(0)},
+      [&](GraphBuilder& c, absl::Span<AnfNode* const> s) { return c.Op(PrimId::kScalarLt, {s[0], n}); },
+      [&](GraphBuilder& c, absl::Span<AnfNode* const> s) {
+        AnfNode* next = partial ? c.Op(PrimId::kPartial, {c.GraphRef(wrapped), s[1]}) : c.Tuple({s[1]});
+        return std::vector<AnfNode*>{c.Op(PrimId::kScalarAdd, {s[0], c.Int(1)}), next};
+      });
+  return b.Return(out[0]).value();
+}
+
 std::vector<Value> RandomInputs(FuncGraph* g, uint64_t seed, double scale) {
   std::mt19937_64 rng(seed);
   std::vector<Value> out;

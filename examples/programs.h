@@ -35,6 +35,12 @@ FuncGraph* TanhRnn(Module* m, int64_t steps, int64_t batch, int64_t input, int64
 // n: f = sum 1/(1-x), df/dx = 1/(1-x)^2, d2f/dx2 = 2/(1-x)^3.
 FuncGraph* HornerLoop(Module* m, int64_t k, DType dtype);
 
+// g(n) = n after a loop of n iterations whose state starts at 0 and is wrapped in
+// one more level every iteration: (state,) or, with `partial`, a partial
+// application of an identity graph to the state. The state is dropped at the end.
+// Its type grows with n, so it runs only without the executor's type check.
+FuncGraph* WrappingLoop(Module* m, bool partial);
+
 // Inputs for the programs above (deterministic from the seed).
 std::vector<Value> MlpInputs(FuncGraph* g, uint64_t seed = 11);
 // Uniform values in [-scale, scale) with the parameter types of `g`, one-hot

@@ -9,6 +9,7 @@
 
 #include "absl/status/status.h"
 #include "backends/executor.h"
+#include "core/infer_options.h"
 #include "proto/convert.h"
 
 namespace kgrad {
@@ -32,6 +33,26 @@ inline ExecutorOptions RunLimits() {
   o.max_call_depth = 200;
   o.max_tail_calls = 4000;
   o.max_run_bytes = 16 << 20;
+  o.max_run_seconds = 1;
+  return o;
+}
+
+// The pipeline target's second run, with a trip count of up to 5,500: long loops
+// and the deep values they build, within a deadline (at most four such runs per
+// input, well inside libFuzzer's -timeout of fuzz/run.sh).
+inline ExecutorOptions LongRunLimits() {
+  ExecutorOptions o;
+  o.max_call_depth = 100'000;
+  o.max_tail_calls = 100'000;
+  o.max_run_bytes = 256 << 20;
+  o.max_run_seconds = 0.75;
+  return o;
+}
+
+inline InferOptions InferLimits() {
+  InferOptions o;
+  o.max_call_depth = 64;
+  o.max_abstract_depth = 64;
   return o;
 }
 

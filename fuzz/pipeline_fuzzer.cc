@@ -1,17 +1,29 @@
 // libFuzzer target: the whole path on small graphs. Load (text or binary, tight
 // LoadLimits) -> verify (inside the loader) -> infer with the declared types ->
 // run -> Grad with respect to every floating input -> optimise -> run the
-// gradient. Every step may fail with a status; none may crash, hang or leak.
+// gradient -> Jvp -> run -> the gradient of the optimised gradient (second
+// order) -> run. Every step may fail with a status; none may crash, hang or leak.
+//
+// Long loops and deep values: integer scalar inputs (trip counts, in the seeds)
+// are 3 in a first run and, when that passes, a second run takes a count of up to
+// 5,500 chosen from the input's hash, under a deadline per run (fuzz_limits.h);
+// programs whose state has no fixed type (a loop that wraps its state in a tuple
+// or a partial application per iteration) fail the type check and are then run
+// unchecked, so that values thousands of levels deep are built, passed around
+// and released.
 // Graphs whose inferred tensors are larger than kMaxElements are not run, so the
 // fuzzer spends its time on structure, not on big kernels.
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <memory>
 #include <vector>
 
+#include "absl/hash/hash.h"
 #include "ad/grad_operation.h"
+#include "ad/jvp.h"
 #include "backends/cpu/constant_evaluator.h"
 #include "backends/executor.h"
 #include "core/infer.h"
@@ -54,11 +66,11 @@ bool AllNodesSmall(Module& m, FuncGraph* root) {
   return true;
 }
 
-// Deterministic small inputs of the declared types; false when a parameter has
-// no declared type with known dims.
-bool MakeInputs(FuncGraph* g, std::vector<Value>* out) {
+// Deterministic small inputs of the declared types (integer scalars = `count`);
+// false when a parameter has no declared type with known dims.
+bool MakeInputs(const std::vector<Parameter*>& params, int64_t count, std::vector<Value>* out) {
   int64_t k = 0;
-  for (Parameter* p : g->parameters()) {
+  for (Parameter* p : params) {
     const AbstractPtr& d = p->declared();
     if (const AbstractTensor* t = AsTensor(d); t != nullptr && t->shape_known()) {
       absl::StatusOr<Tensor> x = Tensor::Full(t->dtype(), t->shape(), 0.0);
@@ -72,13 +84,20 @@ bool MakeInputs(FuncGraph* g, std::vector<Value>* out) {
       }
       out->push_back(Value(*std::move(x)));
     } else if (const AbstractScalar* s = AsScalar(d)) {
-      out->push_back(IsFloating(s->dtype()) ? Value(Scalar::Float(0.5)) : Value(Scalar::Int(3, s->dtype())));
+      out->push_back(IsFloating(s->dtype()) ? Value(Scalar::Float(0.5)) : Value(Scalar::Int(count, s->dtype())));
     } else {
       return false;
     }
     ++k;
   }
   return true;
+}
+
+bool HasIntegerScalarInput(FuncGraph* f) {
+  for (Parameter* p : f->parameters()) {
+    if (const AbstractScalar* s = AsScalar(p->declared()); s != nullptr && !IsFloating(s->dtype())) return true;
+  }
+  return false;
 }
 
 // KGRAD_FUZZ_DEBUG=1 prints why each input stopped early (to see what a corpus reaches).
@@ -88,24 +107,53 @@ bool Stop(const char* step, const absl::Status& s) {
   return true;
 }
 
-void RunPipeline(absl::string_view bytes, bool text) {
-  absl::StatusOr<std::unique_ptr<Module>> loaded =
-      ParseModel(bytes, text, DefaultRegistry(), "fuzz", fuzz::Limits());
-  if (!loaded.ok() && Stop("load", loaded.status())) return;
-  Module& m = **loaded;
-  FuncGraph* f = m.entry() != nullptr ? m.entry() : m.graphs().front().get();
-  InferOptions io;
-  io.max_call_depth = 64;
-  absl::StatusOr<AbstractPtr> inferred = InferGraph(f, io);
-  if (!inferred.ok() && Stop("infer", inferred.status())) return;
-  if (!AllNodesSmall(m, f) && Stop("size", absl::OkStatus())) return;
-  std::vector<Value> inputs;
-  if (!MakeInputs(f, &inputs) && Stop("inputs", absl::OkStatus())) return;
-  absl::StatusOr<std::unique_ptr<Executor>> forward = Executor::Create(f, fuzz::RunLimits());
-  if (!forward.ok() && Stop("compile", forward.status())) return;
-  absl::StatusOr<Value> value = (*forward)->Run(inputs);
-  if (!value.ok() && Stop("run", value.status())) return;  // its gradient would fail too
+// Runs `g` on `inputs`; false (after Stop) when it cannot be compiled or run.
+bool Run(const char* step, FuncGraph* g, const std::vector<Value>& inputs, const ExecutorOptions& o) {
+  absl::StatusOr<std::unique_ptr<Executor>> e = Executor::Create(g, o);
+  if (!e.ok()) return !Stop(step, e.status());
+  absl::StatusOr<Value> r = (*e)->Run(inputs);
+  if (!r.ok()) return !Stop(step, r.status());
+  return true;
+}
 
+// The short run, then, for graphs with trip-count inputs, a long one.
+bool RunShortAndLong(const char* step, FuncGraph* g, const std::vector<Value>& short_in,
+                     const std::vector<Value>& long_in, bool check_types) {
+  ExecutorOptions o = fuzz::RunLimits();
+  o.check_types = check_types;
+  if (!Run(step, g, short_in, o)) return false;
+  if (long_in.empty()) return true;
+  ExecutorOptions lo = fuzz::LongRunLimits();
+  lo.check_types = check_types;
+  Run(step, g, long_in, lo);  // a long run may well stop at a limit
+  return true;
+}
+
+struct Inputs {
+  std::vector<Value> short_run, long_run;  // long_run empty: no trip count to vary
+};
+
+bool MakeRunInputs(FuncGraph* f, int64_t long_count, Inputs* in) {
+  if (!MakeInputs(f->parameters(), 3, &in->short_run)) return false;
+  if (HasIntegerScalarInput(f)) MakeInputs(f->parameters(), long_count, &in->long_run);
+  return true;
+}
+
+FuncGraph* Optimised(Module& m, FuncGraph* g) {
+  CpuConstantEvaluator evaluator;
+  OptimizeOptions oo;
+  oo.evaluator = &evaluator;
+  oo.max_unroll = 2000;
+  absl::StatusOr<std::string> log = Optimize(m, g, oo);
+  if (!log.ok()) return Stop("optimise", log.status()), nullptr;
+  absl::StatusOr<AbstractPtr> inferred = InferGraph(g);
+  if (!inferred.ok()) return Stop("infer derivative", inferred.status()), nullptr;
+  if (!AllNodesSmall(m, g)) return Stop("derivative size", absl::OkStatus()), nullptr;
+  return g;
+}
+
+// The gradient w.r.t. every floating input of `f`, optimised; null when none.
+FuncGraph* Gradient(Module& m, FuncGraph* f) {
   GradOptions go;
   go.argnums.clear();
   for (size_t i = 0; i < f->parameters().size(); ++i) {
@@ -114,22 +162,52 @@ void RunPipeline(absl::string_view bytes, bool text) {
                     (AsScalar(d) != nullptr && IsFloating(AsScalar(d)->dtype()));
     if (floating) go.argnums.push_back(static_cast<int>(i));
   }
-  if (go.argnums.empty() && Stop("no floating input", absl::OkStatus())) return;
+  if (go.argnums.empty()) return Stop("no floating input", absl::OkStatus()), nullptr;
   absl::StatusOr<FuncGraph*> grad = Grad(m, f, go);
-  if (!grad.ok() && Stop("grad", grad.status())) return;
-  CpuConstantEvaluator evaluator;
-  OptimizeOptions oo;
-  oo.evaluator = &evaluator;
-  oo.max_unroll = 2000;
-  absl::StatusOr<std::string> optimised = Optimize(m, *grad, oo);
-  if (!optimised.ok() && Stop("optimise", optimised.status())) return;
-  inferred = InferGraph(*grad, io);
-  if (!inferred.ok() && Stop("infer gradient", inferred.status())) return;
-  if (!AllNodesSmall(m, *grad) && Stop("gradient size", absl::OkStatus())) return;
-  absl::StatusOr<std::unique_ptr<Executor>> backward = Executor::Create(*grad, fuzz::RunLimits());
-  if (!backward.ok() && Stop("compile gradient", backward.status())) return;
-  absl::StatusOr<Value> grads = (*backward)->Run(inputs);
-  Stop(grads.ok() ? "the end" : "run gradient", grads.status());
+  if (!grad.ok()) return Stop("grad", grad.status()), nullptr;
+  return Optimised(m, *grad);
+}
+
+// Jvp(f)(x..., v...): the tangents are the inputs again (integers: themselves,
+// which forward mode ignores).
+void ForwardMode(Module& m, FuncGraph* f, const Inputs& in) {
+  absl::StatusOr<FuncGraph*> jvp = Jvp(m, f);
+  if (!jvp.ok()) return (void)Stop("jvp", jvp.status());
+  if (!AllNodesSmall(m, *jvp)) return (void)Stop("jvp size", absl::OkStatus());
+  Inputs both = in;
+  both.short_run.insert(both.short_run.end(), in.short_run.begin(), in.short_run.end());
+  both.long_run.insert(both.long_run.end(), in.long_run.begin(), in.long_run.end());
+  RunShortAndLong("run jvp", *jvp, both.short_run, both.long_run, /*check_types=*/true);
+}
+
+void RunPipeline(absl::string_view bytes, bool text) {
+  absl::StatusOr<std::unique_ptr<Module>> loaded =
+      ParseModel(bytes, text, DefaultRegistry(), "fuzz", fuzz::Limits());
+  if (!loaded.ok() && Stop("load", loaded.status())) return;
+  Module& m = **loaded;
+  m.set_infer_options(fuzz::InferLimits());
+  FuncGraph* f = m.entry() != nullptr ? m.entry() : m.graphs().front().get();
+  Inputs in;
+  if (!MakeRunInputs(f, 500 + static_cast<int64_t>(absl::HashOf(bytes) % 5'000), &in)) {
+    Stop("inputs", absl::OkStatus());
+    return;
+  }
+  absl::StatusOr<AbstractPtr> inferred = InferGraph(f);
+  if (!inferred.ok()) {
+    // No fixed type (or a type error): what runs anyway must fail cleanly.
+    Stop("infer", inferred.status());
+    RunShortAndLong("run unchecked", f, in.short_run, in.long_run, /*check_types=*/false);
+    return;
+  }
+  if (!AllNodesSmall(m, f) && Stop("size", absl::OkStatus())) return;
+  if (!RunShortAndLong("run", f, in.short_run, in.long_run, true)) return;  // derivatives would fail too
+  FuncGraph* grad = Gradient(m, f);
+  if (grad == nullptr || !RunShortAndLong("run gradient", grad, in.short_run, in.long_run, true)) return;
+  ForwardMode(m, f, in);
+  FuncGraph* second = Gradient(m, grad);
+  if (second == nullptr) return;
+  RunShortAndLong("run second order", second, in.short_run, in.long_run, true);
+  Stop("the end", absl::OkStatus());
 }
 
 }  // namespace

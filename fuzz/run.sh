@@ -30,7 +30,7 @@ rm -f "$out"/fuzz-*.log
 export ASAN_OPTIONS="allocator_may_return_null=1:detect_leaks=1:${ASAN_OPTIONS:-}"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:${UBSAN_OPTIONS:-}"
 summary="^(#[0-9]+ +DONE|stat::number_of_executed_units|SUMMARY|==[0-9]+==ERROR|fuzz invariant)"
-(cd "$out" && "$bin" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -max_len=65536 \
+(cd "$out" && "$bin" -max_total_time="$seconds" -timeout=20 -rss_limit_mb=2048 -max_len=65536 \
   -print_final_stats=1 -artifact_prefix="$out/" "$@" "$out/corpus" "$seeds") 2>&1 |
   tee "$out/log" | grep -E "$summary" >&2
 rc=${PIPESTATUS[0]}

@@ -83,6 +83,18 @@ int Main(int argc, char** argv) {
     m.set_entry(*g);
     ok &= Emit(m, std::string(pr.name) + "_grad", load_dir, pipe_dir);
   }
+  // Long loops (a trip-count input) and loops whose state nests deeper each
+  // iteration: the pipeline target varies the count.
+  const Program loops[] = {
+      {"horner_loop", [](Module* m) { return programs::HornerLoop(m, 3, DType::kFloat64); }},
+      {"tuple_chain", [](Module* m) { return programs::WrappingLoop(m, false); }},
+      {"partial_chain", [](Module* m) { return programs::WrappingLoop(m, true); }},
+  };
+  for (const Program& pr : loops) {
+    Module m(DefaultRegistry());
+    m.set_entry(pr.build(&m));
+    ok &= Emit(m, pr.name, load_dir, pipe_dir);
+  }
   return ok ? 0 : 1;
 }
 

@@ -309,36 +309,51 @@ PrimitiveDef ZeroGradient(PrimitiveDef d) {
   return d;
 }
 
+PrimitiveDef MovesOnly(PrimitiveDef d) {
+  d.moves_only = true;
+  return d;
+}
+
 }  // namespace
 
 void RegisterStructuralOps(std::vector<PrimitiveDef>* defs) {
-  defs->push_back(Structural(MakeDef(PrimId::kMakeTuple, 0, -1, InferMakeTuple), BpropMakeTuple));
-  defs->push_back(Structural(MakeDef(PrimId::kTupleGetItem, 2, 2, InferTupleGetItem), BpropTupleGetItem));
-  defs->push_back(Structural(MakeDef(PrimId::kTupleSetItem, 3, 3, InferTupleSetItem), BpropTupleSetItem));
-  defs->push_back(Structural(MakeDef(PrimId::kSwitch, 3, 3, InferSwitch), BpropSwitch));
+  defs->push_back(MovesOnly(Structural(MakeDef(PrimId::kMakeTuple, 0, -1, InferMakeTuple),
+                                    BpropMakeTuple)));
+  defs->push_back(MovesOnly(Structural(MakeDef(PrimId::kTupleGetItem, 2, 2, InferTupleGetItem),
+                                    BpropTupleGetItem)));
+  defs->push_back(MovesOnly(Structural(MakeDef(PrimId::kTupleSetItem, 3, 3, InferTupleSetItem),
+                                    BpropTupleSetItem)));
+  defs->push_back(MovesOnly(Structural(MakeDef(PrimId::kSwitch, 3, 3, InferSwitch), BpropSwitch)));
   // partial is lowered to a closure before differentiation (ad/prepare.cc).
-  defs->push_back(Structural(MakeDef(PrimId::kPartial, 1, -1, InferPartial)));
-  defs->push_back(ZeroGradient(Structural(MakeDef(PrimId::kStopGradient, 1, 1, InferFirst))));
-  defs->push_back(Structural(MakeDef(PrimId::kDepend, 2, 2, InferFirst), BpropDepend));
-  defs->push_back(Structural(MakeDef(PrimId::kEnvSetItem, 3, 3, InferEnvSetItem), BpropEnvSetItem));
-  defs->push_back(Structural(MakeDef(PrimId::kEnvGetItem, 3, 3, InferEnvGetItem), BpropEnvGetItem));
+  defs->push_back(MovesOnly(Structural(MakeDef(PrimId::kPartial, 1, -1, InferPartial))));
+  defs->push_back(
+      MovesOnly(ZeroGradient(Structural(MakeDef(PrimId::kStopGradient, 1, 1, InferFirst)))));
+  defs->push_back(MovesOnly(Structural(MakeDef(PrimId::kDepend, 2, 2, InferFirst), BpropDepend)));
+  defs->push_back(MovesOnly(Structural(MakeDef(PrimId::kEnvSetItem, 3, 3, InferEnvSetItem),
+                                    BpropEnvSetItem)));
+  defs->push_back(MovesOnly(Structural(MakeDef(PrimId::kEnvGetItem, 3, 3, InferEnvGetItem),
+                                    BpropEnvGetItem)));
   defs->push_back(Structural(MakeDef(PrimId::kEnvAdd, 2, 2, InferEnvAdd), BpropSumOfTwo));
   defs->push_back(Structural(MakeDef(PrimId::kHyperAdd, 2, 2, InferHyperAdd), BpropSumOfTwo));
   defs->push_back(ZeroGradient(Structural(MakeDef(PrimId::kZerosLike, 1, 1, InferZerosLike))));
   defs->push_back(ZeroGradient(Structural(MakeDef(PrimId::kOnesLike, 1, 1, InferOnesLike))));
-  defs->push_back(Structural(MakeDef(PrimId::kScalarAdd, 2, 2, InferScalarArith), BpropSumOfTwo));
-  defs->push_back(Structural(MakeDef(PrimId::kScalarSub, 2, 2, InferScalarArith), BpropScalarSub));
-  defs->push_back(Structural(MakeDef(PrimId::kScalarMul, 2, 2, InferScalarArith), BpropScalarMul));
-  defs->push_back(Structural(MakeDef(PrimId::kScalarDiv, 2, 2, InferScalarArith), BpropScalarDiv));
+  defs->push_back(MovesOnly(Structural(MakeDef(PrimId::kScalarAdd, 2, 2, InferScalarArith),
+                                    BpropSumOfTwo)));
+  defs->push_back(MovesOnly(Structural(MakeDef(PrimId::kScalarSub, 2, 2, InferScalarArith),
+                                    BpropScalarSub)));
+  defs->push_back(MovesOnly(Structural(MakeDef(PrimId::kScalarMul, 2, 2, InferScalarArith),
+                                    BpropScalarMul)));
+  defs->push_back(MovesOnly(Structural(MakeDef(PrimId::kScalarDiv, 2, 2, InferScalarArith),
+                                    BpropScalarDiv)));
   for (PrimId id : {PrimId::kScalarLt, PrimId::kScalarLe, PrimId::kScalarGt,
                     PrimId::kScalarGe, PrimId::kScalarEq, PrimId::kScalarNe}) {
-    defs->push_back(ZeroGradient(Structural(MakeDef(id, 2, 2, InferScalarCompare))));
+    defs->push_back(MovesOnly(ZeroGradient(Structural(MakeDef(id, 2, 2, InferScalarCompare)))));
   }
   defs->push_back(Structural(MakeDef(PrimId::kScalarToTensor, 1, 1, InferScalarToTensor,
                                      {DTypeAttr("dtype", DType::kFloat32)}),
                              BpropScalarToTensor));
-  defs->push_back(Structural(MakeDef(PrimId::kTensorToScalar, 1, 1, InferTensorToScalar),
-                             BpropTensorToScalar));
+  defs->push_back(MovesOnly(Structural(MakeDef(PrimId::kTensorToScalar, 1, 1, InferTensorToScalar),
+                                       BpropTensorToScalar)));
 }
 
 }  // namespace ops

@@ -84,27 +84,10 @@ TEST_F(LongLoopTest, GradientOfGradient) {
   for (int i = 0; i < 3; ++i) EXPECT_NEAR(r.tensor().ElementAsDouble(i), 2 / std::pow(1 - kX[i], 3), 1e-9);
 }
 
-// loop(i, acc) = i < n ? loop(i + 1, wrap(acc)) : i, from acc = 0: the state is
-// nested one level deeper every iteration and dropped at the end.
-FuncGraph* WrappingLoop(Module* m, bool partial) {
-  GraphBuilder fb(m, "wrapped");
-  FuncGraph* wrapped = fb.Return(fb.Param("a")).value();
-  GraphBuilder b(m, partial ? "partial_chain" : "tuple_chain");
-  AnfNode* n = b.Param("n", MakeAbstractScalar(DType::kInt64));
-  std::vector<AnfNode*> out = b.While(
-      {b.Int(0), b.Int(0)},
-      [&](GraphBuilder& c, absl::Span<AnfNode* const> s) { return c.Op(PrimId::kScalarLt, {s[0], n}); },
-      [&](GraphBuilder& c, absl::Span<AnfNode* const> s) {
-        AnfNode* next = partial ? c.Op(PrimId::kPartial, {c.GraphRef(wrapped), s[1]}) : c.Tuple({s[1]});
-        return std::vector<AnfNode*>{c.Op(PrimId::kScalarAdd, {s[0], c.Int(1)}), next};
-      });
-  return b.Return(out[0]).value();
-}
-
 TEST(WrappingLoopTest, AMillionLevelsAreBuiltAndDropped) {
   for (bool partial : {false, true}) {
     Module m(DefaultRegistry());
-    FuncGraph* g = WrappingLoop(&m, partial);
+    FuncGraph* g = programs::WrappingLoop(&m, partial);
     ExecutorOptions o;
     o.check_types = false;  // the state has no fixed type (see the next test)
     auto e = Executor::Create(g, o);
@@ -115,9 +98,23 @@ TEST(WrappingLoopTest, AMillionLevelsAreBuiltAndDropped) {
   }
 }
 
+// With allocation metering on, ops that only move values are not metered: the
+// metering walked the whole state at every make_tuple (quadratic in n).
+TEST(WrappingLoopTest, MeteringDoesNotWalkTheState) {
+  Module m(DefaultRegistry());
+  ExecutorOptions o;
+  o.check_types = false;
+  o.max_run_bytes = 1 << 20;
+  auto e = Executor::Create(programs::WrappingLoop(&m, /*partial=*/false), o);
+  ASSERT_TRUE(e.ok()) << e.status();
+  absl::StatusOr<Value> r = (*e)->Run({I(1'000'000)});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->scalar().AsInt(), 1'000'000);
+}
+
 TEST(WrappingLoopTest, TypeCheckRefusesAStateWithoutAFixedType) {
   Module m(DefaultRegistry());
-  FuncGraph* g = WrappingLoop(&m, /*partial=*/false);
+  FuncGraph* g = programs::WrappingLoop(&m, /*partial=*/false);
   auto e = Executor::Create(g);
   ASSERT_FALSE(e.ok());
   EXPECT_THAT(e.status().message(), HasSubstr("graph 'tuple_chain' does not type-check"));
