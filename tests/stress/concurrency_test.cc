@@ -244,5 +244,50 @@ TEST_F(ConcurrencyTest, PerCallWeightOverridesStayPerCall) {
   EXPECT_TRUE(failures.empty()) << failures.size() << " threads failed; first: " << failures[0];
 }
 
+// One deep value shared by every thread, each dropping its copies at its own
+// pace: the last owner, whichever thread it is, frees the chain (the intrusive
+// count's acq_rel decrement is what makes that visible to TSAN as ordered).
+TEST_F(ConcurrencyTest, SharedDeepValuesAreReleasedByTheirLastOwner) {
+  Value chain = Value(Tensor::FromVector<double>({2}, {1, 2}));
+  for (int i = 0; i < 20'000; ++i) chain = Value::Tuple({std::move(chain), Value(Scalar::Int(i))});
+  std::vector<std::string> failures = OnThreads([chain](int t) -> std::string {
+    Value mine = chain;
+    for (int round = 0; round < kRounds; ++round) {
+      Value extended = Value::Tuple({mine, Value(Scalar::Int(t))});
+      const Value* at = &extended;
+      int depth = 0;
+      while (at->is_tuple()) {
+        at = &at->tuple()[0];
+        ++depth;
+      }
+      if (depth != 20'001 || at->tensor().ElementAsDouble(1) != 2.0) return "wrong chain";
+    }
+    return "";
+  });
+  chain = Value();
+  EXPECT_TRUE(failures.empty()) << failures[0];
+}
+
+// A graph without declared input types is type-checked once per argument
+// signature, under the executor's lock; threads with different signatures at once.
+TEST_F(ConcurrencyTest, SignatureChecksOfAnUndeclaredGraphAreShared) {
+  Module m(DefaultRegistry());
+  GraphBuilder b(&m, "scale");
+  AnfNode* x = b.Param("x");
+  FuncGraph* f = b.Return(b.Op(PrimId::kMul, {x, x})).value();
+  auto e = Executor::Create(f);
+  ASSERT_TRUE(e.ok()) << e.status();
+  std::vector<std::string> failures = OnThreads([&](int t) -> std::string {
+    for (int round = 0; round < kRounds; ++round) {
+      int64_t n = 1 + (t + round) % 5;  // five signatures: f64[1] ... f64[5]
+      absl::StatusOr<Value> r = (*e)->Run({Value(Tensor::Full(DType::kFloat64, {n}, 3.0).value())});
+      if (!r.ok()) return r.status().ToString();
+      if (r->tensor().NumElements() != n || r->tensor().ElementAsDouble(0) != 9.0) return "wrong result";
+    }
+    return "";
+  });
+  EXPECT_TRUE(failures.empty()) << failures[0];
+}
+
 }  // namespace
 }  // namespace kgrad
