@@ -9,8 +9,9 @@
 //
 // Types are checked before anything runs (ExecutorOptions::check_types): the
 // entry graph is inferred for its declared parameter types once, in Create, or,
-// when parameters declare no types, once per new signature of argument types (a
-// cached check, then none per run). So `run` refuses what `grad` refuses.
+// when that does not check (undeclared inputs, or unknown dims an op needs
+// known), once per new signature of concrete argument types (a cached check, then
+// none per run). So `run` refuses what `grad` refuses.
 //
 // Threading: Create() compiles; afterwards the executor is immutable and Run may
 // be called from many threads at once (each Run has its own frame stack; plans,

@@ -304,17 +304,7 @@ class Inferrer {
                                             const std::vector<AbstractPtr>& args,
                                             const CNode* c) {
     const PrimitiveDef& def = p.def();
-    int n = static_cast<int>(args.size());
-    if (n < def.min_inputs || (def.max_inputs >= 0 && n > def.max_inputs)) {
-      std::string want = def.max_inputs < 0
-                             ? absl::StrCat("at least ", def.min_inputs)
-                             : def.min_inputs == def.max_inputs
-                                   ? absl::StrCat(def.min_inputs)
-                                   : absl::StrCat(def.min_inputs, " to ", def.max_inputs);
-      return AtNode(absl::InvalidArgumentError(absl::StrCat(
-                        p.name(), " takes ", want, " inputs, got ", n)),
-                    c);
-    }
+    if (absl::Status s = CheckArity(def, args.size()); !s.ok()) return AtNode(s, c);
     // switch is not strict: while a recursive branch is still unknown, the other
     // branch alone decides (this is how a loop's fixpoint starts).
     if (def.id == PrimId::kSwitch) return EvalSwitch(args, c);

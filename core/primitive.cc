@@ -201,6 +201,16 @@ size_t AttrMapHash(const AttrMap& attrs) {
   return h;
 }
 
+absl::Status CheckArity(const PrimitiveDef& def, size_t num_inputs) {
+  int n = static_cast<int>(num_inputs);
+  if (n >= def.min_inputs && (def.max_inputs < 0 || n <= def.max_inputs)) return absl::OkStatus();
+  std::string want = def.max_inputs < 0 ? absl::StrCat("at least ", def.min_inputs)
+                     : def.min_inputs == def.max_inputs
+                         ? absl::StrCat(def.min_inputs)
+                         : absl::StrCat(def.min_inputs, " to ", def.max_inputs);
+  return absl::InvalidArgumentError(absl::StrCat(def.name, " takes ", want, " inputs, got ", n));
+}
+
 bool PrimitivesEqual(const Primitive& a, const Primitive& b) {
   return &a.def() == &b.def() && a.attrs() == b.attrs();
 }

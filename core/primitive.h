@@ -141,6 +141,10 @@ class Primitive {
 };
 
 bool PrimitivesEqual(const Primitive& a, const Primitive& b);
+// InvalidArgument "switch takes 3 inputs, got 1" unless `num_inputs` fits the
+// definition. Kernels rely on it: the verifier, inference and the executor (for
+// applications and for primitives called as values) all check it.
+absl::Status CheckArity(const PrimitiveDef& def, size_t num_inputs);
 // A hash of attribute names and values (equal maps hash equal).
 size_t AttrMapHash(const AttrMap& attrs);
 

@@ -65,16 +65,8 @@ absl::Status CheckEdge(FuncGraph* g, const CNode* user, const AnfNode* in, Manag
 absl::Status CheckArity(const CNode* c) {
   const Primitive* p = c->primitive();
   if (p == nullptr) return absl::OkStatus();
-  const PrimitiveDef& d = p->def();
-  int n = static_cast<int>(c->num_args());
-  if (n < d.min_inputs || (d.max_inputs >= 0 && n > d.max_inputs)) {
-    std::string want = d.max_inputs < 0 ? absl::StrCat("at least ", d.min_inputs)
-                       : d.min_inputs == d.max_inputs
-                           ? absl::StrCat(d.min_inputs)
-                           : absl::StrCat(d.min_inputs, " to ", d.max_inputs);
-    return Bad(c, absl::StrCat(p->name(), " takes ", want, " inputs, got ", n));
-  }
-  return absl::OkStatus();
+  absl::Status s = kgrad::CheckArity(p->def(), c->num_args());
+  return s.ok() ? s : Bad(c, std::string(s.message()));
 }
 
 // Cycle check among the graph's own applications (iterative DFS).

@@ -180,6 +180,50 @@ TEST(ExecutorTest, TypeErrorsAreFoundBeforeRunningAndNameTheNode) {
   }
 }
 
+// Found by the pipeline fuzzer: a primitive reached as a value (here through a
+// parameter) and called with the wrong number of arguments ran its kernel, which
+// read past its inputs. The arity is checked at the call, as for applications.
+TEST(ExecutorTest, PrimitivesCalledAsValuesHaveTheirArityChecked) {
+  Module m(DefaultRegistry());
+  GraphBuilder b(&m, "call_it");
+  AnfNode* fn = b.Param("fn");
+  AnfNode* x = b.Param("x");
+  CNode* call = b.Call(fn, {x});
+  call->set_name("call");
+  FuncGraph* g = b.Return(call).value();
+  Value sw = Value::Prim(m.Prim(PrimId::kSwitch));
+  ExecutorOptions unchecked;
+  unchecked.check_types = false;
+  auto e = Executor::Create(g, unchecked);
+  ASSERT_TRUE(e.ok()) << e.status();
+  absl::StatusOr<Value> r = (*e)->Run({sw, I(1)});
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(r.status().message(), HasSubstr("graph 'call_it', node 'call' (switch): switch takes 3 inputs, got 1"));
+  // Checked (the default), the type check refuses it first.
+  r = RunGraph(g, {sw, I(1)});
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(r.status().message(), HasSubstr("switch takes 3 inputs, got 1"));
+  // The right number of arguments runs.
+  r = (*e)->Run({Value::Prim(m.Prim(PrimId::kNeg)), Value(Tensor::FromVector<float>({1}, {2}))});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->tensor().ElementAsDouble(0), -2.0);
+}
+
+// An application built in C++ (never verified) with too few inputs is refused
+// when compiled, not run off the end of its inputs.
+TEST(ExecutorTest, ApplicationsWithTheWrongArityDoNotCompile) {
+  Module m(DefaultRegistry());
+  FuncGraph* g = m.NewGraph("short_switch");
+  Parameter* x = g->AddParameter("x");
+  CNode* c = g->NewCNode({g->NewValueNode(Value::Prim(m.Prim(PrimId::kSwitch))), x});
+  g->set_output(c);
+  ExecutorOptions unchecked;
+  unchecked.check_types = false;
+  auto e = Executor::Create(g, unchecked);
+  ASSERT_FALSE(e.ok());
+  EXPECT_THAT(e.status().message(), HasSubstr("switch takes 3 inputs, got 1"));
+}
+
 TEST(ExecutorTest, InferenceThroughRecursionReachesAFixpoint) {
   Module m(DefaultRegistry());
   FuncGraph* f = BuildFactorial(&m);

@@ -5,29 +5,19 @@
 #include <vector>
 
 #include "tests/onnx/onnx_test_util.h"
+#include "tests/testing/cli_test_util.h"
 #include "tools/cli.h"
 
 namespace kgrad {
 namespace onnx_test {
 namespace {
 
-using testing::HasSubstr;
+using ::testing::HasSubstr;
 
-struct Result {
-  int status;
-  std::string out, err;
-};
+using kgrad::testing::Cli;
+using Result = kgrad::testing::CliResult;
 
-Result Cli(std::vector<std::string> args) {
-  std::ostringstream out, err;
-  int s = cli::Main(args, out, err);
-  return {s, out.str(), err.str()};
-}
-
-std::string Tmp(const std::string& f) {
-  const char* d = std::getenv("TEST_TMPDIR");
-  return std::string(d != nullptr ? d : "/tmp") + "/" + f;
-}
+std::string Tmp(const std::string& f) { return kgrad::testing::TempPath(f); }
 
 TEST(OnnxCli, RoundTripGivesTorchGradients) {
   std::string d = DataPath("mlp");

@@ -1,7 +1,6 @@
 // The CLI on inputs a hostile or unlucky user gives it: deep outputs, NaNs, a
 // condition of the wrong type, loops that do not end, arguments out of range.
 // Each used to crash, run forever, or print something misleading.
-#include <cstdlib>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -10,7 +9,7 @@
 #include "core/value.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "tools/cli.h"
+#include "tests/testing/cli_test_util.h"
 #include "tools/cli_common.h"
 #include "tools/npy.h"
 
@@ -20,21 +19,9 @@ namespace {
 using ::testing::HasSubstr;
 using ::testing::Not;
 
-struct Result {
-  int status;
-  std::string out, err;
-};
-
-Result Cli(std::vector<std::string> args) {
-  std::ostringstream out, err;
-  int s = cli::Main(args, out, err);
-  return {s, out.str(), err.str()};
-}
-
-std::string TempPath(const std::string& name) {
-  const char* dir = std::getenv("TEST_TMPDIR");
-  return absl::StrCat(dir != nullptr ? dir : "/tmp", "/", name);
-}
+using testing::Cli;
+using testing::TempPath;
+using Result = testing::CliResult;
 
 std::string WriteFile(const std::string& name, const std::string& text) {
   std::string path = TempPath(name);

@@ -9,6 +9,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/testing/cli_test_util.h"
 #include "tools/npy.h"
 
 namespace kgrad {
@@ -17,16 +18,8 @@ namespace {
 using ::testing::HasSubstr;
 using ::testing::StartsWith;
 
-struct Result {
-  int status;
-  std::string out, err;
-};
-
-Result Cli(std::vector<std::string> args) {
-  std::ostringstream out, err;
-  int s = cli::Main(args, out, err);
-  return {s, out.str(), err.str()};
-}
+using testing::Cli;
+using Result = testing::CliResult;
 
 TEST(CliTest, PrintShowsTheIrOfEveryExample) {
   for (const char* f : {"mlp", "closure", "if_else", "while_loop"}) {
