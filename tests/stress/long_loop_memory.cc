@@ -36,25 +36,28 @@ absl::StatusOr<FuncGraph*> Optimized(Module& m, absl::StatusOr<FuncGraph*> g) {
   return g;
 }
 
-// The graph of `mode` and the closed form of its first output element at x = 0.5
-// (n large enough for x^n to vanish): f = k/(1-x), f' = 1/(1-x)^2, f'' = 2/(1-x)^3.
-absl::StatusOr<FuncGraph*> Build(Module& m, FuncGraph* f, const std::string& mode, double* want) {
-  const double x = 0.5;
-  if (mode == "forward") {
-    *want = 3 / (1 - x);  // K = 3 by default; corrected by the caller
-    return f;
-  }
-  if (mode == "grad" || mode == "jvp") {
-    *want = 1 / std::pow(1 - x, 2);
-    return mode == "grad" ? Optimized(m, GradOperation()(m, f)) : Jvp(m, f);
-  }
+// The graph that `mode` runs.
+absl::StatusOr<FuncGraph*> Build(Module& m, FuncGraph* f, const std::string& mode) {
+  if (mode == "forward") return f;
+  if (mode == "jvp") return Jvp(m, f);
+  if (mode == "grad") return Optimized(m, GradOperation()(m, f));
   if (mode == "gradgrad") {
-    *want = 2 / std::pow(1 - x, 3);
     absl::StatusOr<FuncGraph*> g = Optimized(m, GradOperation()(m, f));
     if (!g.ok()) return g;
     return Optimized(m, GradOperation()(m, *g));
   }
   return absl::InvalidArgumentError("mode must be forward, grad, jvp or gradgrad");
+}
+
+// The first element of `mode`'s result at x = 0.5 (n large enough for x^n to
+// vanish): f = k/(1-x); df/dx_i = 1/(1-x)^2; J v with v = ones, k/(1-x)^2;
+// d2f/dx_i^2 = 2/(1-x)^3.
+double ClosedForm(const std::string& mode, int64_t k) {
+  const double x = 0.5;
+  if (mode == "forward") return static_cast<double>(k) / (1 - x);
+  if (mode == "grad") return 1 / std::pow(1 - x, 2);
+  if (mode == "jvp") return static_cast<double>(k) / std::pow(1 - x, 2);
+  return 2 / std::pow(1 - x, 3);
 }
 
 int Main(int argc, char** argv) {
@@ -65,16 +68,14 @@ int Main(int argc, char** argv) {
   int64_t k = argc > arg + 1 ? std::atoll(argv[arg + 1]) : 3;
   Module m(DefaultRegistry());
   FuncGraph* f = programs::HornerLoop(&m, k, DType::kFloat64);
-  double want = 0;
-  absl::StatusOr<FuncGraph*> g = Build(m, f, mode, &want);
+  absl::StatusOr<FuncGraph*> g = Build(m, f, mode);
   if (!g.ok()) return std::fprintf(stderr, "%s\n", g.status().ToString().c_str()), 1;
-  if (mode == "forward") want = want / 3 * static_cast<double>(k);
+  const double want = ClosedForm(mode, k);
   Value x(Tensor::Full(DType::kFloat64, {k}, 0.5).value());
   std::vector<Value> args = {x, Value(Scalar::Int(n))};
-  if (mode == "jvp") {
+  if (mode == "jvp") {  // tangents: ones for x, 0 for the trip count
     args.push_back(Value(Tensor::Full(DType::kFloat64, {k}, 1.0).value()));
     args.push_back(Value(Scalar::Int(0)));
-    want *= static_cast<double>(k);  // J v with v = ones: the sum of the gradient
   }
   // The smallest depth limit (in calls per iteration) that the run fits.
   for (int per = 0; per <= 8; ++per) {
