@@ -145,29 +145,36 @@ absl::StatusOr<std::vector<int>> NormalizeArgnums(const FuncGraph* fg, const std
   return out;
 }
 
-absl::StatusOr<FuncGraph*> ValueAndGrad(Module& module, FuncGraph* fg, const ValueAndGradOptions& options) {
+namespace {
+
+// What GradOptions and ValueAndGradOptions share: the inputs and weights to
+// differentiate with respect to, checked, and the argument types.
+template <typename Options>
+absl::StatusOr<GradSpec> CommonSpec(Module& module, FuncGraph* fg, absl::string_view prefix,
+                                    const Options& options) {
   KGRAD_RETURN_IF_ERROR(CheckWeights(module, options.weights));
   GradSpec spec;
-  spec.name = absl::StrCat("value_and_grad_", fg->name());
+  spec.name = absl::StrCat(prefix, fg->name());
   KGRAD_ASSIGN_OR_RETURN(spec.argnums, NormalizeArgnums(fg, options.argnums));
   spec.tuple_inputs = options.argnums.size() != 1;
   spec.weights = options.weights;
+  spec.arg_types = options.arg_types;
+  return spec;
+}
+
+}  // namespace
+
+absl::StatusOr<FuncGraph*> ValueAndGrad(Module& module, FuncGraph* fg, const ValueAndGradOptions& options) {
+  KGRAD_ASSIGN_OR_RETURN(GradSpec spec, CommonSpec(module, fg, "value_and_grad_", options));
   spec.has_aux = options.has_aux;
   spec.with_value = true;
-  spec.arg_types = options.arg_types;
   return BuildGradGraph(module, fg, spec);
 }
 
 absl::StatusOr<FuncGraph*> Grad(Module& module, FuncGraph* fg, const GradOptions& options) {
-  KGRAD_RETURN_IF_ERROR(CheckWeights(module, options.weights));
-  GradSpec spec;
-  spec.name = absl::StrCat("grad_", fg->name());
-  KGRAD_ASSIGN_OR_RETURN(spec.argnums, NormalizeArgnums(fg, options.argnums));
-  spec.tuple_inputs = options.argnums.size() != 1;
-  spec.weights = options.weights;
+  KGRAD_ASSIGN_OR_RETURN(GradSpec spec, CommonSpec(module, fg, "grad_", options));
   spec.weights_only = options.argnums.empty() && !options.weights.empty();
   spec.sens_param = options.sens_param;
-  spec.arg_types = options.arg_types;
   return BuildGradGraph(module, fg, spec);
 }
 

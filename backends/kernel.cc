@@ -28,6 +28,34 @@ absl::StatusOr<const Tensor*> KernelContext::FloatTensorAt(size_t i) const {
   return t;
 }
 
+absl::StatusOr<const Tensor*> KernelContext::TypedTensorAt(size_t i, DTypeSet allowed) const {
+  absl::StatusOr<const Tensor*> t = TensorAt(i);
+  if (!t.ok() || Allows(allowed, (*t)->dtype())) return t;
+  return absl::InvalidArgumentError(absl::StrCat(
+      "input ", i, " must be a ", DTypeSetNames(allowed), " tensor, got ", (*t)->TypeString()));
+}
+
+absl::StatusOr<const Tensor*> KernelContext::NumericTensorAt(size_t i) const {
+  absl::StatusOr<const Tensor*> t = TensorAt(i);
+  if (!t.ok() || (*t)->dtype() != DType::kBool) return t;
+  return absl::InvalidArgumentError(
+      absl::StrCat("input ", i, " must be a numeric (not bool) tensor, got ", (*t)->TypeString()));
+}
+
+absl::StatusOr<const Tensor*> KernelContext::IndexTensorAt(size_t i) const {
+  absl::StatusOr<const Tensor*> t = TensorAt(i);
+  if (!t.ok() || IsInteger((*t)->dtype())) return t;
+  return absl::InvalidArgumentError(
+      absl::StrCat("input ", i, " must be an i32 or i64 index tensor, got ", (*t)->TypeString()));
+}
+
+absl::Status SameDTypes(const Tensor& a, int i, const Tensor& b, int j) {
+  if (a.dtype() == b.dtype()) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat("inputs ", i, " and ", j,
+                                                 " must have the same dtype, got ",
+                                                 a.TypeString(), " and ", b.TypeString()));
+}
+
 absl::StatusOr<Tensor> KernelContext::Allocate(DType dtype,
                                                absl::Span<const int64_t> shape) const {
   return Tensor::Create(dtype, shape, device_->allocator());

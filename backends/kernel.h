@@ -33,6 +33,13 @@ class KernelContext {
   absl::StatusOr<const Tensor*> TensorAt(size_t i) const;
   // Input `i` as a tensor of one of the floating dtypes.
   absl::StatusOr<const Tensor*> FloatTensorAt(size_t i) const;
+  // Input `i` as a tensor with a dtype in `allowed` ("input 0 must be a f32 or
+  // f64 tensor, got i32[3]").
+  absl::StatusOr<const Tensor*> TypedTensorAt(size_t i, DTypeSet allowed) const;
+  // Input `i` as a numeric (not bool) tensor.
+  absl::StatusOr<const Tensor*> NumericTensorAt(size_t i) const;
+  // Input `i` as an i32 or i64 index tensor.
+  absl::StatusOr<const Tensor*> IndexTensorAt(size_t i) const;
 
   absl::StatusOr<Tensor> Allocate(DType dtype, absl::Span<const int64_t> shape) const;
   // An output buffer: the buffer of the first candidate input that nothing else
@@ -46,6 +53,9 @@ class KernelContext {
   absl::Span<Value> inputs_;
   Device* device_;
 };
+
+// Error unless tensors `a` (input i) and `b` (input j) share a dtype.
+absl::Status SameDTypes(const Tensor& a, int i, const Tensor& b, int j);
 
 using KernelFn = absl::StatusOr<Value> (*)(KernelContext& ctx);
 

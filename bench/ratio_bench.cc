@@ -82,14 +82,12 @@ absl::StatusOr<Row> Measure(const std::string& name, const std::function<FuncGra
   std::vector<Value> args = programs::RandomInputs(f, 5);
   std::vector<Parameter*> weights;
   for (const auto& w : m.weights()) weights.push_back(w.get());
-  CpuConstantEvaluator evaluator;
-  OptimizeOptions oo;
-  oo.evaluator = &evaluator;
+  m.set_constant_evaluator(&CpuConstantEvaluator::Get());  // Optimize and Jvp fold with it
   GradOptions go;
   go.argnums.clear();
   go.weights = weights;
   KGRAD_ASSIGN_OR_RETURN(FuncGraph* grad, Grad(m, f, go));
-  KGRAD_RETURN_IF_ERROR(Optimize(m, grad, oo).status());
+  KGRAD_RETURN_IF_ERROR(Optimize(m, grad).status());
   KGRAD_ASSIGN_OR_RETURN(FuncGraph* jvp, Jvp(m, f));
   std::vector<Value> jargs = args;
   for (const Value& a : args) jargs.push_back(a);  // tangents: any values of the right types

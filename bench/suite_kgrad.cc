@@ -132,14 +132,12 @@ absl::Status MeasureModel(const KgradRun& run, const ModelCase& c, Module& m, Fu
                           TensorManifest* tensors) {
   std::vector<Value> args = programs::RandomInputs(f, run.shapes.seed);
   KGRAD_RETURN_IF_ERROR(WriteProgramTensors(run, c.key, m, f, args, tensors));
-  CpuConstantEvaluator evaluator;
-  OptimizeOptions oo;
-  oo.evaluator = &evaluator;
+  m.set_constant_evaluator(&CpuConstantEvaluator::Get());  // Optimize and Jvp fold with it
   ValueAndGradOptions vo;
   vo.argnums.clear();
   vo.weights = Weights(m);
   KGRAD_ASSIGN_OR_RETURN(FuncGraph* step, ValueAndGrad(m, f, vo));
-  KGRAD_RETURN_IF_ERROR(Optimize(m, step, oo).status());
+  KGRAD_RETURN_IF_ERROR(Optimize(m, step).status());
   ExecutorOptions eo;
   eo.device = run.device;
   KGRAD_ASSIGN_OR_RETURN(std::unique_ptr<Executor> ef, Executor::Create(f, eo));

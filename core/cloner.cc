@@ -191,9 +191,4 @@ AnfNode* Inliner::Inline(FuncGraph* callee, FuncGraph* caller, absl::Span<AnfNod
   return result;
 }
 
-AnfNode* InlineInto(FuncGraph* callee, FuncGraph* caller, absl::Span<AnfNode* const> args) {
-  Inliner inliner(callee->module());
-  return inliner.Inline(callee, caller, args);
-}
-
 }  // namespace kgrad

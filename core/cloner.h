@@ -42,11 +42,6 @@ struct LiftedGraph {
 };
 LiftedGraph LiftFreeVariables(FuncGraph* g, const std::string& suffix);
 
-// Copies the body of `callee` into `caller`, with the callee's parameters bound to
-// `args` (nodes visible in `caller`); graphs nested in the callee are copied and
-// re-parented under `caller`. Returns the node standing for the callee's output.
-AnfNode* InlineInto(FuncGraph* callee, FuncGraph* caller, absl::Span<AnfNode* const> args);
-
 // Many inlines in one sweep: the graphs' orders are read once, when the Inliner is
 // made, and stay valid while no edge changes (new nodes and graphs may appear).
 class Inliner {

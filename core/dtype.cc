@@ -27,14 +27,16 @@ const char* DTypeName(DType t) {
   return "?";
 }
 
-absl::StatusOr<DType> ParseDType(absl::string_view name) {
-  if (name == "f32" || name == "float32") return DType::kFloat32;
-  if (name == "f64" || name == "float64") return DType::kFloat64;
-  if (name == "i32" || name == "int32") return DType::kInt32;
-  if (name == "i64" || name == "int64") return DType::kInt64;
-  if (name == "bool") return DType::kBool;
-  return absl::InvalidArgumentError(absl::StrCat(
-      "unknown dtype '", name, "'; expected one of f32, f64, i32, i64, bool"));
+std::string DTypeSetNames(DTypeSet set) {
+  std::string out;
+  int remaining = __builtin_popcount(set);
+  for (int i = 0; i < kNumDTypes; ++i) {
+    if (!Allows(set, static_cast<DType>(i))) continue;
+    --remaining;
+    absl::StrAppend(&out, DTypeName(static_cast<DType>(i)),
+                    remaining == 0 ? "" : (remaining == 1 ? " or " : ", "));
+  }
+  return out;
 }
 
 }  // namespace kgrad

@@ -24,10 +24,22 @@ inline constexpr int kNumDTypes = 5;
 size_t DTypeSize(DType t);
 // Short name used by the printer and the CLI: f32, f64, i32, i64, bool.
 const char* DTypeName(DType t);
-absl::StatusOr<DType> ParseDType(absl::string_view name);
 
 inline bool IsFloating(DType t) { return t == DType::kFloat32 || t == DType::kFloat64; }
 inline bool IsInteger(DType t) { return t == DType::kInt32 || t == DType::kInt64; }
+
+// A set of dtypes: what an op accepts for an input. The one definition used by
+// inference (ops/), the CPU kernels and the CUDA kernels.
+using DTypeSet = uint32_t;
+constexpr DTypeSet DTypeBit(DType t) { return DTypeSet{1} << static_cast<int>(t); }
+inline constexpr DTypeSet kFloatTypes = DTypeBit(DType::kFloat32) | DTypeBit(DType::kFloat64);
+inline constexpr DTypeSet kIntegerTypes = DTypeBit(DType::kInt32) | DTypeBit(DType::kInt64);
+inline constexpr DTypeSet kNumericTypes = kFloatTypes | kIntegerTypes;
+inline constexpr DTypeSet kBoolType = DTypeBit(DType::kBool);
+inline constexpr DTypeSet kAllTypes = kNumericTypes | kBoolType;
+constexpr bool Allows(DTypeSet set, DType t) { return (set & DTypeBit(t)) != 0; }
+// "f32, f64, i32 or i64" (for "must be a ... tensor" messages).
+std::string DTypeSetNames(DTypeSet set);
 
 template <typename T> struct DTypeOf;
 template <> struct DTypeOf<float> { static constexpr DType value = DType::kFloat32; };

@@ -44,12 +44,6 @@ Parameter* FuncGraph::AddParameter(std::string name, AbstractPtr declared) {
   return raw;
 }
 
-void FuncGraph::SetParameters(std::vector<Parameter*> params) {
-  for (Parameter* p : params) KGRAD_CHECK(p->graph() == this);
-  parameters_ = std::move(params);
-  Touch();
-}
-
 void FuncGraph::set_output(AnfNode* node) {
   KGRAD_CHECK(node != nullptr);
   if (output_ == node) return;

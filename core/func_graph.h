@@ -32,8 +32,6 @@ class FuncGraph {
 
   const std::vector<Parameter*>& parameters() const { return parameters_; }
   Parameter* AddParameter(std::string name = "", AbstractPtr declared = nullptr);
-  // Replaces the parameter list (passes that change a signature).
-  void SetParameters(std::vector<Parameter*> params);
 
   AnfNode* output() const { return output_; }
   void set_output(AnfNode* node);

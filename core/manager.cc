@@ -53,7 +53,6 @@ int Manager::FvIndex(FuncGraph* g, AnfNode* node) {
   return jt == it->second.end() ? -1 : jt->second;
 }
 
-bool Manager::IsFreeVariableOf(FuncGraph* g, AnfNode* node) { return FvIndex(g, node) >= 0; }
 
 void Manager::Reset() {
   info_.clear();
@@ -241,6 +240,51 @@ void Manager::ComputeTotalFvs(const std::vector<FuncGraph*>& graphs) {
   for (FuncGraph* g : graphs) SortById(&info_[g].fvs);
 }
 
+const std::vector<AnfNode*>* Manager::GraphInputFvs(const AnfNode* in,
+                                                    std::vector<FuncGraph*>* scratch) {
+  if (!in->is_value()) return nullptr;
+  const Value& v = in->AsValue()->value();
+  FuncGraph* named = nullptr;
+  if (v.is_graph()) {
+    named = v.graph();
+  } else {
+    if (!v.is_tuple()) return nullptr;
+    scratch->clear();
+    CollectGraphs(v, scratch);
+    // Constant tuples of graphs are rare; their free variables go through the
+    // first graph only when it is alone.
+    if (scratch->size() != 1) return nullptr;
+    named = (*scratch)[0];
+  }
+  auto it = info_.find(named);
+  return it == info_.end() ? nullptr : &it->second.fvs;
+}
+
+namespace {
+
+// Graphs named by constants among the inputs of the nodes placed (and the
+// output): what a live graph keeps alive, each once.
+class LiveGraphNotes {
+ public:
+  explicit LiveGraphNotes(std::vector<FuncGraph*>* out) : out_(out) { out_->clear(); }
+  void Note(const AnfNode* in) {
+    const Value& v = in->AsValue()->value();
+    if (!v.is_graph() && !v.is_tuple()) return;
+    refs_.clear();
+    CollectGraphs(v, &refs_);
+    for (FuncGraph* h : refs_) {
+      if (seen_.insert(h).second) out_->push_back(h);
+    }
+  }
+
+ private:
+  std::vector<FuncGraph*>* out_;
+  absl::flat_hash_set<FuncGraph*> seen_;
+  std::vector<FuncGraph*> refs_;
+};
+
+}  // namespace
+
 // Iterative post-order DFS (graphs of 100k nodes must not overflow the stack).
 // A node's predecessors are its inputs owned by g and, for an input that names a
 // graph, that graph's free variables owned by g (a closure needs them first).
@@ -250,44 +294,13 @@ void Manager::ComputeOrder(FuncGraph* g) {
   const uint64_t epoch = ++epoch_;  // mark_state: 1 on the stack, 2 placed
   struct Frame {
     AnfNode* node;
-    size_t input;      // next input to look at
+    size_t input;                      // next input to look at
     const std::vector<AnfNode*>* fvs;  // free variables of the graph input `input - 1`
     size_t fv;
   };
   std::vector<Frame> stack;
-  std::vector<FuncGraph*> refs;
-  // Graph-valued inputs: their free variables owned by g, as an extra list.
-  auto graph_fvs = [&](AnfNode* in) -> const std::vector<AnfNode*>* {
-    if (!in->is_value()) return nullptr;
-    const Value& v = in->AsValue()->value();
-    if (!v.is_graph()) {
-      if (!v.is_tuple()) return nullptr;
-      refs.clear();
-      CollectGraphs(v, &refs);
-      if (refs.empty()) return nullptr;
-      // Constant tuples of graphs are rare; their free variables go through the
-      // first graph only when it is alone.
-      if (refs.size() != 1) return nullptr;
-      auto it = info_.find(refs[0]);
-      return it == info_.end() ? nullptr : &it->second.fvs;
-    }
-    auto it = info_.find(v.graph());
-    return it == info_.end() ? nullptr : &it->second.fvs;
-  };
-  // Graphs named by constants among the inputs of the nodes placed (and the
-  // output): what a live g keeps alive. Each placed node's inputs are seen once.
-  gi.live_graphs.clear();
-  absl::flat_hash_set<FuncGraph*> live_seen;
-  std::vector<FuncGraph*> live_refs;
-  auto note_live = [&](const AnfNode* in) {
-    const Value& v = in->AsValue()->value();
-    if (!v.is_graph() && !v.is_tuple()) return;
-    live_refs.clear();
-    CollectGraphs(v, &live_refs);
-    for (FuncGraph* h : live_refs) {
-      if (live_seen.insert(h).second) gi.live_graphs.push_back(h);
-    }
-  };
+  std::vector<FuncGraph*> scratch;
+  LiveGraphNotes live(&gi.live_graphs);
   auto push = [&](AnfNode* n) {
     if (n->graph() != g || !n->is_cnode()) return;
     if (n->mark_epoch == epoch) return;  // on the stack (a cycle: the verifier reports it) or placed
@@ -298,7 +311,7 @@ void Manager::ComputeOrder(FuncGraph* g) {
   std::vector<AnfNode*> roots;
   if (g->output()->graph() == g && g->output()->is_cnode()) {
     roots.push_back(g->output());
-  } else if (const std::vector<AnfNode*>* fvs = graph_fvs(g->output())) {
+  } else if (const std::vector<AnfNode*>* fvs = GraphInputFvs(g->output(), &scratch)) {
     roots = *fvs;  // a graph returning a closure needs the closure's free variables
   }
   // One root at a time, so that a root reached from another is placed first.
@@ -306,20 +319,17 @@ void Manager::ComputeOrder(FuncGraph* g) {
     push(root);
     while (!stack.empty()) {
       Frame& f = stack.back();
-      if (f.fvs != nullptr) {
-        if (f.fv < f.fvs->size()) {
-          AnfNode* fv = (*f.fvs)[f.fv++];
-          push(fv);
-          continue;
-        }
-        f.fvs = nullptr;
+      if (f.fvs != nullptr && f.fv < f.fvs->size()) {
+        push((*f.fvs)[f.fv++]);
+        continue;
       }
+      f.fvs = nullptr;
       const CNode* c = f.node->AsCNode();
       if (f.input < c->size()) {
         AnfNode* in = c->input(f.input++);
         if (in->is_value()) {
-          note_live(in);
-          f.fvs = graph_fvs(in);
+          live.Note(in);
+          f.fvs = GraphInputFvs(in, &scratch);
           f.fv = 0;
         } else {
           push(in);
@@ -331,7 +341,7 @@ void Manager::ComputeOrder(FuncGraph* g) {
       stack.pop_back();
     }
   }
-  if (g->output()->is_value()) note_live(g->output());
+  if (g->output()->is_value()) live.Note(g->output());
 }
 
 std::vector<FuncGraph*> Manager::Reachable(const std::vector<FuncGraph*>& roots) {

@@ -51,7 +51,6 @@ class Manager {
   std::vector<FuncGraph*> Reachable(const std::vector<FuncGraph*>& roots);
   // Graphs reachable from every public graph.
   std::vector<FuncGraph*> ReachableFromPublic();
-  bool IsFreeVariableOf(FuncGraph* g, AnfNode* node);
   // Forgets every cached analysis (after nodes or graphs were deleted).
   void Reset();
   // Index of `node` in Info(g).fvs, or -1.
@@ -69,6 +68,9 @@ class Manager {
   void ScanGraph(FuncGraph* g, Scan* sc);
   void ComputeTotalFvs(const std::vector<FuncGraph*>& graphs);
   void ComputeOrder(FuncGraph* g);
+  // The free variables (known so far) of the graph a constant input names, or
+  // nullptr; `scratch` holds graphs found in a tuple.
+  const std::vector<AnfNode*>* GraphInputFvs(const AnfNode* in, std::vector<FuncGraph*>* scratch);
   std::vector<FuncGraph*> CalleesFirst(const std::vector<FuncGraph*>& graphs);
 
   Module* module_;

@@ -47,17 +47,6 @@ FuncGraph* Module::FindGraph(absl::string_view name) const {
   return it == graphs_by_name_.end() ? nullptr : it->second;
 }
 
-absl::Status Module::RenameGraph(FuncGraph* g, std::string name) {
-  if (g->name() == name) return absl::OkStatus();
-  if (graphs_by_name_.contains(name)) {
-    return absl::AlreadyExistsError(absl::StrCat("a graph named '", name, "' exists"));
-  }
-  graphs_by_name_.erase(g->name());
-  g->name_ = std::move(name);
-  graphs_by_name_[g->name_] = g;
-  return absl::OkStatus();
-}
-
 absl::StatusOr<Parameter*> Module::AddWeight(std::string name, Tensor value) {
   if (name.empty()) return absl::InvalidArgumentError("a weight needs a name");
   if (weights_by_name_.contains(name)) {
@@ -126,55 +115,88 @@ absl::Status Module::CheckUses() const {
   return absl::OkStatus();
 }
 
-void Module::CollectGarbage(const std::function<bool(const FuncGraph*)>& may_modify) {
-  std::vector<FuncGraph*> live_graphs = manager_->ReachableFromPublic();
-  absl::flat_hash_set<FuncGraph*> live_set(live_graphs.begin(), live_graphs.end());
+struct Module::Liveness {
+  std::vector<FuncGraph*> graphs;                // live graphs
+  absl::flat_hash_set<FuncGraph*> graph_set;     // the same, as a set
+  absl::flat_hash_set<const AnfNode*> nodes;     // live nodes
+};
+
+// Garbage collection in five phases:
+//   1. mark the graphs public graphs reach (and those `may_modify` protects) and the
+//      nodes they need;
+//   2. keep graphs that own a live node other than a constant;
+//   3. hand live constants owned by dead graphs to a live graph that uses them;
+//   4. cut every edge out of dead nodes;
+//   5. free dead nodes and graphs.
+Module::Collected Module::CollectGarbage(
+    const std::function<bool(const FuncGraph*)>& may_modify, const std::vector<FuncGraph*>& roots) {
+  Liveness live = MarkLive(may_modify, roots);
+  KeepGraphsOwningLiveNodes(live);
+  AdoptLiveNodesOfDeadGraphs(live);
+  CutEdgesOfDeadNodes(live);
+  Collected out = FreeDeadNodesAndGraphs(live);
+  Touch();
+  return out;
+}
+
+// A node lives if a live graph evaluates it, takes it as a parameter, returns
+// it, or a live CNode reads it (ValueNodes may be shared across graphs).
+Module::Liveness Module::MarkLive(const std::function<bool(const FuncGraph*)>& may_modify,
+                                  const std::vector<FuncGraph*>& roots) {
+  Liveness l;
+  l.graphs = manager_->ReachableFromPublic();
+  l.graph_set.insert(l.graphs.begin(), l.graphs.end());
+  for (FuncGraph* g : manager_->Reachable(roots)) {
+    if (l.graph_set.insert(g).second) l.graphs.push_back(g);
+  }
   if (may_modify) {
     // Graphs that must not change stay whole, live or not.
     for (const auto& g : graphs_) {
-      if (!may_modify(g.get()) && live_set.insert(g.get()).second) live_graphs.push_back(g.get());
+      if (!may_modify(g.get()) && l.graph_set.insert(g.get()).second) l.graphs.push_back(g.get());
     }
   }
-
-  // A node lives if a live graph evaluates it, takes it as a parameter, returns
-  // it, or a live CNode reads it (ValueNodes may be shared across graphs).
-  absl::flat_hash_set<const AnfNode*> live;
-  for (FuncGraph* g : live_graphs) {
+  for (FuncGraph* g : l.graphs) {
     if (may_modify && !may_modify(g)) {
       // Untouched: every node stays, with whatever it reads.
       for (const auto& n : g->nodes_) {
-        live.insert(n.get());
-        if (const CNode* c = n->AsCNode()) live.insert(c->inputs().begin(), c->inputs().end());
+        l.nodes.insert(n.get());
+        if (const CNode* c = n->AsCNode()) l.nodes.insert(c->inputs().begin(), c->inputs().end());
       }
     }
-    for (Parameter* p : g->parameters()) live.insert(p);
-    if (g->output() != nullptr) live.insert(g->output());
+    for (Parameter* p : g->parameters()) l.nodes.insert(p);
+    if (g->output() != nullptr) l.nodes.insert(g->output());
     for (CNode* c : manager_->Info(g).order) {
-      live.insert(c);
-      for (AnfNode* in : c->inputs()) live.insert(in);
+      l.nodes.insert(c);
+      for (AnfNode* in : c->inputs()) l.nodes.insert(in);
     }
   }
-  // A graph nothing reaches may still own nodes that live graphs read: constants
-  // shared by a pass (adopted by a live user's graph), or, should scoping ever be
-  // broken, other nodes (then the graph stays rather than leave a dangling edge).
+  return l;
+}
+
+// A graph nothing reaches may still own nodes that live graphs read: constants
+// shared by a pass (adopted below by a live user's graph), or, should scoping ever
+// be broken, other nodes (then the graph stays rather than leave a dangling edge).
+void Module::KeepGraphsOwningLiveNodes(Liveness& l) {
   for (auto& g : graphs_) {
-    if (live_set.contains(g.get())) continue;
+    if (l.graph_set.contains(g.get())) continue;
     for (auto& n : g->nodes_) {
-      if (!live.contains(n.get())) continue;
-      if (!n->is_value()) {
-        live_set.insert(g.get());
+      if (l.nodes.contains(n.get()) && !n->is_value()) {
+        l.graph_set.insert(g.get());
         break;
       }
     }
   }
+}
+
+void Module::AdoptLiveNodesOfDeadGraphs(const Liveness& l) {
   for (auto& g : graphs_) {
-    if (live_set.contains(g.get())) continue;
+    if (l.graph_set.contains(g.get())) continue;
     for (auto& n : g->nodes_) {
-      if (n == nullptr || !live.contains(n.get())) continue;
+      if (n == nullptr || !l.nodes.contains(n.get())) continue;
       FuncGraph* adopter = nullptr;
       for (const Use& u : n->uses()) {
         FuncGraph* ug = u.user != nullptr ? u.user->graph() : u.graph;
-        if (ug != nullptr && live_set.contains(ug)) {
+        if (ug != nullptr && l.graph_set.contains(ug)) {
           adopter = ug;
           break;
         }
@@ -184,51 +206,60 @@ void Module::CollectGarbage(const std::function<bool(const FuncGraph*)>& may_mod
       adopter->nodes_.push_back(std::move(n));
     }
   }
-  // First cut every edge out of dead nodes, then free them. Use lists are
-  // filtered once per affected node (a constant may have thousands of uses).
+}
+
+// Use lists are filtered once per affected node (a constant may have thousands of
+// uses), before any dead node is freed.
+void Module::CutEdgesOfDeadNodes(const Liveness& l) {
   absl::flat_hash_set<const CNode*> dead_users;
   absl::flat_hash_set<AnfNode*> affected;
   for (auto& g : graphs_) {
-    bool graph_dead = !live_set.contains(g.get());
-    if (graph_dead && g->output_ != nullptr) {
+    if (!l.graph_set.contains(g.get()) && g->output_ != nullptr) {
       g->output_->RemoveUse(Use{nullptr, -1, g.get()});
       g->output_ = nullptr;
     }
     for (auto& n : g->nodes_) {
-      if (n != nullptr && !live.contains(n.get())) {
-        if (CNode* c = n->AsCNode()) {
-          dead_users.insert(c);
-          affected.insert(c->inputs_.begin(), c->inputs_.end());
-        }
+      if (n == nullptr || l.nodes.contains(n.get())) continue;
+      if (CNode* c = n->AsCNode()) {
+        dead_users.insert(c);
+        affected.insert(c->inputs_.begin(), c->inputs_.end());
       }
     }
   }
   for (AnfNode* n : affected) {
     auto& uses = n->uses_;
     uses.erase(std::remove_if(uses.begin(), uses.end(),
-                              [&](const Use& u) { return u.user != nullptr && dead_users.contains(u.user); }),
+                              [&](const Use& u) {
+                                return u.user != nullptr && dead_users.contains(u.user);
+                              }),
                uses.end());
   }
   for (const CNode* c : dead_users) const_cast<CNode*>(c)->inputs_.clear();
+}
+
+Module::Collected Module::FreeDeadNodesAndGraphs(const Liveness& l) {
+  Collected out;
   for (auto& g : graphs_) {
     auto& nodes = g->nodes_;
+    const size_t before = nodes.size();
     nodes.erase(std::remove_if(nodes.begin(), nodes.end(),
                                [&](const std::unique_ptr<AnfNode>& n) {
-                                 return n == nullptr || !live.contains(n.get());
+                                 return n == nullptr || !l.nodes.contains(n.get());
                                }),
                 nodes.end());
-  }
-  for (auto& g : graphs_) {
-    if (!live_set.contains(g.get())) graphs_by_name_.erase(g->name());
+    out.nodes += before - nodes.size();
+    if (!l.graph_set.contains(g.get())) graphs_by_name_.erase(g->name());
   }
   manager_->Reset();  // cached scans may name deleted nodes
   for (auto& g : graphs_) g->prim_nodes_.clear();  // so may the primitive constants
+  const size_t graphs_before = graphs_.size();
   graphs_.erase(std::remove_if(graphs_.begin(), graphs_.end(),
                                [&](const std::unique_ptr<FuncGraph>& g) {
-                                 return !live_set.contains(g.get());
+                                 return !l.graph_set.contains(g.get());
                                }),
                 graphs_.end());
-  Touch();
+  out.graphs = graphs_before - graphs_.size();
+  return out;
 }
 
 }  // namespace kgrad

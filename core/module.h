@@ -12,6 +12,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "core/constant_evaluator.h"
 #include "core/func_graph.h"
 #include "core/infer_options.h"
 #include "core/primitive.h"
@@ -34,8 +35,6 @@ class Module {
   FuncGraph* FindGraph(absl::string_view name) const;
   // All graphs in creation order.
   const std::vector<std::unique_ptr<FuncGraph>>& graphs() const { return graphs_; }
-  // Renames a graph; error if the name is taken.
-  absl::Status RenameGraph(FuncGraph* g, std::string name);
 
   // Weights: named module-level parameters with values.
   absl::StatusOr<Parameter*> AddWeight(std::string name, Tensor value);
@@ -58,6 +57,11 @@ class Module {
   const InferOptions& infer_options() const { return infer_options_; }
   void set_infer_options(const InferOptions& o) { infer_options_ = o; }
 
+  // What folds constant tensor applications in this module (optimiser, import);
+  // nullptr: only scalars fold. Not owned; it must outlive the module.
+  const ConstantEvaluator* constant_evaluator() const { return constant_evaluator_; }
+  void set_constant_evaluator(const ConstantEvaluator* e) { constant_evaluator_ = e; }
+
   // Analyses of the graph structure (free variables, order), recomputed on demand
   // after edits.
   Manager& manager();
@@ -70,14 +74,29 @@ class Module {
   // Deletes graphs that no public graph reaches and, in every remaining graph,
   // nodes that neither its output nor a nested graph needs. Pointers to deleted
   // graphs and nodes dangle afterwards: hold only public graphs across calls.
-  // With `may_modify`, only graphs for which it holds lose nodes or are deleted.
-  void CollectGarbage(const std::function<bool(const FuncGraph*)>& may_modify = nullptr);
+  // With `may_modify`, only graphs for which it holds lose nodes or are deleted;
+  // `roots` live besides the public graphs. Returns how many graphs and nodes went.
+  struct Collected {
+    size_t graphs = 0;
+    size_t nodes = 0;
+  };
+  Collected CollectGarbage(const std::function<bool(const FuncGraph*)>& may_modify = nullptr,
+                           const std::vector<FuncGraph*>& roots = {});
 
   // Checks that every edge has its use entry and every use entry its edge (tests).
   absl::Status CheckUses() const;
 
  private:
   std::string UniqueGraphName(absl::string_view base) const;
+
+  // The phases of CollectGarbage (module.cc), over what it found live.
+  struct Liveness;
+  Liveness MarkLive(const std::function<bool(const FuncGraph*)>& may_modify,
+                    const std::vector<FuncGraph*>& roots);
+  void KeepGraphsOwningLiveNodes(Liveness& l);
+  void AdoptLiveNodesOfDeadGraphs(const Liveness& l);
+  void CutEdgesOfDeadNodes(const Liveness& l);
+  Collected FreeDeadNodesAndGraphs(const Liveness& l);
 
   const PrimitiveRegistry* registry_;
   std::vector<std::unique_ptr<FuncGraph>> graphs_;
@@ -86,6 +105,7 @@ class Module {
   absl::flat_hash_map<std::string, Parameter*> weights_by_name_;
   FuncGraph* entry_ = nullptr;
   InferOptions infer_options_;
+  const ConstantEvaluator* constant_evaluator_ = nullptr;
   std::unique_ptr<Manager> manager_;
   uint64_t version_ = 0;
   uint64_t next_node_id_ = 1;

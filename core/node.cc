@@ -60,15 +60,6 @@ void CNode::set_input(size_t i, AnfNode* node) {
   graph()->Touch();
 }
 
-void CNode::DropInputs() {
-  for (size_t i = 0; i < inputs_.size(); ++i) {
-    inputs_[i]->RemoveUse(Use{this, static_cast<int>(i), nullptr});
-    if (inputs_[i]->graph() != graph()) FuncGraph::TouchOwner(inputs_[i]);
-  }
-  inputs_.clear();
-  graph()->Touch();
-}
-
 const Primitive* CNode::primitive() const {
   if (inputs_.empty()) return nullptr;
   const Value* v = ConstantOf(inputs_[0]);
@@ -82,11 +73,6 @@ bool CNode::IsPrim(PrimId id) const {
 
 FuncGraph* CNode::called_graph() const {
   return inputs_.empty() ? nullptr : GraphOf(inputs_[0]);
-}
-
-bool IsPrimCall(const AnfNode* node, PrimId id) {
-  const CNode* c = node->AsCNode();
-  return c != nullptr && c->IsPrim(id);
 }
 
 const Value* ConstantOf(const AnfNode* node) {

@@ -144,8 +144,6 @@ class CNode final : public AnfNode {
 
   // Rewires input `i`, keeping both nodes' use lists current.
   void set_input(size_t i, AnfNode* node);
-  // Drops all inputs (used when deleting the node).
-  void DropInputs();
 
   // The primitive called by this node when input 0 is a constant primitive.
   const Primitive* primitive() const;
@@ -162,8 +160,6 @@ class CNode final : public AnfNode {
   std::vector<AnfNode*> inputs_;
 };
 
-// Helpers for the common "is this a call of primitive X" question.
-bool IsPrimCall(const AnfNode* node, PrimId id);
 // The constant value of a ValueNode, else nullptr.
 const Value* ConstantOf(const AnfNode* node);
 // The FuncGraph held by a ValueNode, else nullptr.

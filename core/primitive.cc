@@ -37,13 +37,6 @@ const char* PrimIdName(PrimId id) {
   return i >= 0 && i < kNumPrimIds ? kPrimNames[i] : "?";
 }
 
-std::optional<PrimId> PrimIdFromName(absl::string_view name) {
-  for (int i = 0; i < kNumPrimIds; ++i) {
-    if (name == kPrimNames[i]) return static_cast<PrimId>(i);
-  }
-  return std::nullopt;
-}
-
 const char* AttrTypeName(AttrType t) {
   switch (t) {
     case AttrType::kInt: return "int";

@@ -1,5 +1,6 @@
 // Primitives: the operations a CNode can apply. A PrimitiveDef (name, attribute
-// specs, arity, inference, bprop rule) is registered once per PrimId by ops/;
+// specs, arity, inference, bprop rule, the facts passes read) is registered once
+// per PrimId by ops/ (ops/op_def.h);
 // a Primitive is a PrimitiveDef plus concrete attribute values, held in IR as a
 // ValueNode constant. core/ sees only this interface, never the op families.
 #ifndef KGRAD_CORE_PRIMITIVE_H_
@@ -32,7 +33,6 @@ inline constexpr int kNumPrimIds = static_cast<int>(PrimId::kNumPrims);
 
 // The wire name of a primitive id ("add").
 const char* PrimIdName(PrimId id);
-std::optional<PrimId> PrimIdFromName(absl::string_view name);
 
 // ----- Attributes -------------------------------------------------------------
 enum class AttrType { kInt, kFloat, kBool, kString, kInts, kFloats, kDType };
@@ -81,8 +81,14 @@ struct PrimitiveDef {
   // Every output is integer/bool or otherwise carries no gradient (comparisons,
   // argmax, shape-only ops): all inputs get zero sensitivity without a rule.
   bool zero_gradient = false;
-  // Linear in every differentiable input (used by forward mode and the optimizer).
+  // Linear in every differentiable input: jvp(f)(x; t) = f(t), the fact forward
+  // mode needs to stay lean (JAX's linear primitives).
   bool linear = false;
+  // Zeros in, zero out (the optimiser folds such applications): the output is
+  // zero when any input whose bit is set in `zero_if_any` is zero, or when every
+  // input whose bit is set in `zero_if_all` is. Bit i: input i.
+  uint32_t zero_if_any = 0;
+  uint32_t zero_if_all = 0;
   // Only passes on (parts of) the values it is given, or scalars: never creates a
   // tensor. The executor's allocation metering skips it (it would otherwise walk
   // every tuple the op passes on, however deep).

@@ -154,7 +154,6 @@ std::vector<Value> RandomInputs(FuncGraph* g, uint64_t seed, double scale) {
   return out;
 }
 
-std::vector<Value> MlpInputs(FuncGraph* g, uint64_t seed) { return RandomInputs(g, seed); }
 
 }  // namespace programs
 }  // namespace kgrad

@@ -40,9 +40,6 @@ FuncGraph* HornerLoop(Module* m, int64_t k, DType dtype);
 // application of an identity graph to the state. The state is dropped at the end.
 // Its type grows with n, so it runs only without the executor's type check.
 FuncGraph* WrappingLoop(Module* m, bool partial);
-
-// Inputs for the programs above (deterministic from the seed).
-std::vector<Value> MlpInputs(FuncGraph* g, uint64_t seed = 11);
 // Uniform values in [-scale, scale) with the parameter types of `g`, one-hot
 // labels for parameters named "labels".
 std::vector<Value> RandomInputs(FuncGraph* g, uint64_t seed, double scale = 1.0);

@@ -13,72 +13,59 @@
 #include "core/shape.h"
 #include "core/status_macros.h"
 #include "ops/bprop_context.h"
+#include "ops/op_def.h"
 #include "ops/op_util.h"
 
 namespace kgrad {
 namespace ops {
+
+// ----- Checks shared with the kernels ------------------------------------------------
+absl::Status CheckUnary(PrimId id, TensorType x) {
+  return CheckDType(0, x, ElementwiseDTypes(id));
+}
+
+absl::StatusOr<Shape> BinaryShape(PrimId id, TensorType x, TensorType y, CheckedBy by) {
+  KGRAD_RETURN_IF_ERROR(CheckSameDType(0, x, 1, y, by));
+  KGRAD_RETURN_IF_ERROR(CheckDType(0, x, ElementwiseDTypes(id)));
+  return BroadcastShapes(x.shape, y.shape);
+}
+
+absl::StatusOr<Shape> SelectShape(TensorType cond, TensorType a, TensorType b, CheckedBy by) {
+  KGRAD_RETURN_IF_ERROR(CheckDType(0, cond, kBoolType));
+  KGRAD_RETURN_IF_ERROR(CheckSameDType(1, a, 2, b, by));
+  KGRAD_ASSIGN_OR_RETURN(Shape ab, BroadcastShapes(a.shape, b.shape));
+  return BroadcastShapes(cond.shape, ab);
+}
+
 namespace {
 
-// ----- Dtype sets -------------------------------------------------------------
-using DTypeMask = uint32_t;
-constexpr DTypeMask Bit(DType t) { return DTypeMask{1} << static_cast<int>(t); }
-constexpr DTypeMask kFloatTypes = Bit(DType::kFloat32) | Bit(DType::kFloat64);
-constexpr DTypeMask kNumericTypes = kFloatTypes | Bit(DType::kInt32) | Bit(DType::kInt64);
-constexpr DTypeMask kBoolType = Bit(DType::kBool);
-constexpr DTypeMask kAllTypes = kNumericTypes | kBoolType;
+// ----- Inference ------------------------------------------------------------------
+// Each op's dtypes and whether it gives bool are one table (ElementwiseDTypes,
+// ElementwiseBoolOutput in elementwise.h), read here and by the kernels.
 
-// "f32, f64, i32 or i64".
-std::string MaskNames(DTypeMask mask) {
-  std::string out;
-  int remaining = __builtin_popcount(mask);
-  for (int i = 0; i < kNumDTypes; ++i) {
-    if ((mask & Bit(static_cast<DType>(i))) == 0) continue;
-    --remaining;
-    absl::StrAppend(&out, DTypeName(static_cast<DType>(i)),
-                    remaining == 0 ? "" : (remaining == 1 ? " or " : ", "));
-  }
-  return out;
-}
-
-// Input `i` as a tensor whose dtype is in `allowed`.
-absl::StatusOr<const AbstractTensor*> TypedTensorArg(const InferCall& c, int i,
-                                                     DTypeMask allowed) {
-  KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* t, TensorArg(c, i));
-  if ((allowed & Bit(t->dtype())) == 0) {
-    return ArgError(c, i, absl::StrCat("a ", MaskNames(allowed), " tensor"));
-  }
-  return t;
-}
-
-// ----- Unary ----------------------------------------------------------------------
 // y = f(x): same dtype and shape as x.
-template <DTypeMask kAllowed>
 absl::StatusOr<AbstractPtr> InferUnary(const InferCall& c) {
-  KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* x, TypedTensorArg(c, 0, kAllowed));
+  KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* x, TensorArg(c, 0));
+  KGRAD_RETURN_IF_ERROR(CheckUnary(c.prim.id(), *x));
   return MakeAbstractTensor(x->dtype(), x->shape());
 }
 
-// ----- Binary ---------------------------------------------------------------------
-// z = f(x, y) with NumPy broadcasting; both inputs one dtype from `kAllowed`; the
-// output has that dtype, or bool for comparisons.
-template <DTypeMask kAllowed, bool kBoolOut>
+// z = f(x, y) with NumPy broadcasting; both inputs of one dtype the primitive
+// accepts; the output has that dtype, or bool for comparisons.
 absl::StatusOr<AbstractPtr> InferBinary(const InferCall& c) {
   KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* x, TensorArg(c, 0));
   KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* y, TensorArg(c, 1));
-  KGRAD_RETURN_IF_ERROR(SameDType(c, {0, 1}));
-  KGRAD_RETURN_IF_ERROR(TypedTensorArg(c, 0, kAllowed).status());
-  KGRAD_ASSIGN_OR_RETURN(Shape shape, BroadcastShapes(x->shape(), y->shape()));
-  return MakeAbstractTensor(kBoolOut ? DType::kBool : x->dtype(), std::move(shape));
+  KGRAD_ASSIGN_OR_RETURN(Shape shape, BinaryShape(c.prim.id(), *x, *y, CheckedBy::kInference));
+  const bool bool_out = ElementwiseBoolOutput(c.prim.id());
+  return MakeAbstractTensor(bool_out ? DType::kBool : x->dtype(), std::move(shape));
 }
 
 // select(cond, a, b) = cond ? a : b elementwise; the three shapes broadcast together.
 absl::StatusOr<AbstractPtr> InferSelect(const InferCall& c) {
-  KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* cond, TypedTensorArg(c, 0, kBoolType));
+  KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* cond, TensorArg(c, 0));
   KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* a, TensorArg(c, 1));
   KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* b, TensorArg(c, 2));
-  KGRAD_RETURN_IF_ERROR(SameDType(c, {1, 2}));
-  KGRAD_ASSIGN_OR_RETURN(Shape ab, BroadcastShapes(a->shape(), b->shape()));
-  KGRAD_ASSIGN_OR_RETURN(Shape shape, BroadcastShapes(cond->shape(), ab));
+  KGRAD_ASSIGN_OR_RETURN(Shape shape, SelectShape(*cond, *a, *b, CheckedBy::kInference));
   return MakeAbstractTensor(a->dtype(), std::move(shape));
 }
 
@@ -307,113 +294,93 @@ absl::Status BpropSelect(BpropContext& c) {
 
 // ----- Registration -----------------------------------------------------------------
 // Outputs that carry no gradient (bool results, piecewise-constant maps).
-PrimitiveDef ZeroGradient(PrimitiveDef d) {
-  d.zero_gradient = true;
-  return d;
-}
-
-PrimitiveDef WithBprop(PrimitiveDef d, BpropFn bprop) {
-  d.bprop = bprop;
-  return d;
-}
-
-// Linear in every differentiable input.
-PrimitiveDef Linear(PrimitiveDef d, BpropFn bprop) {
-  d.linear = true;
-  d.bprop = bprop;
-  return d;
-}
-
 void RegisterUnary(std::vector<PrimitiveDef>* defs) {
-  constexpr auto kNumeric = InferUnary<kNumericTypes>;
-  constexpr auto kFloat = InferUnary<kFloatTypes>;
+  // Each op's dtypes: ElementwiseDTypes (elementwise.h).
   // neg(x) = -x.
-  defs->push_back(Linear(MakeDef(PrimId::kNeg, 1, 1, kNumeric), BpropNeg));
+  defs->push_back(OpDef(PrimId::kNeg, 1, 1, InferUnary).Bprop(BpropNeg).ZeroIfAny({0}).Linear());
   // abs(x) = |x|.
-  defs->push_back(WithBprop(MakeDef(PrimId::kAbs, 1, 1, kNumeric), BpropAbs));
+  defs->push_back(OpDef(PrimId::kAbs, 1, 1, InferUnary).Bprop(BpropAbs));
   // sign(x) = -1, 0 or 1 (0 at 0, NaN at NaN); piecewise constant, so no gradient.
-  defs->push_back(ZeroGradient(MakeDef(PrimId::kSign, 1, 1, kNumeric)));
+  defs->push_back(OpDef(PrimId::kSign, 1, 1, InferUnary).ZeroGradient());
   // square(x) = x * x.
-  defs->push_back(WithBprop(MakeDef(PrimId::kSquare, 1, 1, kNumeric), BpropSquare));
+  defs->push_back(OpDef(PrimId::kSquare, 1, 1, InferUnary).Bprop(BpropSquare));
   // exp(x) = e^x.
-  defs->push_back(WithBprop(MakeDef(PrimId::kExp, 1, 1, kFloat), BpropExp));
+  defs->push_back(OpDef(PrimId::kExp, 1, 1, InferUnary).Bprop(BpropExp));
   // log(x) = ln x (-inf at 0, NaN below).
-  defs->push_back(WithBprop(MakeDef(PrimId::kLog, 1, 1, kFloat), BpropLog));
+  defs->push_back(OpDef(PrimId::kLog, 1, 1, InferUnary).Bprop(BpropLog));
   // log1p(x) = ln(1 + x), accurate near 0.
-  defs->push_back(WithBprop(MakeDef(PrimId::kLog1p, 1, 1, kFloat), BpropLog1p));
+  defs->push_back(OpDef(PrimId::kLog1p, 1, 1, InferUnary).Bprop(BpropLog1p));
   // expm1(x) = e^x - 1, accurate near 0.
-  defs->push_back(WithBprop(MakeDef(PrimId::kExpm1, 1, 1, kFloat), BpropExpm1));
+  defs->push_back(OpDef(PrimId::kExpm1, 1, 1, InferUnary).Bprop(BpropExpm1));
   // sin(x).
-  defs->push_back(WithBprop(MakeDef(PrimId::kSin, 1, 1, kFloat), BpropSin));
+  defs->push_back(OpDef(PrimId::kSin, 1, 1, InferUnary).Bprop(BpropSin));
   // cos(x).
-  defs->push_back(WithBprop(MakeDef(PrimId::kCos, 1, 1, kFloat), BpropCos));
+  defs->push_back(OpDef(PrimId::kCos, 1, 1, InferUnary).Bprop(BpropCos));
   // tanh(x).
-  defs->push_back(WithBprop(MakeDef(PrimId::kTanh, 1, 1, kFloat), BpropTanh));
+  defs->push_back(OpDef(PrimId::kTanh, 1, 1, InferUnary).Bprop(BpropTanh));
   // sigmoid(x) = 1 / (1 + e^-x), no overflow for large |x|.
-  defs->push_back(WithBprop(MakeDef(PrimId::kSigmoid, 1, 1, kFloat), BpropSigmoid));
+  defs->push_back(OpDef(PrimId::kSigmoid, 1, 1, InferUnary).Bprop(BpropSigmoid));
   // relu(x) = max(x, 0).
-  defs->push_back(WithBprop(MakeDef(PrimId::kRelu, 1, 1, kFloat), BpropRelu));
+  defs->push_back(OpDef(PrimId::kRelu, 1, 1, InferUnary).Bprop(BpropRelu));
   // gelu(x) = x * Phi(x) = 0.5 x (1 + erf(x / sqrt 2)); with approximate=true
   // 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
-  defs->push_back(WithBprop(
-      MakeDef(PrimId::kGelu, 1, 1, kFloat, {BoolAttr("approximate", false)}), BpropGelu));
+  defs->push_back(
+      OpDef(PrimId::kGelu, 1, 1, InferUnary, {BoolAttr("approximate", false)}).Bprop(BpropGelu));
   // softplus(x) = ln(1 + e^x), computed as max(x, 0) + log1p(e^-|x|).
-  defs->push_back(WithBprop(MakeDef(PrimId::kSoftplus, 1, 1, kFloat), BpropSoftplus));
+  defs->push_back(OpDef(PrimId::kSoftplus, 1, 1, InferUnary).Bprop(BpropSoftplus));
   // sqrt(x).
-  defs->push_back(WithBprop(MakeDef(PrimId::kSqrt, 1, 1, kFloat), BpropSqrt));
+  defs->push_back(OpDef(PrimId::kSqrt, 1, 1, InferUnary).Bprop(BpropSqrt));
   // rsqrt(x) = 1 / sqrt(x).
-  defs->push_back(WithBprop(MakeDef(PrimId::kRsqrt, 1, 1, kFloat), BpropRsqrt));
+  defs->push_back(OpDef(PrimId::kRsqrt, 1, 1, InferUnary).Bprop(BpropRsqrt));
   // reciprocal(x) = 1 / x.
-  defs->push_back(WithBprop(MakeDef(PrimId::kReciprocal, 1, 1, kFloat), BpropReciprocal));
+  defs->push_back(OpDef(PrimId::kReciprocal, 1, 1, InferUnary).Bprop(BpropReciprocal));
   // erf(x) = 2/sqrt(pi) * integral_0^x e^(-t^2) dt.
-  defs->push_back(WithBprop(MakeDef(PrimId::kErf, 1, 1, kFloat), BpropErf));
+  defs->push_back(OpDef(PrimId::kErf, 1, 1, InferUnary).Bprop(BpropErf));
   // logical_not(x) = !x (bool only).
-  defs->push_back(ZeroGradient(MakeDef(PrimId::kLogicalNot, 1, 1, InferUnary<kBoolType>)));
+  defs->push_back(OpDef(PrimId::kLogicalNot, 1, 1, InferUnary).ZeroGradient());
 }
 
 void RegisterBinary(std::vector<PrimitiveDef>* defs) {
-  constexpr auto kArith = InferBinary<kNumericTypes, false>;
   // add(x, y) = x + y.
-  defs->push_back(Linear(MakeDef(PrimId::kAdd, 2, 2, kArith), BpropAdd));
-  // sub(x, y) = x - y.
-  defs->push_back(Linear(MakeDef(PrimId::kSub, 2, 2, kArith), BpropSub));
-  // mul(x, y) = x * y.
-  defs->push_back(WithBprop(MakeDef(PrimId::kMul, 2, 2, kArith), BpropMul));
-  // div(x, y) = x / y; integers truncate toward zero, integer y == 0 is an error.
-  defs->push_back(WithBprop(MakeDef(PrimId::kDiv, 2, 2, kArith), BpropDiv));
-  // pow(x, y) = x^y (floating only).
   defs->push_back(
-      WithBprop(MakeDef(PrimId::kPow, 2, 2, InferBinary<kFloatTypes, false>), BpropPow));
+      OpDef(PrimId::kAdd, 2, 2, InferBinary).Bprop(BpropAdd).ZeroIfAll({0, 1}).Linear());
+  // sub(x, y) = x - y.
+  defs->push_back(
+      OpDef(PrimId::kSub, 2, 2, InferBinary).Bprop(BpropSub).ZeroIfAll({0, 1}).Linear());
+  // mul(x, y) = x * y.
+  defs->push_back(OpDef(PrimId::kMul, 2, 2, InferBinary).Bprop(BpropMul).ZeroIfAny({0, 1}));
+  // div(x, y) = x / y; integers truncate toward zero, integer y == 0 is an error.
+  defs->push_back(OpDef(PrimId::kDiv, 2, 2, InferBinary).Bprop(BpropDiv).ZeroIfAny({0}));
+  // pow(x, y) = x^y (floating only).
+  defs->push_back(OpDef(PrimId::kPow, 2, 2, InferBinary).Bprop(BpropPow));
   // maximum(x, y) = max(x, y), NaN if either is NaN.
-  defs->push_back(WithBprop(MakeDef(PrimId::kMaximum, 2, 2, kArith), BpropMaximum));
+  defs->push_back(OpDef(PrimId::kMaximum, 2, 2, InferBinary).Bprop(BpropMaximum));
   // minimum(x, y) = min(x, y), NaN if either is NaN.
-  defs->push_back(WithBprop(MakeDef(PrimId::kMinimum, 2, 2, kArith), BpropMinimum));
+  defs->push_back(OpDef(PrimId::kMinimum, 2, 2, InferBinary).Bprop(BpropMinimum));
 
   // Comparisons: bool outputs carry no gradient. equal/not_equal take any dtype,
   // the orderings any numeric dtype.
-  constexpr auto kEq = InferBinary<kAllTypes, true>;
-  constexpr auto kOrder = InferBinary<kNumericTypes, true>;
   // equal(x, y) = x == y.
-  defs->push_back(ZeroGradient(MakeDef(PrimId::kEqual, 2, 2, kEq)));
+  defs->push_back(OpDef(PrimId::kEqual, 2, 2, InferBinary).ZeroGradient());
   // not_equal(x, y) = x != y.
-  defs->push_back(ZeroGradient(MakeDef(PrimId::kNotEqual, 2, 2, kEq)));
+  defs->push_back(OpDef(PrimId::kNotEqual, 2, 2, InferBinary).ZeroGradient());
   // less(x, y) = x < y.
-  defs->push_back(ZeroGradient(MakeDef(PrimId::kLess, 2, 2, kOrder)));
+  defs->push_back(OpDef(PrimId::kLess, 2, 2, InferBinary).ZeroGradient());
   // less_equal(x, y) = x <= y.
-  defs->push_back(ZeroGradient(MakeDef(PrimId::kLessEqual, 2, 2, kOrder)));
+  defs->push_back(OpDef(PrimId::kLessEqual, 2, 2, InferBinary).ZeroGradient());
   // greater(x, y) = x > y.
-  defs->push_back(ZeroGradient(MakeDef(PrimId::kGreater, 2, 2, kOrder)));
+  defs->push_back(OpDef(PrimId::kGreater, 2, 2, InferBinary).ZeroGradient());
   // greater_equal(x, y) = x >= y.
-  defs->push_back(ZeroGradient(MakeDef(PrimId::kGreaterEqual, 2, 2, kOrder)));
-  constexpr auto kLogic = InferBinary<kBoolType, true>;
+  defs->push_back(OpDef(PrimId::kGreaterEqual, 2, 2, InferBinary).ZeroGradient());
   // logical_and(x, y) = x && y (bool only).
-  defs->push_back(ZeroGradient(MakeDef(PrimId::kLogicalAnd, 2, 2, kLogic)));
+  defs->push_back(OpDef(PrimId::kLogicalAnd, 2, 2, InferBinary).ZeroGradient());
   // logical_or(x, y) = x || y (bool only).
-  defs->push_back(ZeroGradient(MakeDef(PrimId::kLogicalOr, 2, 2, kLogic)));
+  defs->push_back(OpDef(PrimId::kLogicalOr, 2, 2, InferBinary).ZeroGradient());
 
   // select(cond, a, b) = cond ? a : b; linear in (a, b), cond is a bool and not
   // differentiable.
-  defs->push_back(Linear(MakeDef(PrimId::kSelect, 3, 3, InferSelect), BpropSelect));
+  defs->push_back(
+      OpDef(PrimId::kSelect, 3, 3, InferSelect).Bprop(BpropSelect).ZeroIfAll({1, 2}).Linear());
 }
 
 }  // namespace

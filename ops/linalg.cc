@@ -11,6 +11,7 @@
 #include "core/shape.h"
 #include "core/status_macros.h"
 #include "ops/bprop_context.h"
+#include "ops/op_def.h"
 #include "ops/einsum_spec.h"
 #include "ops/op_util.h"
 
@@ -18,12 +19,27 @@ namespace kgrad {
 namespace ops {
 namespace {
 
-// ----- matmul ---------------------------------------------------------------------
-absl::StatusOr<const AbstractTensor*> MatMulOperand(const InferCall& c, int i) {
-  KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* t, TensorArg(c, i));
-  if (t->dtype() == DType::kBool) return ArgError(c, i, "a f32, f64, i32 or i64 tensor");
-  if (t->rank() < 2) return ArgError(c, i, "a tensor of rank >= 2 (a matrix or a batch)");
-  return t;
+// ----- Checks -----------------------------------------------------------------------
+// Operand i of the dtype of operand 0. The message says it both ways that
+// callers match on ("dtype of input 0", "same dtype, got f32 and f64").
+absl::Status SameDTypeAsFirst(TensorType first, TensorType t, int i) {
+  if (t.dtype == first.dtype) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      "input ", i, " must have the dtype of input 0 (", DTypeName(first.dtype), "), got ",
+      t.ToString(), "; the operands need the same dtype, got ", DTypeName(first.dtype), " and ",
+      DTypeName(t.dtype)));
+}
+
+// Operand i of matmul: numeric, of rank >= 2 (a matrix or a batch of them). The
+// kernels have always named the dtypes in the rank error too.
+absl::Status CheckMatMulOperand(TensorType t, int i, CheckedBy by) {
+  const bool bad_rank = t.rank() < 2;
+  if (t.dtype != DType::kBool && !bad_rank) return absl::OkStatus();
+  const char* expected = t.dtype == DType::kBool || by == CheckedBy::kKernel
+                             ? "a f32, f64, i32 or i64 tensor of rank >= 2"
+                             : "a tensor of rank >= 2 (a matrix or a batch)";
+  return absl::InvalidArgumentError(
+      absl::StrCat("input ", i, " must be ", expected, ", got ", t.ToString()));
 }
 
 // Two dims that must be equal: the known one when one is unknown; error when both
@@ -34,58 +50,23 @@ absl::StatusOr<int64_t> MergeDim(int64_t a, int64_t b, absl::string_view what) {
   return absl::InvalidArgumentError(absl::StrCat(what, " must agree, got ", a, " and ", b));
 }
 
-// matmul(a, b){transpose_a, transpose_b}: c[..., i, j] = sum_k op(a)[..., i, k] *
-// op(b)[..., k, j], op the optional transpose of the last two dims; batch dims
-// broadcast.
-absl::StatusOr<AbstractPtr> InferMatMul(const InferCall& c) {
-  KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* a, MatMulOperand(c, 0));
-  KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* b, MatMulOperand(c, 1));
-  KGRAD_RETURN_IF_ERROR(SameDType(c, {0, 1}));
-  const Shape& sa = a->shape();
-  const Shape& sb = b->shape();
-  int ra = a->rank(), rb = b->rank();
-  bool ta = c.prim.GetBool("transpose_a"), tb = c.prim.GetBool("transpose_b");
-  int64_t m = ta ? sa[ra - 1] : sa[ra - 2];
-  int64_t ka = ta ? sa[ra - 2] : sa[ra - 1];
-  int64_t kb = tb ? sb[rb - 1] : sb[rb - 2];
-  int64_t n = tb ? sb[rb - 2] : sb[rb - 1];
-  absl::StatusOr<int64_t> k = MergeDim(ka, kb, "matmul inner dimensions");
-  if (!k.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat(k.status().message(), " (", a->ToString(), " x ",
-                                                   b->ToString(), ", transpose_a=", ta,
-                                                   ", transpose_b=", tb, ")"));
-  }
-  absl::Span<const int64_t> batch_a(sa.data(), ra - 2), batch_b(sb.data(), rb - 2);
-  absl::StatusOr<Shape> batch = BroadcastShapes(batch_a, batch_b);
-  if (!batch.ok()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("matmul batch dimensions: ", batch.status().message()));
-  }
-  Shape out = *batch;
-  out.push_back(m);
-  out.push_back(n);
-  return MakeAbstractTensor(a->dtype(), std::move(out));
-}
-
-// ----- einsum ---------------------------------------------------------------------
 // The size of each letter over all operands (unknown where no operand knows it);
 // error naming the letter when two known sizes differ.
-absl::StatusOr<std::array<int64_t, 128>> EinsumLetterSizes(const InferCall& c,
-                                                           const std::string& eq,
-                                                           const EinsumSpec& spec) {
-  std::array<int64_t, 128> size;
+absl::StatusOr<EinsumSizes> EinsumLetterSizes(const std::string& eq, const EinsumSpec& spec,
+                                              absl::Span<const TensorType> operands) {
+  EinsumSizes size;
   size.fill(kUnknownDim);
   std::array<int, 128> where{};
   for (size_t i = 0; i < spec.inputs.size(); ++i) {
     const std::string& sub = spec.inputs[i];
-    const AbstractTensor* t = AsTensor(c.args[i]);
-    if (static_cast<int>(sub.size()) != t->rank()) {
+    const TensorType t = operands[i];
+    if (static_cast<int>(sub.size()) != t.rank()) {
       return EinsumError(eq, absl::StrCat("operand ", i, " has ", sub.size(), " subscripts '", sub,
-                                          "' but is ", t->ToString()));
+                                          "' but is ", t.ToString()));
     }
     for (size_t d = 0; d < sub.size(); ++d) {
-      int ch = sub[d];
-      int64_t n = t->shape()[d];
+      int ch = static_cast<unsigned char>(sub[d]);
+      int64_t n = t.shape[d];
       if (n == kUnknownDim) continue;
       if (size[ch] == kUnknownDim) {
         size[ch] = n;
@@ -100,23 +81,80 @@ absl::StatusOr<std::array<int64_t, 128>> EinsumLetterSizes(const InferCall& c,
   return size;
 }
 
-// einsum(x0, ..., xn){equation}: out[out letters] = sum over the other letters of
-// the product of the operands, each indexed by its subscripts (a repeated letter
-// in one operand reads the diagonal).
-absl::StatusOr<AbstractPtr> InferEinsum(const InferCall& c) {
-  int n = static_cast<int>(c.args.size());
+}  // namespace
+
+// ----- The checks and formulas of ops/linalg.h ------------------------------------------
+absl::StatusOr<MatMulDims> ParseMatMul(const Primitive& p, TensorType a, TensorType b,
+                                       CheckedBy by) {
+  KGRAD_RETURN_IF_ERROR(CheckMatMulOperand(a, 0, by));
+  KGRAD_RETURN_IF_ERROR(CheckMatMulOperand(b, 1, by));
+  KGRAD_RETURN_IF_ERROR(SameDTypeAsFirst(a, b, 1));
+  MatMulDims d;
+  d.ta = p.GetBool("transpose_a");
+  d.tb = p.GetBool("transpose_b");
+  absl::Span<const int64_t> sa = a.shape, sb = b.shape;
+  const int ra = a.rank(), rb = b.rank();
+  d.m = d.ta ? sa[ra - 1] : sa[ra - 2];
+  const int64_t ka = d.ta ? sa[ra - 2] : sa[ra - 1];
+  const int64_t kb = d.tb ? sb[rb - 1] : sb[rb - 2];
+  d.n = d.tb ? sb[rb - 2] : sb[rb - 1];
+  absl::StatusOr<int64_t> k = MergeDim(ka, kb, "matmul inner dimensions");
+  if (!k.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(k.status().message(), " (", a.ToString(), " x ",
+                                                   b.ToString(), ", transpose_a=", d.ta,
+                                                   ", transpose_b=", d.tb, ")"));
+  }
+  d.k = *k;
+  absl::StatusOr<Shape> batch =
+      BroadcastShapes(sa.first(ra - 2), sb.first(rb - 2));
+  if (!batch.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("matmul batch dimensions: ", batch.status().message()));
+  }
+  d.batch = *std::move(batch);
+  d.out = d.batch;
+  d.out.push_back(d.m);
+  d.out.push_back(d.n);
+  return d;
+}
+
+absl::StatusOr<EinsumCall> ParseEinsumCall(const Primitive& p,
+                                           absl::Span<const TensorType> operands) {
+  const int n = static_cast<int>(operands.size());
   if (n < 1 || n > kMaxEinsumOperands) {
     return absl::InvalidArgumentError(
         absl::StrCat("einsum takes 1 to ", kMaxEinsumOperands, " operands, got ", n));
   }
-  for (int i = 0; i < n; ++i) KGRAD_RETURN_IF_ERROR(FloatTensorArg(c, i).status());
-  for (int i = 1; i < n; ++i) KGRAD_RETURN_IF_ERROR(SameDType(c, {0, i}));
-  const std::string& eq = c.prim.GetString("equation");
-  KGRAD_ASSIGN_OR_RETURN(EinsumSpec spec, ParseEinsum(eq, n));
-  KGRAD_ASSIGN_OR_RETURN(auto size, EinsumLetterSizes(c, eq, spec));
-  Shape out;
-  for (char ch : spec.output) out.push_back(size[static_cast<unsigned char>(ch)]);
-  return MakeAbstractTensor(AsTensor(c.args[0])->dtype(), std::move(out));
+  for (int i = 0; i < n; ++i) {
+    KGRAD_RETURN_IF_ERROR(CheckFloat(i, operands[i]));
+    KGRAD_RETURN_IF_ERROR(SameDTypeAsFirst(operands[0], operands[i], i));
+  }
+  const std::string& eq = p.GetString("equation");
+  EinsumCall call;
+  KGRAD_ASSIGN_OR_RETURN(call.spec, ParseEinsum(eq, n));
+  KGRAD_ASSIGN_OR_RETURN(call.size, EinsumLetterSizes(eq, call.spec, operands));
+  call.out = LetterShape(call.spec.output, call.size);
+  return call;
+}
+
+namespace {
+
+// ----- Inference --------------------------------------------------------------------
+// matmul(a, b){transpose_a, transpose_b}: see MatMulDims.
+absl::StatusOr<AbstractPtr> InferMatMul(const InferCall& c) {
+  KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* a, TensorArg(c, 0));
+  KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* b, TensorArg(c, 1));
+  KGRAD_ASSIGN_OR_RETURN(MatMulDims d, ParseMatMul(c.prim, *a, *b, CheckedBy::kInference));
+  return MakeAbstractTensor(a->dtype(), std::move(d.out));
+}
+
+// einsum(x0, ..., xn){equation}: out[out letters] = sum over the other letters of
+// the product of the operands, each indexed by its subscripts (a repeated letter
+// in one operand reads the diagonal).
+absl::StatusOr<AbstractPtr> InferEinsum(const InferCall& c) {
+  KGRAD_ASSIGN_OR_RETURN(std::vector<TensorType> operands, TensorArgs(c));
+  KGRAD_ASSIGN_OR_RETURN(EinsumCall call, ParseEinsumCall(c.prim, operands));
+  return MakeAbstractTensor(operands[0].dtype, std::move(call.out));
 }
 
 // ----- Gradient rules -------------------------------------------------------------
@@ -315,15 +353,14 @@ absl::Status BpropEinsum(BpropContext& c) {
 }  // namespace
 
 void RegisterLinalgOps(std::vector<PrimitiveDef>* defs) {
-  // Bilinear, not linear: neither flag is set.
-  PrimitiveDef matmul = MakeDef(PrimId::kMatMul, 2, 2, InferMatMul,
-                                {BoolAttr("transpose_a", false), BoolAttr("transpose_b", false)});
-  matmul.bprop = &BpropMatMul;
-  defs->push_back(std::move(matmul));
-  PrimitiveDef einsum = MakeDef(PrimId::kEinsum, 1, kMaxEinsumOperands, InferEinsum,
-                                {RequiredAttr("equation", AttrType::kString)});
-  einsum.bprop = &BpropEinsum;
-  defs->push_back(std::move(einsum));
+  // Bilinear: zero if either operand is.
+  defs->push_back(OpDef(PrimId::kMatMul, 2, 2, InferMatMul,
+                        {BoolAttr("transpose_a", false), BoolAttr("transpose_b", false)})
+                      .Bprop(BpropMatMul)
+                      .ZeroIfAny({0, 1}));
+  defs->push_back(OpDef(PrimId::kEinsum, 1, kMaxEinsumOperands, InferEinsum,
+                        {RequiredAttr("equation", AttrType::kString)})
+                      .Bprop(BpropEinsum));
 }
 
 }  // namespace ops

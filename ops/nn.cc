@@ -1,7 +1,9 @@
 #include "ops/nn.h"
 
 #include <cmath>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -9,149 +11,211 @@
 #include "core/shape.h"
 #include "core/status_macros.h"
 #include "ops/bprop_context.h"
+#include "ops/op_def.h"
 #include "ops/op_util.h"
 
 namespace kgrad {
 namespace ops {
 namespace {
 
-// Shape `a` with the dims of `b` filled in where `a` does not know them; error when
-// two known dims differ. `what` names the two inputs.
-absl::StatusOr<Shape> MergeShapes(const AbstractTensor* a, const AbstractTensor* b,
-                                  absl::string_view what) {
-  if (a->rank() != b->rank()) {
-    return absl::InvalidArgumentError(absl::StrCat(what, " must have the same shape, got ",
-                                                   a->ToString(), " and ", b->ToString()));
-  }
-  Shape out = a->shape();
-  for (int i = 0; i < a->rank(); ++i) {
-    int64_t d = b->shape()[i];
+// Input i of an op on the floating x: floating too, and of x's dtype.
+absl::Status CheckLikeX(const Primitive& p, int i, TensorType x, TensorType t) {
+  KGRAD_RETURN_IF_ERROR(CheckFloat(i, t));
+  if (t.dtype == x.dtype) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat("input ", i, " must be ", DTypeName(x.dtype), " like input 0, got ",
+                   t.ToString(), " (the inputs of ", p.name(), " have the same dtype)"));
+}
+
+// `a`'s dims with those it does not know taken from `b`; nullopt when the ranks
+// or two known dims differ.
+std::optional<Shape> MergeShapes(TensorType a, TensorType b) {
+  if (a.rank() != b.rank()) return std::nullopt;
+  Shape out(a.shape.begin(), a.shape.end());
+  for (int i = 0; i < a.rank(); ++i) {
     if (out[i] == kUnknownDim) {
-      out[i] = d;
-    } else if (d != kUnknownDim && d != out[i]) {
-      return absl::InvalidArgumentError(absl::StrCat(what, " must have the same shape, got ",
-                                                     a->ToString(), " and ", b->ToString()));
+      out[i] = b.shape[i];
+    } else if (b.shape[i] != kUnknownDim && b.shape[i] != out[i]) {
+      return std::nullopt;
     }
   }
   return out;
 }
 
-// A float tensor of the same dtype as input 0.
-absl::StatusOr<const AbstractTensor*> FloatLikeFirst(const InferCall& c, int i) {
-  KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* t, FloatTensorArg(c, i));
-  KGRAD_RETURN_IF_ERROR(SameDType(c, {0, i}));
-  return t;
+absl::StatusOr<double> EpsilonAttr(const Primitive& p, CheckedBy by) {
+  const double eps = p.GetFloat("epsilon");
+  if (eps >= 0 && std::isfinite(eps)) return eps;
+  return absl::InvalidArgumentError(
+      absl::StrCat("attribute 'epsilon'", by == CheckedBy::kInference ? " of " + p.name() : "",
+                   " must be finite and >= 0, got ", eps));
 }
 
-// An axis attribute checked against the rank of `t`.
-absl::StatusOr<int> AxisAttr(const InferCall& c, const AbstractTensor* t, const std::string& name) {
-  absl::StatusOr<int> axis = NormalizeAxis(c.prim.GetInt(name), t->rank());
-  if (!axis.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat("attribute '", name, "' of ", c.prim.name(),
-                                                   " on ", t->ToString(), ": ",
-                                                   axis.status().message()));
+// An affine parameter (scale or bias, input i) of x's dtype and of shape `want`
+// (unknown dims on either side match anything).
+absl::Status CheckAffine(const Primitive& p, int i, TensorType x, TensorType t,
+                         absl::Span<const int64_t> want, CheckedBy by) {
+  KGRAD_RETURN_IF_ERROR(CheckLikeX(p, i, x, t));
+  bool ok = t.rank() == static_cast<int>(want.size());
+  for (int d = 0; ok && d < t.rank(); ++d) {
+    ok = t.shape[d] == kUnknownDim || want[d] == kUnknownDim || t.shape[d] == want[d];
   }
-  return *axis;
+  if (ok) return absl::OkStatus();
+  const bool inference = by == CheckedBy::kInference;
+  return absl::InvalidArgumentError(
+      absl::StrCat("input ", i, inference ? " must be of shape " : " must have shape ",
+                   ShapeToString(want), ", got ", t.ToString()));
 }
 
+}  // namespace
+
+// ----- Checks shared with the kernels ----------------------------------------------
+absl::StatusOr<int> ParseSoftmax(const Primitive& p, TensorType x) {
+  KGRAD_RETURN_IF_ERROR(CheckFloat(0, x));
+  return AxisAttr(p, "axis", x);
+}
+
+absl::StatusOr<CrossEntropyAxis> ParseSoftmaxCrossEntropy(const Primitive& p, TensorType logits,
+                                                          TensorType labels, CheckedBy by) {
+  KGRAD_RETURN_IF_ERROR(CheckFloat(0, logits));
+  KGRAD_RETURN_IF_ERROR(CheckLikeX(p, 1, logits, labels));
+  std::optional<Shape> shape = MergeShapes(logits, labels);
+  if (!shape.has_value()) {
+    return absl::InvalidArgumentError(
+        by == CheckedBy::kInference
+            ? absl::StrCat("logits and labels must have the same shape, got ", logits.ToString(),
+                           " and ", labels.ToString())
+            : absl::StrCat("labels must have the shape of logits, got logits ", logits.ToString(),
+                           " and labels ", labels.ToString()));
+  }
+  KGRAD_ASSIGN_OR_RETURN(int axis, AxisAttr(p, "axis", logits));
+  shape->erase(shape->begin() + axis);
+  return CrossEntropyAxis{axis, *std::move(shape)};
+}
+
+absl::StatusOr<Shape> SparseSoftmaxCrossEntropyShape(TensorType logits, TensorType labels) {
+  KGRAD_RETURN_IF_ERROR(CheckFloat(0, logits));
+  if (logits.rank() != 2) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("input 0 must be logits of rank 2 [N, C], got ", logits.ToString()));
+  }
+  const int64_t n = logits.shape[0];
+  const int64_t m = labels.rank() == 1 ? labels.shape[0] : kUnknownDim;
+  if (!IsInteger(labels.dtype) || labels.rank() != 1 ||
+      (n != kUnknownDim && m != kUnknownDim && n != m)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "input 1 must be i32 or i64 labels ", ShapeToString({n}), ", got ", labels.ToString(),
+        " (labels of rank 1 with one entry per row of logits: logits ", logits.ToString(),
+        ", labels ", labels.ToString(), ")"));
+  }
+  return Shape{n == kUnknownDim ? m : n};
+}
+
+absl::Status LabelOutOfRange(int64_t label, int64_t position, int64_t classes) {
+  return absl::OutOfRangeError(absl::StrCat("label ", label, " at position ", position,
+                                            " is out of range [0, ", classes, ")"));
+}
+
+absl::StatusOr<NormAttrs> ParseBatchNorm(const Primitive& p, TensorType x, TensorType scale,
+                                         TensorType bias, CheckedBy by) {
+  KGRAD_RETURN_IF_ERROR(CheckFloat(0, x));
+  if (x.rank() < 2) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("input 0 must be a tensor of rank >= 2, got ", x.ToString()));
+  }
+  NormAttrs a;
+  KGRAD_ASSIGN_OR_RETURN(a.axis, AxisAttr(p, "axis", x));
+  KGRAD_ASSIGN_OR_RETURN(a.epsilon, EpsilonAttr(p, by));
+  const int64_t channels[1] = {x.shape[a.axis]};
+  KGRAD_RETURN_IF_ERROR(CheckAffine(p, 1, x, scale, channels, by));
+  KGRAD_RETURN_IF_ERROR(CheckAffine(p, 2, x, bias, channels, by));
+  return a;
+}
+
+absl::StatusOr<NormAttrs> ParseLayerNorm(const Primitive& p, TensorType x, TensorType scale,
+                                         TensorType bias, CheckedBy by) {
+  KGRAD_RETURN_IF_ERROR(CheckFloat(0, x));
+  NormAttrs a;
+  KGRAD_ASSIGN_OR_RETURN(a.axis, AxisAttr(p, "begin_norm_axis", x));
+  KGRAD_ASSIGN_OR_RETURN(a.epsilon, EpsilonAttr(p, by));
+  const absl::Span<const int64_t> normalized = x.shape.subspan(a.axis);
+  KGRAD_RETURN_IF_ERROR(CheckAffine(p, 1, x, scale, normalized, by));
+  KGRAD_RETURN_IF_ERROR(CheckAffine(p, 2, x, bias, normalized, by));
+  return a;
+}
+
+absl::StatusOr<DropoutAttrs> ParseDropout(const Primitive& p, TensorType x) {
+  KGRAD_RETURN_IF_ERROR(CheckFloat(0, x));
+  const double rate = p.GetFloat("rate");
+  if (!(rate >= 0 && rate < 1)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("attribute 'rate' of ", p.name(), " must be in [0, 1), got ", rate));
+  }
+  return DropoutAttrs{rate, static_cast<uint64_t>(p.GetInt("seed"))};
+}
+
+namespace {
+
+// ----- Inference -------------------------------------------------------------------
 // softmax(x){axis}: exp(x - max) / sum(exp(x - max)) along axis.
 // log_softmax(x){axis}: x - max - log(sum(exp(x - max))) along axis.
 absl::StatusOr<AbstractPtr> InferSoftmax(const InferCall& c) {
-  KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* x, FloatTensorArg(c, 0));
-  KGRAD_RETURN_IF_ERROR(AxisAttr(c, x, "axis").status());
+  KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* x, TensorArg(c, 0));
+  KGRAD_RETURN_IF_ERROR(ParseSoftmax(c.prim, *x).status());
   return c.args[0];
 }
 
 // softmax_cross_entropy(logits, labels){axis}: -sum(labels * log_softmax(logits))
 // along axis, which is removed from the shape.
 absl::StatusOr<AbstractPtr> InferSoftmaxCrossEntropy(const InferCall& c) {
-  KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* logits, FloatTensorArg(c, 0));
-  KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* labels, FloatLikeFirst(c, 1));
-  KGRAD_ASSIGN_OR_RETURN(Shape shape, MergeShapes(logits, labels, "logits and labels"));
-  KGRAD_ASSIGN_OR_RETURN(int axis, AxisAttr(c, logits, "axis"));
-  shape.erase(shape.begin() + axis);
-  return MakeAbstractTensor(logits->dtype(), std::move(shape));
+  KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* logits, TensorArg(c, 0));
+  KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* labels, TensorArg(c, 1));
+  KGRAD_ASSIGN_OR_RETURN(CrossEntropyAxis ce, ParseSoftmaxCrossEntropy(c.prim, *logits, *labels,
+                                                                       CheckedBy::kInference));
+  return MakeAbstractTensor(logits->dtype(), std::move(ce.out));
 }
 
 // sparse_softmax_cross_entropy(logits[N, C], labels[N]): -log_softmax(logits)[n,
 // labels[n]]; labels outside [0, C) are a run-time error.
 absl::StatusOr<AbstractPtr> InferSparseSoftmaxCrossEntropy(const InferCall& c) {
-  KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* logits, FloatTensorArg(c, 0));
-  if (logits->rank() != 2) return ArgError(c, 0, "logits of rank 2 [N, C]");
+  KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* logits, TensorArg(c, 0));
   KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* labels, TensorArg(c, 1));
-  if (!IsInteger(labels->dtype()) || labels->rank() != 1) {
-    return ArgError(c, 1, "i32 or i64 labels of rank 1 [N]");
-  }
-  int64_t n = logits->shape()[0], m = labels->shape()[0];
-  if (n != kUnknownDim && m != kUnknownDim && n != m) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("labels must have one entry per row of logits: logits ", logits->ToString(),
-                     ", labels ", labels->ToString()));
-  }
-  return MakeAbstractTensor(logits->dtype(), {n == kUnknownDim ? m : n});
-}
-
-absl::Status EpsilonAttr(const InferCall& c) {
-  double eps = c.prim.GetFloat("epsilon");
-  if (!(eps >= 0) || !std::isfinite(eps)) {
-    return absl::InvalidArgumentError(absl::StrCat("attribute 'epsilon' of ", c.prim.name(),
-                                                   " must be finite and >= 0, got ", eps));
-  }
-  return absl::OkStatus();
-}
-
-// An affine parameter (scale or bias, input i) of shape `want`.
-absl::Status AffineArg(const InferCall& c, int i, absl::Span<const int64_t> want) {
-  KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* p, FloatLikeFirst(c, i));
-  bool ok = p->rank() == static_cast<int>(want.size());
-  for (int d = 0; ok && d < p->rank(); ++d) {
-    int64_t have = p->shape()[d];
-    ok = have == kUnknownDim || want[d] == kUnknownDim || have == want[d];
-  }
-  if (!ok) return ArgError(c, i, absl::StrCat("of shape ", ShapeToString(want)));
-  return absl::OkStatus();
+  KGRAD_ASSIGN_OR_RETURN(Shape shape, SparseSoftmaxCrossEntropyShape(*logits, *labels));
+  return MakeAbstractTensor(logits->dtype(), std::move(shape));
 }
 
 // batch_norm(x, scale[C], bias[C]){epsilon, axis}: training-mode normalisation,
 // y = (x - mean_c) * rsqrt(var_c + eps) * scale[c] + bias[c] with the batch
 // mean and biased variance of channel c (the dim `axis`) over all other dims.
-absl::StatusOr<AbstractPtr> InferBatchNorm(const InferCall& c) {
-  KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* x, FloatTensorArg(c, 0));
-  if (x->rank() < 2) return ArgError(c, 0, "a tensor of rank >= 2");
-  KGRAD_ASSIGN_OR_RETURN(int axis, AxisAttr(c, x, "axis"));
-  KGRAD_RETURN_IF_ERROR(EpsilonAttr(c));
-  Shape channels = {x->shape()[axis]};
-  KGRAD_RETURN_IF_ERROR(AffineArg(c, 1, channels));
-  KGRAD_RETURN_IF_ERROR(AffineArg(c, 2, channels));
-  return c.args[0];
-}
-
 // layer_norm(x, scale, bias){begin_norm_axis, epsilon}: normalises over the dims
 // [begin_norm_axis, rank): y = (x - mean) * rsqrt(var + eps) * scale + bias,
 // scale and bias of shape x.shape[begin_norm_axis:].
-absl::StatusOr<AbstractPtr> InferLayerNorm(const InferCall& c) {
-  KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* x, FloatTensorArg(c, 0));
-  KGRAD_ASSIGN_OR_RETURN(int begin, AxisAttr(c, x, "begin_norm_axis"));
-  KGRAD_RETURN_IF_ERROR(EpsilonAttr(c));
-  absl::Span<const int64_t> normalized(x->shape().data() + begin, x->rank() - begin);
-  KGRAD_RETURN_IF_ERROR(AffineArg(c, 1, normalized));
-  KGRAD_RETURN_IF_ERROR(AffineArg(c, 2, normalized));
+template <auto kParse>
+absl::StatusOr<AbstractPtr> InferNorm(const InferCall& c) {
+  KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* x, TensorArg(c, 0));
+  KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* scale, TensorArg(c, 1));
+  KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* bias, TensorArg(c, 2));
+  KGRAD_RETURN_IF_ERROR(kParse(c.prim, *x, *scale, *bias, CheckedBy::kInference).status());
   return c.args[0];
 }
+constexpr auto InferBatchNorm = InferNorm<ParseBatchNorm>;
+constexpr auto InferLayerNorm = InferNorm<ParseLayerNorm>;
 
 // dropout(x){rate, seed}: x * keep / (1 - rate), keep[i] = u(seed, i) >= rate with
 // the counter-based hash of backends/cpu/dropout_hash.h.
 absl::StatusOr<AbstractPtr> InferDropout(const InferCall& c) {
-  KGRAD_RETURN_IF_ERROR(FloatTensorArg(c, 0).status());
-  double rate = c.prim.GetFloat("rate");
-  if (!(rate >= 0 && rate < 1)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("attribute 'rate' of dropout must be in [0, 1), got ", rate));
-  }
+  KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* x, TensorArg(c, 0));
+  KGRAD_RETURN_IF_ERROR(ParseDropout(c.prim, *x).status());
   return c.args[0];
 }
 
 // ----- Gradient rules -------------------------------------------------------------
+// The primitive's axis attribute `name`, normalised against input 0's rank.
+absl::StatusOr<int> BpropAxis(BpropContext& c, const std::string& name, int rank) {
+  absl::StatusOr<int> axis = NormalizeAxis(c.prim().GetInt(name), rank);
+  if (!axis.ok()) return c.Error(std::string(axis.status().message()));
+  return axis;
+}
+
 AnfNode* ReduceMeanKeep(BpropContext& c, AnfNode* x, const std::vector<int64_t>& axes) {
   return c.Op(PrimId::kReduceMean, {x}, {{"axes", axes}, {"keepdims", true}});
 }
@@ -239,14 +303,13 @@ absl::Status BpropSparseSoftmaxCrossEntropy(BpropContext& c) {
 // dx = rstd * (g - mean(g) - xhat * mean(g * xhat)), g = dy * scale.
 absl::Status BpropBatchNorm(BpropContext& c) {
   KGRAD_ASSIGN_OR_RETURN(int rank, c.InRank(0));
-  absl::StatusOr<int> axis = NormalizeAxis(c.prim().GetInt("axis"), rank);
-  if (!axis.ok()) return c.Error(std::string(axis.status().message()));
+  KGRAD_ASSIGN_OR_RETURN(int axis, BpropAxis(c, "axis", rank));
   std::vector<int64_t> reduced;
   std::vector<int64_t> channel_shape(rank, 1);  // scale as [1, .., C, .., 1]
   for (int d = 0; d < rank; ++d) {
-    if (d != *axis) reduced.push_back(d);
+    if (d != axis) reduced.push_back(d);
   }
-  channel_shape[*axis] = -1;
+  channel_shape[axis] = -1;
   KGRAD_ASSIGN_OR_RETURN(Normalized n, Normalize(c, reduced));
   AnfNode* scale = c.Op(PrimId::kReshape, {c.I(1)}, {{"shape", channel_shape}});
   c.SetGrad(0, NormalizeGrad(c, n, c.Mul(c.Dout(), scale), reduced));
@@ -261,10 +324,9 @@ absl::Status BpropBatchNorm(BpropContext& c) {
 // dims), dx = rstd * (g - mean(g) - xhat * mean(g * xhat)), g = dy * scale.
 absl::Status BpropLayerNorm(BpropContext& c) {
   KGRAD_ASSIGN_OR_RETURN(int rank, c.InRank(0));
-  absl::StatusOr<int> begin = NormalizeAxis(c.prim().GetInt("begin_norm_axis"), rank);
-  if (!begin.ok()) return c.Error(std::string(begin.status().message()));
+  KGRAD_ASSIGN_OR_RETURN(int begin, BpropAxis(c, "begin_norm_axis", rank));
   std::vector<int64_t> normalized;
-  for (int d = *begin; d < rank; ++d) normalized.push_back(d);
+  for (int d = begin; d < rank; ++d) normalized.push_back(d);
   KGRAD_ASSIGN_OR_RETURN(Normalized n, Normalize(c, normalized));
   c.SetGrad(0, NormalizeGrad(c, n, c.Mul(c.Dout(), c.I(1)), normalized));
   c.SetGrad(1, c.SumToInput(c.Mul(c.Dout(), n.xhat), 1));
@@ -279,35 +341,28 @@ absl::Status BpropDropout(BpropContext& c) {
   return absl::OkStatus();
 }
 
-PrimitiveDef WithBprop(PrimitiveDef d, BpropFn bprop) {
-  d.bprop = bprop;
-  return d;
-}
-
 }  // namespace
 
 void RegisterNnOps(std::vector<PrimitiveDef>* defs) {
   const AttrSpec axis = IntAttr("axis", -1);
-  defs->push_back(WithBprop(MakeDef(PrimId::kSoftmax, 1, 1, InferSoftmax, {axis}), BpropSoftmax));
+  defs->push_back(OpDef(PrimId::kSoftmax, 1, 1, InferSoftmax, {axis}).Bprop(BpropSoftmax));
+  defs->push_back(OpDef(PrimId::kLogSoftmax, 1, 1, InferSoftmax, {axis}).Bprop(BpropLogSoftmax));
+  defs->push_back(OpDef(PrimId::kSoftmaxCrossEntropy, 2, 2, InferSoftmaxCrossEntropy, {axis})
+                      .Bprop(BpropSoftmaxCrossEntropy));
+  defs->push_back(OpDef(PrimId::kSparseSoftmaxCrossEntropy, 2, 2, InferSparseSoftmaxCrossEntropy)
+                      .Bprop(BpropSparseSoftmaxCrossEntropy));
+  defs->push_back(OpDef(PrimId::kBatchNorm, 3, 3, InferBatchNorm,
+                        {FloatAttr("epsilon", 1e-5), IntAttr("axis", 1)})
+                      .Bprop(BpropBatchNorm));
+  defs->push_back(OpDef(PrimId::kLayerNorm, 3, 3, InferLayerNorm,
+                        {IntAttr("begin_norm_axis", -1), FloatAttr("epsilon", 1e-5)})
+                      .Bprop(BpropLayerNorm));
+  // dropout(x) = a fixed mask times x: linear.
   defs->push_back(
-      WithBprop(MakeDef(PrimId::kLogSoftmax, 1, 1, InferSoftmax, {axis}), BpropLogSoftmax));
-  defs->push_back(WithBprop(
-      MakeDef(PrimId::kSoftmaxCrossEntropy, 2, 2, InferSoftmaxCrossEntropy, {axis}),
-      BpropSoftmaxCrossEntropy));
-  defs->push_back(
-      WithBprop(MakeDef(PrimId::kSparseSoftmaxCrossEntropy, 2, 2, InferSparseSoftmaxCrossEntropy),
-                BpropSparseSoftmaxCrossEntropy));
-  defs->push_back(WithBprop(MakeDef(PrimId::kBatchNorm, 3, 3, InferBatchNorm,
-                                    {FloatAttr("epsilon", 1e-5), IntAttr("axis", 1)}),
-                            BpropBatchNorm));
-  defs->push_back(WithBprop(MakeDef(PrimId::kLayerNorm, 3, 3, InferLayerNorm,
-                                    {IntAttr("begin_norm_axis", -1), FloatAttr("epsilon", 1e-5)}),
-                            BpropLayerNorm));
-  PrimitiveDef dropout = WithBprop(
-      MakeDef(PrimId::kDropout, 1, 1, InferDropout, {FloatAttr("rate", 0.5), IntAttr("seed", 0)}),
-      BpropDropout);
-  dropout.linear = true;  // a fixed mask times x
-  defs->push_back(std::move(dropout));
+      OpDef(PrimId::kDropout, 1, 1, InferDropout, {FloatAttr("rate", 0.5), IntAttr("seed", 0)})
+          .Bprop(BpropDropout)
+          .ZeroIfAny({0})
+          .Linear());
 }
 
 }  // namespace ops

@@ -1,15 +1,60 @@
-// Nn primitives: definitions (attributes, inference, bprop rules).
+// Neural-network primitives (softmax, log_softmax, the cross-entropies,
+// batch_norm, layer_norm, dropout): definitions (attributes, inference, bprop
+// rules), and the checks and parsed attributes that inference and the CPU and
+// CUDA kernels share.
 #ifndef KGRAD_OPS_NN_H_
 #define KGRAD_OPS_NN_H_
 
+#include <cstdint>
 #include <vector>
 
+#include "absl/status/statusor.h"
 #include "core/primitive.h"
+#include "core/shape.h"
+#include "ops/op_util.h"
 
 namespace kgrad {
 namespace ops {
 
 void RegisterNnOps(std::vector<PrimitiveDef>* defs);
+
+// softmax / log_softmax{axis}(x): x floating; the axis, normalised.
+absl::StatusOr<int> ParseSoftmax(const Primitive& p, TensorType x);
+
+// softmax_cross_entropy{axis}(logits, labels): both floating, of one dtype and
+// one shape (unknown dims of either filled from the other).
+struct CrossEntropyAxis {
+  int axis;   // normalised: the dim summed over
+  Shape out;  // the loss: the common shape without `axis`
+};
+absl::StatusOr<CrossEntropyAxis> ParseSoftmaxCrossEntropy(const Primitive& p, TensorType logits,
+                                                          TensorType labels, CheckedBy by);
+
+// sparse_softmax_cross_entropy(logits[N, C], labels[N]): logits floating of rank
+// 2, labels i32 or i64 of rank 1, one per row. The loss's shape [N].
+absl::StatusOr<Shape> SparseSoftmaxCrossEntropyShape(TensorType logits, TensorType labels);
+// The kernels' error for a label outside [0, C), found at run time.
+absl::Status LabelOutOfRange(int64_t label, int64_t position, int64_t classes);
+
+// batch_norm{epsilon, axis}(x, scale[C], bias[C]), x of rank >= 2 with C at
+// `axis`; layer_norm{begin_norm_axis, epsilon}(x, scale, bias), scale and bias
+// shaped like x's dims from begin_norm_axis on. All floating, of x's dtype;
+// epsilon finite and >= 0.
+struct NormAttrs {
+  int axis;  // normalised: batch_norm's channel dim, layer_norm's first normalised dim
+  double epsilon;
+};
+absl::StatusOr<NormAttrs> ParseBatchNorm(const Primitive& p, TensorType x, TensorType scale,
+                                         TensorType bias, CheckedBy by);
+absl::StatusOr<NormAttrs> ParseLayerNorm(const Primitive& p, TensorType x, TensorType scale,
+                                         TensorType bias, CheckedBy by);
+
+// dropout{rate, seed}(x): x floating, rate in [0, 1).
+struct DropoutAttrs {
+  double rate;
+  uint64_t seed;  // the mask's (backends/cpu/dropout_hash.h)
+};
+absl::StatusOr<DropoutAttrs> ParseDropout(const Primitive& p, TensorType x);
 
 }  // namespace ops
 }  // namespace kgrad

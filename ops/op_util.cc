@@ -10,18 +10,6 @@
 namespace kgrad {
 namespace ops {
 
-PrimitiveDef MakeDef(PrimId id, int min_inputs, int max_inputs, InferFn infer,
-                     std::vector<AttrSpec> attrs) {
-  PrimitiveDef d;
-  d.id = id;
-  d.name = PrimIdName(id);
-  d.min_inputs = min_inputs;
-  d.max_inputs = max_inputs;
-  d.infer = infer;
-  d.attrs = std::move(attrs);
-  return d;
-}
-
 AttrSpec IntAttr(std::string name, int64_t v) {
   return AttrSpec{std::move(name), AttrType::kInt, AttrValue(v)};
 }
@@ -31,9 +19,6 @@ AttrSpec FloatAttr(std::string name, double v) {
 AttrSpec BoolAttr(std::string name, bool v) {
   return AttrSpec{std::move(name), AttrType::kBool, AttrValue(v)};
 }
-AttrSpec StringAttr(std::string name, std::string v) {
-  return AttrSpec{std::move(name), AttrType::kString, AttrValue(std::move(v))};
-}
 AttrSpec IntsAttr(std::string name, std::vector<int64_t> v) {
   return AttrSpec{std::move(name), AttrType::kInts, AttrValue(std::move(v))};
 }
@@ -42,6 +27,46 @@ AttrSpec DTypeAttr(std::string name, DType v) {
 }
 AttrSpec RequiredAttr(std::string name, AttrType type) {
   return AttrSpec{std::move(name), type, std::nullopt};
+}
+
+std::string TensorType::ToString() const {
+  return absl::StrCat(DTypeName(dtype), ShapeToString(shape));
+}
+
+absl::Status CheckDType(int i, TensorType t, DTypeSet allowed) {
+  if (Allows(allowed, t.dtype)) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      "input ", i, " must be a ", DTypeSetNames(allowed), " tensor, got ", t.ToString()));
+}
+
+absl::Status CheckFloat(int i, TensorType t) {
+  if (IsFloating(t.dtype)) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat("input ", i, " must be a floating-point tensor, got ", t.ToString()));
+}
+
+absl::Status CheckSameDType(int i, TensorType a, int j, TensorType b, CheckedBy by) {
+  if (a.dtype == b.dtype) return absl::OkStatus();
+  const bool types = by == CheckedBy::kKernel;
+  return absl::InvalidArgumentError(
+      absl::StrCat("inputs ", i, " and ", j, " must have the same dtype, got ",
+                   types ? a.ToString() : DTypeName(a.dtype), " and ",
+                   types ? b.ToString() : DTypeName(b.dtype)));
+}
+
+absl::StatusOr<int> AxisAttr(const Primitive& p, const std::string& name, TensorType t) {
+  absl::StatusOr<int> axis = NormalizeAxis(p.GetInt(name), t.rank());
+  if (axis.ok()) return axis;
+  return absl::InvalidArgumentError(absl::StrCat("attribute '", name, "' of ", p.name(), " on ",
+                                                 t.ToString(), ": ", axis.status().message()));
+}
+
+AxisSplit SplitAtAxis(absl::Span<const int64_t> shape, int axis) {
+  AxisSplit s;
+  s.len = shape[axis];
+  for (int i = 0; i < axis; ++i) s.outer *= shape[i];
+  for (size_t i = axis + 1; i < shape.size(); ++i) s.inner *= shape[i];
+  return s;
 }
 
 absl::Status ArgError(const InferCall& call, int i, absl::string_view expected) {
@@ -57,9 +82,18 @@ absl::StatusOr<const AbstractTensor*> TensorArg(const InferCall& call, int i) {
   return t;
 }
 
+absl::StatusOr<std::vector<TensorType>> TensorArgs(const InferCall& call) {
+  std::vector<TensorType> out;
+  for (int i = 0; i < static_cast<int>(call.args.size()); ++i) {
+    KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* t, TensorArg(call, i));
+    out.push_back(*t);
+  }
+  return out;
+}
+
 absl::StatusOr<const AbstractTensor*> FloatTensorArg(const InferCall& call, int i) {
   KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* t, TensorArg(call, i));
-  if (!IsFloating(t->dtype())) return ArgError(call, i, "a floating-point tensor");
+  KGRAD_RETURN_IF_ERROR(CheckFloat(i, *t));
   return t;
 }
 
@@ -75,33 +109,6 @@ absl::StatusOr<int64_t> ConstIntArg(const InferCall& call, int i) {
     return ArgError(call, i, "a constant integer");
   }
   return s->value()->AsInt();
-}
-
-absl::StatusOr<AbstractPtr> TensorLikeArg(const InferCall& call, int i) {
-  if (i < static_cast<int>(call.args.size())) {
-    if (AsTensor(call.args[i]) != nullptr) return call.args[i];
-    if (const AbstractScalar* s = AsScalar(call.args[i])) {
-      return MakeAbstractTensor(s->dtype(), {});
-    }
-  }
-  return ArgError(call, i, "a tensor or scalar");
-}
-
-absl::Status SameDType(const InferCall& call, std::initializer_list<int> indices) {
-  std::optional<DType> first;
-  int first_i = 0;
-  for (int i : indices) {
-    KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* t, TensorArg(call, i));
-    if (!first.has_value()) {
-      first = t->dtype();
-      first_i = i;
-    } else if (t->dtype() != *first) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "inputs ", first_i, " and ", i, " must have the same dtype, got ",
-          DTypeName(*first), " and ", DTypeName(t->dtype())));
-    }
-  }
-  return absl::OkStatus();
 }
 
 absl::StatusOr<std::vector<int>> NormalizeAxes(const std::vector<int64_t>& axes, int rank,

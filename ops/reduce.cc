@@ -20,71 +20,83 @@
 #include "core/shape.h"
 #include "core/status_macros.h"
 #include "ops/bprop_context.h"
+#include "ops/op_def.h"
 #include "ops/op_util.h"
 
 namespace kgrad {
 namespace ops {
 namespace {
 
-using DTypeMask = uint32_t;
-constexpr DTypeMask Bit(DType t) { return DTypeMask{1} << static_cast<int>(t); }
-constexpr DTypeMask kFloatTypes = Bit(DType::kFloat32) | Bit(DType::kFloat64);
-constexpr DTypeMask kNumericTypes = kFloatTypes | Bit(DType::kInt32) | Bit(DType::kInt64);
+bool IsArgReduce(PrimId id) { return id == PrimId::kArgmax || id == PrimId::kArgmin; }
 
-absl::StatusOr<const AbstractTensor*> ReduceInput(const InferCall& c, DTypeMask allowed) {
-  KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* t, TensorArg(c, 0));
-  if ((allowed & Bit(t->dtype())) == 0) {
-    return ArgError(c, 0, allowed == kFloatTypes ? "a f32 or f64 tensor"
-                                                 : "a f32, f64, i32 or i64 tensor");
-  }
-  return t;
+// The dtypes reduction `id` accepts.
+DTypeSet ReduceDTypes(PrimId id) {
+  return id == PrimId::kReduceMean || id == PrimId::kLogsumexp ? kFloatTypes : kNumericTypes;
 }
 
-// Error when `axis` of `t` is known to be empty and the reduction needs an element.
-absl::Status CheckNotEmpty(const InferCall& c, const AbstractTensor* t, int axis) {
-  if (t->shape()[axis] != 0) return absl::OkStatus();
-  return absl::InvalidArgumentError(absl::StrCat(
-      c.prim.name(), " over an empty axis: axis ", axis, " of ", t->ToString(),
-      " has size 0, and the ", c.prim.name(), " of no elements is undefined"));
+// Whether reduction `id` has no value over no elements.
+bool NeedsElements(PrimId id) {
+  return id == PrimId::kReduceMax || id == PrimId::kReduceMin || IsArgReduce(id);
 }
 
-// The input shape with `axes` (sorted) removed, or set to 1 when `keepdims`.
-Shape ReducedShape(const Shape& in, const std::vector<int>& axes, bool keepdims) {
-  Shape out;
-  size_t next = 0;
-  for (int d = 0; d < static_cast<int>(in.size()); ++d) {
-    bool reduced = next < axes.size() && axes[next] == d;
-    if (reduced) ++next;
-    if (!reduced) {
-      out.push_back(in[d]);
-    } else if (keepdims) {
-      out.push_back(1);
+// The dims `p` reduces, ascending: its `axes` (none: all) or its one `axis`.
+absl::StatusOr<std::vector<int>> AxesOf(const Primitive& p, int rank) {
+  if (!IsArgReduce(p.id())) return NormalizeAxes(p.GetInts("axes"), rank, true);
+  KGRAD_ASSIGN_OR_RETURN(int axis, NormalizeAxis(p.GetInt("axis"), rank));
+  return std::vector<int>{axis};
+}
+
+}  // namespace
+
+absl::StatusOr<ReduceAxes> ParseReduceAxes(const Primitive& p, TensorType x) {
+  KGRAD_RETURN_IF_ERROR(CheckDType(0, x, ReduceDTypes(p.id())));
+  ReduceAxes r;
+  KGRAD_ASSIGN_OR_RETURN(r.axes, AxesOf(p, x.rank()));
+  r.reduced.assign(x.rank(), false);
+  for (int a : r.axes) r.reduced[a] = true;
+  const bool keepdims = p.GetBool("keepdims");
+  for (int d = 0; d < x.rank(); ++d) {
+    if (!r.reduced[d]) {
+      r.out_shape.push_back(x.shape[d]);
+      continue;
+    }
+    if (keepdims) r.out_shape.push_back(1);
+    if (x.shape[d] == 0 && NeedsElements(p.id())) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          p.name(), " over an empty axis: axis ", d, " of ", x.ToString(), " has size 0, and the ",
+          p.name(), " of no elements is undefined"));
     }
   }
-  return out;
+  r.out_dtype = IsArgReduce(p.id()) ? DType::kInt64 : x.dtype;
+  return r;
 }
 
-// reduce_*(x){axes, keepdims}: same dtype as x, reduced shape.
-template <DTypeMask kAllowed, bool kNeedsElements>
-absl::StatusOr<AbstractPtr> InferReduce(const InferCall& c) {
-  KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* x, ReduceInput(c, kAllowed));
-  KGRAD_ASSIGN_OR_RETURN(std::vector<int> axes,
-                         NormalizeAxes(c.prim.GetInts("axes"), x->rank(), true));
-  if (kNeedsElements) {
-    for (int a : axes) KGRAD_RETURN_IF_ERROR(CheckNotEmpty(c, x, a));
+ReduceGroups GroupReduceDims(absl::Span<const int64_t> in, const std::vector<bool>& reduced) {
+  ReduceGroups g;
+  for (size_t d = 0; d < in.size(); ++d) {
+    (reduced[d] ? g.red_count : g.out_count) *= in[d];
+    if (in[d] == 1) continue;
+    if (!g.sizes.empty() && g.reduced.back() == reduced[d]) {
+      g.sizes.back() *= in[d];  // row-major neighbours of one kind walk as one
+    } else {
+      g.sizes.push_back(in[d]);
+      g.reduced.push_back(reduced[d]);
+    }
   }
-  return MakeAbstractTensor(x->dtype(),
-                            ReducedShape(x->shape(), axes, c.prim.GetBool("keepdims")));
+  return g;
 }
 
-// argmax/argmin(x){axis, keepdims}: int64 indices, `axis` removed (or kept as 1).
-absl::StatusOr<AbstractPtr> InferArgReduce(const InferCall& c) {
-  KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* x, ReduceInput(c, kNumericTypes));
-  KGRAD_ASSIGN_OR_RETURN(int axis, NormalizeAxis(c.prim.GetInt("axis"), x->rank()));
-  KGRAD_RETURN_IF_ERROR(CheckNotEmpty(c, x, axis));
-  return MakeAbstractTensor(DType::kInt64,
-                            ReducedShape(x->shape(), {axis}, c.prim.GetBool("keepdims")));
+namespace {
+
+// reduce_*(x){axes, keepdims} and argmax/argmin(x){axis, keepdims}. Each
+// reduction's dtypes and whether it needs elements are one table (ReduceDTypes,
+// NeedsElements), read by ParseReduceAxes, which the kernels call too.
+absl::StatusOr<AbstractPtr> InferReduce(const InferCall& c) {
+  KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* x, TensorArg(c, 0));
+  KGRAD_ASSIGN_OR_RETURN(ReduceAxes r, ParseReduceAxes(c.prim, *x));
+  return MakeAbstractTensor(r.out_dtype, std::move(r.out_shape));
 }
+
 
 // ----- Gradient rules ---------------------------------------------------------------
 // A reduction maps x to y of the reduced shape. Its rules bring dy (and y) back to
@@ -201,48 +213,37 @@ std::vector<AttrSpec> ReduceAttrs() {
   return {IntsAttr("axes", {}), BoolAttr("keepdims", false)};
 }
 
-PrimitiveDef ReduceDef(PrimId id, InferFn infer, BpropFn bprop) {
-  PrimitiveDef d = MakeDef(id, 1, 1, infer, ReduceAttrs());
-  d.bprop = bprop;
-  return d;
+OpDef ReduceDef(PrimId id, InferFn infer, BpropFn bprop) {
+  return OpDef(id, 1, 1, infer, ReduceAttrs()).Bprop(bprop);
 }
 
 }  // namespace
 
 void RegisterReduceOps(std::vector<PrimitiveDef>* defs) {
   // reduce_sum(x) = sum of x over axes; linear.
-  PrimitiveDef sum = ReduceDef(PrimId::kReduceSum, InferReduce<kNumericTypes, false>,
-                               BpropReduceSum);
-  sum.linear = true;
-  defs->push_back(std::move(sum));
+  defs->push_back(
+      ReduceDef(PrimId::kReduceSum, InferReduce, BpropReduceSum).ZeroIfAny({0}).Linear());
   // reduce_mean(x) = reduce_sum(x) / (number of reduced elements); linear.
-  PrimitiveDef mean = ReduceDef(PrimId::kReduceMean, InferReduce<kFloatTypes, false>,
-                                BpropReduceMean);
-  mean.linear = true;
-  defs->push_back(std::move(mean));
+  defs->push_back(
+      ReduceDef(PrimId::kReduceMean, InferReduce, BpropReduceMean).ZeroIfAny({0}).Linear());
   // reduce_prod(x) = product of x over axes.
-  defs->push_back(
-      ReduceDef(PrimId::kReduceProd, InferReduce<kNumericTypes, false>, BpropReduceProd));
+  defs->push_back(ReduceDef(PrimId::kReduceProd, InferReduce, BpropReduceProd));
   // reduce_max(x) = largest element over axes (NaN if any is NaN).
-  defs->push_back(
-      ReduceDef(PrimId::kReduceMax, InferReduce<kNumericTypes, true>, BpropReduceExtremum));
+  defs->push_back(ReduceDef(PrimId::kReduceMax, InferReduce, BpropReduceExtremum));
   // reduce_min(x) = smallest element over axes (NaN if any is NaN).
-  defs->push_back(
-      ReduceDef(PrimId::kReduceMin, InferReduce<kNumericTypes, true>, BpropReduceExtremum));
+  defs->push_back(ReduceDef(PrimId::kReduceMin, InferReduce, BpropReduceExtremum));
   // logsumexp(x) = m + log(sum exp(x - m)), m = max over axes (finite m only).
-  defs->push_back(ReduceDef(PrimId::kLogsumexp, InferReduce<kFloatTypes, false>, BpropLogsumexp));
+  defs->push_back(ReduceDef(PrimId::kLogsumexp, InferReduce, BpropLogsumexp));
   // argmax(x) = index of the first largest element along axis (a NaN counts as
   // largest); integer output, no gradient.
-  PrimitiveDef argmax = MakeDef(PrimId::kArgmax, 1, 1, InferArgReduce,
-                                {IntAttr("axis", -1), BoolAttr("keepdims", false)});
-  argmax.zero_gradient = true;
-  defs->push_back(std::move(argmax));
+  defs->push_back(
+      OpDef(PrimId::kArgmax, 1, 1, InferReduce, {IntAttr("axis", -1), BoolAttr("keepdims", false)})
+          .ZeroGradient());
   // argmin(x) = index of the first smallest element along axis (a NaN counts as
   // smallest); integer output, no gradient.
-  PrimitiveDef argmin = MakeDef(PrimId::kArgmin, 1, 1, InferArgReduce,
-                                {IntAttr("axis", -1), BoolAttr("keepdims", false)});
-  argmin.zero_gradient = true;
-  defs->push_back(std::move(argmin));
+  defs->push_back(
+      OpDef(PrimId::kArgmin, 1, 1, InferReduce, {IntAttr("axis", -1), BoolAttr("keepdims", false)})
+          .ZeroGradient());
 }
 
 }  // namespace ops

@@ -5,6 +5,7 @@
 #include "core/scalar_arith.h"
 #include "core/status_macros.h"
 #include "ops/bprop_context.h"
+#include "ops/op_def.h"
 #include "ops/op_util.h"
 
 namespace kgrad {
@@ -298,62 +299,46 @@ absl::Status BpropTensorToScalar(BpropContext& c) {
   return absl::OkStatus();
 }
 
-PrimitiveDef Structural(PrimitiveDef d, BpropFn bprop = nullptr) {
-  d.structural = true;
-  d.bprop = bprop;
-  return d;
-}
-
-PrimitiveDef ZeroGradient(PrimitiveDef d) {
-  d.zero_gradient = true;
-  return d;
-}
-
-PrimitiveDef MovesOnly(PrimitiveDef d) {
-  d.moves_only = true;
-  return d;
+// Run by the executor on Values; passes on what it is given (no new tensor).
+OpDef Mover(PrimId id, int min_inputs, int max_inputs, InferFn infer) {
+  return OpDef(id, min_inputs, max_inputs, infer).Structural().MovesOnly();
 }
 
 }  // namespace
 
 void RegisterStructuralOps(std::vector<PrimitiveDef>* defs) {
-  defs->push_back(MovesOnly(Structural(MakeDef(PrimId::kMakeTuple, 0, -1, InferMakeTuple),
-                                    BpropMakeTuple)));
-  defs->push_back(MovesOnly(Structural(MakeDef(PrimId::kTupleGetItem, 2, 2, InferTupleGetItem),
-                                    BpropTupleGetItem)));
-  defs->push_back(MovesOnly(Structural(MakeDef(PrimId::kTupleSetItem, 3, 3, InferTupleSetItem),
-                                    BpropTupleSetItem)));
-  defs->push_back(MovesOnly(Structural(MakeDef(PrimId::kSwitch, 3, 3, InferSwitch), BpropSwitch)));
+  defs->push_back(Mover(PrimId::kMakeTuple, 0, -1, InferMakeTuple).Bprop(BpropMakeTuple));
+  defs->push_back(Mover(PrimId::kTupleGetItem, 2, 2, InferTupleGetItem).Bprop(BpropTupleGetItem));
+  defs->push_back(Mover(PrimId::kTupleSetItem, 3, 3, InferTupleSetItem).Bprop(BpropTupleSetItem));
+  defs->push_back(Mover(PrimId::kSwitch, 3, 3, InferSwitch).Bprop(BpropSwitch));
   // partial is lowered to a closure before differentiation (ad/prepare.cc).
-  defs->push_back(MovesOnly(Structural(MakeDef(PrimId::kPartial, 1, -1, InferPartial))));
-  defs->push_back(
-      MovesOnly(ZeroGradient(Structural(MakeDef(PrimId::kStopGradient, 1, 1, InferFirst)))));
-  defs->push_back(MovesOnly(Structural(MakeDef(PrimId::kDepend, 2, 2, InferFirst), BpropDepend)));
-  defs->push_back(MovesOnly(Structural(MakeDef(PrimId::kEnvSetItem, 3, 3, InferEnvSetItem),
-                                    BpropEnvSetItem)));
-  defs->push_back(MovesOnly(Structural(MakeDef(PrimId::kEnvGetItem, 3, 3, InferEnvGetItem),
-                                    BpropEnvGetItem)));
-  defs->push_back(Structural(MakeDef(PrimId::kEnvAdd, 2, 2, InferEnvAdd), BpropSumOfTwo));
-  defs->push_back(Structural(MakeDef(PrimId::kHyperAdd, 2, 2, InferHyperAdd), BpropSumOfTwo));
-  defs->push_back(ZeroGradient(Structural(MakeDef(PrimId::kZerosLike, 1, 1, InferZerosLike))));
-  defs->push_back(ZeroGradient(Structural(MakeDef(PrimId::kOnesLike, 1, 1, InferOnesLike))));
-  defs->push_back(MovesOnly(Structural(MakeDef(PrimId::kScalarAdd, 2, 2, InferScalarArith),
-                                    BpropSumOfTwo)));
-  defs->push_back(MovesOnly(Structural(MakeDef(PrimId::kScalarSub, 2, 2, InferScalarArith),
-                                    BpropScalarSub)));
-  defs->push_back(MovesOnly(Structural(MakeDef(PrimId::kScalarMul, 2, 2, InferScalarArith),
-                                    BpropScalarMul)));
-  defs->push_back(MovesOnly(Structural(MakeDef(PrimId::kScalarDiv, 2, 2, InferScalarArith),
-                                    BpropScalarDiv)));
-  for (PrimId id : {PrimId::kScalarLt, PrimId::kScalarLe, PrimId::kScalarGt,
-                    PrimId::kScalarGe, PrimId::kScalarEq, PrimId::kScalarNe}) {
-    defs->push_back(MovesOnly(ZeroGradient(Structural(MakeDef(id, 2, 2, InferScalarCompare)))));
+  defs->push_back(Mover(PrimId::kPartial, 1, -1, InferPartial));
+  defs->push_back(Mover(PrimId::kStopGradient, 1, 1, InferFirst).ZeroGradient());
+  defs->push_back(Mover(PrimId::kDepend, 2, 2, InferFirst).Bprop(BpropDepend));
+  defs->push_back(Mover(PrimId::kEnvSetItem, 3, 3, InferEnvSetItem).Bprop(BpropEnvSetItem));
+  defs->push_back(Mover(PrimId::kEnvGetItem, 3, 3, InferEnvGetItem).Bprop(BpropEnvGetItem));
+  defs->push_back(OpDef(PrimId::kEnvAdd, 2, 2, InferEnvAdd).Structural().Bprop(BpropSumOfTwo));
+  // hyper_add(a, b) = a + b leaf by leaf: zero when both are.
+  defs->push_back(OpDef(PrimId::kHyperAdd, 2, 2, InferHyperAdd)
+                      .Structural()
+                      .Bprop(BpropSumOfTwo)
+                      .ZeroIfAll({0, 1}));
+  defs->push_back(OpDef(PrimId::kZerosLike, 1, 1, InferZerosLike).Structural().ZeroGradient());
+  defs->push_back(OpDef(PrimId::kOnesLike, 1, 1, InferOnesLike).Structural().ZeroGradient());
+  defs->push_back(Mover(PrimId::kScalarAdd, 2, 2, InferScalarArith).Bprop(BpropSumOfTwo));
+  defs->push_back(Mover(PrimId::kScalarSub, 2, 2, InferScalarArith).Bprop(BpropScalarSub));
+  defs->push_back(Mover(PrimId::kScalarMul, 2, 2, InferScalarArith).Bprop(BpropScalarMul));
+  defs->push_back(Mover(PrimId::kScalarDiv, 2, 2, InferScalarArith).Bprop(BpropScalarDiv));
+  for (PrimId id : {PrimId::kScalarLt, PrimId::kScalarLe, PrimId::kScalarGt, PrimId::kScalarGe,
+                    PrimId::kScalarEq, PrimId::kScalarNe}) {
+    defs->push_back(Mover(id, 2, 2, InferScalarCompare).ZeroGradient());
   }
-  defs->push_back(Structural(MakeDef(PrimId::kScalarToTensor, 1, 1, InferScalarToTensor,
-                                     {DTypeAttr("dtype", DType::kFloat32)}),
-                             BpropScalarToTensor));
-  defs->push_back(MovesOnly(Structural(MakeDef(PrimId::kTensorToScalar, 1, 1, InferTensorToScalar),
-                                       BpropTensorToScalar)));
+  defs->push_back(OpDef(PrimId::kScalarToTensor, 1, 1, InferScalarToTensor,
+                        {DTypeAttr("dtype", DType::kFloat32)})
+                      .Structural()
+                      .Bprop(BpropScalarToTensor));
+  defs->push_back(
+      Mover(PrimId::kTensorToScalar, 1, 1, InferTensorToScalar).Bprop(BpropTensorToScalar));
 }
 
 }  // namespace ops

@@ -8,7 +8,6 @@
 #include "absl/strings/str_split.h"
 #include "ad/grad_operation.h"
 #include "ad/jvp.h"
-#include "backends/cpu/constant_evaluator.h"
 #include "core/passes/optimize.h"
 #include "core/printer.h"
 #include "core/manager.h"
@@ -56,19 +55,16 @@ int CountNodes(Module& m, FuncGraph* root) {
   return n;
 }
 
-absl::Status Grad(const ParsedArgs& args, std::ostream& out) {
+absl::Status GradImpl(const ParsedArgs& args, std::ostream& out) {
   if (args.positional.size() != 1) return absl::InvalidArgumentError("grad takes one FILE");
   if (!args.Has("output")) return absl::InvalidArgumentError("grad needs -o OUT (.pb or .pbtxt)");
   KGRAD_ASSIGN_OR_RETURN(std::unique_ptr<Module> m, LoadModule(args.positional[0]));
   KGRAD_ASSIGN_OR_RETURN(FuncGraph* g, SelectGraph(*m, args));
   KGRAD_ASSIGN_OR_RETURN(GradOptions o, ParseWrt(args.Get("wrt", "all"), *m, g));
   o.sens_param = args.Has("sens");
-  KGRAD_ASSIGN_OR_RETURN(FuncGraph* grad, Grad(*m, g, o));
+  KGRAD_ASSIGN_OR_RETURN(FuncGraph* grad, kgrad::Grad(*m, g, o));
   if (args.Has("optimize")) {
-    CpuConstantEvaluator evaluator;
-    OptimizeOptions oo;
-    oo.evaluator = &evaluator;
-    KGRAD_ASSIGN_OR_RETURN(std::string log, Optimize(*m, grad, oo));
+    KGRAD_ASSIGN_OR_RETURN(std::string log, Optimize(*m, grad));
     out << "optimised: " << log << "\n";
   }
   m->set_entry(grad);
@@ -84,12 +80,9 @@ absl::Status DotImpl(const ParsedArgs& args, std::ostream& out) {
   if (args.Has("grad")) {
     KGRAD_ASSIGN_OR_RETURN(FuncGraph* g, SelectGraph(*m, args));
     KGRAD_ASSIGN_OR_RETURN(GradOptions o, ParseWrt(args.Get("wrt", "all"), *m, g));
-    KGRAD_ASSIGN_OR_RETURN(FuncGraph* grad, Grad(*m, g, o));
+    KGRAD_ASSIGN_OR_RETURN(FuncGraph* grad, kgrad::Grad(*m, g, o));
     if (args.Has("optimize")) {
-      CpuConstantEvaluator evaluator;
-      OptimizeOptions oo;
-      oo.evaluator = &evaluator;
-      KGRAD_RETURN_IF_ERROR(Optimize(*m, grad, oo).status());
+      KGRAD_RETURN_IF_ERROR(Optimize(*m, grad).status());
     }
     // Only what the forward and the gradient graph reach: not the K-transform's
     // intermediate graphs.
@@ -166,7 +159,7 @@ absl::Status Check(const ParsedArgs& args, std::ostream& out, bool* passed) {
 int GradCommand(const std::vector<std::string>& argv, std::ostream& out, std::ostream& err) {
   absl::StatusOr<ParsedArgs> args = ParseArgs(argv, {"wrt", "output", "graph"}, {"sens", "optimize"});
   if (!args.ok()) return Fail(args.status(), err);
-  absl::Status s = Grad(*args, out);
+  absl::Status s = GradImpl(*args, out);
   return s.ok() ? 0 : Fail(s, err);
 }
 

@@ -49,13 +49,12 @@ absl::StatusOr<Value> ParseLiteral(const std::string& text, const AbstractScalar
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Module>> LoadModule(const std::string& path) {
-  if (absl::EndsWith(path, ".onnx")) {
-    static CpuConstantEvaluator* const evaluator = new CpuConstantEvaluator;
-    OnnxImportOptions o;
-    o.evaluator = evaluator;
-    return ImportOnnxFile(path, DefaultRegistry(), o);
-  }
-  return LoadModelFile(path, DefaultRegistry());
+  // ONNX import folds with the CPU kernels and leaves them on the module; a graph
+  // file's module gets them here, once, for every later Optimize.
+  if (absl::EndsWith(path, ".onnx")) return ImportOnnxFile(path, DefaultRegistry(), {});
+  KGRAD_ASSIGN_OR_RETURN(std::unique_ptr<Module> m, LoadModelFile(path, DefaultRegistry()));
+  m->set_constant_evaluator(&CpuConstantEvaluator::Get());
+  return m;
 }
 
 absl::StatusOr<FuncGraph*> SelectGraph(Module& m, const ParsedArgs& args) {

@@ -6,7 +6,13 @@
 
 namespace kgrad {
 
-absl::StatusOr<Value> CpuConstantEvaluator::Evaluate(const Primitive& prim, std::vector<Value> inputs) {
+const CpuConstantEvaluator& CpuConstantEvaluator::Get() {
+  static const CpuConstantEvaluator* const instance = new CpuConstantEvaluator;
+  return *instance;
+}
+
+absl::StatusOr<Value> CpuConstantEvaluator::Evaluate(const Primitive& prim,
+                                                     std::vector<Value> inputs) const {
   KernelFn fn = CpuKernels().Get(prim.id());
   if (fn == nullptr) return absl::UnimplementedError(absl::StrCat("no cpu kernel for ", prim.name()));
   KernelContext ctx(prim, absl::MakeSpan(inputs), CpuDevice());

@@ -7,91 +7,44 @@
 //   backprop_input:  col  = W_g^T * dY_g, then col2im  (scatter-add back into dx)
 //   backprop_filter: dW_g += dY_g * col^T, summed over the batch
 // The batch is split over threads, or, for few big samples, left to Eigen's
-// OpenMP-parallel GEMM. Every kernel validates its inputs and attributes itself.
+// OpenMP-parallel GEMM. Every kernel validates its inputs and attributes itself,
+// by the rules of ops/conv_window.h.
 #include <algorithm>
 #include <array>
 #include <utility>
 
-// GCC 12 reports false -Wmaybe-uninitialized inside Eigen's AVX-512 GEMM kernels.
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#include "Eigen/Core"
-#pragma GCC diagnostic pop
 #include "absl/status/status.h"
-#include "absl/strings/str_cat.h"
 #include "backends/cpu/conv_window.h"
 #include "backends/cpu/cpu_kernels.h"
+#include "backends/cpu/eigen.h"
 #include "backends/cpu/parallel.h"
 #include "core/status_macros.h"
+#include "ops/conv_window.h"
 
 namespace kgrad {
 namespace cpu {
 namespace {
 
-using conv_internal::ConvAttrs;
-using conv_internal::ExpectShape;
-using conv_internal::Nchw;
+using conv_internal::DispatchFloat;
 using conv_internal::ValidRange;
-using conv_internal::Window;
-using conv_internal::WindowCount;
+using ops::ConvGeom;
+using ops::Window;
 
 // Per-sample GEMM work (flops) above which one GEMM is worth all the threads.
 constexpr double kGemmParallelFlops = 1 << 24;
 // Elements of column scratch per chunk that im2col tiles aim for (16 MB in f32).
 constexpr double kColBudget = 1 << 22;
 
-// ----- Convolution geometry ----------------------------------------------------------
-struct ConvGeom {
-  Window win;
-  int64_t n, c, h, w;  // input
-  int64_t o, kh, kw;   // filter [O, C/groups, KH, KW]
-  int64_t oh, ow;      // output
-  int64_t cg, og;      // channels per group (input, output)
+// ----- im2col ------------------------------------------------------------------------
+// The column matrix of one sample's group is [cg*KH*KW, OH*OW].
+int64_t ColRows(const ConvGeom& g) { return g.cg * g.kh * g.kw; }
+int64_t ColCols(const ConvGeom& g) { return g.oh * g.ow; }
 
-  int64_t col_rows() const { return cg * kh * kw; }
-  int64_t col_cols() const { return oh * ow; }
-  Shape y_shape() const { return {n, o, oh, ow}; }
-  Shape w_shape() const { return {o, cg, kh, kw}; }
-  // A 1x1 filter with unit stride and no padding reads x itself as its column matrix.
-  bool is_pointwise() const {
-    return kh == 1 && kw == 1 && win.stride[0] == 1 && win.stride[1] == 1 &&
-           win.pad_lo == std::array<int64_t, 2>{0, 0} && win.pad_hi == std::array<int64_t, 2>{0, 0};
-  }
-};
-
-// Checks x [N,C,H,W] (input xi) against a filter of shape `w` (input wi).
-absl::StatusOr<ConvGeom> MakeConvGeom(const Window& win, const Shape& x, size_t xi, const Shape& w,
-                                      size_t wi) {
-  ConvGeom g;
-  g.n = x[0], g.c = x[1], g.h = x[2], g.w = x[3];
-  g.o = w[0], g.kh = w[2], g.kw = w[3];
-  int64_t groups = win.groups;
-  if (g.c % groups != 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "input ", xi, " has ", g.c, " channels (dim 1), not divisible by groups=", groups));
-  }
-  if (g.o % groups != 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("input ", wi, " (filter) has ", g.o,
-                     " output channels (dim 0), not divisible by groups=", groups));
-  }
-  if (w[1] != g.c / groups) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("input ", wi, " (filter) must have C/groups = ", g.c / groups,
-                     " input channels (dim 1) for ", g.c, " channels and groups=", groups, ", got ",
-                     ShapeToString(w)));
-  }
-  if (g.kh < 1 || g.kw < 1) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "input ", wi, " (filter) must have a kernel of at least 1x1, got ", ShapeToString(w)));
-  }
-  g.cg = g.c / groups;
-  g.og = g.o / groups;
-  g.win = win;
-  g.win.kernel = {g.kh, g.kw};
-  KGRAD_ASSIGN_OR_RETURN(g.oh, WindowCount(g.win, 0, g.h, /*pool=*/false));
-  KGRAD_ASSIGN_OR_RETURN(g.ow, WindowCount(g.win, 1, g.w, /*pool=*/false));
-  return g;
+// A 1x1 filter with unit stride and no padding reads x itself as its column matrix.
+bool IsPointwise(const ConvGeom& g) {
+  const std::array<int64_t, 2> zero{0, 0};
+  return g.kh == 1 && g.kw == 1 && g.win.stride[0] == 1 && g.win.stride[1] == 1 &&
+         g.win.pad_lo == zero && g.win.pad_hi == zero;
 }
 
 // The column matrix of output rows [i0, i1): col[(c*KH + p)*KW + q, (i - i0)*OW + j],
@@ -173,7 +126,7 @@ int64_t BatchChunks(const ConvGeom& g) {
 #ifdef _OPENMP
   threads = omp_get_max_threads();
 #endif
-  double per_sample = 2.0 * g.o * g.col_rows() * g.col_cols();
+  double per_sample = 2.0 * g.o * ColRows(g) * ColCols(g);
   if (g.n <= 1 || threads <= 1 || g.n * per_sample < kParallelGrain) return 1;
   if (g.n < threads && per_sample >= kGemmParallelFlops) return 1;
   return std::min(g.n, threads);
@@ -183,8 +136,8 @@ int64_t BatchChunks(const ConvGeom& g) {
 // kColBudget elements (large images would otherwise need gigabytes). Pointwise
 // convolutions read x in place and take all rows at once.
 int64_t TileRows(const ConvGeom& g) {
-  if (g.is_pointwise()) return g.oh;
-  double per_row = std::max(1.0, static_cast<double>(g.col_rows()) * g.ow);
+  if (IsPointwise(g)) return g.oh;
+  double per_row = std::max(1.0, static_cast<double>(ColRows(g)) * g.ow);
   return std::clamp<int64_t>(static_cast<int64_t>(kColBudget / per_row), 1, g.oh);
 }
 
@@ -206,7 +159,7 @@ struct ConvPlan {
   template <typename T>
   T* col(int64_t chunk, const ConvGeom& g) const {
     if (scratch.NumElements() == 0) return nullptr;  // pointwise: no im2col
-    return scratch.mutable_data<T>() + chunk * g.col_rows() * tile_rows * g.ow;
+    return scratch.mutable_data<T>() + chunk * ColRows(g) * tile_rows * g.ow;
   }
 };
 
@@ -215,7 +168,7 @@ absl::StatusOr<ConvPlan> MakePlan(const KernelContext& ctx, DType dtype, const C
   plan.chunks = BatchChunks(g);
   plan.tile_rows = TileRows(g);
   Shape shape = {0};
-  if (!g.is_pointwise()) shape = {plan.chunks, g.col_rows(), plan.tile_rows * g.ow};
+  if (!IsPointwise(g)) shape = {plan.chunks, ColRows(g), plan.tile_rows * g.ow};
   KGRAD_ASSIGN_OR_RETURN(plan.scratch, ctx.Allocate(dtype, shape));
   return plan;
 }
@@ -225,26 +178,16 @@ absl::StatusOr<ConvPlan> MakePlan(const KernelContext& ctx, DType dtype, const C
 template <typename T>
 ConstMatMap<T> Columns(const ConvGeom& g, const T* xg, int64_t i0, int64_t i1, T* col) {
   int64_t tile = (i1 - i0) * g.ow;
-  if (g.is_pointwise()) return View(xg + i0 * g.ow, g.col_rows(), tile, g.col_cols());
+  if (IsPointwise(g)) return View(xg + i0 * g.ow, ColRows(g), tile, ColCols(g));
   Im2Col(g, xg, i0, i1, col);
-  return View(static_cast<const T*>(col), g.col_rows(), tile, tile);
-}
-
-// Runs fn(T{}) with T = float or double after `dtype` (checked by Nchw).
-template <typename Fn>
-void DispatchFloat(DType dtype, Fn&& fn) {
-  if (dtype == DType::kFloat32) {
-    fn(float{});
-  } else {
-    fn(double{});
-  }
+  return View(static_cast<const T*>(col), ColRows(g), tile, tile);
 }
 
 // ----- conv2d -------------------------------------------------------------------------
 // Y_g[:, tile] = W_g * col(tile) per sample, group and tile of output rows.
 template <typename T>
 void Conv2dForward(const ConvGeom& g, const ConvPlan& plan, const T* x, const T* w, T* y) {
-  const int64_t rows = g.col_rows(), cols = g.col_cols();
+  const int64_t rows = ColRows(g), cols = ColCols(g);
   ForEachSample(g.n, plan.chunks, [&](int64_t chunk, int64_t n) {
     T* col = plan.col<T>(chunk, g);
     for (int64_t gi = 0; gi < g.win.groups; ++gi) {
@@ -265,10 +208,9 @@ void Conv2dForward(const ConvGeom& g, const ConvPlan& plan, const T* x, const T*
 }
 
 absl::StatusOr<Value> Conv2d(KernelContext& ctx) {
-  KGRAD_ASSIGN_OR_RETURN(Window win, ConvAttrs(ctx.prim()));
-  KGRAD_ASSIGN_OR_RETURN(const Tensor* x, Nchw(ctx, 0, "NCHW input"));
-  KGRAD_ASSIGN_OR_RETURN(const Tensor* w, Nchw(ctx, 1, "OIHW filter"));
-  KGRAD_ASSIGN_OR_RETURN(ConvGeom g, MakeConvGeom(win, x->shape(), 0, w->shape(), 1));
+  KGRAD_ASSIGN_OR_RETURN(const Tensor* x, ctx.FloatTensorAt(0));
+  KGRAD_ASSIGN_OR_RETURN(const Tensor* w, ctx.FloatTensorAt(1));
+  KGRAD_ASSIGN_OR_RETURN(ConvGeom g, ops::ConvKernelGeom(ctx.prim(), {x, w}));
   KGRAD_ASSIGN_OR_RETURN(Tensor y, ctx.Allocate(x->dtype(), g.y_shape()));
   KGRAD_ASSIGN_OR_RETURN(ConvPlan plan, MakePlan(ctx, x->dtype(), g));
   DispatchFloat(x->dtype(), [&](auto zero) {
@@ -283,37 +225,35 @@ absl::StatusOr<Value> Conv2d(KernelContext& ctx) {
 // straight into dx).
 template <typename T>
 void Conv2dBackpropInput(const ConvGeom& g, const ConvPlan& plan, const T* dy, const T* w, T* dx) {
-  const int64_t rows = g.col_rows(), cols = g.col_cols();
+  const int64_t rows = ColRows(g), cols = ColCols(g);
   ForEachSample(g.n, plan.chunks, [&](int64_t chunk, int64_t n) {
     T* col = plan.col<T>(chunk, g);
     for (int64_t gi = 0; gi < g.win.groups; ++gi) {
       T* dxg = dx + (n * g.c + gi * g.cg) * g.h * g.w;
       const T* dyg = dy + (n * g.o + gi * g.og) * cols;
       auto wg = View(w + gi * g.og * rows, g.og, rows, rows);
-      if (!g.is_pointwise()) std::fill(dxg, dxg + g.cg * g.h * g.w, T(0));
+      if (!IsPointwise(g)) std::fill(dxg, dxg + g.cg * g.h * g.w, T(0));
       for (int64_t i0 = 0; i0 < g.oh; i0 += plan.tile_rows) {
         int64_t i1 = std::min(g.oh, i0 + plan.tile_rows);
         int64_t tile = (i1 - i0) * g.ow;
-        auto out = g.is_pointwise() ? View(dxg + i0 * g.ow, rows, tile, cols)
-                                    : View(col, rows, tile, tile);
+        auto out =
+            IsPointwise(g) ? View(dxg + i0 * g.ow, rows, tile, cols) : View(col, rows, tile, tile);
         if (g.og == 0) {
           out.setZero();  // no output channels: nothing flows back
         } else {
           out.noalias() = wg.transpose() * View(dyg + i0 * g.ow, g.og, tile, cols);
         }
-        if (!g.is_pointwise()) Col2Im(g, col, i0, i1, dxg);
+        if (!IsPointwise(g)) Col2Im(g, col, i0, i1, dxg);
       }
     }
   });
 }
 
 absl::StatusOr<Value> Conv2dBackpropInputKernel(KernelContext& ctx) {
-  KGRAD_ASSIGN_OR_RETURN(Window win, ConvAttrs(ctx.prim()));
-  KGRAD_ASSIGN_OR_RETURN(const Tensor* dy, Nchw(ctx, 0, "NCHW gradient"));
-  KGRAD_ASSIGN_OR_RETURN(const Tensor* w, Nchw(ctx, 1, "OIHW filter"));
-  KGRAD_ASSIGN_OR_RETURN(const Tensor* x_ref, Nchw(ctx, 2, "NCHW input-shape"));
-  KGRAD_ASSIGN_OR_RETURN(ConvGeom g, MakeConvGeom(win, x_ref->shape(), 2, w->shape(), 1));
-  KGRAD_RETURN_IF_ERROR(ExpectShape(0, *dy, g.y_shape(), "the conv2d output of inputs 2 and 1"));
+  KGRAD_ASSIGN_OR_RETURN(const Tensor* dy, ctx.FloatTensorAt(0));
+  KGRAD_ASSIGN_OR_RETURN(const Tensor* w, ctx.FloatTensorAt(1));
+  KGRAD_ASSIGN_OR_RETURN(const Tensor* x_ref, ctx.FloatTensorAt(2));
+  KGRAD_ASSIGN_OR_RETURN(ConvGeom g, ops::ConvKernelGeom(ctx.prim(), {dy, w, x_ref}));
   KGRAD_ASSIGN_OR_RETURN(Tensor dx, ctx.Allocate(dy->dtype(), x_ref->shape()));
   KGRAD_ASSIGN_OR_RETURN(ConvPlan plan, MakePlan(ctx, dy->dtype(), g));
   DispatchFloat(dy->dtype(), [&](auto zero) {
@@ -330,7 +270,7 @@ absl::StatusOr<Value> Conv2dBackpropInputKernel(KernelContext& ctx) {
 template <typename T>
 void Conv2dBackpropFilter(const ConvGeom& g, const ConvPlan& plan, const T* x, const T* dy, T* dw,
                           T* partial) {
-  const int64_t rows = g.col_rows(), cols = g.col_cols();
+  const int64_t rows = ColRows(g), cols = ColCols(g);
   const int64_t wsize = g.o * rows;
   const int64_t chunks = plan.chunks;
   for (int64_t c = 0; c < chunks; ++c) {
@@ -361,12 +301,10 @@ void Conv2dBackpropFilter(const ConvGeom& g, const ConvPlan& plan, const T* x, c
 }
 
 absl::StatusOr<Value> Conv2dBackpropFilterKernel(KernelContext& ctx) {
-  KGRAD_ASSIGN_OR_RETURN(Window win, ConvAttrs(ctx.prim()));
-  KGRAD_ASSIGN_OR_RETURN(const Tensor* x, Nchw(ctx, 0, "NCHW input"));
-  KGRAD_ASSIGN_OR_RETURN(const Tensor* dy, Nchw(ctx, 1, "NCHW gradient"));
-  KGRAD_ASSIGN_OR_RETURN(const Tensor* w_ref, Nchw(ctx, 2, "OIHW filter-shape"));
-  KGRAD_ASSIGN_OR_RETURN(ConvGeom g, MakeConvGeom(win, x->shape(), 0, w_ref->shape(), 2));
-  KGRAD_RETURN_IF_ERROR(ExpectShape(1, *dy, g.y_shape(), "the conv2d output of inputs 0 and 2"));
+  KGRAD_ASSIGN_OR_RETURN(const Tensor* x, ctx.FloatTensorAt(0));
+  KGRAD_ASSIGN_OR_RETURN(const Tensor* dy, ctx.FloatTensorAt(1));
+  KGRAD_ASSIGN_OR_RETURN(const Tensor* w_ref, ctx.FloatTensorAt(2));
+  KGRAD_ASSIGN_OR_RETURN(ConvGeom g, ops::ConvKernelGeom(ctx.prim(), {x, dy, w_ref}));
   KGRAD_ASSIGN_OR_RETURN(Tensor dw, ctx.Allocate(x->dtype(), g.w_shape()));
   KGRAD_ASSIGN_OR_RETURN(ConvPlan plan, MakePlan(ctx, x->dtype(), g));
   int64_t partials = plan.chunks == 1 ? 0 : plan.chunks;

@@ -1,19 +1,52 @@
 // Registration of the CPU kernels, one function per op family (each in its own
-// translation unit so that Eigen-heavy files compile separately).
+// translation unit so that Eigen-heavy files compile separately), and helpers
+// the families share.
 #ifndef KGRAD_BACKENDS_CPU_CPU_KERNELS_H_
 #define KGRAD_BACKENDS_CPU_CPU_KERNELS_H_
 
+#include <functional>
+#include <type_traits>
+
 #include "backends/kernel.h"
+
+// The op families with kernels. Every device defines, in its own namespace, one
+// `void Register<Family>Kernels(KernelTable* table)` per family (backends/cuda
+// declares its set from this list too).
+#define KGRAD_KERNEL_FAMILIES(X) X(Elementwise) X(Reduce) X(Shape) X(Linalg) X(Nn) X(Conv)
+#define KGRAD_DECLARE_REGISTER_KERNELS(Family) void Register##Family##Kernels(KernelTable* table);
 
 namespace kgrad {
 namespace cpu {
 
-void RegisterElementwiseKernels(KernelTable* table);
-void RegisterReduceKernels(KernelTable* table);
-void RegisterShapeKernels(KernelTable* table);
-void RegisterLinalgKernels(KernelTable* table);
-void RegisterNnKernels(KernelTable* table);
-void RegisterConvKernels(KernelTable* table);
+KGRAD_KERNEL_FAMILIES(KGRAD_DECLARE_REGISTER_KERNELS)
+
+// ----- Wrapping integer arithmetic ------------------------------------------------------
+// Signed overflow is undefined in C++; through the unsigned type it wraps (two's
+// complement), and the loops vectorise just the same. Floats pass through.
+template <typename T, typename Op>
+T Wrapping(T a, T b, Op op) {
+  if constexpr (std::is_integral_v<T>) {
+    using U = std::make_unsigned_t<T>;
+    return static_cast<T>(op(static_cast<U>(a), static_cast<U>(b)));
+  } else {
+    return op(a, b);
+  }
+}
+template <typename T>
+T WrapAdd(T a, T b) { return Wrapping(a, b, std::plus<>()); }
+template <typename T>
+T WrapSub(T a, T b) { return Wrapping(a, b, std::minus<>()); }
+template <typename T>
+T WrapMul(T a, T b) { return Wrapping(a, b, std::multiplies<>()); }
+// -x for floats (0 - x would turn -0 into +0).
+template <typename T>
+T WrapNeg(T x) {
+  if constexpr (std::is_integral_v<T>) {
+    return WrapSub(T{0}, x);
+  } else {
+    return -x;
+  }
+}
 
 }  // namespace cpu
 }  // namespace kgrad

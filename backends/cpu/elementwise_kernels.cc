@@ -3,110 +3,32 @@
 // broadcasting loop. Outputs reuse a uniquely owned input buffer when they can,
 // which is safe because every output element depends only on the input elements
 // at the same position. Integer arithmetic wraps (two's complement) instead of
-// overflowing into undefined behaviour.
+// overflowing into undefined behaviour. Which dtypes each op takes, and the
+// checks and output shapes, are ops/elementwise.h's (shared with inference and
+// the CUDA kernels).
 #include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstdint>
-#include <string>
 #include <type_traits>
 
-#include "Eigen/Core"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "backends/cpu/cpu_kernels.h"
+#include "backends/cpu/eigen.h"
 #include "backends/cpu/parallel.h"
 #include "core/shape.h"
 #include "core/status_macros.h"
-#include "unsupported/Eigen/SpecialFunctions"
+#include "ops/elementwise.h"
 
 namespace kgrad {
 namespace cpu {
 namespace {
 
-// ----- Dtype sets ---------------------------------------------------------------
-using DTypeMask = uint32_t;
-constexpr DTypeMask Bit(DType t) { return DTypeMask{1} << static_cast<int>(t); }
-constexpr DTypeMask kFloatTypes = Bit(DType::kFloat32) | Bit(DType::kFloat64);
-constexpr DTypeMask kNumericTypes = kFloatTypes | Bit(DType::kInt32) | Bit(DType::kInt64);
-constexpr DTypeMask kBoolType = Bit(DType::kBool);
-constexpr DTypeMask kAllTypes = kNumericTypes | kBoolType;
-constexpr bool Allows(DTypeMask mask, DType t) { return (mask & Bit(t)) != 0; }
-
 // Bool tensors are read and written as uint8_t (always 0 or 1): GCC does not
 // vectorise loops that load `bool`.
 template <typename T>
 using Elem = std::conditional_t<std::is_same_v<T, bool>, uint8_t, T>;
-
-// "f32, f64, i32 or i64".
-std::string MaskNames(DTypeMask mask) {
-  std::string out;
-  int remaining = __builtin_popcount(mask);
-  for (int i = 0; i < kNumDTypes; ++i) {
-    if (!Allows(mask, static_cast<DType>(i))) continue;
-    --remaining;
-    absl::StrAppend(&out, DTypeName(static_cast<DType>(i)),
-                    remaining == 0 ? "" : (remaining == 1 ? " or " : ", "));
-  }
-  return out;
-}
-
-// Input `i` as a tensor with a dtype in `allowed`.
-absl::StatusOr<const Tensor*> TypedInput(const KernelContext& ctx, int i, DTypeMask allowed) {
-  KGRAD_ASSIGN_OR_RETURN(const Tensor* t, ctx.TensorAt(i));
-  if (!Allows(allowed, t->dtype())) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "input ", i, " must be a ", MaskNames(allowed), " tensor, got ", t->TypeString()));
-  }
-  return t;
-}
-
-absl::Status SameDTypes(const Tensor& a, int i, const Tensor& b, int j) {
-  if (a.dtype() == b.dtype()) return absl::OkStatus();
-  return absl::InvalidArgumentError(absl::StrCat("inputs ", i, " and ", j,
-                                                 " must have the same dtype, got ",
-                                                 a.TypeString(), " and ", b.TypeString()));
-}
-
-// ----- Wrapping integer arithmetic --------------------------------------------------
-// Signed overflow is undefined in C++; through the unsigned type it wraps, and
-// the loops vectorise just the same.
-template <typename T>
-T WrapNeg(T x) {
-  if constexpr (std::is_integral_v<T>) {
-    using U = std::make_unsigned_t<T>;
-    return static_cast<T>(U{0} - static_cast<U>(x));
-  } else {
-    return -x;
-  }
-}
-template <typename T>
-T WrapAdd(T a, T b) {
-  if constexpr (std::is_integral_v<T>) {
-    using U = std::make_unsigned_t<T>;
-    return static_cast<T>(static_cast<U>(a) + static_cast<U>(b));
-  } else {
-    return a + b;
-  }
-}
-template <typename T>
-T WrapSub(T a, T b) {
-  if constexpr (std::is_integral_v<T>) {
-    using U = std::make_unsigned_t<T>;
-    return static_cast<T>(static_cast<U>(a) - static_cast<U>(b));
-  } else {
-    return a - b;
-  }
-}
-template <typename T>
-T WrapMul(T a, T b) {
-  if constexpr (std::is_integral_v<T>) {
-    using U = std::make_unsigned_t<T>;
-    return static_cast<T>(static_cast<U>(a) * static_cast<U>(b));
-  } else {
-    return a * b;
-  }
-}
 
 // ----- Unary maps ---------------------------------------------------------------------
 template <typename T>
@@ -119,9 +41,8 @@ using ConstArrayMap = Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>>;
 constexpr int64_t kTranscendentalGrain = kParallelGrain / 8;
 
 // Ops the compiler vectorises from a plain loop: Derived::Apply(x) per element.
-template <typename Derived, DTypeMask kMask>
+template <typename Derived>
 struct PointwiseUnary {
-  static constexpr DTypeMask kTypes = kMask;
   template <typename T>
   static void Run(const T* x, T* y, int64_t n) {
     ParallelFor(n, kParallelGrain, [&](int64_t b, int64_t e) {
@@ -134,7 +55,6 @@ struct PointwiseUnary {
 // exp/log/tanh/erf...), evaluated chunk by chunk.
 template <typename Derived>
 struct EigenUnary {
-  static constexpr DTypeMask kTypes = kFloatTypes;
   template <typename T>
   static void Run(const T* x, T* y, int64_t n) {
     ParallelFor(n, kTranscendentalGrain, [&](int64_t b, int64_t e) {
@@ -143,10 +63,10 @@ struct EigenUnary {
   }
 };
 
-struct NegOp : PointwiseUnary<NegOp, kNumericTypes> {
+struct NegOp : PointwiseUnary<NegOp> {
   template <typename T> static T Apply(T x) { return WrapNeg(x); }
 };
-struct AbsOp : PointwiseUnary<AbsOp, kNumericTypes> {
+struct AbsOp : PointwiseUnary<AbsOp> {
   template <typename T> static T Apply(T x) {
     if constexpr (std::is_integral_v<T>) {
       return x < 0 ? WrapNeg(x) : x;
@@ -155,18 +75,18 @@ struct AbsOp : PointwiseUnary<AbsOp, kNumericTypes> {
     }
   }
 };
-struct SignOp : PointwiseUnary<SignOp, kNumericTypes> {
+struct SignOp : PointwiseUnary<SignOp> {
   // Zero (of either sign) and NaN map to themselves.
   template <typename T> static T Apply(T x) { return x > 0 ? T(1) : (x < 0 ? T(-1) : x); }
 };
-struct SquareOp : PointwiseUnary<SquareOp, kNumericTypes> {
+struct SquareOp : PointwiseUnary<SquareOp> {
   template <typename T> static T Apply(T x) { return WrapMul(x, x); }
 };
-struct ReluOp : PointwiseUnary<ReluOp, kFloatTypes> {
+struct ReluOp : PointwiseUnary<ReluOp> {
   // `x < 0` rather than max(x, 0), so that NaN passes through.
   template <typename T> static T Apply(T x) { return x < 0 ? T(0) : x; }
 };
-struct LogicalNotOp : PointwiseUnary<LogicalNotOp, kBoolType> {
+struct LogicalNotOp : PointwiseUnary<LogicalNotOp> {
   static uint8_t Apply(uint8_t x) { return x == 0; }
 };
 
@@ -242,13 +162,15 @@ struct ErfOp : EigenUnary<ErfOp> {
   template <typename A> static auto Eval(const A& x) { return x.erf(); }
 };
 
-template <typename Op>
+// Primitive kId computed by Op (the loops exist for kId's dtypes only).
+template <PrimId kId, typename Op>
 absl::StatusOr<Value> UnaryKernel(KernelContext& ctx) {
-  KGRAD_ASSIGN_OR_RETURN(const Tensor* x, TypedInput(ctx, 0, Op::kTypes));
+  KGRAD_ASSIGN_OR_RETURN(const Tensor* x, ctx.TensorAt(0));
+  KGRAD_RETURN_IF_ERROR(ops::CheckUnary(kId, *x));
   KGRAD_ASSIGN_OR_RETURN(Tensor y, ctx.AllocateOrReuse({0}, x->dtype(), x->shape()));
   DispatchDType(x->dtype(), [&](auto zero) {
     using T = decltype(zero);
-    if constexpr (Allows(Op::kTypes, DTypeOf<T>::value)) {
+    if constexpr (Allows(ops::ElementwiseDTypes(kId), DTypeOf<T>::value)) {
       Op::Run(x->data<Elem<T>>(), y.mutable_data<Elem<T>>(), x->NumElements());
     }
   });
@@ -256,8 +178,8 @@ absl::StatusOr<Value> UnaryKernel(KernelContext& ctx) {
 }
 
 absl::StatusOr<Value> GeluKernel(KernelContext& ctx) {
-  return ctx.prim().GetBool("approximate") ? UnaryKernel<GeluTanhOp>(ctx)
-                                           : UnaryKernel<GeluExactOp>(ctx);
+  return ctx.prim().GetBool("approximate") ? UnaryKernel<PrimId::kGelu, GeluTanhOp>(ctx)
+                                           : UnaryKernel<PrimId::kGelu, GeluExactOp>(ctx);
 }
 
 // ----- Broadcasting ---------------------------------------------------------------------
@@ -391,23 +313,17 @@ void BinaryRow(const T* a, int64_t sa, const T* b, int64_t sb, R* out, int64_t n
 }
 
 // ----- Binary ops ---------------------------------------------------------------------------
-// Each: kTypes (accepted dtypes), kBoolOut (comparison), Apply(a, b).
-template <DTypeMask kMask, bool kBool = false>
-struct BinaryTraits {
-  static constexpr DTypeMask kTypes = kMask;
-  static constexpr bool kBoolOut = kBool;
-};
-
-struct AddOp : BinaryTraits<kNumericTypes> {
+// Each: Apply(a, b), for the dtypes of its primitive (ops::ElementwiseDTypes).
+struct AddOp {
   template <typename T> static T Apply(T a, T b) { return WrapAdd(a, b); }
 };
-struct SubOp : BinaryTraits<kNumericTypes> {
+struct SubOp {
   template <typename T> static T Apply(T a, T b) { return WrapSub(a, b); }
 };
-struct MulOp : BinaryTraits<kNumericTypes> {
+struct MulOp {
   template <typename T> static T Apply(T a, T b) { return WrapMul(a, b); }
 };
-struct DivOp : BinaryTraits<kNumericTypes> {
+struct DivOp {
   // C++ integer division truncates toward zero. b == 0 was rejected before;
   // MIN / -1 overflows, so it wraps like negation.
   template <typename T> static T Apply(T a, T b) {
@@ -418,40 +334,40 @@ struct DivOp : BinaryTraits<kNumericTypes> {
     }
   }
 };
-struct PowOp : BinaryTraits<kFloatTypes> {
+struct PowOp {
   // std::pow, not Eigen 3.4's vectorised pow: glibc's is faster here (measured
   // ~2x), and Eigen's loses the sign of (-0)^odd and (-inf)^odd.
   template <typename T> static T Apply(T a, T b) { return std::pow(a, b); }
 };
-struct MaximumOp : BinaryTraits<kNumericTypes> {
+struct MaximumOp {
   // `a != a` is NaN: NaN wins, as in NumPy.
   template <typename T> static T Apply(T a, T b) { return (a > b || a != a) ? a : b; }
 };
-struct MinimumOp : BinaryTraits<kNumericTypes> {
+struct MinimumOp {
   template <typename T> static T Apply(T a, T b) { return (a < b || a != a) ? a : b; }
 };
-struct EqualOp : BinaryTraits<kAllTypes, true> {
+struct EqualOp {
   template <typename T> static bool Apply(T a, T b) { return a == b; }
 };
-struct NotEqualOp : BinaryTraits<kAllTypes, true> {
+struct NotEqualOp {
   template <typename T> static bool Apply(T a, T b) { return a != b; }
 };
-struct LessOp : BinaryTraits<kNumericTypes, true> {
+struct LessOp {
   template <typename T> static bool Apply(T a, T b) { return a < b; }
 };
-struct LessEqualOp : BinaryTraits<kNumericTypes, true> {
+struct LessEqualOp {
   template <typename T> static bool Apply(T a, T b) { return a <= b; }
 };
-struct GreaterOp : BinaryTraits<kNumericTypes, true> {
+struct GreaterOp {
   template <typename T> static bool Apply(T a, T b) { return a > b; }
 };
-struct GreaterEqualOp : BinaryTraits<kNumericTypes, true> {
+struct GreaterEqualOp {
   template <typename T> static bool Apply(T a, T b) { return a >= b; }
 };
-struct LogicalAndOp : BinaryTraits<kBoolType, true> {
+struct LogicalAndOp {
   static bool Apply(uint8_t a, uint8_t b) { return (a & b) != 0; }
 };
-struct LogicalOrOp : BinaryTraits<kBoolType, true> {
+struct LogicalOrOp {
   static bool Apply(uint8_t a, uint8_t b) { return (a | b) != 0; }
 };
 
@@ -470,33 +386,24 @@ absl::Status CheckNonZeroDivisor(const Tensor& b) {
       "integer division by zero: input 1 (", b.TypeString(), ") has a zero element"));
 }
 
-// The shape all of `ts` broadcast to.
-absl::StatusOr<Shape> BroadcastInputs(absl::Span<const Tensor* const> ts) {
-  Shape shape = ts[0]->shape();
-  for (size_t i = 1; i < ts.size(); ++i) {
-    KGRAD_ASSIGN_OR_RETURN(shape, BroadcastShapes(shape, ts[i]->shape()));
-  }
-  return shape;
-}
-
-template <typename Op>
+// Primitive kId computed by Op (the loops exist for kId's dtypes only).
+template <PrimId kId, typename Op>
 absl::StatusOr<Value> BinaryKernel(KernelContext& ctx) {
+  constexpr bool kBoolOut = ops::ElementwiseBoolOutput(kId);
   KGRAD_ASSIGN_OR_RETURN(const Tensor* a, ctx.TensorAt(0));
   KGRAD_ASSIGN_OR_RETURN(const Tensor* b, ctx.TensorAt(1));
-  KGRAD_RETURN_IF_ERROR(SameDTypes(*a, 0, *b, 1));
-  KGRAD_RETURN_IF_ERROR(TypedInput(ctx, 0, Op::kTypes).status());
-  KGRAD_ASSIGN_OR_RETURN(Shape shape, BroadcastInputs({a, b}));
-  if (std::is_same_v<Op, DivOp> && IsInteger(b->dtype()) && NumElementsOf(shape) > 0) {
+  KGRAD_ASSIGN_OR_RETURN(Shape shape, ops::BinaryShape(kId, *a, *b, ops::CheckedBy::kKernel));
+  if (kId == PrimId::kDiv && IsInteger(b->dtype()) && NumElementsOf(shape) > 0) {
     KGRAD_RETURN_IF_ERROR(CheckNonZeroDivisor(*b));
   }
-  const DType out_dtype = Op::kBoolOut ? DType::kBool : a->dtype();
+  const DType out_dtype = kBoolOut ? DType::kBool : a->dtype();
   KGRAD_ASSIGN_OR_RETURN(Tensor out, ctx.AllocateOrReuse({0, 1}, out_dtype, shape));
   const BroadcastPlan<2> plan = MakeBroadcastPlan<2>(shape, {&a->shape(), &b->shape()});
   DispatchDType(a->dtype(), [&](auto zero) {
     using T = decltype(zero);
-    if constexpr (Allows(Op::kTypes, DTypeOf<T>::value)) {
+    if constexpr (Allows(ops::ElementwiseDTypes(kId), DTypeOf<T>::value)) {
       using E = Elem<T>;
-      using R = std::conditional_t<Op::kBoolOut, uint8_t, E>;
+      using R = std::conditional_t<kBoolOut, uint8_t, E>;
       const E* pa = a->data<E>();
       const E* pb = b->data<E>();
       R* po = out.mutable_data<R>();
@@ -550,11 +457,10 @@ void SelectRow(const uint8_t* c, int64_t sc, const T* a, int64_t sa, const T* b,
 }
 
 absl::StatusOr<Value> SelectKernel(KernelContext& ctx) {
-  KGRAD_ASSIGN_OR_RETURN(const Tensor* c, TypedInput(ctx, 0, kBoolType));
+  KGRAD_ASSIGN_OR_RETURN(const Tensor* c, ctx.TensorAt(0));
   KGRAD_ASSIGN_OR_RETURN(const Tensor* a, ctx.TensorAt(1));
   KGRAD_ASSIGN_OR_RETURN(const Tensor* b, ctx.TensorAt(2));
-  KGRAD_RETURN_IF_ERROR(SameDTypes(*a, 1, *b, 2));
-  KGRAD_ASSIGN_OR_RETURN(Shape shape, BroadcastInputs({c, a, b}));
+  KGRAD_ASSIGN_OR_RETURN(Shape shape, ops::SelectShape(*c, *a, *b, ops::CheckedBy::kKernel));
   KGRAD_ASSIGN_OR_RETURN(Tensor out, ctx.AllocateOrReuse({1, 2, 0}, a->dtype(), shape));
   const BroadcastPlan<3> plan =
       MakeBroadcastPlan<3>(shape, {&c->shape(), &a->shape(), &b->shape()});
@@ -572,44 +478,54 @@ absl::StatusOr<Value> SelectKernel(KernelContext& ctx) {
   return Value(std::move(out));
 }
 
+template <PrimId kId, typename Op>
+void SetUnary(KernelTable* t) {
+  t->Set(kId, UnaryKernel<kId, Op>);
+}
+
+template <PrimId kId, typename Op>
+void SetBinary(KernelTable* t) {
+  t->Set(kId, BinaryKernel<kId, Op>);
+}
+
 }  // namespace
 
 void RegisterElementwiseKernels(KernelTable* t) {
-  t->Set(PrimId::kNeg, UnaryKernel<NegOp>);
-  t->Set(PrimId::kAbs, UnaryKernel<AbsOp>);
-  t->Set(PrimId::kSign, UnaryKernel<SignOp>);
-  t->Set(PrimId::kSquare, UnaryKernel<SquareOp>);
-  t->Set(PrimId::kExp, UnaryKernel<ExpOp>);
-  t->Set(PrimId::kLog, UnaryKernel<LogOp>);
-  t->Set(PrimId::kLog1p, UnaryKernel<Log1pOp>);
-  t->Set(PrimId::kExpm1, UnaryKernel<Expm1Op>);
-  t->Set(PrimId::kSin, UnaryKernel<SinOp>);
-  t->Set(PrimId::kCos, UnaryKernel<CosOp>);
-  t->Set(PrimId::kTanh, UnaryKernel<TanhOp>);
-  t->Set(PrimId::kSigmoid, UnaryKernel<SigmoidOp>);
-  t->Set(PrimId::kRelu, UnaryKernel<ReluOp>);
+  SetUnary<PrimId::kNeg, NegOp>(t);
+  SetUnary<PrimId::kAbs, AbsOp>(t);
+  SetUnary<PrimId::kSign, SignOp>(t);
+  SetUnary<PrimId::kSquare, SquareOp>(t);
+  SetUnary<PrimId::kExp, ExpOp>(t);
+  SetUnary<PrimId::kLog, LogOp>(t);
+  SetUnary<PrimId::kLog1p, Log1pOp>(t);
+  SetUnary<PrimId::kExpm1, Expm1Op>(t);
+  SetUnary<PrimId::kSin, SinOp>(t);
+  SetUnary<PrimId::kCos, CosOp>(t);
+  SetUnary<PrimId::kTanh, TanhOp>(t);
+  SetUnary<PrimId::kSigmoid, SigmoidOp>(t);
+  SetUnary<PrimId::kRelu, ReluOp>(t);
   t->Set(PrimId::kGelu, GeluKernel);
-  t->Set(PrimId::kSoftplus, UnaryKernel<SoftplusOp>);
-  t->Set(PrimId::kSqrt, UnaryKernel<SqrtOp>);
-  t->Set(PrimId::kRsqrt, UnaryKernel<RsqrtOp>);
-  t->Set(PrimId::kReciprocal, UnaryKernel<ReciprocalOp>);
-  t->Set(PrimId::kErf, UnaryKernel<ErfOp>);
-  t->Set(PrimId::kLogicalNot, UnaryKernel<LogicalNotOp>);
-  t->Set(PrimId::kAdd, BinaryKernel<AddOp>);
-  t->Set(PrimId::kSub, BinaryKernel<SubOp>);
-  t->Set(PrimId::kMul, BinaryKernel<MulOp>);
-  t->Set(PrimId::kDiv, BinaryKernel<DivOp>);
-  t->Set(PrimId::kPow, BinaryKernel<PowOp>);
-  t->Set(PrimId::kMaximum, BinaryKernel<MaximumOp>);
-  t->Set(PrimId::kMinimum, BinaryKernel<MinimumOp>);
-  t->Set(PrimId::kEqual, BinaryKernel<EqualOp>);
-  t->Set(PrimId::kNotEqual, BinaryKernel<NotEqualOp>);
-  t->Set(PrimId::kLess, BinaryKernel<LessOp>);
-  t->Set(PrimId::kLessEqual, BinaryKernel<LessEqualOp>);
-  t->Set(PrimId::kGreater, BinaryKernel<GreaterOp>);
-  t->Set(PrimId::kGreaterEqual, BinaryKernel<GreaterEqualOp>);
-  t->Set(PrimId::kLogicalAnd, BinaryKernel<LogicalAndOp>);
-  t->Set(PrimId::kLogicalOr, BinaryKernel<LogicalOrOp>);
+  SetUnary<PrimId::kSoftplus, SoftplusOp>(t);
+  SetUnary<PrimId::kSqrt, SqrtOp>(t);
+  SetUnary<PrimId::kRsqrt, RsqrtOp>(t);
+  SetUnary<PrimId::kReciprocal, ReciprocalOp>(t);
+  SetUnary<PrimId::kErf, ErfOp>(t);
+  SetUnary<PrimId::kLogicalNot, LogicalNotOp>(t);
+  SetBinary<PrimId::kAdd, AddOp>(t);
+  SetBinary<PrimId::kSub, SubOp>(t);
+  SetBinary<PrimId::kMul, MulOp>(t);
+  SetBinary<PrimId::kDiv, DivOp>(t);
+  SetBinary<PrimId::kPow, PowOp>(t);
+  SetBinary<PrimId::kMaximum, MaximumOp>(t);
+  SetBinary<PrimId::kMinimum, MinimumOp>(t);
+  SetBinary<PrimId::kEqual, EqualOp>(t);
+  SetBinary<PrimId::kNotEqual, NotEqualOp>(t);
+  SetBinary<PrimId::kLess, LessOp>(t);
+  SetBinary<PrimId::kLessEqual, LessEqualOp>(t);
+  SetBinary<PrimId::kGreater, GreaterOp>(t);
+  SetBinary<PrimId::kGreaterEqual, GreaterEqualOp>(t);
+  SetBinary<PrimId::kLogicalAnd, LogicalAndOp>(t);
+  SetBinary<PrimId::kLogicalOr, LogicalOrOp>(t);
   t->Set(PrimId::kSelect, SelectKernel);
 }
 

@@ -1,12 +1,8 @@
-// CPU kernels: linalg family (matmul, einsum). Matrix products go through one
-// batched GEMM: Eigen's for floats (row-major maps, transposes as views, so no
-// copies), a plain loop for integers.
-
-// GCC 12 reports -Wmaybe-uninitialized inside its own AVX-512 intrinsics
-// (_mm512_undefined_ps) when Eigen inlines them: a known false positive that
-// would bury real warnings.
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-
+// CPU kernels: linalg family (matmul, einsum). The checks and shapes are
+// ops/linalg.h's, the einsum contraction order ops/einsum_spec.h's, shared with
+// inference and the CUDA kernels. Matrix products go through one batched GEMM:
+// Eigen's for floats (row-major maps, transposes as views, so no copies), a plain
+// loop for integers.
 #include <algorithm>
 #include <array>
 #include <cstdint>
@@ -15,14 +11,15 @@
 #include <utility>
 #include <vector>
 
-#include "Eigen/Core"
 #include "absl/status/status.h"
-#include "absl/strings/str_cat.h"
 #include "backends/cpu/cpu_kernels.h"
+#include "backends/cpu/eigen.h"
 #include "backends/cpu/parallel.h"
+#include "backends/view_kernels.h"
 #include "core/shape.h"
 #include "core/status_macros.h"
 #include "ops/einsum_spec.h"
+#include "ops/linalg.h"
 
 namespace kgrad {
 namespace cpu {
@@ -34,14 +31,6 @@ inline constexpr int64_t kMinParallelGemm = int64_t{1} << 16;
 // matrix at a time, unless the batch alone has a matrix for every thread; smaller
 // ones are spread over threads by batch.
 inline constexpr int64_t kBigGemm = int64_t{1} << 21;
-
-int MaxThreads() {
-#ifdef _OPENMP
-  return omp_get_max_threads();
-#else
-  return 1;
-#endif
-}
 
 // ----- GEMM -------------------------------------------------------------------------
 // c[m, n] = op(a) * op(b); a is stored [m, k] ([k, m] when ta), b [k, n] ([n, k] when tb).
@@ -73,33 +62,22 @@ void EigenGemm(const T* a, const T* b, T* c, const GemmDims& d) {
   }
 }
 
-// Integers accumulate in the unsigned type (wrap-around instead of undefined
-// signed overflow); floats in their own type.
-template <typename T, bool = std::is_integral_v<T>>
-struct AccumType {
-  using type = T;
-};
-template <typename T>
-struct AccumType<T, true> {
-  using type = std::make_unsigned_t<T>;
-};
-
-// Row i of c = op(a) * op(b), in i-k-j order so that the inner loop runs along
-// contiguous rows of b and c when b is not transposed.
+// Row i of c = op(a) * op(b) for integers (wrapping, like all integer
+// arithmetic), in i-k-j order so that the inner loop runs along contiguous rows
+// of b and c when b is not transposed.
 template <typename T>
 void GemmLoopRow(const T* a, const T* b, T* c, const GemmDims& d, int64_t i) {
-  using A = typename AccumType<T>::type;
   int64_t a_si = d.ta ? 1 : d.k, a_sk = d.ta ? d.m : 1;
   int64_t b_sk = d.tb ? 1 : d.n, b_sj = d.tb ? d.k : 1;
-  A* row = reinterpret_cast<A*>(c + i * d.n);
-  std::fill(row, row + d.n, A{0});
+  T* row = c + i * d.n;
+  std::fill(row, row + d.n, T{0});
   for (int64_t kk = 0; kk < d.k; ++kk) {
-    A av = static_cast<A>(a[i * a_si + kk * a_sk]);
+    const T av = a[i * a_si + kk * a_sk];
     const T* brow = b + kk * b_sk;
     if (b_sj == 1) {  // the common case, kept apart so that it vectorises
-      for (int64_t j = 0; j < d.n; ++j) row[j] += av * static_cast<A>(brow[j]);
+      for (int64_t j = 0; j < d.n; ++j) row[j] = WrapAdd(row[j], WrapMul(av, brow[j]));
     } else {
-      for (int64_t j = 0; j < d.n; ++j) row[j] += av * static_cast<A>(brow[j * b_sj]);
+      for (int64_t j = 0; j < d.n; ++j) row[j] = WrapAdd(row[j], WrapMul(av, brow[j * b_sj]));
     }
   }
 }
@@ -128,10 +106,9 @@ T Dot(const T* a, const T* b, int64_t k) {
     using Vec = Eigen::Matrix<T, Eigen::Dynamic, 1>;
     return Eigen::Map<const Vec>(a, k).dot(Eigen::Map<const Vec>(b, k));
   } else {
-    using A = typename AccumType<T>::type;
-    A s{0};
-    for (int64_t j = 0; j < k; ++j) s += static_cast<A>(a[j]) * static_cast<A>(b[j]);
-    return static_cast<T>(s);
+    T s{0};
+    for (int64_t j = 0; j < k; ++j) s = WrapAdd(s, WrapMul(a[j], b[j]));
+    return s;
   }
 }
 
@@ -181,15 +158,6 @@ void BatchedGemm(const T* a, const T* b, T* c, const GemmDims& d, int64_t batch,
 }
 
 // ----- matmul -----------------------------------------------------------------------
-absl::StatusOr<const Tensor*> MatMulInput(const KernelContext& ctx, int i) {
-  KGRAD_ASSIGN_OR_RETURN(const Tensor* t, ctx.TensorAt(i));
-  if (t->dtype() == DType::kBool || t->rank() < 2) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "input ", i, " must be a f32, f64, i32 or i64 tensor of rank >= 2, got ", t->TypeString()));
-  }
-  return t;
-}
-
 // Offsets of each output batch's matrix inside an operand with batch dims `dims`
 // (right-aligned against `out`, broadcasting dims of size 1) and `mat` elements
 // per matrix.
@@ -238,47 +206,25 @@ void MatMulTyped(const Tensor& a, const Tensor& b, const Shape& batch, GemmDims 
 // matmul(a, b){transpose_a, transpose_b}: batched matrix product with broadcast
 // batch dims.
 absl::StatusOr<Value> MatMul(KernelContext& ctx) {
-  KGRAD_ASSIGN_OR_RETURN(const Tensor* a, MatMulInput(ctx, 0));
-  KGRAD_ASSIGN_OR_RETURN(const Tensor* b, MatMulInput(ctx, 1));
-  if (a->dtype() != b->dtype()) {
-    return absl::InvalidArgumentError(absl::StrCat("input 1 must have the dtype of input 0, got ",
-                                                   a->TypeString(), " and ", b->TypeString()));
-  }
-  GemmDims d;
-  d.ta = ctx.prim().GetBool("transpose_a");
-  d.tb = ctx.prim().GetBool("transpose_b");
-  int ra = a->rank(), rb = b->rank();
-  d.m = d.ta ? a->dim(ra - 1) : a->dim(ra - 2);
-  d.k = d.ta ? a->dim(ra - 2) : a->dim(ra - 1);
-  int64_t kb = d.tb ? b->dim(rb - 1) : b->dim(rb - 2);
-  d.n = d.tb ? b->dim(rb - 2) : b->dim(rb - 1);
-  if (d.k != kb) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "matmul inner dimensions must agree, got ", d.k, " and ", kb, " (", a->TypeString(), " x ",
-        b->TypeString(), ", transpose_a=", d.ta, ", transpose_b=", d.tb, ")"));
-  }
-  absl::StatusOr<Shape> batch = BroadcastShapes(absl::MakeConstSpan(a->shape()).first(ra - 2),
-                                                absl::MakeConstSpan(b->shape()).first(rb - 2));
-  if (!batch.ok()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("matmul batch dimensions: ", batch.status().message()));
-  }
-  Shape shape = *batch;
-  shape.push_back(d.m);
-  shape.push_back(d.n);
-  KGRAD_ASSIGN_OR_RETURN(Tensor out, ctx.Allocate(a->dtype(), shape));
+  KGRAD_ASSIGN_OR_RETURN(const Tensor* a, ctx.TensorAt(0));
+  KGRAD_ASSIGN_OR_RETURN(const Tensor* b, ctx.TensorAt(1));
+  KGRAD_ASSIGN_OR_RETURN(ops::MatMulDims m,
+                         ops::ParseMatMul(ctx.prim(), *a, *b, ops::CheckedBy::kKernel));
+  KGRAD_ASSIGN_OR_RETURN(Tensor out, ctx.Allocate(a->dtype(), m.out));
   if (out.NumElements() > 0) {
     DispatchDType(a->dtype(), [&](auto zero) {
       using T = decltype(zero);
-      if constexpr (!std::is_same_v<T, bool>) MatMulTyped<T>(*a, *b, *batch, d, &out);
+      if constexpr (!std::is_same_v<T, bool>) {
+        MatMulTyped<T>(*a, *b, m.batch, GemmDims{m.m, m.n, m.k, m.ta, m.tb}, &out);
+      }
     });
   }
   return Value(std::move(out));
 }
 
 // ----- einsum ----------------------------------------------------------------------
-// The equation is parsed (and checked: kernels check their inputs themselves) by
-// ops/einsum_spec, the parser inference and the gradient rule use too.
+// The operands are checked and the equation parsed by ops/linalg.h's
+// ParseEinsumCall; the contractions come from ops/einsum_spec.h's PlanEinsum.
 
 // ----- einsum: strided reductions ---------------------------------------------------
 // An operand during evaluation: a dense row-major tensor whose dims are named by
@@ -287,8 +233,6 @@ struct Operand {
   Tensor t;
   std::string letters;
 };
-
-using LetterSizes = std::array<int64_t, 128>;
 
 bool Has(const std::string& s, char ch) { return s.find(ch) != std::string::npos; }
 
@@ -366,7 +310,7 @@ void RunStridedPlan(const T* src, StridedPlan p, T* dst) {
 // of `op` not in `out` and taking diagonals of repeated letters.
 template <typename T>
 absl::StatusOr<Operand> Rearrange(const KernelContext& ctx, const Operand& op,
-                                  const std::string& out, const LetterSizes& size) {
+                                  const std::string& out, const EinsumSizes& size) {
   if (op.letters == out) return op;
   Shape strides = RowMajorStrides(op.t.shape());
   std::array<int64_t, 128> letter_stride{};
@@ -392,173 +336,46 @@ absl::StatusOr<Operand> Rearrange(const KernelContext& ctx, const Operand& op,
   return Operand{std::move(t), out};
 }
 
-// The letters of `s` (first occurrences, in order) for which keep(ch) holds.
-template <typename Pred>
-std::string Select(const std::string& s, Pred keep) {
-  std::string out;
-  for (char ch : s) {
-    if (!Has(out, ch) && keep(ch)) out.push_back(ch);
-  }
-  return out;
-}
-
-int64_t SizeOf(const std::string& letters, const LetterSizes& size) {
-  int64_t n = 1;
-  for (char ch : letters) n *= size[static_cast<unsigned char>(ch)];
-  return n;
-}
-
 // ----- einsum: contraction ----------------------------------------------------------
-// The letters of a pairwise contraction that keeps `keep`: batch (in both, kept),
-// sum (in both, not kept), and free letters (in one side only).
-struct LetterGroups {
-  std::string batch, sum, free_a, free_b;
-};
-
-LetterGroups Classify(const std::string& a, const std::string& b, const std::string& keep) {
-  LetterGroups g;
-  g.batch = Select(a, [&](char ch) { return Has(b, ch) && Has(keep, ch); });
-  g.sum = Select(a, [&](char ch) { return Has(b, ch) && !Has(keep, ch); });
-  g.free_a = Select(a, [&](char ch) { return !Has(b, ch); });
-  g.free_b = Select(b, [&](char ch) { return !Has(a, ch); });
-  return g;
-}
-
-// a * b as one batched GEMM [batch, M, K] x [batch, K, N], keeping the letters in
-// `keep`. Letters of one side only that are not kept are summed first. Each side
-// is rearranged to [batch, free, sum] or [batch, sum, free], whichever needs no
-// copy (the GEMM reads the other order as a transpose).
+// One step of the plan: both sides rearranged as the GEMM reads them, then one
+// batched GEMM.
 template <typename T>
 absl::StatusOr<Operand> Contract(const KernelContext& ctx, const Operand& a0, const Operand& b0,
-                                 const std::string& keep, const LetterSizes& size) {
-  std::string keep_a = keep + b0.letters, keep_b = keep + a0.letters;
-  std::string a_letters = Select(a0.letters, [&](char ch) { return Has(keep_a, ch); });
-  std::string b_letters = Select(b0.letters, [&](char ch) { return Has(keep_b, ch); });
-  LetterGroups g = Classify(a_letters, b_letters, keep);
-  GemmDims d{SizeOf(g.free_a, size), SizeOf(g.free_b, size), SizeOf(g.sum, size), false, false};
-  std::string a_plain = g.batch + g.free_a + g.sum, a_trans = g.batch + g.sum + g.free_a;
-  std::string b_plain = g.batch + g.sum + g.free_b, b_trans = g.batch + g.free_b + g.sum;
-  d.ta = a0.letters == a_trans && a_trans != a_plain;
-  d.tb = b0.letters == b_trans && b_trans != b_plain;
-  KGRAD_ASSIGN_OR_RETURN(Operand a, Rearrange<T>(ctx, a0, d.ta ? a_trans : a_plain, size));
-  KGRAD_ASSIGN_OR_RETURN(Operand b, Rearrange<T>(ctx, b0, d.tb ? b_trans : b_plain, size));
-  Operand c{Tensor(), g.batch + g.free_a + g.free_b};
-  Shape shape;
-  for (char ch : c.letters) shape.push_back(size[static_cast<unsigned char>(ch)]);
-  KGRAD_ASSIGN_OR_RETURN(c.t, ctx.Allocate(a.t.dtype(), shape));
-  int64_t nb = SizeOf(g.batch, size);
-  if (c.t.NumElements() > 0) {
-    BatchedGemm(a.t.data<T>(), b.t.data<T>(), c.t.mutable_data<T>(), d, nb,
-                BatchOffsets{d.m * d.k, {}}, BatchOffsets{d.k * d.n, {}});
+                                 const EinsumContraction& c, const EinsumSizes& size) {
+  KGRAD_ASSIGN_OR_RETURN(Operand a, Rearrange<T>(ctx, a0, c.a, size));
+  KGRAD_ASSIGN_OR_RETURN(Operand b, Rearrange<T>(ctx, b0, c.b, size));
+  KGRAD_ASSIGN_OR_RETURN(Tensor out, ctx.Allocate(a.t.dtype(), LetterShape(c.out, size)));
+  if (out.NumElements() > 0) {
+    BatchedGemm(a.t.data<T>(), b.t.data<T>(), out.mutable_data<T>(),
+                GemmDims{c.m, c.n, c.k, c.ta, c.tb}, c.batch, BatchOffsets{c.m * c.k, {}},
+                BatchOffsets{c.k * c.n, {}});
   }
-  return c;
-}
-
-// The letters still needed after contracting operands i and j: those of the output
-// and of every other operand.
-std::string NeededLetters(const std::vector<Operand>& ops, size_t i, size_t j,
-                          const std::string& output) {
-  std::string keep = output;
-  for (size_t o = 0; o < ops.size(); ++o) {
-    if (o != i && o != j) keep += ops[o].letters;
-  }
-  return keep;
-}
-
-// The pair whose contraction gives the smallest result (a greedy order that avoids
-// outer products when operands share letters).
-std::pair<size_t, size_t> CheapestPair(const std::vector<Operand>& ops, const std::string& output,
-                                       const LetterSizes& size) {
-  std::pair<size_t, size_t> best{0, 1};
-  int64_t best_size = -1;
-  for (size_t i = 0; i < ops.size(); ++i) {
-    for (size_t j = i + 1; j < ops.size(); ++j) {
-      std::string keep = NeededLetters(ops, i, j, output);
-      auto kept = [&keep](char ch) { return Has(keep, ch); };
-      int64_t n = SizeOf(Select(ops[i].letters + ops[j].letters, kept), size);
-      if (best_size < 0 || n < best_size) best = {i, j}, best_size = n;
-    }
-  }
-  return best;
+  return Operand{std::move(out), c.out};
 }
 
 template <typename T>
-absl::StatusOr<Tensor> EinsumTyped(const KernelContext& ctx, const EinsumSpec& spec,
-                                   const LetterSizes& size) {
-  std::vector<Operand> ops;
-  for (size_t i = 0; i < spec.inputs.size(); ++i) {
-    ops.push_back(Operand{ctx.input(i).tensor(), spec.inputs[i]});
+absl::StatusOr<Tensor> EinsumTyped(const KernelContext& ctx, const ops::EinsumCall& call) {
+  std::vector<Operand> operands;
+  for (size_t i = 0; i < call.spec.inputs.size(); ++i) {
+    operands.push_back(Operand{ctx.input(i).tensor(), call.spec.inputs[i]});
   }
-  while (ops.size() > 1) {
-    auto [i, j] = CheapestPair(ops, spec.output, size);
-    std::string keep = NeededLetters(ops, i, j, spec.output);
-    KGRAD_ASSIGN_OR_RETURN(Operand c, Contract<T>(ctx, ops[i], ops[j], keep, size));
-    ops.erase(ops.begin() + j);
-    ops[i] = std::move(c);
+  for (const EinsumContraction& c : PlanEinsum(call.spec, call.size)) {
+    KGRAD_ASSIGN_OR_RETURN(Operand r, Contract<T>(ctx, operands[c.i], operands[c.j], c, call.size));
+    operands.erase(operands.begin() + c.j);
+    operands[c.i] = std::move(r);
   }
-  KGRAD_ASSIGN_OR_RETURN(Operand result, Rearrange<T>(ctx, ops[0], spec.output, size));
+  KGRAD_ASSIGN_OR_RETURN(Operand result,
+                         Rearrange<T>(ctx, operands[0], call.spec.output, call.size));
   return result.t;
-}
-
-// The size of every letter; error naming the letter when operands disagree.
-absl::StatusOr<LetterSizes> EinsumSizes(const KernelContext& ctx, const std::string& eq,
-                                        const EinsumSpec& spec) {
-  LetterSizes size;
-  size.fill(-1);
-  std::array<size_t, 128> where{};
-  for (size_t i = 0; i < spec.inputs.size(); ++i) {
-    const std::string& sub = spec.inputs[i];
-    const Tensor& t = ctx.input(i).tensor();
-    if (static_cast<int>(sub.size()) != t.rank()) {
-      return EinsumError(eq, absl::StrCat("operand ", i, " has ", sub.size(), " subscripts '", sub,
-                                          "' but is ", t.TypeString()));
-    }
-    for (size_t d = 0; d < sub.size(); ++d) {
-      unsigned char ch = sub[d];
-      if (size[ch] < 0) {
-        size[ch] = t.dim(d);
-        where[ch] = i;
-      } else if (size[ch] != t.dim(d)) {
-        return EinsumError(
-            eq, absl::StrCat("subscript '", std::string(1, sub[d]), "' has size ", size[ch],
-                             " in operand ", where[ch], " but ", t.dim(d), " in operand ", i));
-      }
-    }
-  }
-  return size;
-}
-
-absl::Status EinsumInputs(const KernelContext& ctx) {
-  int n = static_cast<int>(ctx.num_inputs());
-  if (n < 1 || n > kMaxEinsumOperands) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("einsum takes 1 to ", kMaxEinsumOperands, " operands, got ", n));
-  }
-  KGRAD_ASSIGN_OR_RETURN(const Tensor* first, ctx.FloatTensorAt(0));
-  for (int i = 1; i < n; ++i) {
-    KGRAD_ASSIGN_OR_RETURN(const Tensor* t, ctx.TensorAt(i));
-    if (t->dtype() != first->dtype()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("input ", i, " must have the dtype of input 0 (", DTypeName(first->dtype()),
-                       "), got ", t->TypeString()));
-    }
-  }
-  return absl::OkStatus();
 }
 
 // einsum(x0, ..., xn){equation}: contracted pairwise (cheapest pair first), each
 // pair as one batched GEMM.
 absl::StatusOr<Value> Einsum(KernelContext& ctx) {
-  KGRAD_RETURN_IF_ERROR(EinsumInputs(ctx));
-  const std::string& eq = ctx.prim().GetString("equation");
-  KGRAD_ASSIGN_OR_RETURN(EinsumSpec spec, ParseEinsum(eq, static_cast<int>(ctx.num_inputs())));
-  KGRAD_ASSIGN_OR_RETURN(LetterSizes size, EinsumSizes(ctx, eq, spec));
-  absl::StatusOr<Tensor> out;
-  if (ctx.input(0).tensor().dtype() == DType::kFloat32) {
-    out = EinsumTyped<float>(ctx, spec, size);
-  } else {
-    out = EinsumTyped<double>(ctx, spec, size);
-  }
+  KGRAD_ASSIGN_OR_RETURN(std::vector<ops::TensorType> in, InputTypes<ops::TensorType>(ctx));
+  KGRAD_ASSIGN_OR_RETURN(ops::EinsumCall call, ops::ParseEinsumCall(ctx.prim(), in));
+  absl::StatusOr<Tensor> out = in[0].dtype == DType::kFloat32 ? EinsumTyped<float>(ctx, call)
+                                                                 : EinsumTyped<double>(ctx, call);
   KGRAD_RETURN_IF_ERROR(out.status());
   return Value(*std::move(out));
 }

@@ -4,12 +4,8 @@
 // Reductions along an axis see the tensor as [outer, len, inner]. With inner == 1
 // each row is contiguous; otherwise a block of up to kTile adjacent inner
 // columns is processed together, so the inner loops stay contiguous and
-// vectorised (Eigen arrays: exp and log are SIMD).
-
-// GCC 12 reports -Wmaybe-uninitialized inside its own AVX-512 intrinsics
-// (_mm512_undefined_ps) when Eigen inlines them: a known false positive that
-// would bury real warnings.
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+// vectorised (Eigen arrays: exp and log are SIMD). The checks and attributes are
+// ops/nn.h's (shared with inference and the CUDA kernels).
 
 #include <algorithm>
 #include <cmath>
@@ -17,15 +13,16 @@
 #include <type_traits>
 #include <utility>
 
-#include "Eigen/Core"
 #include "absl/status/status.h"
-#include "absl/strings/str_cat.h"
 #include "absl/types/span.h"
 #include "backends/cpu/cpu_kernels.h"
+#include "backends/cpu/eigen.h"
 #include "backends/cpu/dropout_hash.h"
 #include "backends/cpu/parallel.h"
 #include "core/shape.h"
 #include "core/status_macros.h"
+#include "ops/nn.h"
+#include "ops/op_util.h"
 
 namespace kgrad {
 namespace cpu {
@@ -43,54 +40,14 @@ using ConstSeg = Eigen::Map<const Vec<T>>;
 template <typename T>
 using Seg = Eigen::Map<Vec<T>>;
 
-// ----- Input checks --------------------------------------------------------------------
-// Input i as a tensor of the dtype of input 0 (itself a float tensor).
-absl::StatusOr<const Tensor*> LikeFirst(const KernelContext& ctx, int i) {
-  KGRAD_ASSIGN_OR_RETURN(const Tensor* first, ctx.FloatTensorAt(0));
-  KGRAD_ASSIGN_OR_RETURN(const Tensor* t, ctx.TensorAt(i));
-  if (t->dtype() != first->dtype()) {
-    return absl::InvalidArgumentError(absl::StrCat("input ", i, " must be ",
-                                                   DTypeName(first->dtype()), " like input 0, got ",
-                                                   t->TypeString()));
-  }
-  return t;
-}
-
-absl::StatusOr<int> AxisAttr(const KernelContext& ctx, const Tensor& t, const char* name) {
-  absl::StatusOr<int> axis = NormalizeAxis(ctx.prim().GetInt(name), t.rank());
-  if (!axis.ok()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("attribute '", name, "' on ", t.TypeString(), ": ", axis.status().message()));
-  }
-  return *axis;
-}
-
-absl::StatusOr<double> EpsilonAttr(const KernelContext& ctx) {
-  double eps = ctx.prim().GetFloat("epsilon");
-  if (!(eps >= 0) || !std::isfinite(eps)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("attribute 'epsilon' must be finite and >= 0, got ", eps));
-  }
-  return eps;
-}
-
 // ----- Geometry ----------------------------------------------------------------------
-struct AxisGeometry {
-  int64_t outer, len, inner;
-};
-
-AxisGeometry Geometry(absl::Span<const int64_t> shape, int axis) {
-  AxisGeometry g{1, shape[axis], 1};
-  for (int i = 0; i < axis; ++i) g.outer *= shape[i];
-  for (size_t i = axis + 1; i < shape.size(); ++i) g.inner *= shape[i];
-  return g;
-}
+using ops::AxisSplit;
 
 // fn(in, out, width) for every block of `g`: `width` adjacent columns whose
 // elements along the axis start at flat offset `in` and step by g.inner; `out` is
 // the block's offset with the axis removed. Blocks run in parallel.
 template <typename Fn>
-void ForEachBlock(const AxisGeometry& g, Fn fn) {
+void ForEachBlock(const AxisSplit& g, Fn fn) {
   int64_t tiles = (g.inner + kTile - 1) / kTile;
   int64_t width = std::min(g.inner, kTile);
   int64_t grain = std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(1, g.len * width));
@@ -158,7 +115,7 @@ void SoftmaxBlock(const T* x, T* y, int64_t len, int64_t stride, int64_t w) {
 }
 
 template <typename T, bool kLog>
-void SoftmaxTyped(const T* x, T* y, const AxisGeometry& g) {
+void SoftmaxTyped(const T* x, T* y, const AxisSplit& g) {
   ForEachBlock(g, [&](int64_t in, int64_t, int64_t w) {
     if (g.inner == 1) {
       SoftmaxRow<T, kLog>(x + in, y + in, g.len);
@@ -171,9 +128,9 @@ void SoftmaxTyped(const T* x, T* y, const AxisGeometry& g) {
 // softmax(x){axis} and log_softmax(x){axis}, stable: the row max is subtracted.
 template <bool kLog>
 absl::StatusOr<Value> Softmax(KernelContext& ctx) {
-  KGRAD_ASSIGN_OR_RETURN(const Tensor* x, ctx.FloatTensorAt(0));
-  KGRAD_ASSIGN_OR_RETURN(int axis, AxisAttr(ctx, *x, "axis"));
-  AxisGeometry g = Geometry(x->shape(), axis);
+  KGRAD_ASSIGN_OR_RETURN(const Tensor* x, ctx.TensorAt(0));
+  KGRAD_ASSIGN_OR_RETURN(int axis, ops::ParseSoftmax(ctx.prim(), *x));
+  const AxisSplit g = ops::SplitAtAxis(x->shape(), axis);
   // y may be x's own buffer (in place) when nothing else holds x.
   KGRAD_ASSIGN_OR_RETURN(Tensor y, ctx.AllocateOrReuse({0}, x->dtype(), x->shape()));
   if (y.NumElements() == 0) return Value(std::move(y));
@@ -210,7 +167,7 @@ void CrossEntropyBlock(const T* x, const T* labels, T* loss, int64_t len, int64_
 }
 
 template <typename T>
-void CrossEntropyTyped(const T* x, const T* labels, T* loss, const AxisGeometry& g) {
+void CrossEntropyTyped(const T* x, const T* labels, T* loss, const AxisSplit& g) {
   if (g.len == 0) {  // an empty sum
     std::fill(loss, loss + g.outer * g.inner, T{0});
     return;
@@ -227,18 +184,13 @@ void CrossEntropyTyped(const T* x, const T* labels, T* loss, const AxisGeometry&
 // softmax_cross_entropy(logits, labels){axis}: -sum(labels * log_softmax(logits))
 // along axis.
 absl::StatusOr<Value> SoftmaxCrossEntropy(KernelContext& ctx) {
-  KGRAD_ASSIGN_OR_RETURN(const Tensor* x, ctx.FloatTensorAt(0));
-  KGRAD_ASSIGN_OR_RETURN(const Tensor* labels, LikeFirst(ctx, 1));
-  if (labels->shape() != x->shape()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("labels must have the shape of logits, got logits ", x->TypeString(),
-                     " and labels ", labels->TypeString()));
-  }
-  KGRAD_ASSIGN_OR_RETURN(int axis, AxisAttr(ctx, *x, "axis"));
-  Shape shape = x->shape();
-  shape.erase(shape.begin() + axis);
-  KGRAD_ASSIGN_OR_RETURN(Tensor loss, ctx.Allocate(x->dtype(), shape));
-  AxisGeometry g = Geometry(x->shape(), axis);
+  KGRAD_ASSIGN_OR_RETURN(const Tensor* x, ctx.TensorAt(0));
+  KGRAD_ASSIGN_OR_RETURN(const Tensor* labels, ctx.TensorAt(1));
+  KGRAD_ASSIGN_OR_RETURN(
+      const ops::CrossEntropyAxis ce,
+      ops::ParseSoftmaxCrossEntropy(ctx.prim(), *x, *labels, ops::CheckedBy::kKernel));
+  KGRAD_ASSIGN_OR_RETURN(Tensor loss, ctx.Allocate(x->dtype(), ce.out));
+  const AxisSplit g = ops::SplitAtAxis(x->shape(), ce.axis);
   if (x->dtype() == DType::kFloat32) {
     CrossEntropyTyped(x->data<float>(), labels->data<float>(), loss.mutable_data<float>(), g);
   } else {
@@ -251,10 +203,7 @@ absl::StatusOr<Value> SoftmaxCrossEntropy(KernelContext& ctx) {
 template <typename L>
 absl::Status CheckLabels(const L* labels, int64_t n, int64_t classes) {
   for (int64_t i = 0; i < n; ++i) {
-    if (labels[i] < 0 || labels[i] >= classes) {
-      return absl::OutOfRangeError(absl::StrCat("label ", labels[i], " at position ", i,
-                                                " is out of range [0, ", classes, ")"));
-    }
+    if (labels[i] < 0 || labels[i] >= classes) return ops::LabelOutOfRange(labels[i], i, classes);
   }
   return absl::OkStatus();
 }
@@ -286,18 +235,11 @@ absl::Status SparseCrossEntropyLabels(const T* x, const Tensor& labels, T* loss,
 
 // sparse_softmax_cross_entropy(logits[N, C], labels[N]): -log_softmax(logits)[n, labels[n]].
 absl::StatusOr<Value> SparseSoftmaxCrossEntropy(KernelContext& ctx) {
-  KGRAD_ASSIGN_OR_RETURN(const Tensor* x, ctx.FloatTensorAt(0));
+  KGRAD_ASSIGN_OR_RETURN(const Tensor* x, ctx.TensorAt(0));
   KGRAD_ASSIGN_OR_RETURN(const Tensor* labels, ctx.TensorAt(1));
-  if (x->rank() != 2) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("input 0 must be logits of rank 2 [N, C], got ", x->TypeString()));
-  }
-  if (!IsInteger(labels->dtype()) || labels->rank() != 1 || labels->dim(0) != x->dim(0)) {
-    return absl::InvalidArgumentError(absl::StrCat("input 1 must be i32 or i64 labels [", x->dim(0),
-                                                   "], got ", labels->TypeString()));
-  }
-  int64_t n = x->dim(0), c = x->dim(1);
-  KGRAD_ASSIGN_OR_RETURN(Tensor loss, ctx.Allocate(x->dtype(), {n}));
+  KGRAD_ASSIGN_OR_RETURN(const Shape shape, ops::SparseSoftmaxCrossEntropyShape(*x, *labels));
+  const int64_t n = x->dim(0), c = x->dim(1);
+  KGRAD_ASSIGN_OR_RETURN(Tensor loss, ctx.Allocate(x->dtype(), shape));
   if (x->dtype() == DType::kFloat32) {
     KGRAD_RETURN_IF_ERROR(
         SparseCrossEntropyLabels(x->data<float>(), *labels, loss.mutable_data<float>(), n, c));
@@ -335,7 +277,7 @@ void ApplyAffine(const T* x, T* y, int64_t n, const Affine& a) {
 // Batch norm for inner > 1: one channel at a time, its `outer` contiguous segments
 // of `inner` values.
 template <typename T>
-void BatchNormChannel(const T* x, T* y, int64_t c, const AxisGeometry& g, double eps,
+void BatchNormChannel(const T* x, T* y, int64_t c, const AxisSplit& g, double eps,
                       const T* scale, const T* bias) {
   auto seg = [&](int64_t o) { return ConstSeg<T>(x + (o * g.len + c) * g.inner, g.inner); };
   double sum = 0, sq = 0;
@@ -355,7 +297,7 @@ void BatchNormChannel(const T* x, T* y, int64_t c, const AxisGeometry& g, double
 // Batch norm for inner == 1 (x is [rows, C]): a block of w adjacent channels at
 // once, reading rows as contiguous pieces.
 template <typename T>
-void BatchNormColumns(const T* x, T* y, int64_t c0, int64_t w, const AxisGeometry& g, double eps,
+void BatchNormColumns(const T* x, T* y, int64_t c0, int64_t w, const AxisSplit& g, double eps,
                       const T* scale, const T* bias) {
   auto row = [&](int64_t o) { return ConstSeg<T>(x + o * g.len + c0, w).template cast<double>(); };
   DoubleTile sum = DoubleTile::Zero(w), sq = DoubleTile::Zero(w);
@@ -374,7 +316,7 @@ void BatchNormColumns(const T* x, T* y, int64_t c0, int64_t w, const AxisGeometr
 }
 
 template <typename T>
-void BatchNormTyped(const T* x, T* y, const T* scale, const T* bias, const AxisGeometry& g,
+void BatchNormTyped(const T* x, T* y, const T* scale, const T* bias, const AxisSplit& g,
                     double eps) {
   int64_t per_channel = std::max<int64_t>(1, g.outer * g.inner);
   if (g.inner == 1) {
@@ -396,38 +338,22 @@ void BatchNormTyped(const T* x, T* y, const T* scale, const T* bias, const AxisG
               });
 }
 
-// An affine parameter (input i) of the dtype of x and shape `want`.
-absl::StatusOr<const Tensor*> AffineInput(const KernelContext& ctx, int i,
-                                          absl::Span<const int64_t> want) {
-  KGRAD_ASSIGN_OR_RETURN(const Tensor* p, LikeFirst(ctx, i));
-  if (absl::MakeConstSpan(p->shape()) != want) {
-    return absl::InvalidArgumentError(absl::StrCat("input ", i, " must have shape ",
-                                                   ShapeToString(want), ", got ", p->TypeString()));
-  }
-  return p;
-}
-
 // batch_norm(x, scale[C], bias[C]){epsilon, axis}: training mode, batch statistics.
 absl::StatusOr<Value> BatchNorm(KernelContext& ctx) {
-  KGRAD_ASSIGN_OR_RETURN(const Tensor* x, ctx.FloatTensorAt(0));
-  if (x->rank() < 2) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("input 0 must have rank >= 2, got ", x->TypeString()));
-  }
-  KGRAD_ASSIGN_OR_RETURN(int axis, AxisAttr(ctx, *x, "axis"));
-  KGRAD_ASSIGN_OR_RETURN(double eps, EpsilonAttr(ctx));
-  int64_t channels[1] = {x->dim(axis)};
-  KGRAD_ASSIGN_OR_RETURN(const Tensor* scale, AffineInput(ctx, 1, channels));
-  KGRAD_ASSIGN_OR_RETURN(const Tensor* bias, AffineInput(ctx, 2, channels));
-  AxisGeometry g = Geometry(x->shape(), axis);
+  KGRAD_ASSIGN_OR_RETURN(const Tensor* x, ctx.TensorAt(0));
+  KGRAD_ASSIGN_OR_RETURN(const Tensor* scale, ctx.TensorAt(1));
+  KGRAD_ASSIGN_OR_RETURN(const Tensor* bias, ctx.TensorAt(2));
+  KGRAD_ASSIGN_OR_RETURN(const ops::NormAttrs a, ops::ParseBatchNorm(ctx.prim(), *x, *scale, *bias,
+                                                                     ops::CheckedBy::kKernel));
+  const AxisSplit g = ops::SplitAtAxis(x->shape(), a.axis);
   KGRAD_ASSIGN_OR_RETURN(Tensor y, ctx.AllocateOrReuse({0}, x->dtype(), x->shape()));
   if (y.NumElements() == 0) return Value(std::move(y));
   if (x->dtype() == DType::kFloat32) {
     BatchNormTyped(x->data<float>(), y.mutable_data<float>(), scale->data<float>(),
-                   bias->data<float>(), g, eps);
+                   bias->data<float>(), g, a.epsilon);
   } else {
     BatchNormTyped(x->data<double>(), y.mutable_data<double>(), scale->data<double>(),
-                   bias->data<double>(), g, eps);
+                   bias->data<double>(), g, a.epsilon);
   }
   return Value(std::move(y));
 }
@@ -445,13 +371,13 @@ void LayerNormRow(const T* x, T* y, int64_t n, double eps, const T* scale, const
 
 // layer_norm(x, scale, bias){begin_norm_axis, epsilon}: per row of the trailing dims.
 absl::StatusOr<Value> LayerNorm(KernelContext& ctx) {
-  KGRAD_ASSIGN_OR_RETURN(const Tensor* x, ctx.FloatTensorAt(0));
-  KGRAD_ASSIGN_OR_RETURN(int begin, AxisAttr(ctx, *x, "begin_norm_axis"));
-  KGRAD_ASSIGN_OR_RETURN(double eps, EpsilonAttr(ctx));
-  absl::Span<const int64_t> normalized = absl::MakeConstSpan(x->shape()).subspan(begin);
-  KGRAD_ASSIGN_OR_RETURN(const Tensor* scale, AffineInput(ctx, 1, normalized));
-  KGRAD_ASSIGN_OR_RETURN(const Tensor* bias, AffineInput(ctx, 2, normalized));
-  int64_t n = NumElementsOf(normalized);
+  KGRAD_ASSIGN_OR_RETURN(const Tensor* x, ctx.TensorAt(0));
+  KGRAD_ASSIGN_OR_RETURN(const Tensor* scale, ctx.TensorAt(1));
+  KGRAD_ASSIGN_OR_RETURN(const Tensor* bias, ctx.TensorAt(2));
+  KGRAD_ASSIGN_OR_RETURN(const ops::NormAttrs a, ops::ParseLayerNorm(ctx.prim(), *x, *scale, *bias,
+                                                                     ops::CheckedBy::kKernel));
+  // Each row holds the normalised dims [begin_norm_axis, rank).
+  const int64_t n = NumElementsOf(absl::MakeConstSpan(x->shape()).subspan(a.axis));
   KGRAD_ASSIGN_OR_RETURN(Tensor y, ctx.AllocateOrReuse({0}, x->dtype(), x->shape()));
   if (y.NumElements() == 0) return Value(std::move(y));
   int64_t rows = y.NumElements() / n;
@@ -462,7 +388,7 @@ absl::StatusOr<Value> LayerNorm(KernelContext& ctx) {
       T* yp = y.mutable_data<T>();
       ParallelFor(rows, std::max<int64_t>(1, kParallelGrain / n), [&](int64_t b, int64_t e) {
         for (int64_t r = b; r < e; ++r) {
-          LayerNormRow(xp + r * n, yp + r * n, n, eps, scale->data<T>(), bias->data<T>());
+          LayerNormRow(xp + r * n, yp + r * n, n, a.epsilon, scale->data<T>(), bias->data<T>());
         }
       });
     }
@@ -492,18 +418,13 @@ void DropoutTyped(const T* x, T* y, int64_t n, uint64_t seed, double rate) {
 }
 
 absl::StatusOr<Value> Dropout(KernelContext& ctx) {
-  KGRAD_ASSIGN_OR_RETURN(const Tensor* x, ctx.FloatTensorAt(0));
-  double rate = ctx.prim().GetFloat("rate");
-  if (!(rate >= 0 && rate < 1)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("attribute 'rate' of dropout must be in [0, 1), got ", rate));
-  }
-  uint64_t seed = static_cast<uint64_t>(ctx.prim().GetInt("seed"));
+  KGRAD_ASSIGN_OR_RETURN(const Tensor* x, ctx.TensorAt(0));
+  KGRAD_ASSIGN_OR_RETURN(const ops::DropoutAttrs a, ops::ParseDropout(ctx.prim(), *x));
   KGRAD_ASSIGN_OR_RETURN(Tensor y, ctx.AllocateOrReuse({0}, x->dtype(), x->shape()));
   if (x->dtype() == DType::kFloat32) {
-    DropoutTyped(x->data<float>(), y.mutable_data<float>(), y.NumElements(), seed, rate);
+    DropoutTyped(x->data<float>(), y.mutable_data<float>(), y.NumElements(), a.seed, a.rate);
   } else {
-    DropoutTyped(x->data<double>(), y.mutable_data<double>(), y.NumElements(), seed, rate);
+    DropoutTyped(x->data<double>(), y.mutable_data<double>(), y.NumElements(), a.seed, a.rate);
   }
   return Value(std::move(y));
 }

@@ -16,6 +16,15 @@ namespace cpu {
 // threads costs more than the work.
 inline constexpr int64_t kParallelGrain = 1 << 15;
 
+// The threads a parallel region may use (1 without OpenMP).
+inline int MaxThreads() {
+#ifdef _OPENMP
+  return omp_get_max_threads();
+#else
+  return 1;
+#endif
+}
+
 // fn(begin, end) over [0, n) in contiguous chunks, in parallel when n >= grain.
 template <typename Fn>
 void ParallelFor(int64_t n, int64_t grain, Fn&& fn) {

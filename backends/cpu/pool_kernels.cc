@@ -19,48 +19,34 @@
 #include "backends/cpu/cpu_kernels.h"
 #include "backends/cpu/parallel.h"
 #include "core/status_macros.h"
+#include "ops/conv_window.h"
 
 namespace kgrad {
 namespace cpu {
 namespace conv_internal {
 namespace {
 
-struct PoolGeom {
-  Window win;
-  int64_t n, c, h, w, oh, ow;
-  bool count_include_pad = true;
+using ops::PoolGeom;
 
-  int64_t planes() const { return n * c; }
-  Shape y_shape() const { return {n, c, oh, ow}; }
-  // Kernel rows [r0, r1) of output row i that lie inside the input (never empty).
-  std::pair<int64_t, int64_t> Rows(int64_t i) const {
-    int64_t start = i * win.stride[0] - win.pad_lo[0];
-    return {std::max<int64_t>(start, 0), std::min(start + win.kernel[0], h)};
-  }
-  // Real cells in the columns of window column j.
-  int64_t ColCount(int64_t j) const {
-    int64_t start = j * win.stride[1] - win.pad_lo[1];
-    return std::min(start + win.kernel[1], w) - std::max<int64_t>(start, 0);
-  }
-};
+int64_t Planes(const PoolGeom& g) { return g.n * g.c; }
 
-absl::StatusOr<PoolGeom> MakePoolGeom(const Primitive& p, const Shape& x) {
-  PoolGeom g;
-  KGRAD_ASSIGN_OR_RETURN(g.win, PoolAttrs(p));
-  g.n = x[0], g.c = x[1], g.h = x[2], g.w = x[3];
-  KGRAD_ASSIGN_OR_RETURN(g.oh, WindowCount(g.win, 0, g.h, /*pool=*/true));
-  KGRAD_ASSIGN_OR_RETURN(g.ow, WindowCount(g.win, 1, g.w, /*pool=*/true));
-  if (p.id() == PrimId::kAvgPool2d || p.id() == PrimId::kAvgPool2dGrad) {
-    g.count_include_pad = p.GetBool("count_include_pad");
-  }
-  return g;
+// Kernel rows [r0, r1) of output row i that lie inside the input (never empty).
+std::pair<int64_t, int64_t> KernelRows(const PoolGeom& g, int64_t i) {
+  int64_t start = i * g.win.stride[0] - g.win.pad_lo[0];
+  return {std::max<int64_t>(start, 0), std::min(start + g.win.kernel[0], g.h)};
+}
+
+// Real cells in the columns of window column j.
+int64_t ColCount(const PoolGeom& g, int64_t j) {
+  int64_t start = j * g.win.stride[1] - g.win.pad_lo[1];
+  return std::min(start + g.win.kernel[1], g.w) - std::max<int64_t>(start, 0);
 }
 
 // fn(base, j0, j1) for each run of output row i: output column j in [j0, j1)
 // reads the plane cell base + j*sw, in row-major window order.
 template <typename Fn>
 void ForEachRun(const PoolGeom& g, int64_t i, Fn&& fn) {
-  auto [r0, r1] = g.Rows(i);
+  auto [r0, r1] = KernelRows(g, i);
   // Only kernel columns that some window places inside the input (a hostile kernel
   // attribute can be far wider than the input).
   const int64_t left = g.win.pad_lo[1];
@@ -82,15 +68,15 @@ int64_t PlaneChunks(const PoolGeom& g) {
 #ifdef _OPENMP
   threads = omp_get_max_threads();
 #endif
-  double work = static_cast<double>(g.planes()) * g.oh * g.ow * g.win.kernel[0] * g.win.kernel[1];
+  double work = static_cast<double>(Planes(g)) * g.oh * g.ow * g.win.kernel[0] * g.win.kernel[1];
   if (threads <= 1 || work < kParallelGrain) return 1;
-  return std::max<int64_t>(1, std::min(g.planes(), threads));
+  return std::max<int64_t>(1, std::min(Planes(g), threads));
 }
 
 // fn(plane, chunk) over all planes.
 template <typename Fn>
 void ForEachPlane(const PoolGeom& g, int64_t chunks, Fn&& fn) {
-  int64_t planes = g.planes();
+  int64_t planes = Planes(g);
   ParallelFor(chunks, 2, [&](int64_t b, int64_t e) {
     for (int64_t c = b; c < e; ++c) {
       for (int64_t pl = planes * c / chunks; pl < planes * (c + 1) / chunks; ++pl) fn(pl, c);
@@ -120,7 +106,7 @@ void MaxRow(const PoolGeom& g, const T* xp, int64_t i, T* m) {
 template <typename T, typename P>
 void ArgmaxRow(const PoolGeom& g, const T* xp, int64_t i, T* m, P* idx) {
   const int64_t s = g.win.stride[1];
-  const int64_t r0 = g.Rows(i).first;
+  const int64_t r0 = KernelRows(g, i).first;
   std::fill(m, m + g.ow, -std::numeric_limits<T>::infinity());
   // The first real cell: the answer when every cell is -inf.
   for (int64_t j = 0; j < g.ow; ++j) {
@@ -250,9 +236,10 @@ struct Winner2x2 {
     const bool na = va != va, nb = vb != vb, nc = vc != vc, nd = vd != vd;
     const bool num = !(na | nb | nc | nd);
     a = na | (num & (va == m));
-    b = !a & (nb | (num & (vb == m)));
-    c = !a & !b & (nc | (num & (vc == m)));
-    d = !a & !b & !c;
+    // Branch-free first-winner selection: bitwise & on bools (no short circuit).
+    b = (!a) & (nb | (num & (vb == m)));
+    c = (!a) & (!b) & (nc | (num & (vc == m)));
+    d = (!a) & (!b) & (!c);
   }
 };
 
@@ -310,7 +297,7 @@ T Divisor(const PoolGeom& g, int64_t rows, int64_t j) {
   if (g.count_include_pad) {
     return static_cast<T>(static_cast<double>(g.win.kernel[0]) * g.win.kernel[1]);
   }
-  return static_cast<T>(rows * g.ColCount(j));
+  return static_cast<T>(rows * ColCount(g, j));
 }
 
 template <typename T>
@@ -324,7 +311,7 @@ void AvgPool(const PoolGeom& g, const T* x, T* y, int64_t chunks) {
       ForEachRun(g, i, [&](int64_t base, int64_t j0, int64_t j1) {
         for (int64_t j = j0; j < j1; ++j) yr[j] += xp[base + j * s];
       });
-      auto [r0, r1] = g.Rows(i);
+      auto [r0, r1] = KernelRows(g, i);
       for (int64_t j = 0; j < g.ow; ++j) yr[j] /= Divisor<T>(g, r1 - r0, j);
     }
   });
@@ -341,7 +328,7 @@ void AvgPoolGrad(const PoolGeom& g, const T* dy, T* dx, T* share, int64_t chunks
     std::fill(dxp, dxp + g.h * g.w, T(0));
     for (int64_t i = 0; i < g.oh; ++i) {
       const T* dyr = dy + (pl * g.oh + i) * g.ow;
-      auto [r0, r1] = g.Rows(i);
+      auto [r0, r1] = KernelRows(g, i);
       for (int64_t j = 0; j < g.ow; ++j) v[j] = dyr[j] / Divisor<T>(g, r1 - r0, j);
       ForEachRun(g, i, [&](int64_t base, int64_t j0, int64_t j1) {
         for (int64_t j = j0; j < j1; ++j) dxp[base + j * s] += v[j];
@@ -350,26 +337,15 @@ void AvgPoolGrad(const PoolGeom& g, const T* dy, T* dx, T* share, int64_t chunks
   });
 }
 
-// ----- Kernels
-// ------------------------------------------------------------------------------------ Runs fn(T{})
-// with T = float or double after the dtype of `t` (checked by Nchw).
-template <typename Fn>
-void DispatchFloat(const Tensor& t, Fn&& fn) {
-  if (t.dtype() == DType::kFloat32) {
-    fn(float{});
-  } else {
-    fn(double{});
-  }
-}
-
+// ----- Kernels ----------------------------------------------------------------------------
 // max_pool2d(x) and avg_pool2d(x).
 absl::StatusOr<Value> PoolKernel(KernelContext& ctx) {
-  KGRAD_ASSIGN_OR_RETURN(const Tensor* x, Nchw(ctx, 0, "NCHW input"));
-  KGRAD_ASSIGN_OR_RETURN(PoolGeom g, MakePoolGeom(ctx.prim(), x->shape()));
+  KGRAD_ASSIGN_OR_RETURN(const Tensor* x, ctx.FloatTensorAt(0));
+  KGRAD_ASSIGN_OR_RETURN(PoolGeom g, ops::PoolKernelGeom(ctx.prim(), {x}));
   KGRAD_ASSIGN_OR_RETURN(Tensor y, ctx.Allocate(x->dtype(), g.y_shape()));
   bool max = ctx.prim().id() == PrimId::kMaxPool2d;
   int64_t chunks = PlaneChunks(g);
-  DispatchFloat(*x, [&](auto zero) {
+  DispatchFloat(x->dtype(), [&](auto zero) {
     using T = decltype(zero);
     if (max && IsPlain2x2(g)) {
       MaxPool2x2<T>(g, x->data<T>(), y.mutable_data<T>(), chunks);
@@ -382,62 +358,43 @@ absl::StatusOr<Value> PoolKernel(KernelContext& ctx) {
   return Value(std::move(y));
 }
 
-// max_pool2d_grad(x, dy) -> dx shaped like x.
-absl::StatusOr<Value> MaxPoolGradKernel(KernelContext& ctx) {
-  KGRAD_ASSIGN_OR_RETURN(const Tensor* x, Nchw(ctx, 0, "NCHW input"));
-  KGRAD_ASSIGN_OR_RETURN(const Tensor* dy, Nchw(ctx, 1, "NCHW gradient"));
-  KGRAD_ASSIGN_OR_RETURN(PoolGeom g, MakePoolGeom(ctx.prim(), x->shape()));
-  KGRAD_RETURN_IF_ERROR(ExpectShape(1, *dy, g.y_shape(), "the pooled shape of input 0"));
-  KGRAD_ASSIGN_OR_RETURN(Tensor dx, ctx.Allocate(x->dtype(), x->shape()));
-  int64_t chunks = PlaneChunks(g);
-  if (IsPlain2x2(g)) {
-    DispatchFloat(*x, [&](auto zero) {
-      using T = decltype(zero);
-      Route2x2<T, true>(g, x->data<T>(), dy->data<T>(), dx.mutable_data<T>(), chunks);
-    });
-    return Value(std::move(dx));
+// max_pool2d_grad(x, dy) (kScatter) and max_pool2d_grad_grad(x, ddx): the 2x2
+// loops where they apply, else the general ones with a row of argmax scratch per
+// chunk.
+template <bool kScatter>
+absl::StatusOr<Value> RouteKernel(KernelContext& ctx) {
+  KGRAD_ASSIGN_OR_RETURN(const Tensor* x, ctx.FloatTensorAt(0));
+  KGRAD_ASSIGN_OR_RETURN(const Tensor* src, ctx.FloatTensorAt(1));
+  KGRAD_ASSIGN_OR_RETURN(PoolGeom g, ops::PoolKernelGeom(ctx.prim(), {x, src}));
+  KGRAD_ASSIGN_OR_RETURN(Tensor out,
+                         ctx.Allocate(x->dtype(), ops::OutputShape(ctx.prim().id(), g)));
+  const int64_t chunks = PlaneChunks(g);
+  const bool plain = IsPlain2x2(g);
+  ArgmaxScratch s;  // the general loops' rows (the 2x2 loops need none)
+  if (!plain) {
+    KGRAD_ASSIGN_OR_RETURN(s, MakeArgmaxScratch(ctx, x->dtype(), g, chunks));
   }
-  KGRAD_ASSIGN_OR_RETURN(ArgmaxScratch s, MakeArgmaxScratch(ctx, x->dtype(), g, chunks));
-  DispatchFloat(*x, [&](auto zero) {
+  DispatchFloat(x->dtype(), [&](auto zero) {
     using T = decltype(zero);
-    Route<T, true>(g, x->data<T>(), dy->data<T>(), dx.mutable_data<T>(), s, chunks);
+    const T* xs = x->data<T>();
+    if (plain) {
+      Route2x2<T, kScatter>(g, xs, src->data<T>(), out.mutable_data<T>(), chunks);
+    } else {
+      Route<T, kScatter>(g, xs, src->data<T>(), out.mutable_data<T>(), s, chunks);
+    }
   });
-  return Value(std::move(dx));
-}
-
-// max_pool2d_grad_grad(x, ddx) -> shaped like max_pool2d(x).
-absl::StatusOr<Value> MaxPoolGradGradKernel(KernelContext& ctx) {
-  KGRAD_ASSIGN_OR_RETURN(const Tensor* x, Nchw(ctx, 0, "NCHW input"));
-  KGRAD_ASSIGN_OR_RETURN(const Tensor* ddx, Nchw(ctx, 1, "NCHW input-gradient"));
-  KGRAD_RETURN_IF_ERROR(ExpectShape(1, *ddx, x->shape(), "like input 0"));
-  KGRAD_ASSIGN_OR_RETURN(PoolGeom g, MakePoolGeom(ctx.prim(), x->shape()));
-  KGRAD_ASSIGN_OR_RETURN(Tensor y, ctx.Allocate(x->dtype(), g.y_shape()));
-  int64_t chunks = PlaneChunks(g);
-  if (IsPlain2x2(g)) {
-    DispatchFloat(*x, [&](auto zero) {
-      using T = decltype(zero);
-      Route2x2<T, false>(g, x->data<T>(), ddx->data<T>(), y.mutable_data<T>(), chunks);
-    });
-    return Value(std::move(y));
-  }
-  KGRAD_ASSIGN_OR_RETURN(ArgmaxScratch s, MakeArgmaxScratch(ctx, x->dtype(), g, chunks));
-  DispatchFloat(*x, [&](auto zero) {
-    using T = decltype(zero);
-    Route<T, false>(g, x->data<T>(), ddx->data<T>(), y.mutable_data<T>(), s, chunks);
-  });
-  return Value(std::move(y));
+  return Value(std::move(out));
 }
 
 // avg_pool2d_grad(dy, x_ref) -> dx shaped like x_ref.
 absl::StatusOr<Value> AvgPoolGradKernel(KernelContext& ctx) {
-  KGRAD_ASSIGN_OR_RETURN(const Tensor* dy, Nchw(ctx, 0, "NCHW gradient"));
-  KGRAD_ASSIGN_OR_RETURN(const Tensor* x_ref, Nchw(ctx, 1, "NCHW input-shape"));
-  KGRAD_ASSIGN_OR_RETURN(PoolGeom g, MakePoolGeom(ctx.prim(), x_ref->shape()));
-  KGRAD_RETURN_IF_ERROR(ExpectShape(0, *dy, g.y_shape(), "the pooled shape of input 1"));
+  KGRAD_ASSIGN_OR_RETURN(const Tensor* dy, ctx.FloatTensorAt(0));
+  KGRAD_ASSIGN_OR_RETURN(const Tensor* x_ref, ctx.FloatTensorAt(1));
+  KGRAD_ASSIGN_OR_RETURN(PoolGeom g, ops::PoolKernelGeom(ctx.prim(), {dy, x_ref}));
   KGRAD_ASSIGN_OR_RETURN(Tensor dx, ctx.Allocate(dy->dtype(), x_ref->shape()));
   int64_t chunks = PlaneChunks(g);
   KGRAD_ASSIGN_OR_RETURN(Tensor share, ctx.Allocate(dy->dtype(), {chunks, g.ow}));
-  DispatchFloat(*dy, [&](auto zero) {
+  DispatchFloat(dy->dtype(), [&](auto zero) {
     using T = decltype(zero);
     AvgPoolGrad<T>(g, dy->data<T>(), dx.mutable_data<T>(), share.mutable_data<T>(), chunks);
   });
@@ -448,8 +405,8 @@ absl::StatusOr<Value> AvgPoolGradKernel(KernelContext& ctx) {
 
 void RegisterPoolKernels(KernelTable* table) {
   table->Set(PrimId::kMaxPool2d, PoolKernel);
-  table->Set(PrimId::kMaxPool2dGrad, MaxPoolGradKernel);
-  table->Set(PrimId::kMaxPool2dGradGrad, MaxPoolGradGradKernel);
+  table->Set(PrimId::kMaxPool2dGrad, RouteKernel</*kScatter=*/true>);
+  table->Set(PrimId::kMaxPool2dGradGrad, RouteKernel</*kScatter=*/false>);
   table->Set(PrimId::kAvgPool2d, PoolKernel);
   table->Set(PrimId::kAvgPool2dGrad, AvgPoolGradKernel);
 }

@@ -7,6 +7,7 @@
 //     row of accumulators (vectorised over the kept dim).
 // Integer sums and products wrap (two's complement). Empty reductions: see
 // ops/reduce.cc (sum 0, prod 1, mean NaN, logsumexp -inf, max/min/arg* errors).
+// The checks, axes and output shapes are ops/reduce.h's (ParseReduceAxes).
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -14,23 +15,17 @@
 #include <type_traits>
 #include <vector>
 
-#include "Eigen/Core"
 #include "absl/status/status.h"
-#include "absl/strings/str_cat.h"
 #include "backends/cpu/cpu_kernels.h"
+#include "backends/cpu/eigen.h"
 #include "backends/cpu/parallel.h"
 #include "core/shape.h"
 #include "core/status_macros.h"
+#include "ops/reduce.h"
 
 namespace kgrad {
 namespace cpu {
 namespace {
-
-using DTypeMask = uint32_t;
-constexpr DTypeMask Bit(DType t) { return DTypeMask{1} << static_cast<int>(t); }
-constexpr DTypeMask kFloatTypes = Bit(DType::kFloat32) | Bit(DType::kFloat64);
-constexpr DTypeMask kNumericTypes = kFloatTypes | Bit(DType::kInt32) | Bit(DType::kInt64);
-constexpr bool Allows(DTypeMask mask, DType t) { return (mask & Bit(t)) != 0; }
 
 template <typename T>
 using ConstArrayMap = Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>>;
@@ -47,25 +42,6 @@ constexpr int64_t kMaxChunks = 64;
 // Identity(); Merge(a, b) of two partial results; Run(x, n, o, acc): acc folded
 // with the contiguous run x[0, n) of output o; Rows(x, n, o, acc): acc[j] folded
 // with x[j] for the n outputs o, o + 1, ...
-template <typename T>
-T WrapAdd(T a, T b) {
-  if constexpr (std::is_integral_v<T>) {
-    using U = std::make_unsigned_t<T>;
-    return static_cast<T>(static_cast<U>(a) + static_cast<U>(b));
-  } else {
-    return a + b;
-  }
-}
-template <typename T>
-T WrapMul(T a, T b) {
-  if constexpr (std::is_integral_v<T>) {
-    using U = std::make_unsigned_t<T>;
-    return static_cast<T>(static_cast<U>(a) * static_cast<U>(b));
-  } else {
-    return a * b;
-  }
-}
-
 template <typename T>
 struct SumReducer {
   T Identity() const { return T(0); }
@@ -153,25 +129,17 @@ struct ReducePlan {
 };
 
 ReducePlan MakeReducePlan(const Shape& in, const std::vector<bool>& reduced) {
+  const ops::ReduceGroups groups = ops::GroupReduceDims(in, reduced);
   ReducePlan p;
-  Shape sizes;
-  std::vector<bool> is_red;
-  for (size_t d = 0; d < in.size(); ++d) {
-    (reduced[d] ? p.red_count : p.out_count) *= in[d];
-    if (in[d] == 1) continue;
-    if (!sizes.empty() && is_red.back() == reduced[d]) {
-      sizes.back() *= in[d];  // row-major neighbours of one kind walk as one
-    } else {
-      sizes.push_back(in[d]);
-      is_red.push_back(reduced[d]);
-    }
+  p.out_count = groups.out_count;
+  p.red_count = groups.red_count;
+  const Shape strides = RowMajorStrides(groups.sizes);
+  for (size_t g = 0; g < groups.sizes.size(); ++g) {
+    const bool red = groups.reduced[g];
+    (red ? p.red_dims : p.kept_dims).push_back(groups.sizes[g]);
+    (red ? p.red_strides : p.kept_strides).push_back(strides[g]);
   }
-  Shape strides = RowMajorStrides(sizes);
-  for (size_t g = 0; g < sizes.size(); ++g) {
-    (is_red[g] ? p.red_dims : p.kept_dims).push_back(sizes[g]);
-    (is_red[g] ? p.red_strides : p.kept_strides).push_back(strides[g]);
-  }
-  p.inner_kept = !is_red.empty() && !is_red.back();
+  p.inner_kept = !groups.reduced.empty() && !groups.reduced.back();
   return p;
 }
 
@@ -286,45 +254,6 @@ void Reduce(const ReducePlan& p, const T* x, T* out, const Op& op) {
 }
 
 // ----- Kernels ------------------------------------------------------------------------
-absl::StatusOr<const Tensor*> ReduceInput(const KernelContext& ctx, DTypeMask allowed) {
-  KGRAD_ASSIGN_OR_RETURN(const Tensor* x, ctx.TensorAt(0));
-  if (!Allows(allowed, x->dtype())) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "input 0 must be a ", allowed == kFloatTypes ? "f32 or f64" : "f32, f64, i32 or i64",
-        " tensor, got ", x->TypeString()));
-  }
-  return x;
-}
-
-absl::Status EmptyAxisError(const KernelContext& ctx, const Tensor& x, int axis) {
-  return absl::InvalidArgumentError(absl::StrCat(
-      ctx.prim().name(), " over an empty axis: axis ", axis, " of ", x.TypeString(),
-      " has size 0, and the ", ctx.prim().name(), " of no elements is undefined"));
-}
-
-// Which input dims `axes` reduces (empty: all); error on bad or repeated axes.
-absl::StatusOr<std::vector<bool>> ReducedDims(const std::vector<int64_t>& axes, int rank) {
-  std::vector<bool> reduced(rank, axes.empty());
-  for (int64_t a : axes) {
-    KGRAD_ASSIGN_OR_RETURN(int d, NormalizeAxis(a, rank));
-    if (reduced[d]) return absl::InvalidArgumentError(absl::StrCat("axis ", a, " is repeated"));
-    reduced[d] = true;
-  }
-  return reduced;
-}
-
-Shape OutputShape(const Shape& in, const std::vector<bool>& reduced, bool keepdims) {
-  Shape out;
-  for (size_t d = 0; d < in.size(); ++d) {
-    if (!reduced[d]) {
-      out.push_back(in[d]);
-    } else if (keepdims) {
-      out.push_back(1);
-    }
-  }
-  return out;
-}
-
 enum class ReduceKind { kSum, kMean, kProd, kMax, kMin, kLogsumexp };
 
 template <typename T>
@@ -341,19 +270,10 @@ void LogSumExp(const ReducePlan& p, const T* x, T* out) {
 
 template <ReduceKind kKind>
 absl::StatusOr<Value> ReduceKernel(KernelContext& ctx) {
-  constexpr bool kFloatOnly = kKind == ReduceKind::kMean || kKind == ReduceKind::kLogsumexp;
-  constexpr bool kNeedsElements = kKind == ReduceKind::kMax || kKind == ReduceKind::kMin;
-  KGRAD_ASSIGN_OR_RETURN(const Tensor* x,
-                         ReduceInput(ctx, kFloatOnly ? kFloatTypes : kNumericTypes));
-  KGRAD_ASSIGN_OR_RETURN(std::vector<bool> reduced,
-                         ReducedDims(ctx.prim().GetInts("axes"), x->rank()));
-  for (int d = 0; d < x->rank(); ++d) {
-    if (kNeedsElements && reduced[d] && x->dim(d) == 0) return EmptyAxisError(ctx, *x, d);
-  }
-  KGRAD_ASSIGN_OR_RETURN(
-      Tensor out,
-      ctx.Allocate(x->dtype(), OutputShape(x->shape(), reduced, ctx.prim().GetBool("keepdims"))));
-  const ReducePlan plan = MakeReducePlan(x->shape(), reduced);
+  KGRAD_ASSIGN_OR_RETURN(const Tensor* x, ctx.TensorAt(0));
+  KGRAD_ASSIGN_OR_RETURN(const ops::ReduceAxes r, ops::ParseReduceAxes(ctx.prim(), *x));
+  KGRAD_ASSIGN_OR_RETURN(Tensor out, ctx.Allocate(r.out_dtype, r.out_shape));
+  const ReducePlan plan = MakeReducePlan(x->shape(), r.reduced);
   DispatchDType(x->dtype(), [&](auto zero) {
     using T = decltype(zero);
     if constexpr (!std::is_same_v<T, bool>) {
@@ -448,22 +368,15 @@ void ArgReduce(const T* x, int64_t outer, int64_t n, int64_t inner, int64_t* out
 
 template <bool kMax>
 absl::StatusOr<Value> ArgReduceKernel(KernelContext& ctx) {
-  KGRAD_ASSIGN_OR_RETURN(const Tensor* x, ReduceInput(ctx, kNumericTypes));
-  KGRAD_ASSIGN_OR_RETURN(int axis, NormalizeAxis(ctx.prim().GetInt("axis"), x->rank()));
-  if (x->dim(axis) == 0) return EmptyAxisError(ctx, *x, axis);
-  std::vector<bool> reduced(x->rank(), false);
-  reduced[axis] = true;
-  KGRAD_ASSIGN_OR_RETURN(
-      Tensor out, ctx.Allocate(DType::kInt64,
-                               OutputShape(x->shape(), reduced, ctx.prim().GetBool("keepdims"))));
-  const Shape& s = x->shape();
-  const int64_t outer = NumElementsOf(absl::MakeConstSpan(s).subspan(0, axis));
-  const int64_t inner = NumElementsOf(absl::MakeConstSpan(s).subspan(axis + 1));
-  if (outer * inner == 0) return Value(std::move(out));
+  KGRAD_ASSIGN_OR_RETURN(const Tensor* x, ctx.TensorAt(0));
+  KGRAD_ASSIGN_OR_RETURN(const ops::ReduceAxes r, ops::ParseReduceAxes(ctx.prim(), *x));
+  KGRAD_ASSIGN_OR_RETURN(Tensor out, ctx.Allocate(r.out_dtype, r.out_shape));
+  const ops::AxisSplit g = ops::SplitAtAxis(x->shape(), r.axes[0]);
+  if (g.outer * g.inner == 0) return Value(std::move(out));
   DispatchDType(x->dtype(), [&](auto zero) {
     using T = decltype(zero);
     if constexpr (!std::is_same_v<T, bool>) {
-      ArgReduce<kMax>(x->data<T>(), outer, s[axis], inner, out.mutable_data<int64_t>());
+      ArgReduce<kMax>(x->data<T>(), g.outer, g.len, g.inner, out.mutable_data<int64_t>());
     }
   });
   return Value(std::move(out));

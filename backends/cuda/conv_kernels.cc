@@ -14,195 +14,28 @@
 // winning: the CPU's rule, which cuDNN does not promise (ties are common after
 // relu).
 //
-// Checks and messages follow backends/cpu/conv_window.cc and conv_kernels.cc.
+// Attributes, geometry and input checks are the window rules of ops/conv_window.h,
+// shared with inference and the CPU kernels.
 #include <algorithm>
 #include <array>
 #include <climits>
-#include <string>
 #include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "backends/cuda/cuda_context.h"
 #include "backends/cuda/kernel_util.h"
 #include "core/shape.h"
 #include "core/status_macros.h"
+#include "ops/conv_window.h"
 
 namespace kgrad {
 namespace cuda {
 namespace {
 
-// ----- Attributes and geometry (the rules of backends/cpu/conv_window.cc) ---------------------
-struct Window {
-  std::array<int64_t, 2> kernel{1, 1};
-  std::array<int64_t, 2> stride{1, 1};
-  std::array<int64_t, 2> dilation{1, 1};
-  std::array<int64_t, 2> pad_lo{0, 0};  // top, left
-  std::array<int64_t, 2> pad_hi{0, 0};  // bottom, right
-  int64_t groups = 1;
-
-  bool symmetric() const { return pad_lo == pad_hi; }
-};
-
-constexpr const char* kAxisNames[2] = {"height", "width"};
-constexpr int64_t kMaxAttrValue = kMaxElements;
-
-absl::Status BadAttr(const std::string& name, const std::vector<int64_t>& v,
-                     absl::string_view expected) {
-  return absl::InvalidArgumentError(absl::StrCat("attribute '", name, "' must be ", expected,
-                                                 ", got [", absl::StrJoin(v, ", "), "]"));
-}
-
-absl::StatusOr<std::array<int64_t, 2>> PairAttr(const Primitive& p, const std::string& name,
-                                                int64_t min) {
-  const std::vector<int64_t>& v = p.GetInts(name);
-  const std::string expected = absl::StrCat("2 values [h, w], each >= ", min);
-  if (v.size() != 2) return BadAttr(name, v, expected);
-  for (int64_t x : v) {
-    if (x < min || x > kMaxAttrValue) return BadAttr(name, v, expected);
-  }
-  return std::array<int64_t, 2>{v[0], v[1]};
-}
-
-absl::Status ParsePadding(const Primitive& p, Window* w) {
-  const std::vector<int64_t>& v = p.GetInts("padding");
-  const char* expected = "[pad_h, pad_w] or [top, bottom, left, right], each >= 0";
-  if (v.size() != 2 && v.size() != 4) return BadAttr("padding", v, expected);
-  for (int64_t x : v) {
-    if (x < 0 || x > kMaxAttrValue) return BadAttr("padding", v, expected);
-  }
-  if (v.size() == 2) {
-    w->pad_lo = w->pad_hi = {v[0], v[1]};
-  } else {
-    w->pad_lo = {v[0], v[2]};
-    w->pad_hi = {v[1], v[3]};
-  }
-  return absl::OkStatus();
-}
-
-absl::StatusOr<Window> ConvAttrs(const Primitive& p) {
-  Window w;
-  KGRAD_ASSIGN_OR_RETURN(w.stride, PairAttr(p, "stride", 1));
-  KGRAD_ASSIGN_OR_RETURN(w.dilation, PairAttr(p, "dilation", 1));
-  KGRAD_RETURN_IF_ERROR(ParsePadding(p, &w));
-  w.groups = p.GetInt("groups");
-  if (w.groups < 1 || w.groups > kMaxAttrValue) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("attribute 'groups' must be >= 1, got ", w.groups));
-  }
-  return w;
-}
-
-absl::StatusOr<Window> PoolAttrs(const Primitive& p) {
-  Window w;
-  KGRAD_ASSIGN_OR_RETURN(w.kernel, PairAttr(p, "kernel", 1));
-  if (p.GetInts("stride").empty()) {
-    w.stride = w.kernel;
-  } else {
-    KGRAD_ASSIGN_OR_RETURN(w.stride, PairAttr(p, "stride", 1));
-  }
-  KGRAD_RETURN_IF_ERROR(ParsePadding(p, &w));
-  return w;
-}
-
-absl::StatusOr<int64_t> WindowCount(const Window& w, int axis, int64_t in, bool pool) {
-  const char* name = kAxisNames[axis];
-  const int64_t k = w.kernel[axis], d = w.dilation[axis], s = w.stride[axis];
-  const int64_t lo = w.pad_lo[axis], hi = w.pad_hi[axis];
-  if (pool && lo >= k) {
-    return absl::InvalidArgumentError(absl::StrCat("the first pooling window along the ", name,
-                                                   " lies entirely in the padding (padding ", lo,
-                                                   " >= kernel ", k, ")"));
-  }
-  if (k > 1 && d > kMaxAttrValue / (k - 1)) {
-    return absl::InvalidArgumentError(absl::StrCat("the dilated kernel ", name, " (kernel ", k,
-                                                   ", dilation ", d, ") is too large"));
-  }
-  const int64_t eff = d * (k - 1) + 1;
-  const int64_t padded = in + lo + hi;
-  if (padded < eff) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("the padded input ", name, " ", padded, " (", in, " + ", lo, " + ", hi,
-                     ") is smaller than the ", d > 1 ? "dilated " : "", "kernel ", name, " ", eff));
-  }
-  const int64_t count = (padded - eff) / s + 1;
-  const int64_t last_start = (count - 1) * s - lo;
-  if (pool && last_start >= in) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("the last pooling window along the ", name, " starts at ", last_start,
-                     ", past the input ", name, " ", in, ": it lies entirely in the padding"));
-  }
-  return count;
-}
-
-absl::StatusOr<const Tensor*> Nchw(const KernelContext& ctx, size_t i, const char* what) {
-  KGRAD_ASSIGN_OR_RETURN(const Tensor* t, ctx.FloatTensorAt(i));
-  if (t->rank() != 4) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("input ", i, " must be a rank-4 ", what, " tensor, got ", t->TypeString()));
-  }
-  if (i > 0 && t->dtype() != ctx.input(0).tensor().dtype()) {
-    return absl::InvalidArgumentError(absl::StrCat("input ", i, " must be ",
-                                                   DTypeName(ctx.input(0).tensor().dtype()),
-                                                   " like input 0, got ", t->TypeString()));
-  }
-  return t;
-}
-
-absl::Status ExpectShape(size_t i, const Tensor& t, const Shape& expected, absl::string_view what) {
-  if (t.shape() == expected) return absl::OkStatus();
-  return absl::InvalidArgumentError(absl::StrCat("input ", i, " must be shaped ",
-                                                 ShapeToString(expected), " (", what, "), got ",
-                                                 t.TypeString()));
-}
-
-struct ConvGeom {
-  Window win;
-  int64_t n, c, h, w;  // input
-  int64_t o, kh, kw;   // filter [O, C/groups, KH, KW]
-  int64_t oh, ow;      // output
-  int64_t cg, og;      // channels per group
-
-  Shape x_shape() const { return {n, c, h, w}; }
-  Shape y_shape() const { return {n, o, oh, ow}; }
-  Shape w_shape() const { return {o, cg, kh, kw}; }
-};
-
-absl::StatusOr<ConvGeom> MakeConvGeom(const Window& win, const Shape& x, size_t xi, const Shape& w,
-                                      size_t wi) {
-  ConvGeom g;
-  g.n = x[0], g.c = x[1], g.h = x[2], g.w = x[3];
-  g.o = w[0], g.kh = w[2], g.kw = w[3];
-  const int64_t groups = win.groups;
-  if (g.c % groups != 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "input ", xi, " has ", g.c, " channels (dim 1), not divisible by groups=", groups));
-  }
-  if (g.o % groups != 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("input ", wi, " (filter) has ", g.o,
-                     " output channels (dim 0), not divisible by groups=", groups));
-  }
-  if (w[1] != g.c / groups) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("input ", wi, " (filter) must have C/groups = ", g.c / groups,
-                     " input channels (dim 1) for ", g.c, " channels and groups=", groups, ", got ",
-                     ShapeToString(w)));
-  }
-  if (g.kh < 1 || g.kw < 1) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "input ", wi, " (filter) must have a kernel of at least 1x1, got ", ShapeToString(w)));
-  }
-  g.cg = g.c / groups;
-  g.og = g.o / groups;
-  g.win = win;
-  g.win.kernel = {g.kh, g.kw};
-  KGRAD_ASSIGN_OR_RETURN(g.oh, WindowCount(g.win, 0, g.h, /*pool=*/false));
-  KGRAD_ASSIGN_OR_RETURN(g.ow, WindowCount(g.win, 1, g.w, /*pool=*/false));
-  return g;
-}
+using ops::ConvGeom;
+using ops::Window;
 
 bool FitsInt(std::initializer_list<int64_t> values) {
   for (int64_t v : values) {
@@ -222,10 +55,6 @@ bool CudnnCanConvolve(const ConvGeom& g) {
 }
 
 // ----- cuDNN descriptors ----------------------------------------------------------------------
-cudnnDataType_t CudnnType(DType t) {
-  return t == DType::kFloat32 ? CUDNN_DATA_FLOAT : CUDNN_DATA_DOUBLE;
-}
-
 // The descriptors of one convolution; destroyed with it.
 class ConvDescs {
  public:
@@ -236,10 +65,13 @@ class ConvDescs {
     if (conv_ != nullptr) cudnnDestroyConvolutionDescriptor(conv_);
   }
 
-  // `g` with symmetric padding pad_lo (the caller pads explicitly otherwise) and
-  // the input of height h and width w.
-  absl::Status Init(DType dtype, const ConvGeom& g, int64_t h, int64_t w, bool pad) {
-    const cudnnDataType_t type = CudnnType(dtype);
+  // `g` over the input `xin` as cuDNN reads it (see CudnnInput): with g's padding
+  // when it is symmetric, else already padded. Also takes the stream's handle.
+  absl::Status Init(const Gpu& gpu, DType dtype, const ConvGeom& g, const Tensor& xin) {
+    KGRAD_ASSIGN_OR_RETURN(handle_, gpu.device->Cudnn());
+    const cudnnDataType_t type = CudnnDataType(dtype);
+    const int64_t h = xin.dim(2), w = xin.dim(3);
+    const bool pad = g.win.symmetric();
     auto i = [](int64_t v) { return static_cast<int>(v); };
     KGRAD_CUDNN_CALL(cudnnCreateTensorDescriptor(&x_));
     KGRAD_CUDNN_CALL(cudnnCreateTensorDescriptor(&y_));
@@ -262,23 +94,17 @@ class ConvDescs {
     return absl::OkStatus();
   }
 
+  cudnnHandle_t handle() const { return handle_; }
   cudnnTensorDescriptor_t x() const { return x_; }
   cudnnTensorDescriptor_t y() const { return y_; }
   cudnnFilterDescriptor_t w() const { return w_; }
   cudnnConvolutionDescriptor_t conv() const { return conv_; }
 
  private:
+  cudnnHandle_t handle_ = nullptr;
   cudnnTensorDescriptor_t x_ = nullptr, y_ = nullptr;
   cudnnFilterDescriptor_t w_ = nullptr;
   cudnnConvolutionDescriptor_t conv_ = nullptr;
-};
-
-struct Scale {
-  explicit Scale(DType t, double v) : f(static_cast<float>(v)), d(v), f32(t == DType::kFloat32) {}
-  const void* get() const { return f32 ? static_cast<const void*>(&f) : &d; }
-  float f;
-  double d;
-  bool f32;
 };
 
 // Runs run(algo, workspace, bytes) over cuDNN's heuristic candidates (`perf`,
@@ -311,26 +137,39 @@ absl::Status RunBestAlgo(const KernelContext& ctx, const Perf* perf, int count, 
   return last;
 }
 
-// x zero-padded by the window's padding (for asymmetric padding).
-absl::StatusOr<Tensor> PadInput(const KernelContext& ctx, const Gpu& gpu, const Tensor& x,
-                                const Window& k) {
-  Shape dims = x.shape();
+// ----- Asymmetric padding -------------------------------------------------------------------
+// cuDNN's descriptor holds one pad per axis, so asymmetric padding is applied to
+// the tensors instead: an NCHW `shape` grown by k's padding.
+Shape PaddedShape(const Shape& shape, const Window& k) {
+  Shape dims = shape;
   dims[2] += k.pad_lo[0] + k.pad_hi[0];
   dims[3] += k.pad_lo[1] + k.pad_hi[1];
+  return dims;
+}
+
+// Where the unpadded interior starts in a padded tensor of `strides`.
+int64_t InteriorOffset(const Shape& strides, const Window& k) {
+  return k.pad_lo[0] * strides[2] + k.pad_lo[1] * strides[3];
+}
+
+// The x that cuDNN reads: x itself for symmetric padding, else x zero-padded.
+absl::StatusOr<Tensor> CudnnInput(const KernelContext& ctx, const Gpu& gpu, const Tensor& x,
+                                  const Window& k) {
+  if (k.symmetric()) return x;
+  const Shape dims = PaddedShape(x.shape(), k);
   KGRAD_ASSIGN_OR_RETURN(Tensor out, ctx.Allocate(x.dtype(), dims));
   KGRAD_RETURN_IF_ERROR(FillTensor(ctx, out, 0.0));
   const Shape strides = RowMajorStrides(dims);
-  const int64_t offset = k.pad_lo[0] * strides[2] + k.pad_lo[1] * strides[3];
-  KGRAD_RETURN_IF_ERROR(StridedCopy(DenseRead(x.shape(), strides, offset), x, out, gpu.stream));
+  KGRAD_RETURN_IF_ERROR(
+      StridedCopy(DenseRead(x.shape(), strides, InteriorOffset(strides, k)), x, out, gpu.stream));
   return out;
 }
 
 // ----- conv2d ---------------------------------------------------------------------------------
 absl::StatusOr<Value> Conv2d(KernelContext& ctx) {
-  KGRAD_ASSIGN_OR_RETURN(Window win, ConvAttrs(ctx.prim()));
-  KGRAD_ASSIGN_OR_RETURN(const Tensor* x, Nchw(ctx, 0, "NCHW input"));
-  KGRAD_ASSIGN_OR_RETURN(const Tensor* w, Nchw(ctx, 1, "OIHW filter"));
-  KGRAD_ASSIGN_OR_RETURN(ConvGeom g, MakeConvGeom(win, x->shape(), 0, w->shape(), 1));
+  KGRAD_ASSIGN_OR_RETURN(const Tensor* x, ctx.FloatTensorAt(0));
+  KGRAD_ASSIGN_OR_RETURN(const Tensor* w, ctx.FloatTensorAt(1));
+  KGRAD_ASSIGN_OR_RETURN(ConvGeom g, ops::ConvKernelGeom(ctx.prim(), {x, w}));
   if (!CudnnCanConvolve(g)) return CpuFallback(ctx);
   KGRAD_ASSIGN_OR_RETURN(Gpu gpu, GpuOf(ctx));
   KGRAD_ASSIGN_OR_RETURN(Tensor y, ctx.Allocate(x->dtype(), g.y_shape()));
@@ -339,20 +178,16 @@ absl::StatusOr<Value> Conv2d(KernelContext& ctx) {
     KGRAD_RETURN_IF_ERROR(FillTensor(ctx, y, 0.0));
     return Value(std::move(y));
   }
-  const bool sym = g.win.symmetric();
-  Tensor xin = *x;
-  if (!sym) {
-    KGRAD_ASSIGN_OR_RETURN(xin, PadInput(ctx, gpu, *x, g.win));
-  }
-  KGRAD_ASSIGN_OR_RETURN(cudnnHandle_t h, gpu.device->Cudnn());
+  KGRAD_ASSIGN_OR_RETURN(Tensor xin, CudnnInput(ctx, gpu, *x, g.win));
   ConvDescs d;
-  KGRAD_RETURN_IF_ERROR(d.Init(x->dtype(), g, xin.dim(2), xin.dim(3), sym));
+  KGRAD_RETURN_IF_ERROR(d.Init(gpu, x->dtype(), g, xin));
+  cudnnHandle_t h = d.handle();
   std::array<cudnnConvolutionFwdAlgoPerf_t, CUDNN_CONVOLUTION_FWD_ALGO_COUNT> perf;
   int count = 0;
   KGRAD_CUDNN_CALL(cudnnGetConvolutionForwardAlgorithm_v7(h, d.x(), d.w(), d.conv(), d.y(),
                                                           static_cast<int>(perf.size()), &count,
                                                           perf.data()));
-  const Scale one(x->dtype(), 1), zero(x->dtype(), 0);
+  const CudnnScale one(x->dtype(), 1), zero(x->dtype(), 0);
   KGRAD_RETURN_IF_ERROR(RunBestAlgo(
       ctx, perf.data(), count,
       [&](cudnnConvolutionFwdAlgo_t algo, void* ws, size_t bytes) {
@@ -365,12 +200,10 @@ absl::StatusOr<Value> Conv2d(KernelContext& ctx) {
 
 // ----- conv2d_backprop_input -------------------------------------------------------------------
 absl::StatusOr<Value> Conv2dBackpropInput(KernelContext& ctx) {
-  KGRAD_ASSIGN_OR_RETURN(Window win, ConvAttrs(ctx.prim()));
-  KGRAD_ASSIGN_OR_RETURN(const Tensor* dy, Nchw(ctx, 0, "NCHW gradient"));
-  KGRAD_ASSIGN_OR_RETURN(const Tensor* w, Nchw(ctx, 1, "OIHW filter"));
-  KGRAD_ASSIGN_OR_RETURN(const Tensor* x_ref, Nchw(ctx, 2, "NCHW input-shape"));
-  KGRAD_ASSIGN_OR_RETURN(ConvGeom g, MakeConvGeom(win, x_ref->shape(), 2, w->shape(), 1));
-  KGRAD_RETURN_IF_ERROR(ExpectShape(0, *dy, g.y_shape(), "the conv2d output of inputs 2 and 1"));
+  KGRAD_ASSIGN_OR_RETURN(const Tensor* dy, ctx.FloatTensorAt(0));
+  KGRAD_ASSIGN_OR_RETURN(const Tensor* w, ctx.FloatTensorAt(1));
+  KGRAD_ASSIGN_OR_RETURN(const Tensor* x_ref, ctx.FloatTensorAt(2));
+  KGRAD_ASSIGN_OR_RETURN(ConvGeom g, ops::ConvKernelGeom(ctx.prim(), {dy, w, x_ref}));
   if (!CudnnCanConvolve(g)) return CpuFallback(ctx);
   KGRAD_ASSIGN_OR_RETURN(Gpu gpu, GpuOf(ctx));
   KGRAD_ASSIGN_OR_RETURN(Tensor dx, ctx.Allocate(dy->dtype(), x_ref->shape()));
@@ -380,23 +213,19 @@ absl::StatusOr<Value> Conv2dBackpropInput(KernelContext& ctx) {
     return Value(std::move(dx));
   }
   const bool sym = g.win.symmetric();
-  const Window& k = g.win;
   Tensor dxp = dx;  // the gradient of the padded input when padding is explicit
   if (!sym) {
-    Shape padded = dx.shape();
-    padded[2] += k.pad_lo[0] + k.pad_hi[0];
-    padded[3] += k.pad_lo[1] + k.pad_hi[1];
-    KGRAD_ASSIGN_OR_RETURN(dxp, ctx.Allocate(dy->dtype(), padded));
+    KGRAD_ASSIGN_OR_RETURN(dxp, ctx.Allocate(dy->dtype(), PaddedShape(dx.shape(), g.win)));
   }
-  KGRAD_ASSIGN_OR_RETURN(cudnnHandle_t h, gpu.device->Cudnn());
   ConvDescs d;
-  KGRAD_RETURN_IF_ERROR(d.Init(dy->dtype(), g, dxp.dim(2), dxp.dim(3), sym));
+  KGRAD_RETURN_IF_ERROR(d.Init(gpu, dy->dtype(), g, dxp));
+  cudnnHandle_t h = d.handle();
   std::array<cudnnConvolutionBwdDataAlgoPerf_t, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT> perf;
   int count = 0;
   KGRAD_CUDNN_CALL(cudnnGetConvolutionBackwardDataAlgorithm_v7(h, d.w(), d.y(), d.conv(), d.x(),
                                                                static_cast<int>(perf.size()),
                                                                &count, perf.data()));
-  const Scale one(dy->dtype(), 1), zero(dy->dtype(), 0);
+  const CudnnScale one(dy->dtype(), 1), zero(dy->dtype(), 0);
   KGRAD_RETURN_IF_ERROR(RunBestAlgo(
       ctx, perf.data(), count,
       [&](cudnnConvolutionBwdDataAlgo_t algo, void* ws, size_t bytes) {
@@ -408,21 +237,18 @@ absl::StatusOr<Value> Conv2dBackpropInput(KernelContext& ctx) {
   if (!sym) {
     // dx is the interior of the padded input's gradient.
     const Shape strides = RowMajorStrides(dxp.shape());
-    const int64_t offset = k.pad_lo[0] * strides[2] + k.pad_lo[1] * strides[3];
-    KGRAD_RETURN_IF_ERROR(
-        StridedCopy(DenseWrite(dx.shape(), strides, offset), dxp, dx, gpu.stream));
+    KGRAD_RETURN_IF_ERROR(StridedCopy(
+        DenseWrite(dx.shape(), strides, InteriorOffset(strides, g.win)), dxp, dx, gpu.stream));
   }
   return Value(std::move(dx));
 }
 
 // ----- conv2d_backprop_filter ------------------------------------------------------------------
 absl::StatusOr<Value> Conv2dBackpropFilter(KernelContext& ctx) {
-  KGRAD_ASSIGN_OR_RETURN(Window win, ConvAttrs(ctx.prim()));
-  KGRAD_ASSIGN_OR_RETURN(const Tensor* x, Nchw(ctx, 0, "NCHW input"));
-  KGRAD_ASSIGN_OR_RETURN(const Tensor* dy, Nchw(ctx, 1, "NCHW gradient"));
-  KGRAD_ASSIGN_OR_RETURN(const Tensor* w_ref, Nchw(ctx, 2, "OIHW filter-shape"));
-  KGRAD_ASSIGN_OR_RETURN(ConvGeom g, MakeConvGeom(win, x->shape(), 0, w_ref->shape(), 2));
-  KGRAD_RETURN_IF_ERROR(ExpectShape(1, *dy, g.y_shape(), "the conv2d output of inputs 0 and 2"));
+  KGRAD_ASSIGN_OR_RETURN(const Tensor* x, ctx.FloatTensorAt(0));
+  KGRAD_ASSIGN_OR_RETURN(const Tensor* dy, ctx.FloatTensorAt(1));
+  KGRAD_ASSIGN_OR_RETURN(const Tensor* w_ref, ctx.FloatTensorAt(2));
+  KGRAD_ASSIGN_OR_RETURN(ConvGeom g, ops::ConvKernelGeom(ctx.prim(), {x, dy, w_ref}));
   if (!CudnnCanConvolve(g)) return CpuFallback(ctx);
   KGRAD_ASSIGN_OR_RETURN(Gpu gpu, GpuOf(ctx));
   KGRAD_ASSIGN_OR_RETURN(Tensor dw, ctx.Allocate(x->dtype(), g.w_shape()));
@@ -431,20 +257,16 @@ absl::StatusOr<Value> Conv2dBackpropFilter(KernelContext& ctx) {
     KGRAD_RETURN_IF_ERROR(FillTensor(ctx, dw, 0.0));
     return Value(std::move(dw));
   }
-  const bool sym = g.win.symmetric();
-  Tensor xin = *x;
-  if (!sym) {
-    KGRAD_ASSIGN_OR_RETURN(xin, PadInput(ctx, gpu, *x, g.win));
-  }
-  KGRAD_ASSIGN_OR_RETURN(cudnnHandle_t h, gpu.device->Cudnn());
+  KGRAD_ASSIGN_OR_RETURN(Tensor xin, CudnnInput(ctx, gpu, *x, g.win));
   ConvDescs d;
-  KGRAD_RETURN_IF_ERROR(d.Init(x->dtype(), g, xin.dim(2), xin.dim(3), sym));
+  KGRAD_RETURN_IF_ERROR(d.Init(gpu, x->dtype(), g, xin));
+  cudnnHandle_t h = d.handle();
   std::array<cudnnConvolutionBwdFilterAlgoPerf_t, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT> perf;
   int count = 0;
   KGRAD_CUDNN_CALL(cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, d.x(), d.y(), d.conv(), d.w(),
                                                                  static_cast<int>(perf.size()),
                                                                  &count, perf.data()));
-  const Scale one(x->dtype(), 1), zero(x->dtype(), 0);
+  const CudnnScale one(x->dtype(), 1), zero(x->dtype(), 0);
   KGRAD_RETURN_IF_ERROR(RunBestAlgo(
       ctx, perf.data(), count,
       [&](cudnnConvolutionBwdFilterAlgo_t algo, void* ws, size_t bytes) {
@@ -457,38 +279,27 @@ absl::StatusOr<Value> Conv2dBackpropFilter(KernelContext& ctx) {
 }
 
 // ----- Pooling ---------------------------------------------------------------------------------
-struct Pool {
-  Window win;
-  int64_t n, c, h, w, oh, ow;
-  bool count_include_pad = true;
+// The window's geometry (ops/conv_window.h); `PoolGeom` is what the native kernels
+// (kernels/launch.h) take.
+using Pool = ops::PoolGeom;
 
-  Shape y_shape() const { return {n, c, oh, ow}; }
-  PoolGeom geom() const {
-    PoolGeom g;
-    g.planes = n * c;
-    g.h = h, g.w = w, g.oh = oh, g.ow = ow;
-    g.kh = win.kernel[0], g.kw = win.kernel[1];
-    g.sh = win.stride[0], g.sw = win.stride[1];
-    g.pad_top = win.pad_lo[0], g.pad_left = win.pad_lo[1];
-    g.count_include_pad = count_include_pad;
-    return g;
-  }
-  bool fits_int() const {
-    return FitsInt({n, c, h, w, oh, ow, win.kernel[0], win.kernel[1], win.stride[0],
-                    win.stride[1], win.pad_lo[0], win.pad_lo[1], n * c * h * w, n * c * oh * ow});
-  }
-};
-
-absl::StatusOr<Pool> MakePool(const Primitive& p, const Shape& x) {
-  Pool g;
-  KGRAD_ASSIGN_OR_RETURN(g.win, PoolAttrs(p));
-  g.n = x[0], g.c = x[1], g.h = x[2], g.w = x[3];
-  KGRAD_ASSIGN_OR_RETURN(g.oh, WindowCount(g.win, 0, g.h, /*pool=*/true));
-  KGRAD_ASSIGN_OR_RETURN(g.ow, WindowCount(g.win, 1, g.w, /*pool=*/true));
-  if (p.id() == PrimId::kAvgPool2d || p.id() == PrimId::kAvgPool2dGrad) {
-    g.count_include_pad = p.GetBool("count_include_pad");
-  }
+PoolGeom LaunchGeom(const Pool& p) {
+  PoolGeom g;
+  g.planes = p.n * p.c;
+  g.h = p.h, g.w = p.w, g.oh = p.oh, g.ow = p.ow;
+  g.kh = p.win.kernel[0], g.kw = p.win.kernel[1];
+  g.sh = p.win.stride[0], g.sw = p.win.stride[1];
+  g.pad_top = p.win.pad_lo[0], g.pad_left = p.win.pad_lo[1];
+  g.count_include_pad = p.count_include_pad;
   return g;
+}
+
+// cuDNN takes every dim, attribute and 4-d tensor size as int.
+bool CudnnCanPool(const Pool& g) {
+  const Window& k = g.win;
+  return FitsInt({g.n, g.c, g.h, g.w, g.oh, g.ow, k.kernel[0], k.kernel[1], k.stride[0],
+                  k.stride[1], k.pad_lo[0], k.pad_lo[1], g.n * g.c * g.h * g.w,
+                  g.n * g.c * g.oh * g.ow});
 }
 
 // cuDNN's pooling forward (symmetric padding only).
@@ -496,7 +307,7 @@ absl::Status CudnnPool(const Gpu& gpu, cudnnPoolingMode_t mode, const Pool& g, c
                        const Tensor& y) {
   KGRAD_ASSIGN_OR_RETURN(cudnnHandle_t h, gpu.device->Cudnn());
   auto i = [](int64_t v) { return static_cast<int>(v); };
-  const cudnnDataType_t type = CudnnType(x.dtype());
+  const cudnnDataType_t type = CudnnDataType(x.dtype());
   cudnnTensorDescriptor_t xd = nullptr, yd = nullptr;
   cudnnPoolingDescriptor_t pd = nullptr;
   absl::Status s = CudnnStatus(cudnnCreateTensorDescriptor(&xd), "cudnnCreateTensorDescriptor");
@@ -520,7 +331,7 @@ absl::Status CudnnPool(const Gpu& gpu, cudnnPoolingMode_t mode, const Pool& g, c
                     "cudnnSetPooling2dDescriptor");
   }
   if (s.ok()) {
-    const Scale one(x.dtype(), 1), zero(x.dtype(), 0);
+    const CudnnScale one(x.dtype(), 1), zero(x.dtype(), 0);
     s = CudnnStatus(cudnnPoolingForward(h, pd, one.get(), xd, x.raw_data(), zero.get(), yd,
                                         y.raw_data()),
                     "cudnnPoolingForward");
@@ -537,83 +348,69 @@ absl::StatusOr<Tensor> Argmax(const KernelContext& ctx, const Gpu& gpu, const Po
   KGRAD_ASSIGN_OR_RETURN(Tensor idx, ctx.Allocate(DType::kInt64, g.y_shape()));
   KGRAD_LAUNCH(LaunchMaxPoolArgmax(ToDT(x.dtype()), x.raw_data(),
                                    y != nullptr ? y->raw_data() : nullptr,
-                                   idx.mutable_data<int64_t>(), g.geom(), gpu.stream));
+                                   idx.mutable_data<int64_t>(), LaunchGeom(g), gpu.stream));
   return idx;
 }
 
-absl::StatusOr<Value> MaxPool(KernelContext& ctx) {
-  KGRAD_ASSIGN_OR_RETURN(const Tensor* x, Nchw(ctx, 0, "NCHW input"));
-  KGRAD_ASSIGN_OR_RETURN(Pool g, MakePool(ctx.prim(), x->shape()));
+// max_pool2d(x) and avg_pool2d(x): cuDNN where it pools like the CPU (max without
+// padding, average with symmetric padding), else the native kernels.
+absl::StatusOr<Value> PoolForward(KernelContext& ctx) {
+  KGRAD_ASSIGN_OR_RETURN(const Tensor* x, ctx.FloatTensorAt(0));
+  KGRAD_ASSIGN_OR_RETURN(Pool g, ops::PoolKernelGeom(ctx.prim(), {x}));
   KGRAD_ASSIGN_OR_RETURN(Gpu gpu, GpuOf(ctx));
   KGRAD_ASSIGN_OR_RETURN(Tensor y, ctx.Allocate(x->dtype(), g.y_shape()));
   if (y.NumElements() == 0) return Value(std::move(y));
-  const bool no_pad = g.win.pad_lo == std::array<int64_t, 2>{0, 0} && g.win.symmetric();
-  if (no_pad && g.fits_int()) {
-    KGRAD_RETURN_IF_ERROR(CudnnPool(gpu, CUDNN_POOLING_MAX, g, *x, y));
-  } else {
-    KGRAD_RETURN_IF_ERROR(Argmax(ctx, gpu, g, *x, &y).status());
-  }
-  return Value(std::move(y));
-}
-
-absl::StatusOr<Value> AvgPool(KernelContext& ctx) {
-  KGRAD_ASSIGN_OR_RETURN(const Tensor* x, Nchw(ctx, 0, "NCHW input"));
-  KGRAD_ASSIGN_OR_RETURN(Pool g, MakePool(ctx.prim(), x->shape()));
-  KGRAD_ASSIGN_OR_RETURN(Gpu gpu, GpuOf(ctx));
-  KGRAD_ASSIGN_OR_RETURN(Tensor y, ctx.Allocate(x->dtype(), g.y_shape()));
-  if (y.NumElements() == 0) return Value(std::move(y));
-  if (g.win.symmetric() && g.fits_int()) {
+  const bool cudnn = g.win.symmetric() && CudnnCanPool(g);
+  if (ctx.prim().id() == PrimId::kMaxPool2d) {
+    if (cudnn && g.win.pad_lo == std::array<int64_t, 2>{0, 0}) {
+      KGRAD_RETURN_IF_ERROR(CudnnPool(gpu, CUDNN_POOLING_MAX, g, *x, y));
+    } else {
+      KGRAD_RETURN_IF_ERROR(Argmax(ctx, gpu, g, *x, &y).status());
+    }
+  } else if (cudnn) {
     KGRAD_RETURN_IF_ERROR(CudnnPool(gpu,
                                     g.count_include_pad
                                         ? CUDNN_POOLING_AVERAGE_COUNT_INCLUDE_PADDING
                                         : CUDNN_POOLING_AVERAGE_COUNT_EXCLUDE_PADDING,
                                     g, *x, y));
   } else {
-    KGRAD_LAUNCH(LaunchAvgPool(ToDT(x->dtype()), x->raw_data(), y.raw_data(), g.geom(),
-                               gpu.stream));
+    KGRAD_LAUNCH(
+        LaunchAvgPool(ToDT(x->dtype()), x->raw_data(), y.raw_data(), LaunchGeom(g), gpu.stream));
   }
   return Value(std::move(y));
 }
 
-// max_pool2d_grad(x, dy) -> dx shaped like x.
-absl::StatusOr<Value> MaxPoolGrad(KernelContext& ctx) {
-  KGRAD_ASSIGN_OR_RETURN(const Tensor* x, Nchw(ctx, 0, "NCHW input"));
-  KGRAD_ASSIGN_OR_RETURN(const Tensor* dy, Nchw(ctx, 1, "NCHW gradient"));
-  KGRAD_ASSIGN_OR_RETURN(Pool g, MakePool(ctx.prim(), x->shape()));
-  KGRAD_RETURN_IF_ERROR(ExpectShape(1, *dy, g.y_shape(), "the pooled shape of input 0"));
+// max_pool2d_grad(x, dy) (kScatter) and max_pool2d_grad_grad(x, ddx): one kernel
+// finds each window's argmax (int64 scratch), a second scatters dy to it or
+// gathers ddx from it.
+template <bool kScatter>
+absl::StatusOr<Value> RouteArgmax(KernelContext& ctx) {
+  KGRAD_ASSIGN_OR_RETURN(const Tensor* x, ctx.FloatTensorAt(0));
+  KGRAD_ASSIGN_OR_RETURN(const Tensor* src, ctx.FloatTensorAt(1));
+  KGRAD_ASSIGN_OR_RETURN(Pool g, ops::PoolKernelGeom(ctx.prim(), {x, src}));
   KGRAD_ASSIGN_OR_RETURN(Gpu gpu, GpuOf(ctx));
-  KGRAD_ASSIGN_OR_RETURN(Tensor dx, ctx.Allocate(x->dtype(), x->shape()));
-  if (dx.NumElements() == 0) return Value(std::move(dx));
+  KGRAD_ASSIGN_OR_RETURN(Tensor out,
+                         ctx.Allocate(x->dtype(), ops::OutputShape(ctx.prim().id(), g)));
+  if (out.NumElements() == 0) return Value(std::move(out));
   KGRAD_ASSIGN_OR_RETURN(Tensor idx, Argmax(ctx, gpu, g, *x, nullptr));
-  KGRAD_LAUNCH(LaunchMaxPoolGrad(ToDT(x->dtype()), idx.data<int64_t>(), dy->raw_data(),
-                                 dx.raw_data(), g.geom(), gpu.stream));
-  return Value(std::move(dx));
-}
-
-// max_pool2d_grad_grad(x, ddx) -> shaped like max_pool2d(x).
-absl::StatusOr<Value> MaxPoolGradGrad(KernelContext& ctx) {
-  KGRAD_ASSIGN_OR_RETURN(const Tensor* x, Nchw(ctx, 0, "NCHW input"));
-  KGRAD_ASSIGN_OR_RETURN(const Tensor* ddx, Nchw(ctx, 1, "NCHW input-gradient"));
-  KGRAD_RETURN_IF_ERROR(ExpectShape(1, *ddx, x->shape(), "like input 0"));
-  KGRAD_ASSIGN_OR_RETURN(Pool g, MakePool(ctx.prim(), x->shape()));
-  KGRAD_ASSIGN_OR_RETURN(Gpu gpu, GpuOf(ctx));
-  KGRAD_ASSIGN_OR_RETURN(Tensor y, ctx.Allocate(x->dtype(), g.y_shape()));
-  if (y.NumElements() == 0) return Value(std::move(y));
-  KGRAD_ASSIGN_OR_RETURN(Tensor idx, Argmax(ctx, gpu, g, *x, nullptr));
-  KGRAD_LAUNCH(LaunchGatherArgmax(ToDT(x->dtype()), idx.data<int64_t>(), ddx->raw_data(),
-                                  y.raw_data(), g.geom(), gpu.stream));
-  return Value(std::move(y));
+  if (kScatter) {
+    KGRAD_LAUNCH(LaunchMaxPoolGrad(ToDT(x->dtype()), idx.data<int64_t>(), src->raw_data(),
+                                   out.raw_data(), LaunchGeom(g), gpu.stream));
+  } else {
+    KGRAD_LAUNCH(LaunchGatherArgmax(ToDT(x->dtype()), idx.data<int64_t>(), src->raw_data(),
+                                    out.raw_data(), LaunchGeom(g), gpu.stream));
+  }
+  return Value(std::move(out));
 }
 
 // avg_pool2d_grad(dy, x_ref) -> dx shaped like x_ref.
 absl::StatusOr<Value> AvgPoolGrad(KernelContext& ctx) {
-  KGRAD_ASSIGN_OR_RETURN(const Tensor* dy, Nchw(ctx, 0, "NCHW gradient"));
-  KGRAD_ASSIGN_OR_RETURN(const Tensor* x_ref, Nchw(ctx, 1, "NCHW input-shape"));
-  KGRAD_ASSIGN_OR_RETURN(Pool g, MakePool(ctx.prim(), x_ref->shape()));
-  KGRAD_RETURN_IF_ERROR(ExpectShape(0, *dy, g.y_shape(), "the pooled shape of input 1"));
+  KGRAD_ASSIGN_OR_RETURN(const Tensor* dy, ctx.FloatTensorAt(0));
+  KGRAD_ASSIGN_OR_RETURN(const Tensor* x_ref, ctx.FloatTensorAt(1));
+  KGRAD_ASSIGN_OR_RETURN(Pool g, ops::PoolKernelGeom(ctx.prim(), {dy, x_ref}));
   KGRAD_ASSIGN_OR_RETURN(Gpu gpu, GpuOf(ctx));
   KGRAD_ASSIGN_OR_RETURN(Tensor dx, ctx.Allocate(dy->dtype(), x_ref->shape()));
-  KGRAD_LAUNCH(LaunchAvgPoolGrad(ToDT(dy->dtype()), dy->raw_data(), dx.raw_data(), g.geom(),
+  KGRAD_LAUNCH(LaunchAvgPoolGrad(ToDT(dy->dtype()), dy->raw_data(), dx.raw_data(), LaunchGeom(g),
                                  gpu.stream));
   return Value(std::move(dx));
 }
@@ -624,10 +421,10 @@ void RegisterConvKernels(KernelTable* t) {
   t->Set(PrimId::kConv2d, OnDevice<Conv2d>);
   t->Set(PrimId::kConv2dBackpropInput, OnDevice<Conv2dBackpropInput>);
   t->Set(PrimId::kConv2dBackpropFilter, OnDevice<Conv2dBackpropFilter>);
-  t->Set(PrimId::kMaxPool2d, OnDevice<MaxPool>);
-  t->Set(PrimId::kMaxPool2dGrad, OnDevice<MaxPoolGrad>);
-  t->Set(PrimId::kMaxPool2dGradGrad, OnDevice<MaxPoolGradGrad>);
-  t->Set(PrimId::kAvgPool2d, OnDevice<AvgPool>);
+  t->Set(PrimId::kMaxPool2d, OnDevice<PoolForward>);
+  t->Set(PrimId::kMaxPool2dGrad, OnDevice<RouteArgmax</*kScatter=*/true>>);
+  t->Set(PrimId::kMaxPool2dGradGrad, OnDevice<RouteArgmax</*kScatter=*/false>>);
+  t->Set(PrimId::kAvgPool2d, OnDevice<PoolForward>);
   t->Set(PrimId::kAvgPool2dGrad, OnDevice<AvgPoolGrad>);
 }
 

@@ -13,6 +13,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "backends/cpu/cpu_kernels.h"  // KGRAD_KERNEL_FAMILIES
 #include "backends/cuda/caching_allocator.h"
 #include "backends/cuda/kernels/launch.h"
 #include "backends/device.h"
@@ -121,6 +122,20 @@ absl::StatusOr<Gpu> GpuOf(const KernelContext& ctx);
 // kgrad dtype <-> launcher dtype (same numbering).
 inline DT ToDT(DType t) { return static_cast<DT>(static_cast<int>(t)); }
 
+// cuDNN's data type of a f32 or f64 tensor.
+inline cudnnDataType_t CudnnDataType(DType t) {
+  return t == DType::kFloat32 ? CUDNN_DATA_FLOAT : CUDNN_DATA_DOUBLE;
+}
+
+// cuDNN's scaling factors (alpha, beta): float for f32 tensors, double for f64.
+struct CudnnScale {
+  CudnnScale(DType t, double v) : f(static_cast<float>(v)), d(v), f32(t == DType::kFloat32) {}
+  const void* get() const { return f32 ? static_cast<const void*>(&f) : &d; }
+  float f;
+  double d;
+  bool f32;
+};
+
 // Turns a launcher's result into a Status naming the launcher.
 absl::Status LaunchStatus(cudaError_t e, absl::string_view launcher);
 #define KGRAD_LAUNCH(expr) \
@@ -155,12 +170,7 @@ absl::StatusOr<Value> OnDevice(KernelContext& ctx) {
 absl::StatusOr<Value> CpuFallback(KernelContext& ctx);
 
 // ----- Registration, one function per op family --------------------------------------------
-void RegisterElementwiseKernels(KernelTable* table);
-void RegisterReduceKernels(KernelTable* table);
-void RegisterShapeKernels(KernelTable* table);
-void RegisterLinalgKernels(KernelTable* table);
-void RegisterNnKernels(KernelTable* table);
-void RegisterConvKernels(KernelTable* table);
+KGRAD_KERNEL_FAMILIES(KGRAD_DECLARE_REGISTER_KERNELS)
 
 }  // namespace cuda
 }  // namespace kgrad

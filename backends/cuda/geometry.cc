@@ -6,6 +6,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "core/status_macros.h"
+#include "ops/reduce.h"
 
 namespace kgrad {
 namespace cuda {
@@ -79,26 +80,17 @@ CopyGeom DenseRead(const Shape& dims, const Shape& dst_strides, int64_t dst_offs
 
 ReduceGeom MakeReduceGeom(const Shape& in, const std::vector<bool>& reduced) {
   KGRAD_CHECK(in.size() <= static_cast<size_t>(kMaxDims) && reduced.size() == in.size());
+  const ops::ReduceGroups groups = ops::GroupReduceDims(in, reduced);
   ReduceGeom g;
-  Shape sizes;
-  std::vector<bool> is_red;
-  for (size_t d = 0; d < in.size(); ++d) {
-    (reduced[d] ? g.red_count : g.out_count) *= in[d];
-    if (in[d] == 1) continue;
-    if (!sizes.empty() && is_red.back() == reduced[d]) {
-      sizes.back() *= in[d];  // row-major neighbours of one kind walk as one
-    } else {
-      sizes.push_back(in[d]);
-      is_red.push_back(reduced[d]);
-    }
-  }
-  Shape strides = RowMajorStrides(sizes);
-  for (size_t k = 0; k < sizes.size(); ++k) {
-    if (is_red[k]) {
-      g.red_dims[g.red_rank] = sizes[k];
+  g.out_count = groups.out_count;
+  g.red_count = groups.red_count;
+  const Shape strides = RowMajorStrides(groups.sizes);
+  for (size_t k = 0; k < groups.sizes.size(); ++k) {
+    if (groups.reduced[k]) {
+      g.red_dims[g.red_rank] = groups.sizes[k];
       g.red_strides[g.red_rank++] = strides[k];
     } else {
-      g.out_dims[g.out_rank] = sizes[k];
+      g.out_dims[g.out_rank] = groups.sizes[k];
       g.out_strides[g.out_rank++] = strides[k];
     }
   }

@@ -13,53 +13,18 @@ using passes::SameTensorType;
 
 namespace {
 
-// Which inputs, being zero, make the output zero: any one of `any`, or all of
-// `all` (argument positions from 0).
-struct ZeroRule {
-  std::vector<int> any;
-  std::vector<int> all;
-};
-
-const ZeroRule* ZeroRuleOf(PrimId id) {
-  static const auto* const rules = new absl::flat_hash_map<PrimId, ZeroRule>{
-      // Products: 0 * y = x * 0 = 0 (and the bilinear contractions).
-      {PrimId::kMul, {{0, 1}, {}}},
-      {PrimId::kMatMul, {{0, 1}, {}}},
-      {PrimId::kConv2d, {{0, 1}, {}}},
-      {PrimId::kConv2dBackpropInput, {{0, 1}, {}}},
-      {PrimId::kConv2dBackpropFilter, {{0, 1}, {}}},
-      // Linear in the first input: f(0) = 0.
-      {PrimId::kNeg, {{0}, {}}},
-      {PrimId::kDiv, {{0}, {}}},
-      {PrimId::kReshape, {{0}, {}}},
-      {PrimId::kReshapeLike, {{0}, {}}},
-      {PrimId::kTranspose, {{0}, {}}},
-      {PrimId::kBroadcastTo, {{0}, {}}},
-      {PrimId::kBroadcastToLike, {{0}, {}}},
-      {PrimId::kSumTo, {{0}, {}}},
-      {PrimId::kSumToLike, {{0}, {}}},
-      {PrimId::kExpandDims, {{0}, {}}},
-      {PrimId::kSqueeze, {{0}, {}}},
-      {PrimId::kSlice, {{0}, {}}},
-      {PrimId::kSliceGrad, {{0}, {}}},
-      {PrimId::kReduceSum, {{0}, {}}},
-      {PrimId::kReduceMean, {{0}, {}}},
-      {PrimId::kCast, {{0}, {}}},
-      {PrimId::kGather, {{0}, {}}},
-      {PrimId::kDropout, {{0}, {}}},
-      {PrimId::kAvgPool2d, {{0}, {}}},
-      {PrimId::kAvgPool2dGrad, {{0}, {}}},
-      {PrimId::kMaxPool2dGrad, {{1}, {}}},
-      {PrimId::kMaxPool2dGradGrad, {{1}, {}}},
-      // Sums: 0 + 0 = 0.
-      {PrimId::kAdd, {{}, {0, 1}}},
-      {PrimId::kSub, {{}, {0, 1}}},
-      {PrimId::kHyperAdd, {{}, {0, 1}}},
-      {PrimId::kSelect, {{}, {1, 2}}},
-      {PrimId::kScatterAdd, {{}, {0, 2}}},
-  };
-  auto it = rules->find(id);
-  return it == rules->end() ? nullptr : &it->second;
+// Whether the inputs whose bits are set in `mask` are zero (`zero_at(i)`): any
+// of them (`all` false) or all of them.
+template <typename ZeroAt>
+bool ZeroInputs(uint32_t mask, bool all, const ZeroAt& zero_at) {
+  if (mask == 0) return false;
+  for (size_t i = 0; i < 32; ++i) {
+    if ((mask & (uint32_t{1} << i)) == 0) continue;
+    bool zero = zero_at(i);
+    if (zero && !all) return true;
+    if (!zero && all) return false;
+  }
+  return all;
 }
 
 std::vector<int64_t> ShapeOf(const AbstractTensor* t) {
@@ -114,20 +79,17 @@ AnfNode* AlgebraPass::Scalars(CNode* c) {
   }
 }
 
-// Zero propagation: f(..., 0, ...) => 0 for the rules above (a fill of the
+// Zero propagation: f(..., 0, ...) => 0 where the op says so (a fill of the
 // output's static type), plus x + 0 => x, 0 + x => x, x - 0 => x, 0 - x => -x.
 AnfNode* AlgebraPass::Zeros(CNode* c) {
   PrimId id = c->primitive()->id();
   if (id == PrimId::kFill || id == PrimId::kZerosLike) return nullptr;
-  if (const ZeroRule* rule = ZeroRuleOf(id)) {
-    bool zero = false;
-    for (int i : rule->any) zero |= static_cast<size_t>(i) < c->num_args() && IsZero(In(c, i + 1));
-    if (!rule->all.empty()) {
-      bool all = true;
-      for (int i : rule->all) all &= static_cast<size_t>(i) < c->num_args() && IsZero(In(c, i + 1));
-      zero |= all;
-    }
-    if (zero) {
+  // The op's own facts (ops/op_def.h: ZeroIfAny, ZeroIfAll).
+  const PrimitiveDef& def = c->primitive()->def();
+  if (def.zero_if_any != 0 || def.zero_if_all != 0) {
+    // Inputs beyond the application's count are not zero.
+    auto zero_at = [&](size_t i) { return i < c->num_args() && IsZero(In(c, i + 1)); };
+    if (ZeroInputs(def.zero_if_any, false, zero_at) || ZeroInputs(def.zero_if_all, true, zero_at)) {
       if (AnfNode* z = passes::ZerosOf(c->graph(), c)) return z;
     }
   }

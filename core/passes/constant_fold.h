@@ -9,20 +9,15 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "core/constant_evaluator.h"
 #include "core/passes/rewrite.h"
 
 namespace kgrad {
 
-class ConstantEvaluator {
- public:
-  virtual ~ConstantEvaluator() = default;
-  virtual absl::StatusOr<Value> Evaluate(const Primitive& prim, std::vector<Value> inputs) = 0;
-};
-
 class ConstantFoldPass : public RewritePass {
  public:
   // `evaluator` may be null (then only scalars and switches fold).
-  explicit ConstantFoldPass(ConstantEvaluator* evaluator = nullptr, int64_t max_elements = 1024)
+  explicit ConstantFoldPass(const ConstantEvaluator* evaluator = nullptr, int64_t max_elements = 1024)
       : evaluator_(evaluator), max_elements_(max_elements) {}
   std::string name() const override { return "constant"; }
 
@@ -32,7 +27,7 @@ class ConstantFoldPass : public RewritePass {
  private:
   AnfNode* FoldTensor(CNode* c, const Primitive& p);
 
-  ConstantEvaluator* evaluator_;
+  const ConstantEvaluator* evaluator_;
   int64_t max_elements_;
 };
 

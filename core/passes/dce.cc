@@ -5,17 +5,11 @@
 namespace kgrad {
 
 absl::StatusOr<bool> DcePass::Run(Module& module, FuncGraph* root) {
-  // The root is kept even if the caller forgot to make it public.
-  bool was_public = root->is_public();
-  root->set_public(true);
-  size_t graphs = module.graphs().size();
-  size_t nodes = 0;
-  for (const auto& g : module.graphs()) nodes += g->owned_nodes().size();
-  module.CollectGarbage([root](const FuncGraph* g) { return passes::MayModify(g, root); });
-  root->set_public(was_public);
-  size_t after = 0;
-  for (const auto& g : module.graphs()) after += g->owned_nodes().size();
-  return graphs != module.graphs().size() || nodes != after;
+  // The root lives even when it is not public; graphs the pass may not change
+  // (another root's, declared public) keep every node.
+  Module::Collected gone = module.CollectGarbage(
+      [root](const FuncGraph* g) { return passes::MayModify(g, root); }, {root});
+  return gone.graphs + gone.nodes > 0;
 }
 
 }  // namespace kgrad

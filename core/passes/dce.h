@@ -1,5 +1,7 @@
-// Dead code elimination: nodes that no output needs and graphs that no public
-// graph reaches are deleted (Module::CollectGarbage).
+// Dead code elimination, after the rewrites: in the graphs a root reaches, the
+// nodes no output needs are deleted, and so are the graphs neither the root nor
+// a public graph reaches any more (the mark and sweep is Module::CollectGarbage,
+// the one owner of nodes).
 #ifndef KGRAD_CORE_PASSES_DCE_H_
 #define KGRAD_CORE_PASSES_DCE_H_
 

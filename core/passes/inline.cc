@@ -127,142 +127,191 @@ AnfNode* Resolved(AnfNode* n, const absl::flat_hash_map<const AnfNode*, AnfNode*
   return n;
 }
 
-}  // namespace
+// One sweep of the inline pass over the graphs a root reaches; all its state
+// lives here, for the length of one Run.
+class InlineSweep {
+ public:
+  InlineSweep(Module& module, FuncGraph* root, UnrollBudget* budget)
+      : module_(module), root_(root), budget_(budget), inliner_(&module), tr_(&module) {}
 
-absl::StatusOr<bool> InlinePass::Run(Module& module, FuncGraph* root) {
-  Manager& m = module.manager();
-  std::vector<FuncGraph*> graphs = passes::Graphs(module, root);
-  // Recursion is judged over everything reachable, including graphs we may not change.
-  absl::flat_hash_set<FuncGraph*> recursive = RecursiveGraphs(m, m.Reachable({root}));
-  std::vector<std::vector<CNode*>> orders;
-  for (FuncGraph* g : graphs) orders.push_back(m.Info(g).order);
-  // Orders as the sweep starts: Manager queries inside the sweep would recompute
-  // its indices after every inlined call.
-  absl::flat_hash_map<FuncGraph*, std::vector<CNode*>> start_orders;
-  for (FuncGraph* g : m.Reachable({root})) start_orders[g] = m.Info(g).order;
-  Inliner inliner(&module);
-  Transaction tr(&module);
+  // 1. Recursion and orders as the sweep starts; 2. every application queued;
+  // 3. each one inlined when its callee is known (loops unroll as whole chains);
+  // 4. the replacements committed.
+  bool Run() {
+    Manager& m = module_.manager();
+    std::vector<FuncGraph*> graphs = passes::Graphs(module_, root_);
+    // Recursion is judged over everything reachable, including graphs we may not change.
+    recursive_ = RecursiveGraphs(m, m.Reachable({root_}));
+    // Orders as the sweep starts: Manager queries inside the sweep would recompute
+    // its indices after every inlined call.
+    for (FuncGraph* g : m.Reachable({root_})) start_orders_[g] = m.Info(g).order;
+    for (FuncGraph* g : graphs) {
+      for (CNode* c : start_orders_[g]) work_.push_back(Site{g, c, false});
+    }
+    while (!work_.empty()) {
+      Site site = work_.front();
+      work_.pop_front();
+      if (!site.unrolling && chain_root_ != nullptr) {
+        EndChain(true);
+        chain_root_ = nullptr;
+      }
+      Visit(site);
+    }
+    EndChain(true);
+    tr_.Commit();
+    return changed_;
+  }
+
+ private:
+  struct Site {
+    FuncGraph* g;
+    CNode* c;
+    bool unrolling;  // found inside a body inlined while unrolling
+  };
+
   // Calls inlined earlier in this sweep stand for their results, (a, b)[i] for
   // its element, and switch on a condition that folds for the chosen branch, so that
   // `K(f)(x)[1](dy)` (the fprop taken apart and its bprop called) inlines both in
   // one sweep, and a loop with a constant trip count unrolls in one sweep.
-  absl::flat_hash_map<const AnfNode*, AnfNode*> replaced;
-  auto resolve = [&](AnfNode* n) {
+  AnfNode* Resolve(AnfNode* n) const {
     for (int guard = 0; guard < 64; ++guard) {
-      auto it = replaced.find(n);
-      if (it != replaced.end()) {
+      auto it = replaced_.find(n);
+      if (it != replaced_.end()) {
         n = it->second;
         continue;
       }
       CNode* c = n->AsCNode();
       if (c == nullptr) break;
       if (c->IsPrim(PrimId::kSwitch)) {
-        std::optional<Scalar> cond = EvalScalar(Resolved(c->arg(0), replaced), {});
+        std::optional<Scalar> cond = EvalScalar(Resolved(c->arg(0), replaced_), {});
         if (!cond.has_value()) break;
         n = c->arg(cond->AsBool() ? 1 : 2);
         continue;
       }
       if (!c->IsPrim(PrimId::kTupleGetItem)) break;
       std::optional<int64_t> i = passes::ConstInt(c->arg(1));
-      CNode* tuple = passes::Match(Resolved(c->arg(0), replaced), PrimId::kMakeTuple);
-      if (tuple == nullptr || !i.has_value() || *i < 0 || *i >= static_cast<int64_t>(tuple->num_args())) break;
+      CNode* tuple = passes::Match(Resolved(c->arg(0), replaced_), PrimId::kMakeTuple);
+      if (tuple == nullptr || !i.has_value() || *i < 0 ||
+          *i >= static_cast<int64_t>(tuple->num_args())) {
+        break;
+      }
       n = tuple->arg(*i);
     }
     return n;
-  };
-  struct Site {
-    FuncGraph* g;
-    CNode* c;
-    bool unrolling;  // found inside a body inlined while unrolling
-  };
-  std::deque<Site> work;
-  for (size_t k = 0; k < graphs.size(); ++k) {
-    for (CNode* c : orders[k]) work.push_back(Site{graphs[k], c, false});
   }
-  // A loop unrolls completely or not at all: a partly unrolled loop is still a
-  // loop, only bigger. Its replacements wait in `chain` until the chain of
-  // iterations ends; past the budget they are dropped (the copies become garbage).
-  std::vector<std::pair<CNode*, AnfNode*>> chain;
-  int chain_cost = 0;
-  absl::flat_hash_set<FuncGraph*> too_long;  // loops that did not fit
-  bool changed = false;
-  auto end_chain = [&](bool keep) {
-    changed |= keep && !chain.empty();
-    for (const auto& [c, r] : chain) {
-      if (keep) {
-        tr.Replace(c, r);
-      } else {
-        replaced.erase(c);
-      }
-    }
-    if (!keep) unrolled_ -= chain_cost;
-    chain.clear();
-    chain_cost = 0;
-  };
-  FuncGraph* chain_root = nullptr;
-  while (!work.empty()) {
-    Site site = work.front();
-    work.pop_front();
-    if (!site.unrolling && chain_root != nullptr) {
-      end_chain(true);
-      chain_root = nullptr;
-    }
-    CNode* c = site.c;
-    if (c->size() == 0 || replaced.contains(c)) continue;
-    FuncGraph* callee = GraphOf(resolve(c->input(0)));
-    if (callee == nullptr || callee->custom_bprop() != nullptr) continue;
-    if (callee->output() == nullptr || c->num_args() != callee->parameters().size()) continue;
-    if (!inliner.Knows(callee)) continue;
-    // Scalar arguments that fold become constants (a loop counter stays a constant
-    // from one unrolled iteration to the next).
+
+  // The call's arguments, resolved; scalar arguments that fold become constants (a
+  // loop counter stays a constant from one unrolled iteration to the next).
+  std::vector<AnfNode*> BindArgs(const Site& site) const {
     std::vector<AnfNode*> args;
-    for (size_t i = 1; i < c->size(); ++i) {
-      AnfNode* a = resolve(c->input(i));
+    for (size_t i = 1; i < site.c->size(); ++i) {
+      AnfNode* a = Resolve(site.c->input(i));
       if (!a->is_value() && a->is_cnode()) {
         if (std::optional<Scalar> v = EvalScalar(a, {})) a = site.g->NewValueNode(Value(*v));
       }
       args.push_back(a);
     }
-    bool recursive_callee = recursive.contains(callee);
-    auto order_it = start_orders.find(callee);
-    if (recursive_callee && (too_long.contains(callee) || order_it == start_orders.end() ||
+    return args;
+  }
+
+  // The graph `site` calls when it may be inlined there, else nullptr.
+  FuncGraph* Callee(const Site& site) const {
+    CNode* c = site.c;
+    if (c->size() == 0 || replaced_.contains(c)) return nullptr;
+    FuncGraph* callee = GraphOf(Resolve(c->input(0)));
+    if (callee == nullptr || callee->custom_bprop() != nullptr) return nullptr;
+    if (callee->output() == nullptr || c->num_args() != callee->parameters().size()) {
+      return nullptr;
+    }
+    return inliner_.Knows(callee) ? callee : nullptr;
+  }
+
+  void Visit(const Site& site) {
+    FuncGraph* callee = Callee(site);
+    if (callee == nullptr) return;
+    std::vector<AnfNode*> args = BindArgs(site);
+    bool recursive_callee = recursive_.contains(callee);
+    auto order_it = start_orders_.find(callee);
+    if (recursive_callee && (too_long_.contains(callee) || order_it == start_orders_.end() ||
                              !UnrollDecidable(callee, args, order_it->second))) {
-      continue;
+      return;
     }
     bool unroll = site.unrolling || recursive_callee;
     if (unroll) {
-      if (!site.unrolling) chain_root = callee;
-      int size = order_it != start_orders.end() ? static_cast<int>(order_it->second.size())
-                                                : static_cast<int>(callee->owned_nodes().size());
-      if (unrolled_ + size > max_unroll_) {
-        // Give the whole loop up: drop its iterations so far and the ones queued.
-        end_chain(false);
-        while (!work.empty() && work.front().unrolling) work.pop_front();
-        too_long.insert(chain_root);
-        chain_root = nullptr;
-        continue;
-      }
-      unrolled_ += size;
-      chain_cost += size;
+      if (!site.unrolling) chain_root_ = callee;
+      int size = order_it != start_orders_.end() ? static_cast<int>(order_it->second.size())
+                                                 : static_cast<int>(callee->owned_nodes().size());
+      if (!Charge(size)) return;
     }
     std::vector<CNode*> copies;
-    AnfNode* result = inliner.Inline(callee, site.g, args, &copies);
-    replaced[c] = result;
+    AnfNode* result = inliner_.Inline(callee, site.g, args, &copies);
+    replaced_[site.c] = result;
     if (unroll) {
-      chain.emplace_back(c, result);
+      chain_.emplace_back(site.c, result);
     } else {
-      tr.Replace(c, result);
-      changed = true;
+      tr_.Replace(site.c, result);
+      changed_ = true;
     }
     // The inlined body's own calls (the next iteration of a loop, the bprop of the
     // next step of an unrolled chain) are inlined right away, in this sweep.
     for (auto it = copies.rbegin(); it != copies.rend(); ++it) {
-      if ((*it)->primitive() == nullptr) work.push_front(Site{site.g, *it, unroll});
+      if ((*it)->primitive() == nullptr) work_.push_front(Site{site.g, *it, unroll});
     }
   }
-  end_chain(true);
-  tr.Commit();
-  return changed;
+
+  // Takes `size` nodes from the budget for the current chain; when they do not
+  // fit, the whole loop is given up: its iterations so far and those queued.
+  bool Charge(int size) {
+    if (budget_->used + size > budget_->max_nodes) {
+      EndChain(false);
+      while (!work_.empty() && work_.front().unrolling) work_.pop_front();
+      too_long_.insert(chain_root_);
+      chain_root_ = nullptr;
+      return false;
+    }
+    budget_->used += size;
+    chain_cost_ += size;
+    return true;
+  }
+
+  // A loop unrolls completely or not at all: a partly unrolled loop is still a
+  // loop, only bigger. Its replacements wait in `chain_` until the chain of
+  // iterations ends; past the budget they are dropped (the copies become garbage).
+  void EndChain(bool keep) {
+    changed_ |= keep && !chain_.empty();
+    for (const auto& [c, r] : chain_) {
+      if (keep) {
+        tr_.Replace(c, r);
+      } else {
+        replaced_.erase(c);
+      }
+    }
+    if (!keep) budget_->used -= chain_cost_;
+    chain_.clear();
+    chain_cost_ = 0;
+  }
+
+  Module& module_;
+  FuncGraph* root_;
+  UnrollBudget* budget_;
+  Inliner inliner_;
+  Transaction tr_;
+  absl::flat_hash_set<FuncGraph*> recursive_;
+  absl::flat_hash_map<FuncGraph*, std::vector<CNode*>> start_orders_;
+  absl::flat_hash_map<const AnfNode*, AnfNode*> replaced_;
+  std::deque<Site> work_;
+  std::vector<std::pair<CNode*, AnfNode*>> chain_;
+  int chain_cost_ = 0;
+  absl::flat_hash_set<FuncGraph*> too_long_;  // loops that did not fit
+  FuncGraph* chain_root_ = nullptr;
+  bool changed_ = false;
+};
+
+}  // namespace
+
+absl::StatusOr<bool> InlinePass::Run(Module& module, FuncGraph* root) {
+  UnrollBudget own{max_unroll_, 0};
+  return InlineSweep(module, root, shared_ != nullptr ? shared_ : &own).Run();
 }
 
 AnfNode* PartialEliminatePass::Rewrite(CNode* c) {

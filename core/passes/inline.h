@@ -14,17 +14,26 @@
 
 namespace kgrad {
 
+// The nodes loop unrolling may copy over one optimisation (all runs of the pass
+// in it together); beyond that, loops stay loops. Per-call state: the caller
+// (Optimize) owns it, the pass only charges it.
+struct UnrollBudget {
+  int max_nodes = 20000;
+  int used = 0;
+};
+
 class InlinePass : public Pass {
  public:
-  // Unrolling copies at most `max_unroll` nodes over the life of this pass object
-  // (one optimisation); beyond that, loops stay loops.
+  // Each Run may copy `max_unroll` nodes.
   explicit InlinePass(int max_unroll = 20000) : max_unroll_(max_unroll) {}
+  // All runs share the caller's budget.
+  explicit InlinePass(UnrollBudget* shared) : shared_(shared) {}
   std::string name() const override { return "inline"; }
   absl::StatusOr<bool> Run(Module& module, FuncGraph* root) override;
 
  private:
-  int max_unroll_;
-  int unrolled_ = 0;
+  int max_unroll_ = 0;
+  UnrollBudget* shared_ = nullptr;
 };
 
 // partial(f, a...)(b...)  =>  f(a..., b...)

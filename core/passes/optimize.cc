@@ -21,15 +21,20 @@ absl::StatusOr<std::string> Optimize(Module& module, FuncGraph* root, const Opti
   bool declared = true;
   for (Parameter* p : root->parameters()) declared &= p->declared() != nullptr;
   if (declared) KGRAD_RETURN_IF_ERROR(InferGraph(root).status());
+  const bool check_uses = options.check_uses || std::getenv("KGRAD_CHECK_USES") != nullptr;
+  UnrollBudget unroll{options.max_unroll, 0};
   Pipeline pipeline;
-  pipeline.Add(std::make_unique<InlinePass>(options.max_unroll))
-      .Add(std::make_unique<SimplifyPass>(options.evaluator))
-      .Add(std::make_unique<CsePass>());
+  pipeline.Add(std::make_unique<InlinePass>(&unroll))
+      .Add(std::make_unique<SimplifyPass>(options.evaluator != nullptr
+                                              ? options.evaluator
+                                              : module.constant_evaluator()))
+      .Add(std::make_unique<CsePass>())
+      .CheckUsesAfterEachPass(check_uses);
   KGRAD_RETURN_IF_ERROR(pipeline.Run(module, root, options.max_rounds).status());
   // Dead nodes do not disturb the rewrites (they follow the evaluation order), so
   // they are collected once, at the end.
   KGRAD_ASSIGN_OR_RETURN(bool collected, DcePass().Run(module, root));
-  if (std::getenv("KGRAD_CHECK_USES") != nullptr) {
+  if (check_uses) {
     absl::Status s = module.CheckUses();
     if (!s.ok()) return absl::InternalError(absl::StrCat("after dce: ", s.message()));
   }

@@ -16,9 +16,13 @@
 namespace kgrad {
 
 struct OptimizeOptions {
-  ConstantEvaluator* evaluator = nullptr;  // folds tensor constants when given
+  // Folds tensor constants; nullptr: the module's (Module::constant_evaluator).
+  const ConstantEvaluator* evaluator = nullptr;
   int max_rounds = 512;
   int max_unroll = 20000;                  // nodes copied by loop unrolling
+  // Verify use lists after every pass; also on when KGRAD_CHECK_USES is set (read
+  // once per Optimize call).
+  bool check_uses = false;
 };
 
 // Optimises `root` and everything it reaches, in place; unreachable graphs that are

@@ -1,7 +1,6 @@
 #include "core/passes/pass.h"
 
 #include <chrono>
-#include <cstdlib>
 #include <map>
 
 #include "absl/strings/str_cat.h"
@@ -20,7 +19,7 @@ absl::StatusOr<bool> Pipeline::Run(Module& module, FuncGraph* root, int max_roun
     for (const auto& pass : passes_) {
       auto start = std::chrono::steady_clock::now();
       KGRAD_ASSIGN_OR_RETURN(bool c, pass->Run(module, root));
-      if (std::getenv("KGRAD_CHECK_USES") != nullptr) {
+      if (check_uses_) {
         absl::Status s = module.CheckUses();
         if (!s.ok()) return absl::InternalError(absl::StrCat("after pass ", pass->name(), ": ", s.message()));
       }

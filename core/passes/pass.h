@@ -30,6 +30,11 @@ class Pipeline {
     passes_.push_back(std::move(pass));
     return *this;
   }
+  // Verifies the use lists after every pass (a debugging aid: slow).
+  Pipeline& CheckUsesAfterEachPass(bool on) {
+    check_uses_ = on;
+    return *this;
+  }
   // Runs every pass in turn until a whole round changes nothing (or
   // `max_rounds`); true when anything changed.
   absl::StatusOr<bool> Run(Module& module, FuncGraph* root, int max_rounds = 32);
@@ -39,6 +44,7 @@ class Pipeline {
 
  private:
   std::vector<std::unique_ptr<Pass>> passes_;
+  bool check_uses_ = false;
   std::string log_;
 };
 

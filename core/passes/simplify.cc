@@ -7,7 +7,7 @@
 
 namespace kgrad {
 
-SimplifyPass::SimplifyPass(ConstantEvaluator* evaluator) {
+SimplifyPass::SimplifyPass(const ConstantEvaluator* evaluator) {
   rules_.push_back(std::make_unique<PartialEliminatePass>());
   rules_.push_back(std::make_unique<TupleSimplifyPass>());
   rules_.push_back(std::make_unique<EnvSimplifyPass>());

@@ -15,7 +15,7 @@ namespace kgrad {
 
 class SimplifyPass : public RewritePass {
  public:
-  explicit SimplifyPass(ConstantEvaluator* evaluator = nullptr);
+  explicit SimplifyPass(const ConstantEvaluator* evaluator = nullptr);
   std::string name() const override { return "simplify"; }
 
  protected:

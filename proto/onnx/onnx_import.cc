@@ -7,6 +7,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "backends/cpu/constant_evaluator.h"
 #include "core/infer.h"
 #include "core/status_macros.h"
 #include "proto/onnx/onnx_context.h"
@@ -179,7 +180,7 @@ absl::StatusOr<ImportedValue> NodeContext::Emit(PrimId id, const std::vector<Imp
   if (!type.ok()) return Error(type.status().message());
   if (*type == nullptr) return Error(absl::StrCat("cannot infer the type of ", (*prim)->ToString()));
   const AbstractTensor* t = AsTensor(*type);
-  ConstantEvaluator* eval = importer_.options().evaluator;
+  const ConstantEvaluator* eval = importer_.options().evaluator;
   if (known && eval != nullptr && t != nullptr && t->shape_known() &&
       NumElementsOf(t->shape()) <= importer_.options().max_folded_elements) {
     std::vector<Value> values;
@@ -353,9 +354,6 @@ absl::StatusOr<std::unique_ptr<Module>> ImportOnnx(const onnx::ModelProto& model
   auto fail = [&](const absl::Status& s) {
     return absl::Status(s.code(), absl::StrCat(source, ": ", s.message()));
   };
-  if (options.evaluator == nullptr) {
-    return absl::InvalidArgumentError("ImportOnnx needs options.evaluator (a CpuConstantEvaluator)");
-  }
   absl::StatusOr<int64_t> opset = onnx_import::DefaultOpset(model);
   if (!opset.ok()) return fail(opset.status());
   const onnx::GraphProto& graph = model.graph();
@@ -374,7 +372,10 @@ absl::StatusOr<std::unique_ptr<Module>> ImportOnnx(const onnx::ModelProto& model
                                                       absl::StrJoin(unsupported, ", "))));
   }
   auto module = std::make_unique<Module>(registry);
-  onnx_import::Importer importer(*module, options, *opset);
+  OnnxImportOptions resolved = options;
+  if (resolved.evaluator == nullptr) resolved.evaluator = &CpuConstantEvaluator::Get();
+  module->set_constant_evaluator(resolved.evaluator);
+  onnx_import::Importer importer(*module, resolved, *opset);
   GraphBuilder b(module.get(), graph.name().empty() ? "main" : graph.name());
   absl::StatusOr<FuncGraph*> entry = onnx_import::ImportGraph(importer, graph, b);
   if (!entry.ok()) return fail(entry.status());

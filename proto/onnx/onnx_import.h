@@ -19,16 +19,17 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "core/module.h"
-#include "core/passes/constant_fold.h"
+#include "core/constant_evaluator.h"
 #include "onnx_proto/onnx.pb.h"
 #include "proto/convert.h"
 
 namespace kgrad {
 
 struct OnnxImportOptions {
-  // Evaluates applications whose inputs are known at import time (shape chains).
-  // Required: pass a CpuConstantEvaluator (core/ cannot reach backends/ itself).
-  ConstantEvaluator* evaluator = nullptr;
+  // Evaluates applications whose inputs are known at import time (shape chains);
+  // nullptr: the CPU kernels' (CpuConstantEvaluator::Get()). The module made
+  // keeps it (Module::constant_evaluator), so Optimize and AD on it fold too.
+  const ConstantEvaluator* evaluator = nullptr;
   LoadLimits limits;
   // Largest constant (in elements) computed at import time.
   int64_t max_folded_elements = int64_t{1} << 20;

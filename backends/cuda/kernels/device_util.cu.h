@@ -16,6 +16,7 @@
 #include <cuda_runtime.h>
 #endif
 
+#include "backends/cpu/convert.h"
 #include "backends/cuda/kernels/launch.h"
 
 namespace kgrad {
@@ -109,118 +110,100 @@ cudaError_t DispatchAll(DT dt, Fn&& fn) {
   return cudaErrorInvalidValue;
 }
 
+// DispatchAll restricted to the types for which Pred<T>::value holds: fn is not
+// instantiated for the others, which give cudaErrorInvalidValue.
+template <template <typename> class Pred, typename Fn>
+cudaError_t DispatchIf(DT dt, Fn&& fn) {
+  return DispatchAll(dt, [&](auto zero) -> cudaError_t {
+    if constexpr (Pred<decltype(zero)>::value) {
+      return fn(zero);
+    } else {
+      return cudaErrorInvalidValue;
+    }
+  });
+}
+
+template <typename T>
+struct IsIndexType : std::bool_constant<std::is_same_v<T, int32_t> || std::is_same_v<T, int64_t>> {
+};
+
+// f32 or f64.
 template <typename Fn>
 cudaError_t DispatchFloat(DT dt, Fn&& fn) {
-  switch (dt) {
-    case DT::kF32: return fn(float{});
-    case DT::kF64: return fn(double{});
-    default: return cudaErrorInvalidValue;
-  }
+  return DispatchIf<std::is_floating_point>(dt, fn);
 }
 
 // Indices are i32 or i64.
 template <typename Fn>
 cudaError_t DispatchIndex(DT dt, Fn&& fn) {
-  switch (dt) {
-    case DT::kI32: return fn(int32_t{});
-    case DT::kI64: return fn(int64_t{});
-    default: return cudaErrorInvalidValue;
-  }
+  return DispatchIf<IsIndexType>(dt, fn);
 }
 
-// An unsigned type of `bytes` bytes for raw copies.
-template <int kBytes> struct RawType;
-template <> struct RawType<1> { using type = uint8_t; };
-template <> struct RawType<4> { using type = uint32_t; };
-template <> struct RawType<8> { using type = uint64_t; };
+// Calls fn(E{}) with E an unsigned type of `bytes` bytes (1, 4 or 8): data
+// movement copies elements as raw bits, whatever their dtype.
+template <typename Fn>
+cudaError_t DispatchRaw(int bytes, Fn&& fn) {
+  switch (bytes) {
+    case 1: return fn(uint8_t{});
+    case 4: return fn(uint32_t{});
+    case 8: return fn(uint64_t{});
+  }
+  return cudaErrorInvalidValue;
+}
 
 // ----- kgrad's arithmetic rules (match backends/cpu) ---------------------------------
+// The type integer arithmetic runs in: the unsigned one, so that it wraps (two's
+// complement) where signed overflow would be undefined; floats and bool as is.
+template <typename T, bool = std::is_integral_v<T> && !std::is_same_v<T, bool>>
+struct WrapTypeOf {
+  using type = T;
+};
 template <typename T>
-__host__ __device__ inline T WrapNeg(T x) {
-  if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
-    using U = std::make_unsigned_t<T>;
-    return static_cast<T>(U{0} - static_cast<U>(x));
-  } else {
-    return -x;
-  }
-}
+struct WrapTypeOf<T, true> {
+  using type = std::make_unsigned_t<T>;
+};
+template <typename T>
+using WrapType = typename WrapTypeOf<T>::type;
+
 template <typename T>
 __host__ __device__ inline T WrapAdd(T a, T b) {
-  if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
-    using U = std::make_unsigned_t<T>;
-    return static_cast<T>(static_cast<U>(a) + static_cast<U>(b));
-  } else {
-    return a + b;
-  }
+  return static_cast<T>(static_cast<WrapType<T>>(a) + static_cast<WrapType<T>>(b));
 }
 template <typename T>
 __host__ __device__ inline T WrapSub(T a, T b) {
-  if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
-    using U = std::make_unsigned_t<T>;
-    return static_cast<T>(static_cast<U>(a) - static_cast<U>(b));
-  } else {
-    return a - b;
-  }
+  return static_cast<T>(static_cast<WrapType<T>>(a) - static_cast<WrapType<T>>(b));
 }
 template <typename T>
 __host__ __device__ inline T WrapMul(T a, T b) {
-  if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
-    using U = std::make_unsigned_t<T>;
-    return static_cast<T>(static_cast<U>(a) * static_cast<U>(b));
-  } else {
-    return a * b;
-  }
+  return static_cast<T>(static_cast<WrapType<T>>(a) * static_cast<WrapType<T>>(b));
 }
-
-// v as To: float->int truncates toward zero and saturates (NaN gives 0);
-// anything->bool is v != 0; bool->number is 0/1.
-template <typename To, typename From>
-__host__ __device__ inline To Convert(From v) {
-  if constexpr (std::is_same_v<To, bool>) {
-    return v != From(0);
-  } else if constexpr (std::is_integral_v<To> && std::is_floating_point_v<From>) {
-    constexpr From lo = static_cast<From>(std::numeric_limits<To>::min());
-    constexpr From hi = static_cast<From>(std::numeric_limits<To>::max());
-    if (!(v == v)) return To(0);
-    if (v <= lo) return std::numeric_limits<To>::min();
-    if (v >= hi) return std::numeric_limits<To>::max();
-    return static_cast<To>(v);
+// -x for floats (0 - x would turn -0 into +0) and bool.
+template <typename T>
+__host__ __device__ inline T WrapNeg(T x) {
+  if constexpr (std::is_same_v<WrapType<T>, T>) {
+    return -x;
   } else {
-    return static_cast<To>(v);
+    return WrapSub(T{0}, x);
   }
 }
 
 // ----- Precision-generic math ----------------------------------------------------------
-template <typename T> __device__ inline T Exp(T x);
-template <> __device__ inline float Exp(float x) { return expf(x); }
-template <> __device__ inline double Exp(double x) { return exp(x); }
-template <typename T> __device__ inline T Log(T x);
-template <> __device__ inline float Log(float x) { return logf(x); }
-template <> __device__ inline double Log(double x) { return log(x); }
-template <typename T> __device__ inline T Log1p(T x);
-template <> __device__ inline float Log1p(float x) { return log1pf(x); }
-template <> __device__ inline double Log1p(double x) { return log1p(x); }
-template <typename T> __device__ inline T Expm1(T x);
-template <> __device__ inline float Expm1(float x) { return expm1f(x); }
-template <> __device__ inline double Expm1(double x) { return expm1(x); }
-template <typename T> __device__ inline T Sin(T x);
-template <> __device__ inline float Sin(float x) { return sinf(x); }
-template <> __device__ inline double Sin(double x) { return sin(x); }
-template <typename T> __device__ inline T Cos(T x);
-template <> __device__ inline float Cos(float x) { return cosf(x); }
-template <> __device__ inline double Cos(double x) { return cos(x); }
-template <typename T> __device__ inline T Tanh(T x);
-template <> __device__ inline float Tanh(float x) { return tanhf(x); }
-template <> __device__ inline double Tanh(double x) { return tanh(x); }
-template <typename T> __device__ inline T Sqrt(T x);
-template <> __device__ inline float Sqrt(float x) { return sqrtf(x); }
-template <> __device__ inline double Sqrt(double x) { return sqrt(x); }
-template <typename T> __device__ inline T Erf(T x);
-template <> __device__ inline float Erf(float x) { return erff(x); }
-template <> __device__ inline double Erf(double x) { return erf(x); }
-template <typename T> __device__ inline T Erfc(T x);
-template <> __device__ inline float Erfc(float x) { return erfcf(x); }
-template <> __device__ inline double Erfc(double x) { return erfc(x); }
+// Name<T>(x) calls CUDA's function of T's precision: f32 for float, f64 for double.
+#define KGRAD_PRECISION_MATH(Name, f32, f64)                            \
+  template <typename T> __device__ inline T Name(T x);                   \
+  template <> __device__ inline float Name(float x) { return f32(x); }   \
+  template <> __device__ inline double Name(double x) { return f64(x); }
+KGRAD_PRECISION_MATH(Exp, expf, exp)
+KGRAD_PRECISION_MATH(Log, logf, log)
+KGRAD_PRECISION_MATH(Log1p, log1pf, log1p)
+KGRAD_PRECISION_MATH(Expm1, expm1f, expm1)
+KGRAD_PRECISION_MATH(Sin, sinf, sin)
+KGRAD_PRECISION_MATH(Cos, cosf, cos)
+KGRAD_PRECISION_MATH(Tanh, tanhf, tanh)
+KGRAD_PRECISION_MATH(Sqrt, sqrtf, sqrt)
+KGRAD_PRECISION_MATH(Erf, erff, erf)
+KGRAD_PRECISION_MATH(Erfc, erfcf, erfc)
+#undef KGRAD_PRECISION_MATH
 template <typename T> __device__ inline T Pow(T a, T b);
 template <> __device__ inline float Pow(float a, float b) { return powf(a, b); }
 template <> __device__ inline double Pow(double a, double b) { return pow(a, b); }

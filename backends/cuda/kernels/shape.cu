@@ -51,14 +51,20 @@ cudaError_t RunCopy(const void* src, void* dst, const CopyGeom& g, cudaStream_t 
 }
 
 // ----- gather, scatter_add, one_hot ---------------------------------------------------------
+// Element t of a gathered tensor [outer, n, inner] is (o, j, k); it comes from
+// (o, idx[j], k) of the indexed tensor [outer, dim, inner], at this offset.
+template <typename I>
+__device__ inline int64_t IndexedOffset(int64_t t, const I* idx, int64_t dim, int64_t inner,
+                                        int64_t n) {
+  const int64_t o = t / (n * inner), rem = t % (n * inner);
+  return (o * dim + static_cast<int64_t>(idx[rem / inner])) * inner + rem % inner;
+}
+
 template <typename E, typename I>
 __global__ void GatherKernel(const E* params, const I* idx, E* out, int64_t dim, int64_t inner,
                              int64_t n, int64_t total) {
-  const int64_t row = n * inner;
   for (int64_t t = GlobalIndex(); t < total; t += GlobalStride()) {
-    const int64_t o = t / row, rem = t % row;
-    const int64_t j = rem / inner, k = rem % inner;
-    out[t] = params[(o * dim + static_cast<int64_t>(idx[j])) * inner + k];
+    out[t] = params[IndexedOffset(t, idx, dim, inner, n)];
   }
 }
 
@@ -91,11 +97,8 @@ __device__ inline void AtomicAddTo(T* p, T v) {
 template <typename T, typename I>
 __global__ void ScatterAddAtomic(T* out, const T* upd, const I* idx, int64_t dim, int64_t inner,
                                  int64_t n, int64_t total) {
-  const int64_t row = n * inner;
   for (int64_t t = GlobalIndex(); t < total; t += GlobalStride()) {
-    const int64_t o = t / row, rem = t % row;
-    const int64_t j = rem / inner, k = rem % inner;
-    AtomicAddTo(out + (o * dim + static_cast<int64_t>(idx[j])) * inner + k, upd[t]);
+    AtomicAddTo(out + IndexedOffset(t, idx, dim, inner, n), upd[t]);
   }
 }
 
@@ -114,12 +117,7 @@ __global__ void OneHotKernel(const I* idx, T* out, int64_t depth, int64_t inner,
 
 cudaError_t LaunchStridedCopy(int elem_size, const void* src, void* dst, const CopyGeom& g,
                               cudaStream_t s) {
-  switch (elem_size) {
-    case 1: return RunCopy<uint8_t>(src, dst, g, s);
-    case 4: return RunCopy<uint32_t>(src, dst, g, s);
-    case 8: return RunCopy<uint64_t>(src, dst, g, s);
-  }
-  return cudaErrorInvalidValue;
+  return DispatchRaw(elem_size, [&](auto zero) { return RunCopy<decltype(zero)>(src, dst, g, s); });
 }
 
 cudaError_t LaunchGather(int elem_size, const void* params, DT idx_dt, const void* idx,
@@ -127,21 +125,15 @@ cudaError_t LaunchGather(int elem_size, const void* params, DT idx_dt, const voi
                          cudaStream_t s) {
   const int64_t total = outer * n * inner;
   if (total == 0) return cudaSuccess;
-  auto run = [&](auto elem_zero) -> cudaError_t {
+  return DispatchRaw(elem_size, [&](auto elem_zero) -> cudaError_t {
     using E = decltype(elem_zero);
     return DispatchIndex(idx_dt, [&](auto idx_zero) -> cudaError_t {
       using I = decltype(idx_zero);
-      Launch(GatherKernel<E, I>, BlocksFor(total), kThreads, s, static_cast<const E*>(params), static_cast<const I*>(idx), static_cast<E*>(out), dim,
-          inner, n, total);
+      Launch(GatherKernel<E, I>, BlocksFor(total), kThreads, s, static_cast<const E*>(params),
+             static_cast<const I*>(idx), static_cast<E*>(out), dim, inner, n, total);
       return LastLaunchError();
     });
-  };
-  switch (elem_size) {
-    case 1: return run(uint8_t{});
-    case 4: return run(uint32_t{});
-    case 8: return run(uint64_t{});
-  }
-  return cudaErrorInvalidValue;
+  });
 }
 
 cudaError_t LaunchScatterAdd(DT dt, void* out, const void* upd, DT idx_dt, const void* idx,
@@ -161,11 +153,11 @@ cudaError_t LaunchScatterAdd(DT dt, void* out, const void* upd, DT idx_dt, const
         const I* pi = static_cast<const I*>(idx);
         if (columns >= 2048 || n <= 16) {
           Launch(ScatterAddColumns<T, I>, BlocksFor(columns), kThreads, s, po, pu, pi, outer, dim,
-                                                                         inner, n);
+                 inner, n);
         } else {
           const int64_t total = columns * n;
           Launch(ScatterAddAtomic<T, I>, BlocksFor(total), kThreads, s, po, pu, pi, dim, inner, n,
-                                                                       total);
+                 total);
         }
         return LastLaunchError();
       });
@@ -181,8 +173,8 @@ cudaError_t LaunchOneHot(DT out_dt, DT idx_dt, const void* idx, void* out, int64
     using T = decltype(zero);
     return DispatchIndex(idx_dt, [&](auto idx_zero) -> cudaError_t {
       using I = decltype(idx_zero);
-      Launch(OneHotKernel<T, I>, BlocksFor(total), kThreads, s, static_cast<const I*>(idx), static_cast<T*>(out), depth, inner, total, Convert<T>(on),
-          Convert<T>(off));
+      Launch(OneHotKernel<T, I>, BlocksFor(total), kThreads, s, static_cast<const I*>(idx),
+             static_cast<T*>(out), depth, inner, total, Convert<T>(on), Convert<T>(off));
       return LastLaunchError();
     });
   });
