@@ -4,10 +4,13 @@
 #ifndef KGRAD_FUZZ_FUZZ_LIMITS_H_
 #define KGRAD_FUZZ_FUZZ_LIMITS_H_
 
+#include <cstddef>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 #include "backends/executor.h"
 #include "core/infer_options.h"
 #include "proto/convert.h"
@@ -28,26 +31,22 @@ inline LoadLimits Limits() {
   return l;
 }
 
-inline ExecutorOptions RunLimits() {
+// Executor limits of one run: call depth, tail calls, bytes allocated and seconds.
+// The defaults are the pipeline target's first run (a trip count of 3).
+inline ExecutorOptions RunLimits(int max_call_depth = 200, int64_t max_tail_calls = 4000,
+                                 int64_t max_run_bytes = 16 << 20, double max_run_seconds = 1) {
   ExecutorOptions o;
-  o.max_call_depth = 200;
-  o.max_tail_calls = 4000;
-  o.max_run_bytes = 16 << 20;
-  o.max_run_seconds = 1;
+  o.max_call_depth = max_call_depth;
+  o.max_tail_calls = max_tail_calls;
+  o.max_run_bytes = max_run_bytes;
+  o.max_run_seconds = max_run_seconds;
   return o;
 }
 
 // The pipeline target's second run, with a trip count of up to 5,500: long loops
 // and the deep values they build, within a deadline (at most four such runs per
 // input, well inside libFuzzer's -timeout of fuzz/run.sh).
-inline ExecutorOptions LongRunLimits() {
-  ExecutorOptions o;
-  o.max_call_depth = 100'000;
-  o.max_tail_calls = 100'000;
-  o.max_run_bytes = 256 << 20;
-  o.max_run_seconds = 0.75;
-  return o;
-}
+inline ExecutorOptions LongRunLimits() { return RunLimits(100'000, 100'000, 256 << 20, 0.75); }
 
 inline InferOptions InferLimits() {
   InferOptions o;
@@ -58,6 +57,11 @@ inline InferOptions InferLimits() {
 
 // Largest tensor (elements) any node may have for the pipeline target to run it.
 inline constexpr int64_t kMaxElements = 1 << 14;
+
+// The input of LLVMFuzzerTestOneInput.
+inline absl::string_view Bytes(const uint8_t* data, size_t size) {
+  return absl::string_view(reinterpret_cast<const char*>(data), size);
+}
 
 [[noreturn]] inline void Die(const char* what, const absl::Status& s) {
   std::fprintf(stderr, "fuzz invariant broken: %s: %s\n", what, s.ToString().c_str());

@@ -1,13 +1,13 @@
 // libFuzzer target: the graph-file loader on arbitrary bytes, read both as a
 // binary ModelProto and as text format (ParseModel). A load may fail, never crash,
-// hang or leak; a module that loads must save and load again.
+// hang or leak; a module that loads must save and load again. Seeds:
+// fuzz/corpus/load; LLVMFuzzerInitialize: fuzz/fuzz_init.cc.
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
 #include <memory>
 
 #include "fuzz/fuzz_limits.h"
-#include "google/protobuf/stubs/logging.h"
 #include "ops/registry.h"
 #include "proto/model_io.h"
 
@@ -32,15 +32,8 @@ void LoadOne(absl::string_view bytes, bool text) {
 }  // namespace
 }  // namespace kgrad
 
-// Protobuf logs every invalid UTF-8 string it parses; the loader's Status already
-// says what is wrong, and the logging would dominate the fuzzer's time.
-extern "C" int LLVMFuzzerInitialize(int* /*argc*/, char*** /*argv*/) {
-  google::protobuf::SetLogHandler(nullptr);
-  return 0;
-}
-
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  absl::string_view bytes(reinterpret_cast<const char*>(data), size);
+  absl::string_view bytes = kgrad::fuzz::Bytes(data, size);
   kgrad::LoadOne(bytes, /*text=*/false);
   kgrad::LoadOne(bytes, /*text=*/true);
   return 0;

@@ -30,7 +30,6 @@
 #include "core/manager.h"
 #include "core/passes/optimize.h"
 #include "fuzz/fuzz_limits.h"
-#include "google/protobuf/stubs/logging.h"
 #include "ops/registry.h"
 #include "proto/model_io.h"
 
@@ -140,9 +139,8 @@ bool MakeRunInputs(FuncGraph* f, int64_t long_count, Inputs* in) {
 }
 
 FuncGraph* Optimised(Module& m, FuncGraph* g) {
-  CpuConstantEvaluator evaluator;
   OptimizeOptions oo;
-  oo.evaluator = &evaluator;
+  oo.evaluator = &CpuConstantEvaluator::Get();
   oo.max_unroll = 2000;
   absl::StatusOr<std::string> log = Optimize(m, g, oo);
   if (!log.ok()) return Stop("optimise", log.status()), nullptr;
@@ -213,17 +211,11 @@ void RunPipeline(absl::string_view bytes, bool text) {
 }  // namespace
 }  // namespace kgrad
 
-// Protobuf logs every invalid UTF-8 string it parses; the loader's Status already
-// says what is wrong, and the logging would dominate the fuzzer's time.
-extern "C" int LLVMFuzzerInitialize(int* /*argc*/, char*** /*argv*/) {
-  google::protobuf::SetLogHandler(nullptr);
-  return 0;
-}
-
+// The first byte picks the format, so that mutations of one kind stay that kind
+// (fuzz/run.sh puts it before the seeds of fuzz/corpus/load: 0 for .pb, 1 for
+// .pbtxt). LLVMFuzzerInitialize: fuzz/fuzz_init.cc.
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  absl::string_view bytes(reinterpret_cast<const char*>(data), size);
-  // The first byte picks the format, so that mutations of one kind stay that kind.
   if (size == 0) return 0;
-  kgrad::RunPipeline(bytes.substr(1), /*text=*/(data[0] & 1) != 0);
+  kgrad::RunPipeline(kgrad::fuzz::Bytes(data + 1, size - 1), /*text=*/(data[0] & 1) != 0);
   return 0;
 }

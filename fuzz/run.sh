@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # Runs one fuzz target for a while on a scratch copy of its corpus.
 #   fuzz/run.sh TARGET SECONDS [extra libFuzzer flags...]
+# Both targets start from the one seed corpus, fuzz/corpus/load; the pipeline
+# target reads a format byte first (0 binary, 1 text), which this script puts in
+# front of each seed (0 for .pb, 1 for .pbtxt) in $out/seeds.
 # TARGET: load_fuzzer or pipeline_fuzzer. Builds it with --config=fuzz (clang-14,
 # -fsanitize=fuzzer,address,undefined). Exits non-zero on a crash, leak or
 # timeout; the reproducer is left in $KGRAD_FUZZ_OUT (default /tmp/kgrad-fuzz)/
@@ -12,8 +15,7 @@ seconds=${2:-60}
 shift 2 || shift $#
 
 case "$target" in
-  load_fuzzer) seeds=fuzz/corpus/load ;;
-  pipeline_fuzzer) seeds=fuzz/corpus/pipeline ;;
+  load_fuzzer|pipeline_fuzzer) ;;
   *) echo "unknown fuzz target '$target'" >&2; exit 2 ;;
 esac
 
@@ -22,7 +24,15 @@ bin="$(./bazelw info --config=fuzz bazel-bin 2>/dev/null)/fuzz/$target"
 
 out="${KGRAD_FUZZ_OUT:-/tmp/kgrad-fuzz}/$target"
 mkdir -p "$out/corpus"
-seeds="$PWD/$seeds"
+seeds="$PWD/fuzz/corpus/load"
+if [ "$target" = pipeline_fuzzer ]; then
+  rm -rf "$out/seeds" && mkdir -p "$out/seeds"
+  for f in "$seeds"/*; do
+    case "$f" in *.pbtxt) byte='\001' ;; *) byte='\000' ;; esac
+    { printf "$byte"; cat "$f"; } > "$out/seeds/$(basename "$f")"
+  done
+  seeds="$out/seeds"
+fi
 # New inputs go to the scratch corpus; the checked-in seeds are only read. The
 # fuzzer runs in $out: with -jobs=N libFuzzer writes fuzz-<job>.log to its
 # working directory (old ones are cleared first, so the total below is this run's).

@@ -1,8 +1,8 @@
-// Writes the fuzzers' seed corpora: every graph file given on the command line in
-// both formats, plus small programs built in C++ (an MLP, a conv net, a tanh RNN
-// with its gradient). Load corpus: plain files; pipeline corpus: one format byte
-// (0 binary, 1 text) then the file.
-//   seed_tool OUT_LOAD_DIR OUT_PIPELINE_DIR FILE.pbtxt...
+// Writes the fuzzers' seed corpus (fuzz/corpus/load): every graph file given on
+// the command line in both formats, plus small programs built in C++ (an MLP, a
+// conv net, a tanh RNN with its gradient). Plain files; fuzz/run.sh puts the
+// pipeline target's format byte (0 binary, 1 text) in front of each.
+//   seed_tool OUT_DIR FILE.pbtxt...
 #include <fstream>
 #include <iostream>
 #include <memory>
@@ -22,8 +22,8 @@ bool Write(const std::string& path, const std::string& bytes) {
   return static_cast<bool>(out);
 }
 
-// Both formats of `m` into both corpora, named after `name`.
-bool Emit(Module& m, const std::string& name, const std::string& load_dir, const std::string& pipe_dir) {
+// Both formats of `m`, named after `name`.
+bool Emit(Module& m, const std::string& name, const std::string& dir) {
   absl::StatusOr<proto::ModelProto> p = SaveModel(m);
   absl::StatusOr<std::string> text = ModelToText(m);
   if (!p.ok() || !text.ok()) {
@@ -32,9 +32,7 @@ bool Emit(Module& m, const std::string& name, const std::string& load_dir, const
   }
   std::string binary;
   p->SerializeToString(&binary);
-  return Write(load_dir + "/" + name + ".pb", binary) && Write(load_dir + "/" + name + ".pbtxt", *text) &&
-         Write(pipe_dir + "/" + name + ".pb", std::string(1, '\0') + binary) &&
-         Write(pipe_dir + "/" + name + ".pbtxt", std::string(1, '\1') + *text);
+  return Write(dir + "/" + name + ".pb", binary) && Write(dir + "/" + name + ".pbtxt", *text);
 }
 
 std::string BaseName(const std::string& path) {
@@ -44,20 +42,20 @@ std::string BaseName(const std::string& path) {
 }
 
 int Main(int argc, char** argv) {
-  if (argc < 3) {
-    std::cerr << "usage: seed_tool OUT_LOAD_DIR OUT_PIPELINE_DIR FILE.pbtxt...\n";
+  if (argc < 2) {
+    std::cerr << "usage: seed_tool OUT_DIR FILE.pbtxt...\n";
     return 2;
   }
-  std::string load_dir = argv[1], pipe_dir = argv[2];
+  std::string dir = argv[1];
   bool ok = true;
-  for (int i = 3; i < argc; ++i) {
+  for (int i = 2; i < argc; ++i) {
     absl::StatusOr<std::unique_ptr<Module>> m = LoadModelFile(argv[i], DefaultRegistry());
     if (!m.ok()) {
       std::cerr << m.status() << "\n";
       ok = false;
       continue;
     }
-    ok &= Emit(**m, BaseName(argv[i]), load_dir, pipe_dir);
+    ok &= Emit(**m, BaseName(argv[i]), dir);
   }
   struct Program {
     const char* name;
@@ -72,7 +70,7 @@ int Main(int argc, char** argv) {
     Module m(DefaultRegistry());
     FuncGraph* f = pr.build(&m);
     m.set_entry(f);
-    ok &= Emit(m, pr.name, load_dir, pipe_dir);
+    ok &= Emit(m, pr.name, dir);
     // Its (unoptimised) gradient: closures, tuples, env ops, switch.
     absl::StatusOr<FuncGraph*> g = GradOperation(/*get_all=*/true)(m, f);
     if (!g.ok()) {
@@ -81,7 +79,7 @@ int Main(int argc, char** argv) {
       continue;
     }
     m.set_entry(*g);
-    ok &= Emit(m, std::string(pr.name) + "_grad", load_dir, pipe_dir);
+    ok &= Emit(m, std::string(pr.name) + "_grad", dir);
   }
   // Long loops (a trip-count input) and loops whose state nests deeper each
   // iteration: the pipeline target varies the count.
@@ -93,7 +91,7 @@ int Main(int argc, char** argv) {
   for (const Program& pr : loops) {
     Module m(DefaultRegistry());
     m.set_entry(pr.build(&m));
-    ok &= Emit(m, pr.name, load_dir, pipe_dir);
+    ok &= Emit(m, pr.name, dir);
   }
   return ok ? 0 : 1;
 }

@@ -21,32 +21,16 @@
 #include "tools/grad_check.h"
 
 namespace kgrad {
+namespace testing {
 namespace {
 
-using ::kgrad::testing::InferOp;
-using ::kgrad::testing::PrimGradOptions;
-using ::kgrad::testing::PrimitiveGradientOk;
-using ::kgrad::testing::RandomF64;
-using ::kgrad::testing::T;
-using ::kgrad::testing::ToDoubles;
-using Ints = std::vector<int64_t>;
-
-constexpr DType F64 = DType::kFloat64;
-constexpr int64_t U = kUnknownDim;
 constexpr uint64_t kSeeds[] = {11, 22, 33};
-
-PrimGradOptions Order(int order, uint64_t seed) {
-  PrimGradOptions o;
-  o.order = order;
-  o.seed = seed;
-  return o;
-}
 
 // Entries -1 + 2k/n (k = 0..n-1) in random order: pairwise at least 2/n apart, so
 // no pooling window has a tie and the finite-difference steps (1e-5) never move
 // an argmax.
 Value Distinct(const Shape& shape, std::mt19937_64& rng) {
-  Tensor t = Tensor::Create(F64, shape).value();
+  Tensor t = Tensor::Create(kF64, shape).value();
   int64_t n = t.NumElements();
   std::vector<double> v(n);
   for (int64_t k = 0; k < n; ++k) v[k] = -1.0 + 2.0 * static_cast<double>(k) / n;
@@ -70,7 +54,7 @@ struct ConvCase {
   AttrMap attrs() const {
     return {{"stride", stride}, {"padding", padding}, {"dilation", dilation}, {"groups", groups}};
   }
-  Shape y() const { return ShapeOf(InferOp(PrimId::kConv2d, {T(F64, x), T(F64, w)}, attrs())); }
+  Shape y() const { return ShapeOf(InferOp(PrimId::kConv2d, {T(kF64, x), T(kF64, w)}, attrs())); }
 };
 
 void PrintTo(const ConvCase& c, std::ostream* os) { *os << c.name; }
@@ -147,7 +131,7 @@ struct PoolCase {
     a["count_include_pad"] = count_include_pad;
     return a;
   }
-  Shape y() const { return ShapeOf(InferOp(PrimId::kMaxPool2d, {T(F64, x)}, max_attrs())); }
+  Shape y() const { return ShapeOf(InferOp(PrimId::kMaxPool2d, {T(kF64, x)}, max_attrs())); }
 };
 
 void PrintTo(const PoolCase& c, std::ostream* os) { *os << c.name; }
@@ -234,7 +218,7 @@ absl::StatusOr<Value> VjpOf(Module& m, FuncGraph* f, std::vector<Value> args, Va
   return RunGraph(*g, std::move(args));
 }
 
-Value Full(const Shape& shape, double v) { return Value(Tensor::Full(F64, shape, v).value()); }
+Value Full(const Shape& shape, double v) { return Value(Tensor::Full(kF64, shape, v).value()); }
 
 // On ties the gradient goes to the first max in row-major window order (the kernel's
 // rule), not divided among the tied cells.
@@ -246,7 +230,7 @@ TEST(ConvPoolValueTest, MaxPoolTiesRouteToTheFirstMax) {
   ASSERT_TRUE(f.ok()) << f.status();
   // Windows (i, j) of the constant plane all pick their top-left cell (i, j).
   absl::StatusOr<Value> dx =
-      VjpOf(m, *f, {x}, Value(testing::MakeTensor(F64, {1, 1, 2, 2}, {1, 2, 3, 4})));
+      VjpOf(m, *f, {x}, Value(testing::MakeTensor(kF64, {1, 1, 2, 2}, {1, 2, 3, 4})));
   ASSERT_TRUE(dx.ok()) << dx.status();
   EXPECT_EQ(ToDoubles(dx->tuple()[0].tensor()), (std::vector<double>{1, 2, 0, 3, 4, 0, 0, 0, 0}));
 }
@@ -299,8 +283,8 @@ TEST(ConvPoolValueTest, SelectorsAndShapeReferencesGetExactZeros) {
 // of the same graph with every dim known.
 FuncGraph* ConvPoolNet(Module* m, const Shape& x_shape) {
   GraphBuilder b(m, "conv_pool");
-  AnfNode* x = b.Param("x", F64, x_shape);
-  AnfNode* w = b.Param("w", F64, {4, 2, 3, 3});
+  AnfNode* x = b.Param("x", kF64, x_shape);
+  AnfNode* w = b.Param("w", kF64, {4, 2, 3, 3});
   AnfNode* y = b.Op(PrimId::kConv2d, {x, w},
                     {{"stride", Ints{1, 1}},
                      {"padding", Ints{1, 2, 0, 1}},
@@ -335,7 +319,7 @@ TEST(ConvPoolUnknownDimsTest, RulesNeedNoStaticShapes) {
   std::vector<Value> args = {RandomF64({2, 4, 5, 6}, rng), RandomF64({4, 2, 3, 3}, rng)};
   absl::StatusOr<std::vector<Value>> known = FirstAndSecond({2, 4, 5, 6}, args);
   ASSERT_TRUE(known.ok()) << known.status();
-  absl::StatusOr<std::vector<Value>> unknown = FirstAndSecond({U, 4, U, U}, args);
+  absl::StatusOr<std::vector<Value>> unknown = FirstAndSecond({kU, 4, kU, kU}, args);
   ASSERT_TRUE(unknown.ok()) << unknown.status();
   ASSERT_EQ(known->size(), 4u);
   ASSERT_EQ(unknown->size(), 4u);
@@ -353,13 +337,11 @@ TEST(ConvPoolNetworkTest, GradientsMatchFiniteDifferencesToSecondOrder) {
   FuncGraph* f = ConvPoolNet(&m, {2, 4, 5, 6});
   std::mt19937_64 rng(10);
   std::vector<Value> args = {RandomF64({2, 4, 5, 6}, rng), RandomF64({4, 2, 3, 3}, rng)};
-  GradCheckOptions o;
-  o.order = 2;
-  o.seed = 3;
-  absl::StatusOr<GradCheckReport> r = CheckGradients(m, f, args, o);
+  absl::StatusOr<GradCheckReport> r = CheckGradients(m, f, args, Order(2, 3));
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_TRUE(r->passed()) << r->ToString();
 }
 
 }  // namespace
+}  // namespace testing
 }  // namespace kgrad

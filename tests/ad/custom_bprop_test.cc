@@ -10,21 +10,15 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "ops/registry.h"
+#include "tests/testing/op_test_util.h"
 
 namespace kgrad {
+namespace testing {
 namespace {
 
 using ::testing::HasSubstr;
 
 AbstractPtr F64(Shape s) { return MakeAbstractTensor(DType::kFloat64, std::move(s)); }
-Value Vec(std::vector<double> v) {
-  return Value(Tensor::FromVector<double>({static_cast<int64_t>(v.size())}, v));
-}
-std::vector<double> Values(const Value& v) {
-  std::vector<double> out;
-  for (int64_t i = 0; i < v.tensor().NumElements(); ++i) out.push_back(v.tensor().ElementAsDouble(i));
-  return out;
-}
 
 // f(x) = sum(x * w), w a weight of f64[3].
 struct WeightedSum {
@@ -55,7 +49,7 @@ struct WeightedSum {
   // Central differences of f in w along each coordinate, at x.
   std::vector<double> NumericWeightGradient(const Value& x) {
     auto e = Executor::Create(f).value();
-    std::vector<double> w0 = Values(Value(*w->default_value()));
+    std::vector<double> w0 = ToDoubles(Value(*w->default_value()).tensor());
     std::vector<double> g;
     const double eps = 1e-6;
     for (size_t i = 0; i < w0.size(); ++i) {
@@ -82,13 +76,13 @@ TEST(CustomBpropTest, ScalesTheWeightGradient) {
   absl::StatusOr<Value> r = RunGraph(*g, {x});
   ASSERT_TRUE(r.ok()) << r.status();
   // (dx, (dw,)): dx = w as the true gradient, dw = 2 * (the true gradient, x).
-  std::vector<double> dx = Values(r->tuple()[0]);
-  std::vector<double> dw = Values(r->tuple()[1].tuple()[0]);
+  std::vector<double> dx = ToDoubles(r->tuple()[0].tensor());
+  std::vector<double> dw = ToDoubles(r->tuple()[1].tuple()[0].tensor());
   std::vector<double> numeric = s.NumericWeightGradient(x);
   std::vector<double> w = {0.5, -1.5, 2.0};
   for (int i = 0; i < 3; ++i) {
     EXPECT_NEAR(dx[i], w[i], 1e-12);
-    EXPECT_NEAR(numeric[i], Values(x)[i], 1e-6);  // the forward is what it says
+    EXPECT_NEAR(numeric[i], ToDoubles(x.tensor())[i], 1e-6);  // the forward is what it says
     EXPECT_NEAR(dw[i], 2.0 * numeric[i], 1e-6) << i;
   }
 }
@@ -135,8 +129,8 @@ TEST(CustomBpropTest, CapturedValueGetsItsSensitivityFromTheCustomBprop) {
   ASSERT_TRUE(g.ok()) << g.status();
   absl::StatusOr<Value> r = RunGraph(*g, {Vec({1.5, -2.0}), Vec({4.0, 0.25})});
   ASSERT_TRUE(r.ok()) << r.status();
-  std::vector<double> dx = Values(r->tuple()[0]);
-  std::vector<double> dy = Values(r->tuple()[1]);
+  std::vector<double> dx = ToDoubles(r->tuple()[0].tensor());
+  std::vector<double> dy = ToDoubles(r->tuple()[1].tensor());
   EXPECT_DOUBLE_EQ(dx[0], 4.0);
   EXPECT_DOUBLE_EQ(dx[1], 0.25);
   EXPECT_DOUBLE_EQ(dy[0], 3 * 1.5);
@@ -156,4 +150,5 @@ TEST(CustomBpropTest, WrongNumberOfSensitivitiesNamesWhatIsExpected) {
 }
 
 }  // namespace
+}  // namespace testing
 }  // namespace kgrad

@@ -29,115 +29,13 @@
 #include "tools/grad_check.h"
 
 namespace kgrad {
+namespace testing {
 namespace {
 
-using ::kgrad::testing::MakeTensor;
-using ::kgrad::testing::PrimGradOptions;
-using ::kgrad::testing::PrimitiveGradientOk;
-using ::kgrad::testing::RandomF64;
-using ::kgrad::testing::RandomF64Away;
-using ::kgrad::testing::RunCpuKernel;
-using ::kgrad::testing::ToDoubles;
-
-constexpr uint64_t kSeeds[] = {1, 2, 3};
-
-bool IsFloat(const Value& v) { return v.is_tensor() && IsFloating(v.tensor().dtype()); }
-
-Value F64(Shape shape, const std::vector<double>& values) {
-  return Value(MakeTensor(DType::kFloat64, std::move(shape), values));
-}
-
-// f(x...) = P(x...){attrs}, or P(x...)^3 when `cubed`. Floating
-// arguments are parameters x<i> (declared with their shapes, or with `declared`
-// when given); bool arguments are constants (the gradient operation refuses
-// non-floating parameters).
-absl::StatusOr<FuncGraph*> OpGraph(Module& m, PrimId id, const std::vector<Value>& args,
-                                   const AttrMap& attrs, bool cubed,
-                                   const std::vector<Shape>& declared = {}) {
-  GraphBuilder b(&m, absl::StrCat(cubed ? "cube_" : "f_", PrimIdName(id)));
-  std::vector<AnfNode*> xs;
-  for (size_t i = 0; i < args.size(); ++i) {
-    if (!IsFloat(args[i])) {
-      xs.push_back(b.Const(args[i]));
-    } else if (i < declared.size()) {
-      xs.push_back(b.Param(absl::StrCat("x", i), DType::kFloat64, declared[i]));
-    } else {
-      xs.push_back(b.Param(absl::StrCat("x", i), Broaden(AbstractOfValue(args[i]))));
-    }
-  }
-  AnfNode* y = b.Op(id, xs, attrs);
-  return b.Return(cubed ? b.Op(PrimId::kMul, {b.Op(PrimId::kMul, {y, y}), y}) : y);
-}
-
-std::vector<Value> FloatArgs(const std::vector<Value>& args) {
-  std::vector<Value> out;
-  for (const Value& v : args) {
-    if (IsFloat(v)) out.push_back(v);
-  }
-  return out;
-}
-
-// The check of `f` to `order`; every input's derivatives at the last order must
-// not all be zero when `nonvacuous`.
-::testing::AssertionResult GraphGradientOk(Module& m, FuncGraph* f, const std::vector<Value>& args,
-                                           int order, uint64_t seed, bool nonvacuous) {
-  GradCheckOptions o;
-  o.seed = seed;
-  o.order = order;
-  absl::StatusOr<GradCheckReport> r = CheckGradients(m, f, args, o);
-  if (!r.ok()) return ::testing::AssertionFailure() << f->name() << ": " << r.status();
-  if (!r->passed()) return ::testing::AssertionFailure() << f->name() << "\n" << r->ToString();
-  if (nonvacuous) {
-    for (const GradCheckEntry& e : r->entries) {
-      if (e.order == order && e.max_magnitude < 1e-6) {
-        return ::testing::AssertionFailure() << f->name() << ": the order " << order
-                                             << " derivatives of " << e.input
-                                             << " are all zero; the check is vacuous\n"
-                                             << r->ToString();
-      }
-    }
-  }
-  return ::testing::AssertionSuccess();
-}
-
-// P at `args`: P alone to the second order (PrimitiveGradientOk when every input
-// is floating), and P^3 to the second order with non-vacuous second derivatives.
+// P at `args`: P alone to the second order, and P^3 to the second order with
+// non-vacuous second derivatives.
 void CheckOp(PrimId id, const std::vector<Value>& args, const AttrMap& attrs, uint64_t seed) {
-  bool all_float = true;
-  for (const Value& v : args) all_float &= IsFloat(v);
-  if (all_float) {
-    PrimGradOptions po;
-    po.seed = seed;
-    po.order = 2;
-    EXPECT_TRUE(PrimitiveGradientOk(id, args, attrs, po));
-  } else {
-    Module m(DefaultRegistry());
-    absl::StatusOr<FuncGraph*> f = OpGraph(m, id, args, attrs, /*cubed=*/false);
-    ASSERT_TRUE(f.ok()) << f.status();
-    EXPECT_TRUE(GraphGradientOk(m, *f, FloatArgs(args), 2, seed, /*nonvacuous=*/false));
-  }
-  Module m(DefaultRegistry());
-  absl::StatusOr<FuncGraph*> cube = OpGraph(m, id, args, attrs, /*cubed=*/true);
-  ASSERT_TRUE(cube.ok()) << cube.status();
-  EXPECT_TRUE(GraphGradientOk(m, *cube, FloatArgs(args), 2, seed, /*nonvacuous=*/true));
-}
-
-// The gradients of f = P(x...) (sensitivity ones) at `args`, as doubles per input.
-std::vector<std::vector<double>> Gradients(PrimId id, const std::vector<Value>& args,
-                                           const AttrMap& attrs = {}) {
-  Module m(DefaultRegistry());
-  absl::StatusOr<FuncGraph*> f = OpGraph(m, id, args, attrs, /*cubed=*/false);
-  EXPECT_TRUE(f.ok()) << f.status();
-  if (!f.ok()) return {};
-  absl::StatusOr<FuncGraph*> g = GradOperation(/*get_all=*/true)(m, *f);
-  EXPECT_TRUE(g.ok()) << g.status();
-  if (!g.ok()) return {};
-  absl::StatusOr<Value> r = RunGraph(*g, FloatArgs(args));
-  EXPECT_TRUE(r.ok()) << r.status();
-  if (!r.ok()) return {};
-  std::vector<std::vector<double>> out;
-  for (const Value& v : r->tuple()) out.push_back(ToDoubles(v.tensor()));
-  return out;
+  ExpectOpGradients(id, args, attrs, seed, {/*power=*/3});
 }
 
 // ----- Unary ---------------------------------------------------------------------------
@@ -207,10 +105,7 @@ TEST_P(UnaryGradTest, ThirdOrder) {
   uint64_t seed = 11;
   std::mt19937_64 rng(seed);
   Value x = RandomF64Away({4}, rng, k.lo, k.hi, k.avoid, k.id == PrimId::kReciprocal ? 0.3 : 0.05);
-  Module m(DefaultRegistry());
-  absl::StatusOr<FuncGraph*> f = OpGraph(m, k.id, {x}, k.attrs, /*cubed=*/true);
-  ASSERT_TRUE(f.ok()) << f.status();
-  EXPECT_TRUE(GraphGradientOk(m, *f, {x}, 3, seed, /*nonvacuous=*/false));
+  EXPECT_TRUE(OpGradientOk(k.id, {x}, k.attrs, {/*power=*/3}, Order(3, seed)));
 }
 
 // The rules build their constants in the input's dtype: in float32 they type-check
@@ -327,10 +222,7 @@ TEST(ElementwiseGradTest, BinaryThirdOrder) {
     SCOPED_TRACE(PrimIdName(id));
     std::mt19937_64 rng(5);
     std::vector<Value> args = {RandomF64({2, 3}, rng, 0.5, 1.5), RandomF64({3}, rng, 0.5, 1.5)};
-    Module m(DefaultRegistry());
-    absl::StatusOr<FuncGraph*> f = OpGraph(m, id, args, {}, /*cubed=*/true);
-    ASSERT_TRUE(f.ok()) << f.status();
-    EXPECT_TRUE(GraphGradientOk(m, *f, args, 3, 5, /*nonvacuous=*/true));
+    EXPECT_TRUE(OpGradientOk(id, args, {}, {/*power=*/3}, Order(3, 5), /*nonvacuous=*/true));
   }
 }
 
@@ -371,48 +263,43 @@ TEST(ElementwiseGradTest, BroadcastingWithUnknownDims) {
       std::mt19937_64 rng(seed);
       std::vector<Value> args = Separated({{3, 1}, {4}}, rng);
       if (id == PrimId::kDiv) args[1] = RandomF64Away({4}, rng, -2, 2, {0.0}, 0.4);
-      Module m(DefaultRegistry());
-      absl::StatusOr<FuncGraph*> f =
-          OpGraph(m, id, args, {}, /*cubed=*/true, {{kUnknownDim, 1}, {kUnknownDim}});
-      ASSERT_TRUE(f.ok()) << f.status();
-      EXPECT_TRUE(GraphGradientOk(m, *f, args, 2, seed, /*nonvacuous=*/true));
+      EXPECT_TRUE(OpGradientOk(id, args, {}, {/*power=*/3, 0, {{kU, 1}, {kU}}}, Order(2, seed),
+                               /*nonvacuous=*/true));
     }
   }
 }
 
 // ----- Values at kinks and ties ----------------------------------------------------------------
+// The gradients of P(args...) are exactly `want`, one list per input.
+void ExpectGradients(PrimId id, const std::vector<Value>& args,
+                     const std::vector<std::vector<double>>& want) {
+  SCOPED_TRACE(PrimIdName(id));
+  std::vector<std::vector<double>> g = Gradients(id, args);
+  ASSERT_EQ(g.size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i) {
+    EXPECT_THAT(g[i], ::testing::ElementsAreArray(want[i])) << "input " << i;
+  }
+}
+
 TEST(ElementwiseGradTest, ReluAndAbsHaveZeroSlopeAtZero) {
   Value x = F64({3}, {-1.0, 0.0, 2.0});
-  auto relu = Gradients(PrimId::kRelu, {x});
-  ASSERT_EQ(relu.size(), 1u);
-  EXPECT_THAT(relu[0], ::testing::ElementsAre(0.0, 0.0, 1.0));
-  auto abs = Gradients(PrimId::kAbs, {x});
-  ASSERT_EQ(abs.size(), 1u);
-  EXPECT_THAT(abs[0], ::testing::ElementsAre(-1.0, 0.0, 1.0));
+  ExpectGradients(PrimId::kRelu, {x}, {{0.0, 0.0, 1.0}});
+  ExpectGradients(PrimId::kAbs, {x}, {{-1.0, 0.0, 1.0}});
 }
 
 // A tie sends the whole gradient to z, the input the kernels return on a tie.
 TEST(ElementwiseGradTest, MaximumAndMinimumSendTiesToTheSecondInput) {
   Value x = F64({3}, {1.0, 2.0, 3.0});
   Value z = F64({3}, {2.0, 2.0, 2.0});
-  auto max = Gradients(PrimId::kMaximum, {x, z});
-  ASSERT_EQ(max.size(), 2u);
-  EXPECT_THAT(max[0], ::testing::ElementsAre(0.0, 0.0, 1.0));
-  EXPECT_THAT(max[1], ::testing::ElementsAre(1.0, 1.0, 0.0));
-  auto min = Gradients(PrimId::kMinimum, {x, z});
-  ASSERT_EQ(min.size(), 2u);
-  EXPECT_THAT(min[0], ::testing::ElementsAre(1.0, 0.0, 0.0));
-  EXPECT_THAT(min[1], ::testing::ElementsAre(0.0, 1.0, 1.0));
+  ExpectGradients(PrimId::kMaximum, {x, z}, {{0.0, 0.0, 1.0}, {1.0, 1.0, 0.0}});
+  ExpectGradients(PrimId::kMinimum, {x, z}, {{1.0, 0.0, 0.0}, {0.0, 1.0, 1.0}});
 }
 
 // Broadcast z: its gradient sums the contributions of every position it wins.
 TEST(ElementwiseGradTest, MaximumSumsBackToABroadcastInput) {
   Value x = F64({2, 2}, {1.0, 5.0, 4.0, -1.0});
   Value z = F64({2}, {3.0, 0.0});
-  auto g = Gradients(PrimId::kMaximum, {x, z});
-  ASSERT_EQ(g.size(), 2u);
-  EXPECT_THAT(g[0], ::testing::ElementsAre(0.0, 1.0, 1.0, 0.0));
-  EXPECT_THAT(g[1], ::testing::ElementsAre(1.0, 1.0));
+  ExpectGradients(PrimId::kMaximum, {x, z}, {{0.0, 1.0, 1.0, 0.0}, {1.0, 1.0}});
 }
 
 // x^0 is constant (dx = 0, also at x = 0); d/dz 0^z = 0 for z > 0 (the limit of
@@ -436,10 +323,7 @@ TEST(ElementwiseGradTest, SelectGivesTheConditionNothing) {
   cond.mutable_data<uint8_t>()[2] = 1;
   Value a = F64({3}, {1.0, 2.0, 3.0});
   Value b = F64({}, {7.0});
-  auto g = Gradients(PrimId::kSelect, {Value(cond), a, b});
-  ASSERT_EQ(g.size(), 2u);
-  EXPECT_THAT(g[0], ::testing::ElementsAre(1.0, 0.0, 1.0));
-  EXPECT_THAT(g[1], ::testing::ElementsAre(1.0));
+  ExpectGradients(PrimId::kSelect, {Value(cond), a, b}, {{1.0, 0.0, 1.0}, {1.0}});
 }
 
 // sign, comparisons and logical ops need no rule: a graph through them gives
@@ -464,4 +348,5 @@ TEST(ElementwiseGradTest, ZeroGradientPrimitives) {
 }
 
 }  // namespace
+}  // namespace testing
 }  // namespace kgrad

@@ -16,10 +16,8 @@
 #include "tests/testing/grad_test_util.h"
 
 namespace kgrad {
+namespace testing {
 namespace {
-
-using testing::CountPrim;
-using testing::RandomF64;
 
 double Dot(const Tensor& a, const Tensor& b) {
   double s = 0;
@@ -40,13 +38,9 @@ FuncGraph* ControlFlowProgram(Module* m) {
   ValueNode* scale = b.Closure("scale", 1, [&](GraphBuilder& c, absl::Span<AnfNode* const> p) {
     return c.Op(PrimId::kMul, {p[0], x});
   });
-  std::vector<AnfNode*> loop = b.While(
-      {b.Int(0), y},
-      [&](GraphBuilder& c, absl::Span<AnfNode* const> s) { return c.Op(PrimId::kScalarLt, {s[0], c.Int(3)}); },
-      [&](GraphBuilder& c, absl::Span<AnfNode* const> s) {
-        return std::vector<AnfNode*>{c.Op(PrimId::kScalarAdd, {s[0], c.Int(1)}), c.Call(scale, {s[1]})};
-      });
-  return b.Return(b.Op(PrimId::kAdd, {r, loop[1]})).value();
+  AnfNode* loop =
+      Repeat(b, 3, y, [&](GraphBuilder& c, AnfNode*, AnfNode* h) { return c.Call(scale, {h}); });
+  return b.Return(b.Op(PrimId::kAdd, {r, loop})).value();
 }
 
 TEST(JvpTest, ThroughSwitchLoopAndClosureMatchesDifferencesAndTheVjp) {
@@ -226,4 +220,5 @@ TEST(JvpTest, JacfwdAndJacrevAgree) {
 }
 
 }  // namespace
+}  // namespace testing
 }  // namespace kgrad

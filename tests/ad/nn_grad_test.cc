@@ -18,49 +18,9 @@
 #include "tests/testing/grad_test_util.h"
 
 namespace kgrad {
+namespace testing {
 namespace {
 
-using ::kgrad::testing::NonVacuousGradientsOk;
-using ::kgrad::testing::PrimGradOptions;
-using ::kgrad::testing::PrimitiveGradientOk;
-using ::kgrad::testing::RandomF64;
-using ::testing::HasSubstr;
-
-constexpr uint64_t kSeeds[] = {1, 2, 3};
-
-bool IsFloatTensor(const Value& v) { return v.is_tensor() && IsFloating(v.tensor().dtype()); }
-
-using MakeArgs = std::function<std::vector<Value>(std::mt19937_64&)>;
-
-// The check of `id`{attrs} at three points drawn by `make`, orders 1 and 2; at the
-// first, also that it is not vacuous (`curved`: the op is not linear, so some
-// second derivative is non-zero). Integer arguments (labels) are constants of the
-// checked graph.
-void ExpectGradientsAtSeeds(PrimId id, const MakeArgs& make, const AttrMap& attrs,
-                            bool curved = true) {
-  for (uint64_t seed : kSeeds) {
-    std::mt19937_64 rng(seed);
-    std::vector<Value> args = make(rng);
-    if (std::all_of(args.begin(), args.end(), IsFloatTensor)) {
-      PrimGradOptions options;
-      options.order = 2;
-      options.seed = seed;
-      EXPECT_TRUE(PrimitiveGradientOk(id, args, attrs, options)) << "seed " << seed;
-    }
-    if (seed == kSeeds[0] || !std::all_of(args.begin(), args.end(), IsFloatTensor)) {
-      EXPECT_TRUE(NonVacuousGradientsOk(id, args, attrs, seed, curved)) << "seed " << seed;
-    }
-  }
-}
-
-// Operands uniform in [-1, 1) of `shapes`.
-MakeArgs Uniform(std::vector<Shape> shapes) {
-  return [shapes](std::mt19937_64& rng) {
-    std::vector<Value> args;
-    for (const Shape& s : shapes) args.push_back(RandomF64(s, rng));
-    return args;
-  };
-}
 
 // ----- softmax / log_softmax -----------------------------------------------------------
 struct AxisCase {
@@ -74,40 +34,32 @@ const std::vector<AxisCase>& AxisCases() {
   return *cases;
 }
 
-TEST(NnGradTest, Softmax) {
+// ExpectGradientsAtSeeds of `id`{axis} over AxisCases(), the arguments drawn by `make`.
+void ExpectGradientsAlongAxes(
+    PrimId id, const std::function<std::vector<Value>(const Shape&, std::mt19937_64&)>& make) {
   for (const AxisCase& a : AxisCases()) {
     SCOPED_TRACE(::testing::Message() << ShapeToString(a.shape) << " axis " << a.axis);
-    // Logits over [-2, 2): the probabilities are far from saturation.
-    ExpectGradientsAtSeeds(
-        PrimId::kSoftmax,
-        [&](std::mt19937_64& rng) { return std::vector<Value>{RandomF64(a.shape, rng, -2, 2)}; },
-        {{"axis", a.axis}});
+    ExpectGradientsAtSeeds(id, [&](std::mt19937_64& rng) { return make(a.shape, rng); },
+                           {{"axis", a.axis}});
   }
 }
 
-TEST(NnGradTest, LogSoftmax) {
-  for (const AxisCase& a : AxisCases()) {
-    SCOPED_TRACE(::testing::Message() << ShapeToString(a.shape) << " axis " << a.axis);
-    ExpectGradientsAtSeeds(
-        PrimId::kLogSoftmax,
-        [&](std::mt19937_64& rng) { return std::vector<Value>{RandomF64(a.shape, rng, -2, 2)}; },
-        {{"axis", a.axis}});
-  }
+// Logits over [-2, 2): the probabilities are far from saturation.
+std::vector<Value> Logits(const Shape& s, std::mt19937_64& rng) {
+  return {RandomF64(s, rng, -2, 2)};
 }
+
+TEST(NnGradTest, Softmax) { ExpectGradientsAlongAxes(PrimId::kSoftmax, Logits); }
+
+TEST(NnGradTest, LogSoftmax) { ExpectGradientsAlongAxes(PrimId::kLogSoftmax, Logits); }
 
 // ----- cross-entropies -------------------------------------------------------------------
 // Both inputs are differentiated; the labels are arbitrary (not normalised), so the
 // rule's sum(labels) factor is exercised.
 TEST(NnGradTest, SoftmaxCrossEntropy) {
-  for (const AxisCase& a : AxisCases()) {
-    SCOPED_TRACE(::testing::Message() << ShapeToString(a.shape) << " axis " << a.axis);
-    ExpectGradientsAtSeeds(
-        PrimId::kSoftmaxCrossEntropy,
-        [&](std::mt19937_64& rng) {
-          return std::vector<Value>{RandomF64(a.shape, rng, -2, 2), RandomF64(a.shape, rng, 0, 1)};
-        },
-        {{"axis", a.axis}});
-  }
+  ExpectGradientsAlongAxes(PrimId::kSoftmaxCrossEntropy, [](const Shape& s, std::mt19937_64& rng) {
+    return std::vector<Value>{RandomF64(s, rng, -2, 2), RandomF64(s, rng, 0, 1)};
+  });
 }
 
 template <typename L>
@@ -167,14 +119,9 @@ TEST(NnGradTest, SparseSoftmaxCrossEntropyUnknownClassesIsAnError) {
   AnfNode* y = b.Param("y", MakeAbstractTensor(DType::kInt64, {kUnknownDim}));
   CNode* l = b.Op(PrimId::kSparseSoftmaxCrossEntropy, {x, y});
   l->set_name("xent");
-  absl::StatusOr<FuncGraph*> f = b.Return(b.Op(PrimId::kReduceSum, {l}));
-  ASSERT_TRUE(f.ok()) << f.status();
-  absl::StatusOr<FuncGraph*> g = GradOperation()(m, *f);
-  ASSERT_FALSE(g.ok());
-  EXPECT_EQ(g.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(g.status().message(), HasSubstr("cannot differentiate sparse_softmax_cross_entropy"));
-  EXPECT_THAT(g.status().message(), HasSubstr("node 'xent'"));
-  EXPECT_THAT(g.status().message(), HasSubstr("number of classes"));
+  ExpectGradError(
+      m, b.Return(b.Op(PrimId::kReduceSum, {l})),
+      {"cannot differentiate sparse_softmax_cross_entropy", "node 'xent'", "number of classes"});
 }
 
 // ----- normalisation ---------------------------------------------------------------------
@@ -234,22 +181,9 @@ TEST(NnGradTest, LayerNormWithLargeEpsilon) {
 // every dim unknown they still build, and the result is checked to second order.
 ::testing::AssertionResult UnknownDimsGradientsOk(PrimId id, const std::vector<Value>& args,
                                                   const AttrMap& attrs, uint64_t seed) {
-  Module m(DefaultRegistry());
-  GraphBuilder b(&m, absl::StrCat("f_", PrimIdName(id)));
-  std::vector<AnfNode*> xs;
-  for (size_t i = 0; i < args.size(); ++i) {
-    Shape unknown(args[i].tensor().rank(), kUnknownDim);
-    xs.push_back(b.Param(absl::StrCat("x", i), MakeAbstractTensor(DType::kFloat64, unknown)));
-  }
-  absl::StatusOr<FuncGraph*> f = b.Return(b.Op(id, xs, attrs));
-  if (!f.ok()) return ::testing::AssertionFailure() << "building the graph: " << f.status();
-  GradCheckOptions o;
-  o.order = 2;
-  o.seed = seed;
-  absl::StatusOr<GradCheckReport> r = CheckGradients(m, *f, args, o);
-  if (!r.ok()) return ::testing::AssertionFailure() << PrimIdName(id) << ": " << r.status();
-  if (!r->passed()) return ::testing::AssertionFailure() << PrimIdName(id) << "\n" << r->ToString();
-  return ::testing::AssertionSuccess();
+  OpGraphOptions unknown;
+  for (const Value& a : args) unknown.declared.push_back(Shape(a.tensor().rank(), kU));
+  return OpGradientOk(id, args, attrs, unknown, Order(2, seed));
 }
 
 TEST(NnGradTest, UnknownDims) {
@@ -288,11 +222,8 @@ TEST(NnGradTest, LayerOfMatMulLayerNormAndCrossEntropy) {
     AnfNode* l = b.Op(PrimId::kSoftmaxCrossEntropy, {h, labels});
     absl::StatusOr<FuncGraph*> f = b.Return(b.Op(PrimId::kReduceMean, {l}));
     ASSERT_TRUE(f.ok()) << f.status();
-    GradCheckOptions o;
-    o.order = 2;
-    o.seed = seed;
     absl::StatusOr<GradCheckReport> r =
-        CheckGradients(m, *f, {RandomF64({4, 3}, rng), RandomF64({3, 5}, rng)}, o);
+        CheckGradients(m, *f, {RandomF64({4, 3}, rng), RandomF64({3, 5}, rng)}, Order(2, seed));
     ASSERT_TRUE(r.ok()) << r.status();
     EXPECT_TRUE(r->passed()) << r->ToString();
   }
@@ -336,4 +267,5 @@ TEST(NnGradTest, DropoutGradientIsTheForwardMask) {
 }
 
 }  // namespace
+}  // namespace testing
 }  // namespace kgrad

@@ -14,23 +14,18 @@
 #include "ops/registry.h"
 #include "ops/structural.h"
 #include "tests/testing/grad_test_util.h"
+#include "tests/testing/graph_test_util.h"
 #include "tools/grad_check.h"
 
 namespace kgrad {
+namespace testing {
 namespace {
 
 using ::testing::HasSubstr;
-using testing::RandomF64;
 
 ::testing::AssertionResult Check(Module& m, FuncGraph* f, const std::vector<Value>& args, int order = 1,
                                  uint64_t seed = 1) {
-  GradCheckOptions o;
-  o.order = order;
-  o.seed = seed;
-  absl::StatusOr<GradCheckReport> r = CheckGradients(m, f, args, o);
-  if (!r.ok()) return ::testing::AssertionFailure() << r.status();
-  if (!r->passed()) return ::testing::AssertionFailure() << r->ToString();
-  return ::testing::AssertionSuccess();
+  return GraphGradientOk(m, f, args, Order(order, seed));
 }
 
 TEST(ProgramsGradTest, MlpWithSoftmaxCrossEntropyInputsAndWeights) {
@@ -70,17 +65,7 @@ TEST(ProgramsGradTest, IfElseOnData) {
 // h <- tanh(h * w + x) a thousand times (a while loop, tail recursion).
 TEST(ProgramsGradTest, ThousandIterationWhileLoop) {
   Module m(DefaultRegistry());
-  GraphBuilder b(&m, "f");
-  AnfNode* x = b.Param("x", DType::kFloat64, {3});
-  AnfNode* w = b.Param("w", DType::kFloat64, {3});
-  std::vector<AnfNode*> out = b.While(
-      {b.Int(0), x},
-      [&](GraphBuilder& c, absl::Span<AnfNode* const> s) { return c.Op(PrimId::kScalarLt, {s[0], c.Int(1000)}); },
-      [&](GraphBuilder& c, absl::Span<AnfNode* const> s) {
-        AnfNode* h = c.Op(PrimId::kTanh, {c.Op(PrimId::kAdd, {c.Op(PrimId::kMul, {s[1], w}), x})});
-        return std::vector<AnfNode*>{c.Op(PrimId::kScalarAdd, {s[0], c.Int(1)}), h};
-      });
-  FuncGraph* f = b.Return(out[1]).value();
+  FuncGraph* f = TanhLoop(&m, 1000, /*add_x=*/true, /*sum=*/false);
   std::mt19937_64 rng(6);
   EXPECT_TRUE(Check(m, f, {RandomF64({3}, rng), RandomF64({3}, rng, -0.9, 0.9)}));
 }
@@ -88,16 +73,12 @@ TEST(ProgramsGradTest, ThousandIterationWhileLoop) {
 // p(x, n) = n == 0 ? 1 : x * sin(p(x, n - 1))   (the multiply waits for the call)
 TEST(ProgramsGradTest, NonTailRecursion) {
   Module m(DefaultRegistry());
-  GraphBuilder b(&m, "p");
-  AnfNode* x = b.Param("x", DType::kFloat64, {2});
-  AnfNode* n = b.Param("n", MakeAbstractScalar(DType::kInt64));
-  CNode* r = b.If(
-      b.Op(PrimId::kScalarEq, {n, b.Int(0)}), [&](GraphBuilder& t) { return t.Op(PrimId::kOnesLike, {x}); },
-      [&](GraphBuilder& e) {
-        AnfNode* rec = e.Call(b.graph(), {x, e.Op(PrimId::kScalarSub, {n, e.Int(1)})});
-        return e.Op(PrimId::kMul, {x, e.Op(PrimId::kSin, {rec})});
+  FuncGraph* f = CountDown(
+      &m, "p", MakeAbstractTensor(DType::kFloat64, {2}),
+      [](GraphBuilder& t, AnfNode* x) { return t.Op(PrimId::kOnesLike, {x}); },
+      [](GraphBuilder& e, AnfNode* x, AnfNode* n1, FuncGraph* p) {
+        return e.Op(PrimId::kMul, {x, e.Op(PrimId::kSin, {e.Call(p, {x, n1})})});
       });
-  FuncGraph* f = b.Return(r).value();
   std::mt19937_64 rng(7);
   EXPECT_TRUE(Check(m, f, {RandomF64({2}, rng), Value(Scalar::Int(6))}));
 }
@@ -156,13 +137,9 @@ TEST(ProgramsGradTest, ThirdOrderThroughALoopAndAClosure) {
   ValueNode* c = b.Closure("c", 1, [&](GraphBuilder& cb, absl::Span<AnfNode* const> p) {
     return cb.Op(PrimId::kMul, {p[0], k});
   });
-  std::vector<AnfNode*> out = b.While(
-      {b.Int(0), x},
-      [&](GraphBuilder& cg, absl::Span<AnfNode* const> s) { return cg.Op(PrimId::kScalarLt, {s[0], cg.Int(3)}); },
-      [&](GraphBuilder& cg, absl::Span<AnfNode* const> s) {
-        return std::vector<AnfNode*>{cg.Op(PrimId::kScalarAdd, {s[0], cg.Int(1)}), cg.Call(c, {s[1]})};
-      });
-  FuncGraph* f = b.Return(b.Op(PrimId::kReduceSum, {out[1]})).value();
+  AnfNode* out =
+      Repeat(b, 3, x, [&](GraphBuilder& cg, AnfNode*, AnfNode* h) { return cg.Call(c, {h}); });
+  FuncGraph* f = b.Return(b.Op(PrimId::kReduceSum, {out})).value();
   std::mt19937_64 rng(10);
   EXPECT_TRUE(Check(m, f, {RandomF64({2}, rng)}, /*order=*/3));
 }
@@ -213,9 +190,8 @@ TEST(ProgramsGradTest, MissingBpropIsATransformTimeErrorNamingThePrimitive) {
   s->set_name("wave");
   FuncGraph* f = b.Return(s).value();
   absl::StatusOr<FuncGraph*> g = GradOperation()(m, f);
-  ASSERT_FALSE(g.ok());
-  EXPECT_EQ(g.status().code(), absl::StatusCode::kUnimplemented);
-  EXPECT_THAT(g.status().message(), HasSubstr("graph 'f', node 'wave': primitive 'sin' has no gradient rule"));
+  ExpectError(g, "graph 'f', node 'wave': primitive 'sin' has no gradient rule",
+              absl::StatusCode::kUnimplemented);
 }
 
 TEST(ProgramsGradTest, IntegerInputIsRejected) {
@@ -233,4 +209,5 @@ TEST(ProgramsGradTest, IntegerInputIsRejected) {
 }
 
 }  // namespace
+}  // namespace testing
 }  // namespace kgrad

@@ -31,80 +31,27 @@
 #include "tools/grad_check.h"
 
 namespace kgrad {
+namespace testing {
 namespace {
 
-using ::kgrad::testing::MakeTensor;
-using ::kgrad::testing::PrimGradOptions;
-using ::kgrad::testing::PrimitiveGradientOk;
-using ::kgrad::testing::RandomF64;
-using ::kgrad::testing::RandomF64Away;
-using ::kgrad::testing::ToDoubles;
 using ::testing::DoubleNear;
 using ::testing::ElementsAre;
 using ::testing::Pointwise;
 
-using Ints = std::vector<int64_t>;
-
-Value F64(Shape shape, const std::vector<double>& values) {
-  return Value(MakeTensor(DType::kFloat64, std::move(shape), values));
-}
-
-AttrMap Reduce(Ints axes, bool keepdims) {
-  return {{"axes", std::move(axes)}, {"keepdims", keepdims}};
-}
-
-// f(x) = P(x){attrs}, or P(x)^3 when `cubed`; x declared as `declared` (its own
-// shape when empty).
-absl::StatusOr<FuncGraph*> OpGraph(Module& m, PrimId id, const Value& x, const AttrMap& attrs,
-                                   bool cubed, std::optional<Shape> declared = std::nullopt) {
-  GraphBuilder b(&m, absl::StrCat(cubed ? "cube_" : "f_", PrimIdName(id)));
-  AnfNode* p = b.Param("x0", x.tensor().dtype(), declared ? *declared : x.tensor().shape());
-  AnfNode* y = b.Op(id, {p}, attrs);
-  return b.Return(cubed ? b.Op(PrimId::kMul, {b.Op(PrimId::kMul, {y, y}), y}) : y);
-}
-
-// The check of `f` to `order`; the derivatives at the last order must not all be
-// zero when `nonvacuous`.
-::testing::AssertionResult GraphGradientOk(Module& m, FuncGraph* f, const Value& x, int order,
-                                           uint64_t seed, bool nonvacuous) {
-  GradCheckOptions o;
-  o.seed = seed;
-  o.order = order;
-  absl::StatusOr<GradCheckReport> r = CheckGradients(m, f, {x}, o);
-  if (!r.ok()) return ::testing::AssertionFailure() << f->name() << ": " << r.status();
-  if (!r->passed()) return ::testing::AssertionFailure() << f->name() << "\n" << r->ToString();
-  for (const GradCheckEntry& e : r->entries) {
-    if (nonvacuous && e.order == order && e.max_magnitude < 1e-6) {
-      return ::testing::AssertionFailure() << f->name() << ": the order " << order
-                                           << " derivatives are all zero; the check is vacuous\n"
-                                           << r->ToString();
-    }
-  }
-  return ::testing::AssertionSuccess();
-}
-
+// P(x)^3 checked to `order`, its derivatives at the last order not all zero; x
+// declared as `declared` (its own shape when empty).
 ::testing::AssertionResult CubeGradientOk(PrimId id, const Value& x, const AttrMap& attrs,
                                           int order, uint64_t seed,
                                           std::optional<Shape> declared = std::nullopt) {
-  Module m(DefaultRegistry());
-  absl::StatusOr<FuncGraph*> f = OpGraph(m, id, x, attrs, /*cubed=*/true, declared);
-  if (!f.ok()) return ::testing::AssertionFailure() << "building the graph: " << f.status();
-  return GraphGradientOk(m, *f, x, order, seed, /*nonvacuous=*/true);
+  OpGraphOptions cube{/*power=*/3};
+  if (declared) cube.declared = {*declared};
+  return OpGradientOk(id, {x}, attrs, cube, Order(order, seed), /*nonvacuous=*/true);
 }
 
 // dL/dx of L = P(x) (sensitivity ones), as doubles.
 std::vector<double> Gradient(PrimId id, const Value& x, const AttrMap& attrs) {
-  Module m(DefaultRegistry());
-  absl::StatusOr<FuncGraph*> f = OpGraph(m, id, x, attrs, /*cubed=*/false);
-  EXPECT_TRUE(f.ok()) << f.status();
-  if (!f.ok()) return {};
-  absl::StatusOr<FuncGraph*> g = GradOperation()(m, *f);
-  EXPECT_TRUE(g.ok()) << g.status();
-  if (!g.ok()) return {};
-  absl::StatusOr<Value> r = RunGraph(*g, {x});
-  EXPECT_TRUE(r.ok()) << r.status();
-  if (!r.ok()) return {};
-  return ToDoubles(r->tensor());
+  std::vector<std::vector<double>> g = Gradients(id, {x}, attrs);
+  return g.size() == 1 ? g[0] : std::vector<double>{};
 }
 
 // ----- Inputs -------------------------------------------------------------------------
@@ -173,11 +120,8 @@ TEST_P(ReduceGradTest, FirstAndSecondOrder) {
                               seed));
     std::mt19937_64 rng(seed);
     Value x = op.make(k.shape, rng);
-    AttrMap attrs = Reduce(k.axes, k.keepdims);
-    PrimGradOptions po;
-    po.seed = seed;
-    po.order = 2;
-    EXPECT_TRUE(PrimitiveGradientOk(op.id, {x}, attrs, po));
+    AttrMap attrs = Axes(k.axes, k.keepdims);
+    EXPECT_TRUE(PrimitiveGradientOk(op.id, {x}, attrs, Order(2, seed)));
     EXPECT_TRUE(CubeGradientOk(op.id, x, attrs, 2, seed));
     ++seed;
   }
@@ -190,7 +134,7 @@ TEST_P(ReduceGradTest, ThirdOrder) {
     Value x = op.make({2, 3}, rng);
     for (bool keepdims : {false, true}) {
       SCOPED_TRACE(absl::StrCat(op.name, " seed ", seed, " keepdims ", keepdims));
-      EXPECT_TRUE(CubeGradientOk(op.id, x, Reduce({-1}, keepdims), 3, seed));
+      EXPECT_TRUE(CubeGradientOk(op.id, x, Axes({-1}, keepdims), 3, seed));
     }
   }
 }
@@ -201,7 +145,7 @@ TEST_P(ReduceGradTest, Float32) {
   const ReduceOp& op = GetParam();
   std::mt19937_64 rng(4);
   Value x = op.make({2, 3, 4}, rng);
-  AttrMap attrs = Reduce({0, 2}, false);
+  AttrMap attrs = Axes({0, 2}, false);
   std::vector<double> g64 = Gradient(op.id, x, attrs);
   Value x32(MakeTensor(DType::kFloat32, x.tensor().shape(), ToDoubles(x.tensor())));
   std::vector<double> g32 = Gradient(op.id, x32, attrs);
@@ -224,7 +168,7 @@ TEST_P(ReduceGradTest, UnknownDims) {
       for (const Ints& axes : {Ints{1}, Ints{}, Ints{0}}) {
         SCOPED_TRACE(absl::StrCat(op.name, " declared ", ShapeToString(d), " axes [",
                                   absl::StrJoin(axes, ","), "] seed ", seed));
-        EXPECT_TRUE(CubeGradientOk(op.id, x, Reduce(axes, false), 2, seed, d));
+        EXPECT_TRUE(CubeGradientOk(op.id, x, Axes(axes, false), 2, seed, d));
       }
     }
   }
@@ -238,23 +182,23 @@ INSTANTIATE_TEST_SUITE_P(Reduce, ReduceGradTest, ::testing::ValuesIn(ReduceOps()
 // ----- Values ----------------------------------------------------------------------------
 TEST(ReduceGradValuesTest, SumAndMeanBroadcastBack) {
   Value x = F64({2, 3}, {1, 2, 3, 4, 5, 6});
-  EXPECT_THAT(Gradient(PrimId::kReduceSum, x, Reduce({0}, false)), ElementsAre(1, 1, 1, 1, 1, 1));
-  EXPECT_THAT(Gradient(PrimId::kReduceMean, x, Reduce({-1}, true)),
+  EXPECT_THAT(Gradient(PrimId::kReduceSum, x, Axes({0}, false)), ElementsAre(1, 1, 1, 1, 1, 1));
+  EXPECT_THAT(Gradient(PrimId::kReduceMean, x, Axes({-1}, true)),
               Pointwise(DoubleNear(1e-15), {1 / 3., 1 / 3., 1 / 3., 1 / 3., 1 / 3., 1 / 3.}));
-  EXPECT_THAT(Gradient(PrimId::kReduceMean, x, Reduce({}, false)),
+  EXPECT_THAT(Gradient(PrimId::kReduceMean, x, Axes({}, false)),
               Pointwise(DoubleNear(1e-15), {1 / 6., 1 / 6., 1 / 6., 1 / 6., 1 / 6., 1 / 6.}));
 }
 
 // Tied extrema share the gradient equally.
 TEST(ReduceGradValuesTest, MaxAndMinDivideTiesEqually) {
   Value x = F64({2, 3}, {1, 3, 3, 2, 0, 2});
-  EXPECT_THAT(Gradient(PrimId::kReduceMax, x, Reduce({1}, false)),
+  EXPECT_THAT(Gradient(PrimId::kReduceMax, x, Axes({1}, false)),
               ElementsAre(0, 0.5, 0.5, 0.5, 0, 0.5));
   Value z = F64({2, 3}, {1, 3, 2, 1, 0, 2});
-  EXPECT_THAT(Gradient(PrimId::kReduceMin, z, Reduce({0}, true)),
+  EXPECT_THAT(Gradient(PrimId::kReduceMin, z, Axes({0}, true)),
               ElementsAre(0.5, 0, 0.5, 0.5, 1, 0.5));
   Value y = F64({4}, {-1, 5, -1, -1});
-  EXPECT_THAT(Gradient(PrimId::kReduceMin, y, Reduce({}, false)),
+  EXPECT_THAT(Gradient(PrimId::kReduceMin, y, Axes({}, false)),
               Pointwise(DoubleNear(1e-15), {1 / 3., 0.0, 1 / 3., 1 / 3.}));
 }
 
@@ -262,13 +206,13 @@ TEST(ReduceGradValuesTest, MaxAndMinDivideTiesEqually) {
 // gets the product of the rest, and every element of a slice with two zeros gets 0.
 TEST(ReduceGradValuesTest, ProdWithZeros) {
   Value x = F64({3, 3}, {2, 0, 3, 0, 0, 5, 1, 2, 4});
-  EXPECT_THAT(Gradient(PrimId::kReduceProd, x, Reduce({1}, false)),
+  EXPECT_THAT(Gradient(PrimId::kReduceProd, x, Axes({1}, false)),
               ElementsAre(0, 6, 0, 0, 0, 0, 8, 4, 2));
 }
 
 TEST(ReduceGradValuesTest, LogsumexpGivesSoftmaxWeights) {
   Value x = F64({3}, {0, std::log(2.0), std::log(5.0)});
-  EXPECT_THAT(Gradient(PrimId::kLogsumexp, x, Reduce({}, false)),
+  EXPECT_THAT(Gradient(PrimId::kLogsumexp, x, Axes({}, false)),
               Pointwise(DoubleNear(1e-15), {1 / 8., 2 / 8., 5 / 8.}));
 }
 
@@ -282,16 +226,14 @@ TEST(ReduceGradTest, ProdAtZerosMatchesFiniteDifferences) {
     v[seed % 4] = 0.0;      // row 0: one zero
     v[4 + 1] = 0.0;         // row 1: one zero
     Value one_zero = F64({3, 4}, v);
-    PrimGradOptions po;
-    po.seed = seed;
-    po.order = 2;
-    EXPECT_TRUE(PrimitiveGradientOk(PrimId::kReduceProd, {one_zero}, Reduce({-1}, false), po));
+    PrimGradOptions po = Order(2, seed);
+    EXPECT_TRUE(PrimitiveGradientOk(PrimId::kReduceProd, {one_zero}, Axes({-1}, false), po));
     v[8] = v[11] = 0.0;  // row 2: two zeros
     po.order = 1;
-    EXPECT_TRUE(
-        PrimitiveGradientOk(PrimId::kReduceProd, {F64({3, 4}, v)}, Reduce({1}, true), po));
+    EXPECT_TRUE(PrimitiveGradientOk(PrimId::kReduceProd, {F64({3, 4}, v)}, Axes({1}, true), po));
   }
 }
 
 }  // namespace
+}  // namespace testing
 }  // namespace kgrad

@@ -8,9 +8,12 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "ops/registry.h"
+#include "tests/testing/grad_test_util.h"
+#include "tests/testing/graph_test_util.h"
 #include "tools/grad_check.h"
 
 namespace kgrad {
+namespace testing {
 namespace {
 
 using ::testing::HasSubstr;
@@ -50,14 +53,23 @@ TEST(ScalarGradTest, FirstSecondAndThirdDerivatives) {
   EXPECT_DOUBLE_EQ(RunScalar(*d3, {F(2.0)}), 6.0);
 }
 
-// f(x, y) = closure c() = x * y; c() + x
-TEST(ScalarGradTest, ClosureFreeVariablesGetSensitivities) {
-  Module m(DefaultRegistry());
-  GraphBuilder b(&m, "f");
+// f(x, y) = body(x, y, c) of two f64 scalars, where the closure c() = x * y
+// captures both.
+FuncGraph* WithClosureOfXY(
+    Module* m, const std::function<AnfNode*(GraphBuilder&, AnfNode*, AnfNode*, ValueNode*)>& body) {
+  GraphBuilder b(m, "f");
   AnfNode* x = b.Param("x", F64());
   AnfNode* y = b.Param("y", F64());
   ValueNode* c = b.Closure("c", 0, [&](GraphBuilder& cb, auto) { return cb.Op(PrimId::kScalarMul, {x, y}); });
-  FuncGraph* f = b.Return(b.Op(PrimId::kScalarAdd, {b.Call(c, {}), x})).value();
+  return b.Return(body(b, x, y, c)).value();
+}
+
+// f(x, y) = closure c() = x * y; c() + x
+TEST(ScalarGradTest, ClosureFreeVariablesGetSensitivities) {
+  Module m(DefaultRegistry());
+  FuncGraph* f = WithClosureOfXY(&m, [](GraphBuilder& b, AnfNode* x, AnfNode*, ValueNode* c) {
+    return b.Op(PrimId::kScalarAdd, {b.Call(c, {}), x});
+  });
   GradOperation grad(/*get_all=*/true);
   absl::StatusOr<FuncGraph*> g = grad(m, f);
   ASSERT_TRUE(g.ok()) << g.status();
@@ -88,14 +100,10 @@ TEST(ScalarGradTest, LoopPolynomialToThirdOrder) {
   Module m(DefaultRegistry());
   GraphBuilder b(&m, "pow_loop");
   AnfNode* x = b.Param("x", F64());
-  std::vector<AnfNode*> out = b.While(
-      {b.Int(0), b.Float(1.0)},
-      [&](GraphBuilder& c, absl::Span<AnfNode* const> s) { return c.Op(PrimId::kScalarLt, {s[0], c.Int(5)}); },
-      [&](GraphBuilder& c, absl::Span<AnfNode* const> s) {
-        return std::vector<AnfNode*>{c.Op(PrimId::kScalarAdd, {s[0], c.Int(1)}),
-                                     c.Op(PrimId::kScalarMul, {s[1], x})};
-      });
-  FuncGraph* f = b.Return(out[1]).value();
+  AnfNode* out = Repeat(b, 5, b.Float(1.0), [&](GraphBuilder& c, AnfNode*, AnfNode* h) {
+    return c.Op(PrimId::kScalarMul, {h, x});
+  });
+  FuncGraph* f = b.Return(out).value();
   EXPECT_DOUBLE_EQ(RunScalar(f, {F(2.0)}), 32.0);
   GradOperation grad;
   absl::StatusOr<FuncGraph*> d1 = grad(m, f);
@@ -112,16 +120,11 @@ TEST(ScalarGradTest, LoopPolynomialToThirdOrder) {
 // fact-like non-tail recursion: r(x, n) = n == 0 ? 1 : x * r(x, n - 1) = x^n.
 TEST(ScalarGradTest, NonTailRecursion) {
   Module m(DefaultRegistry());
-  GraphBuilder b(&m, "rpow");
-  AnfNode* x = b.Param("x", F64());
-  AnfNode* n = b.Param("n", MakeAbstractScalar(DType::kInt64));
-  AnfNode* r = b.If(
-      b.Op(PrimId::kScalarEq, {n, b.Int(0)}), [&](GraphBuilder& t) { return t.Float(1.0); },
-      [&](GraphBuilder& e) {
-        AnfNode* rec = e.Call(b.graph(), {x, e.Op(PrimId::kScalarSub, {n, e.Int(1)})});
-        return e.Op(PrimId::kScalarMul, {x, rec});
+  FuncGraph* f = CountDown(
+      &m, "rpow", F64(), [](GraphBuilder& t, AnfNode*) { return t.Float(1.0); },
+      [](GraphBuilder& e, AnfNode* x, AnfNode* n1, FuncGraph* rpow) {
+        return e.Op(PrimId::kScalarMul, {x, e.Call(rpow, {x, n1})});
       });
-  FuncGraph* f = b.Return(r).value();
   absl::StatusOr<FuncGraph*> g = GradOperation()(m, f);
   ASSERT_TRUE(g.ok()) << g.status();
   EXPECT_DOUBLE_EQ(RunScalar(*g, {F(1.5), Value(Scalar::Int(4))}), 4 * 1.5 * 1.5 * 1.5);
@@ -169,23 +172,13 @@ TEST(ScalarGradTest, PartialAndPrimitiveValuesAreLowered) {
 
 TEST(ScalarGradTest, GradCheckToThirdOrderThroughALoopAndAClosure) {
   Module m(DefaultRegistry());
-  GraphBuilder b(&m, "f");
-  AnfNode* x = b.Param("x", F64());
-  AnfNode* y = b.Param("y", F64());
   // c() = x * y captured; loop: s <- s * c() + x, three times.
-  ValueNode* c = b.Closure("c", 0, [&](GraphBuilder& cb, auto) { return cb.Op(PrimId::kScalarMul, {x, y}); });
-  std::vector<AnfNode*> out = b.While(
-      {b.Int(0), y},
-      [&](GraphBuilder& k, absl::Span<AnfNode* const> s) { return k.Op(PrimId::kScalarLt, {s[0], k.Int(3)}); },
-      [&](GraphBuilder& k, absl::Span<AnfNode* const> s) {
-        AnfNode* next = k.Op(PrimId::kScalarAdd, {k.Op(PrimId::kScalarMul, {s[1], k.Call(c, {})}), x});
-        return std::vector<AnfNode*>{k.Op(PrimId::kScalarAdd, {s[0], k.Int(1)}), next};
-      });
-  FuncGraph* f = b.Return(out[1]).value();
-  GradCheckOptions o;
-  o.order = 3;
-  o.seed = 7;
-  absl::StatusOr<GradCheckReport> r = CheckGradients(m, f, {F(0.7), F(-1.3)}, o);
+  FuncGraph* f = WithClosureOfXY(&m, [](GraphBuilder& b, AnfNode* x, AnfNode* y, ValueNode* c) {
+    return Repeat(b, 3, y, [&](GraphBuilder& k, AnfNode*, AnfNode* s) {
+      return k.Op(PrimId::kScalarAdd, {k.Op(PrimId::kScalarMul, {s, k.Call(c, {})}), x});
+    });
+  });
+  absl::StatusOr<GradCheckReport> r = CheckGradients(m, f, {F(0.7), F(-1.3)}, Order(3, 7));
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_TRUE(r->passed()) << r->ToString();
   EXPECT_EQ(r->entries.size(), 8u);  // two inputs, three orders, plus forward mode
@@ -210,4 +203,5 @@ TEST(ScalarGradTest, GradCheckCatchesAWrongRule) {
 }
 
 }  // namespace
+}  // namespace testing
 }  // namespace kgrad

@@ -13,26 +13,14 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "ops/registry.h"
+#include "tests/testing/graph_test_util.h"
+#include "tests/testing/op_test_util.h"
 
 namespace kgrad {
+namespace testing {
 namespace {
 
 using ::testing::HasSubstr;
-
-Value I(int64_t v) { return Value(Scalar::Int(v)); }
-
-// fact(n) = n <= 1 ? 1 : n * fact(n - 1)   (not a tail call: the multiply waits)
-FuncGraph* BuildFactorial(Module* m) {
-  GraphBuilder b(m, "fact");
-  AnfNode* n = b.Param("n");
-  CNode* r = b.If(
-      b.Op(PrimId::kScalarLe, {n, b.Int(1)}), [](GraphBuilder& t) { return t.Int(1); },
-      [&](GraphBuilder& e) {
-        AnfNode* rec = e.Call(b.graph(), {e.Op(PrimId::kScalarSub, {n, e.Int(1)})});
-        return e.Op(PrimId::kScalarMul, {n, rec});
-      });
-  return b.Return(r).value();
-}
 
 // loss(x[k], n) = sum(h_n), h_0 = x, h_{t+1} = h_t * a + b: a while loop with n
 // iterations, n an input. With a = 1 - 1e-5 the closed form is simple:
@@ -46,19 +34,10 @@ FuncGraph* BuildAffineLoop(Module* m, int64_t k) {
   AnfNode* n = b.Param("n", MakeAbstractScalar(DType::kInt64));
   AnfNode* a = b.Const(Value(Tensor::FromScalar<double>(kA)));
   AnfNode* c = b.Const(Value(Tensor::FromScalar<double>(kB)));
-  std::vector<AnfNode*> out = b.While(
-      {b.Int(0), x},
-      [&](GraphBuilder& g, absl::Span<AnfNode* const> s) { return g.Op(PrimId::kScalarLt, {s[0], n}); },
-      [&](GraphBuilder& g, absl::Span<AnfNode* const> s) {
-        AnfNode* h = g.Op(PrimId::kAdd, {g.Op(PrimId::kMul, {s[1], a}), c});
-        return std::vector<AnfNode*>{g.Op(PrimId::kScalarAdd, {s[0], g.Int(1)}), h};
-      });
-  return b.Return(b.Op(PrimId::kReduceSum, {out[1]})).value();
-}
-
-Value Vec(std::vector<double> v) {
-  int64_t n = static_cast<int64_t>(v.size());
-  return Value(Tensor::FromVector<double>({n}, v));
+  AnfNode* h = Repeat(b, n, x, [&](GraphBuilder& g, AnfNode*, AnfNode* h) {
+    return g.Op(PrimId::kAdd, {g.Op(PrimId::kMul, {h, a}), c});
+  });
+  return b.Return(b.Op(PrimId::kReduceSum, {h})).value();
 }
 
 TEST(ExecutorLimitsTest, CallDepthNamesTheLimit) {
@@ -102,14 +81,11 @@ FuncGraph* BuildAllocatingLoop(Module* m, int64_t k) {
   AnfNode* x = b.Param("x", DType::kFloat64, {k});
   AnfNode* n = b.Param("n", MakeAbstractScalar(DType::kInt64));
   AnfNode* two = b.Const(Value(Tensor::FromScalar<double>(2.0)));
-  std::vector<AnfNode*> out = b.While(
-      {b.Int(0), b.Const(Value(Tensor::FromScalar<double>(0.0)))},
-      [&](GraphBuilder& g, absl::Span<AnfNode* const> s) { return g.Op(PrimId::kScalarLt, {s[0], n}); },
-      [&](GraphBuilder& g, absl::Span<AnfNode* const> s) {
-        AnfNode* t = g.Op(PrimId::kReduceSum, {g.Op(PrimId::kMul, {x, two})});
-        return std::vector<AnfNode*>{g.Op(PrimId::kScalarAdd, {s[0], g.Int(1)}), g.Op(PrimId::kAdd, {s[1], t})};
-      });
-  return b.Return(out[1]).value();
+  AnfNode* zero = b.Const(Value(Tensor::FromScalar<double>(0.0)));
+  AnfNode* sum = Repeat(b, n, zero, [&](GraphBuilder& g, AnfNode*, AnfNode* s) {
+    return g.Op(PrimId::kAdd, {s, g.Op(PrimId::kReduceSum, {g.Op(PrimId::kMul, {x, two})})});
+  });
+  return b.Return(sum).value();
 }
 
 TEST(ExecutorLimitsTest, BytesAllocatedPerRun) {
@@ -150,9 +126,8 @@ TEST(ExecutorLimitsTest, ReverseModeThroughHundredThousandIterationLoop) {
   FuncGraph* f = BuildAffineLoop(&m, 3);
   absl::StatusOr<FuncGraph*> g = GradOperation()(m, f);
   ASSERT_TRUE(g.ok()) << g.status();
-  CpuConstantEvaluator evaluator;
   OptimizeOptions oo;
-  oo.evaluator = &evaluator;
+  oo.evaluator = &CpuConstantEvaluator::Get();
   ASSERT_TRUE(Optimize(m, *g, oo).ok());
   auto e = Executor::Create(*g);  // the default limits suffice (~2 calls nest per iteration)
   ASSERT_TRUE(e.ok()) << e.status();
@@ -165,4 +140,5 @@ TEST(ExecutorLimitsTest, ReverseModeThroughHundredThousandIterationLoop) {
 }
 
 }  // namespace
+}  // namespace testing
 }  // namespace kgrad

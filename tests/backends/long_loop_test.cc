@@ -17,8 +17,10 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "ops/registry.h"
+#include "tests/testing/op_test_util.h"
 
 namespace kgrad {
+namespace testing {
 namespace {
 
 using ::testing::HasSubstr;
@@ -26,16 +28,10 @@ using ::testing::HasSubstr;
 constexpr int64_t kIterations = 200'000;
 const std::vector<double> kX = {0.5, -0.3, 0.25};
 
-Value I(int64_t v) { return Value(Scalar::Int(v)); }
-Value Vec(std::vector<double> v) {
-  return Value(Tensor::FromVector<double>({static_cast<int64_t>(v.size())}, v));
-}
-
 FuncGraph* Optimized(Module& m, absl::StatusOr<FuncGraph*> g) {
   EXPECT_TRUE(g.ok()) << g.status();
-  CpuConstantEvaluator evaluator;
   OptimizeOptions o;
-  o.evaluator = &evaluator;
+  o.evaluator = &CpuConstantEvaluator::Get();
   EXPECT_TRUE(Optimize(m, *g, o).ok());
   return *g;
 }
@@ -124,4 +120,5 @@ TEST(WrappingLoopTest, TypeCheckRefusesAStateWithoutAFixedType) {
 }
 
 }  // namespace
+}  // namespace testing
 }  // namespace kgrad

@@ -60,9 +60,8 @@ TEST(ScalarWrapTest, InferenceAndConstantFoldingWrap) {
     ASSERT_NE(s, nullptr) << (*t)->ToString();
     ASSERT_TRUE(s->value().has_value()) << (*t)->ToString();  // constants fold in inference
     EXPECT_EQ(s->value()->AsInt(), c.want) << (*t)->ToString();
-    CpuConstantEvaluator evaluator;
     OptimizeOptions oo;
-    oo.evaluator = &evaluator;
+    oo.evaluator = &CpuConstantEvaluator::Get();
     ASSERT_TRUE(Optimize(m, g, oo).ok());
     absl::StatusOr<Value> r = RunGraph(g, {});
     ASSERT_TRUE(r.ok()) << r.status();

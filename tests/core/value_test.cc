@@ -15,13 +15,13 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "ops/registry.h"
+#include "tests/testing/op_test_util.h"
 
 namespace kgrad {
+namespace testing {
 namespace {
 
 constexpr int kDeep = 1'000'000;
-
-Value I(int64_t v) { return Value(Scalar::Int(v)); }
 
 Value NestedTuple(int depth, Value leaf) {
   Value v = std::move(leaf);
@@ -194,4 +194,5 @@ TEST(ValueWalkTest, DepthCountsTuplesAndPartialsAndStopsAtTheLimit) {
 }
 
 }  // namespace
+}  // namespace testing
 }  // namespace kgrad

@@ -6,6 +6,7 @@
 #include "ops/registry.h"
 
 namespace kgrad {
+namespace testing {
 namespace {
 
 using ::testing::HasSubstr;
@@ -73,4 +74,5 @@ TEST(VerifierTest, NestedGraphOutOfScopeIsRejected) {
 }
 
 }  // namespace
+}  // namespace testing
 }  // namespace kgrad

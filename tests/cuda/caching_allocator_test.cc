@@ -3,6 +3,7 @@
 #include "backends/cuda/caching_allocator.h"
 
 #include <cstdlib>
+#include <initializer_list>
 #include <mutex>
 #include <set>
 #include <thread>
@@ -18,6 +19,7 @@ namespace {
 class FakeMemory : public RawMemory {
  public:
   explicit FakeMemory(size_t limit = SIZE_MAX) : limit_(limit) {}
+  void set_limit(size_t limit) { limit_ = limit; }
   ~FakeMemory() override { EXPECT_EQ(live_, 0u) << "blocks leaked to the fake device"; }
 
   void* Malloc(size_t bytes) override {
@@ -83,9 +85,20 @@ TEST(SizeClassTest, RoundsUpWithBoundedWaste) {
   EXPECT_EQ(SizeClassOf(SIZE_MAX), 0u);  // overflow
 }
 
-TEST(CachingAllocatorTest, ReusesFreedBlocksOfTheSameClassOnTheSameStream) {
+// An allocator `a` over fake memory `raw` (destroyed first: its cached blocks go
+// back to `raw`, which then checks that nothing leaked).
+class CachingAllocatorTest : public ::testing::Test {
+ protected:
+  // Frees each of `blocks` (results not checked).
+  void FreeAll(std::initializer_list<void*> blocks) {
+    for (void* p : blocks) a.Free(p);
+  }
+
   FakeMemory raw;
-  CachingAllocator a(&raw);
+  CachingAllocator a{&raw};
+};
+
+TEST_F(CachingAllocatorTest, ReusesFreedBlocksOfTheSameClassOnTheSameStream) {
   void* p = a.Allocate(1000, A);
   ASSERT_NE(p, nullptr);
   EXPECT_EQ(a.BlockSize(p), 1024u);
@@ -102,9 +115,7 @@ TEST(CachingAllocatorTest, ReusesFreedBlocksOfTheSameClassOnTheSameStream) {
   EXPECT_TRUE(a.Free(q));
 }
 
-TEST(CachingAllocatorTest, OtherClassesAndOtherStreamsGetNewBlocks) {
-  FakeMemory raw;
-  CachingAllocator a(&raw);
+TEST_F(CachingAllocatorTest, OtherClassesAndOtherStreamsGetNewBlocks) {
   void* p = a.Allocate(1000, A);
   a.Free(p);
   void* big = a.Allocate(5000, A);  // another class
@@ -112,13 +123,10 @@ TEST(CachingAllocatorTest, OtherClassesAndOtherStreamsGetNewBlocks) {
   void* other = a.Allocate(1000, B);  // the cached block belongs to stream A
   EXPECT_NE(other, p);
   EXPECT_EQ(raw.mallocs(), 3);
-  a.Free(big);
-  a.Free(other);
+  FreeAll({big, other});
 }
 
-TEST(CachingAllocatorTest, ReleasedStreamsHandTheirBlocksToEveryStream) {
-  FakeMemory raw;
-  CachingAllocator a(&raw);
+TEST_F(CachingAllocatorTest, ReleasedStreamsHandTheirBlocksToEveryStream) {
   void* cached = a.Allocate(1000, A);
   void* live = a.Allocate(3000, A);
   a.Free(cached);
@@ -127,13 +135,10 @@ TEST(CachingAllocatorTest, ReleasedStreamsHandTheirBlocksToEveryStream) {
   a.Free(live);                            // freed after its stream went away
   EXPECT_EQ(a.Allocate(3000, B), live);
   EXPECT_EQ(raw.mallocs(), 2);
-  a.Free(cached);
-  a.Free(live);
+  FreeAll({cached, live});
 }
 
-TEST(CachingAllocatorTest, StatisticsTrackUsePeakAndCache) {
-  FakeMemory raw;
-  CachingAllocator a(&raw);
+TEST_F(CachingAllocatorTest, StatisticsTrackUsePeakAndCache) {
   void* p = a.Allocate(2048, A);
   void* q = a.Allocate(2048, A);
   MemoryStats s = a.stats();
@@ -157,14 +162,12 @@ TEST(CachingAllocatorTest, StatisticsTrackUsePeakAndCache) {
   a.Free(q);
 }
 
-TEST(CachingAllocatorTest, OutOfMemoryEmptiesTheCacheAndRetries) {
-  FakeMemory raw(/*limit=*/8192);
-  CachingAllocator a(&raw);
+TEST_F(CachingAllocatorTest, OutOfMemoryEmptiesTheCacheAndRetries) {
+  raw.set_limit(8192);
   void* p = a.Allocate(4096, A);
   void* q = a.Allocate(4096, A);
   ASSERT_NE(q, nullptr);
-  a.Free(p);
-  a.Free(q);
+  FreeAll({p, q});
   // 8192 bytes are cached as two 4096 blocks; a 6000-byte block needs them back.
   void* r = a.Allocate(6000, A);
   ASSERT_NE(r, nullptr);
@@ -176,9 +179,7 @@ TEST(CachingAllocatorTest, OutOfMemoryEmptiesTheCacheAndRetries) {
   a.Free(r);
 }
 
-TEST(CachingAllocatorTest, UnknownPointersAreIgnored) {
-  FakeMemory raw;
-  CachingAllocator a(&raw);
+TEST_F(CachingAllocatorTest, UnknownPointersAreIgnored) {
   int x = 0;
   EXPECT_FALSE(a.Free(&x));
   EXPECT_FALSE(a.Free(nullptr));
@@ -188,9 +189,7 @@ TEST(CachingAllocatorTest, UnknownPointersAreIgnored) {
   EXPECT_EQ(a.stats().bytes_cached, 512);
 }
 
-TEST(CachingAllocatorTest, ThreadsAllocateConcurrently) {
-  FakeMemory raw;
-  CachingAllocator a(&raw);
+TEST_F(CachingAllocatorTest, ThreadsAllocateConcurrently) {
   constexpr int kThreads = 8, kRounds = 2000;
   std::vector<int> tags(kThreads);
   std::vector<std::thread> threads;

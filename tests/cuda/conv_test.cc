@@ -44,11 +44,9 @@ std::vector<ConvCase> ConvCases() {
   };
 }
 
-class ConvTest : public ::testing::TestWithParam<DType> {
+class ConvTest : public CudaDTypeTest {
  protected:
-  Value R(Shape s, double lo = -1, double hi = 1) {
-    return Rand(GetParam(), std::move(s), rng_, lo, hi);
-  }
+  ConvTest() : CudaDTypeTest(51) {}
   Tolerance Tol() const {
     // Sums of up to 16 * 9 products, in another order; cuDNN may also pick a
     // Winograd or FFT algorithm, whose f32 rounding differs more from direct sums.
@@ -57,11 +55,10 @@ class ConvTest : public ::testing::TestWithParam<DType> {
     t.atol *= 20;
     return t;
   }
-  std::mt19937_64 rng_{51};
 };
+INSTANTIATE_TEST_SUITE_P(Dtypes, ConvTest, FloatDTypes(), DTypeParamName);
 
 TEST_P(ConvTest, Conv2dAndBothBackpropsMatchCpu) {
-  KGRAD_CUDA_DEVICE_OR_SKIP(dev);
   for (const ConvCase& c : ConvCases()) {
     Value x = R(c.x), w = R(c.w);
     absl::StatusOr<Value> y = RunOnDevice(dev, PrimId::kConv2d, {x, w}, c.attrs());
@@ -77,7 +74,6 @@ TEST_P(ConvTest, Conv2dAndBothBackpropsMatchCpu) {
 }
 
 TEST_P(ConvTest, ConvErrorsMatchCpu) {
-  KGRAD_CUDA_DEVICE_OR_SKIP(dev);
   EXPECT_TRUE(FailsLikeCpu(dev, PrimId::kConv2d, {R({1, 3, 5, 5}), R({2, 2, 3, 3})}));
   EXPECT_TRUE(FailsLikeCpu(dev, PrimId::kConv2d, {R({1, 3, 2, 2}), R({2, 3, 3, 3})}));
   EXPECT_TRUE(FailsLikeCpu(dev, PrimId::kConv2d, {R({1, 4, 5, 5}), R({3, 2, 3, 3})},
@@ -104,7 +100,6 @@ std::vector<PoolCase> PoolCases() {
 }
 
 TEST_P(ConvTest, PoolingAndItsGradientsMatchCpu) {
-  KGRAD_CUDA_DEVICE_OR_SKIP(dev);
   for (const PoolCase& c : PoolCases()) {
     // Relu'd inputs: many windows tie at 0, which the first-max rule settles.
     Value x = R(c.x, -1, 1);
@@ -133,9 +128,7 @@ TEST_P(ConvTest, PoolingAndItsGradientsMatchCpu) {
 }
 
 TEST_P(ConvTest, PoolingPropagatesNanLikeTheCpu) {
-  KGRAD_CUDA_DEVICE_OR_SKIP(dev);
-  const double nan = std::numeric_limits<double>::quiet_NaN();
-  Value x = Value(MakeTensor(GetParam(), {1, 1, 2, 4}, {1, nan, 3, 4, 5, 6, nan, nan}));
+  Value x = Value(MakeTensor(GetParam(), {1, 1, 2, 4}, {1, kNaN, 3, 4, 5, 6, kNaN, kNaN}));
   AttrMap attrs = {{"kernel", Ints{2, 2}}};
   EXPECT_TRUE(MatchesCpu(dev, PrimId::kMaxPool2d, {x}, attrs));
   EXPECT_TRUE(MatchesCpu(dev, PrimId::kMaxPool2dGrad, {x, R({1, 1, 1, 2})}, attrs));
@@ -143,16 +136,12 @@ TEST_P(ConvTest, PoolingPropagatesNanLikeTheCpu) {
 }
 
 TEST_P(ConvTest, PoolingErrorsMatchCpu) {
-  KGRAD_CUDA_DEVICE_OR_SKIP(dev);
   EXPECT_TRUE(FailsLikeCpu(dev, PrimId::kMaxPool2d, {R({1, 1, 4, 4})},
                            {{"kernel", Ints{2, 2}}, {"padding", Ints{2, 2}}}));
   EXPECT_TRUE(FailsLikeCpu(dev, PrimId::kAvgPool2d, {R({1, 1, 4, 4})}, {{"kernel", Ints{5, 1}}}));
   EXPECT_TRUE(FailsLikeCpu(dev, PrimId::kMaxPool2dGrad, {R({1, 1, 4, 4}), R({1, 1, 3, 3})},
                            {{"kernel", Ints{2, 2}}}));
 }
-
-INSTANTIATE_TEST_SUITE_P(Dtypes, ConvTest, ::testing::Values(DType::kFloat32, DType::kFloat64),
-                         DTypeParamName);
 
 }  // namespace
 }  // namespace testing

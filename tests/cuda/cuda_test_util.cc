@@ -102,13 +102,13 @@ Value Rand(DType dtype, Shape shape, std::mt19937_64& rng, double lo, double hi)
   return Value(RandomTensor(dtype, std::move(shape), rng, lo, hi));
 }
 
+Value CudaDTypeTest::R(Shape s, double lo, double hi) {
+  return Rand(GetParam(), std::move(s), rng_, lo, hi);
+}
+
 Value IntTensor(DType dtype, Shape shape, const std::vector<int64_t>& values) {
   std::vector<double> d(values.begin(), values.end());
   return Value(MakeTensor(dtype, std::move(shape), d));
-}
-
-Value F64(Shape shape, const std::vector<double>& values) {
-  return Value(MakeTensor(DType::kFloat64, std::move(shape), values));
 }
 
 std::string DTypeParamName(const ::testing::TestParamInfo<DType>& info) {

@@ -13,6 +13,7 @@
 #include "core/value.h"
 #include "gtest/gtest.h"
 #include "tests/cuda/compare.h"
+#include "tests/testing/op_test_util.h"
 
 namespace kgrad {
 namespace testing {
@@ -25,6 +26,37 @@ Device* CudaOrNull(std::string* why);
   std::string dev##_why;                                                      \
   ::kgrad::Device* dev = ::kgrad::testing::CudaOrNull(&dev##_why);            \
   if (dev == nullptr) GTEST_SKIP() << dev##_why
+
+// A fixture for tests on the CUDA device, `dev` in their bodies: they are skipped
+// without a GPU (as with KGRAD_CUDA_DEVICE_OR_SKIP).
+template <typename Base>
+class OnCuda : public Base {
+ protected:
+  void SetUp() override {
+    std::string why;
+    dev = CudaOrNull(&why);
+    if (dev == nullptr) GTEST_SKIP() << why;
+  }
+  Device* dev = nullptr;
+};
+
+// On the CUDA device, over dtypes (the test parameter). R(shape) draws a random
+// tensor of that dtype, uniform in [lo, hi), from a generator seeded with `seed`.
+class CudaDTypeTest : public OnCuda<::testing::TestWithParam<DType>> {
+ protected:
+  explicit CudaDTypeTest(uint64_t seed = 1, double lo = -1, double hi = 1)
+      : rng_(seed), lo_(lo), hi_(hi) {}
+  Value R(Shape s) { return R(std::move(s), lo_, hi_); }
+  Value R(Shape s, double lo, double hi);
+  std::mt19937_64 rng_;
+
+ private:
+  double lo_, hi_;
+};
+
+// The float and the integer dtypes, as test parameters.
+inline auto FloatDTypes() { return ::testing::Values(DType::kFloat32, DType::kFloat64); }
+inline auto IntDTypes() { return ::testing::Values(DType::kInt32, DType::kInt64); }
 
 // Runs primitive `id` on `device`: tensor inputs are copied to the device, the
 // result back to the host.
@@ -42,7 +74,6 @@ absl::StatusOr<Value> RunOnDevice(Device* device, PrimId id, std::vector<Value> 
 // Shorthands.
 Value Rand(DType dtype, Shape shape, std::mt19937_64& rng, double lo = -1.0, double hi = 1.0);
 Value IntTensor(DType dtype, Shape shape, const std::vector<int64_t>& values);
-Value F64(Shape shape, const std::vector<double>& values);
 std::string DTypeParamName(const ::testing::TestParamInfo<DType>& info);
 
 }  // namespace testing

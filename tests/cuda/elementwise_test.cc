@@ -36,14 +36,13 @@ const std::vector<Shape>& UnaryShapes() {
   return shapes;
 }
 
-class FloatElementwiseTest : public ::testing::TestWithParam<DType> {};
+class FloatElementwiseTest : public CudaDTypeTest {};
+INSTANTIATE_TEST_SUITE_P(Dtypes, FloatElementwiseTest, FloatDTypes(), DTypeParamName);
 
 TEST_P(FloatElementwiseTest, UnaryOpsMatchCpu) {
-  KGRAD_CUDA_DEVICE_OR_SKIP(dev);
-  std::mt19937_64 rng(1);
   for (const UnaryCase& c : FloatUnaryOps()) {
     for (const Shape& s : UnaryShapes()) {
-      Value x = Rand(GetParam(), s, rng, c.lo, c.hi);
+      Value x = R(s, c.lo, c.hi);  // the fixture's generator, seeded with 1
       EXPECT_TRUE(MatchesCpu(dev, c.id, {x})) << ShapeToString(s);
       if (c.id == PrimId::kGelu) {
         EXPECT_TRUE(MatchesCpu(dev, c.id, {x}, {{"approximate", true}})) << ShapeToString(s);
@@ -53,10 +52,7 @@ TEST_P(FloatElementwiseTest, UnaryOpsMatchCpu) {
 }
 
 TEST_P(FloatElementwiseTest, UnaryOpsPassSpecialValues) {
-  KGRAD_CUDA_DEVICE_OR_SKIP(dev);
-  const double inf = std::numeric_limits<double>::infinity();
-  const double nan = std::numeric_limits<double>::quiet_NaN();
-  Value x = Value(MakeTensor(GetParam(), {8}, {nan, inf, -inf, 0.0, -0.0, 1e-30, -700, 700}));
+  Value x = Value(MakeTensor(GetParam(), {8}, {kNaN, kInf, -kInf, 0.0, -0.0, 1e-30, -700, 700}));
   for (const UnaryCase& c : FloatUnaryOps()) {
     if (c.id == PrimId::kSign) continue;  // sign(-0) keeps its sign bit: compared by value
     EXPECT_TRUE(MatchesCpu(dev, c.id, {x}));
@@ -64,7 +60,6 @@ TEST_P(FloatElementwiseTest, UnaryOpsPassSpecialValues) {
 }
 
 TEST_P(FloatElementwiseTest, BinaryOpsBroadcastLikeTheCpu) {
-  KGRAD_CUDA_DEVICE_OR_SKIP(dev);
   std::mt19937_64 rng(2);
   const std::vector<std::pair<Shape, Shape>> shapes = {
       {{3, 4}, {3, 4}},       {{3, 1, 5}, {4, 1}},         {{}, {2, 3}},
@@ -86,10 +81,8 @@ TEST_P(FloatElementwiseTest, BinaryOpsBroadcastLikeTheCpu) {
 }
 
 TEST_P(FloatElementwiseTest, MaximumAndMinimumLetNanWin) {
-  KGRAD_CUDA_DEVICE_OR_SKIP(dev);
-  const double nan = std::numeric_limits<double>::quiet_NaN();
-  Value a = Value(MakeTensor(GetParam(), {4}, {nan, 1, nan, -1}));
-  Value b = Value(MakeTensor(GetParam(), {4}, {1, nan, nan, 2}));
+  Value a = Value(MakeTensor(GetParam(), {4}, {kNaN, 1, kNaN, -1}));
+  Value b = Value(MakeTensor(GetParam(), {4}, {1, kNaN, kNaN, 2}));
   EXPECT_TRUE(MatchesCpu(dev, PrimId::kMaximum, {a, b}));
   EXPECT_TRUE(MatchesCpu(dev, PrimId::kMinimum, {a, b}));
   EXPECT_TRUE(MatchesCpu(dev, PrimId::kEqual, {a, b}));
@@ -97,7 +90,6 @@ TEST_P(FloatElementwiseTest, MaximumAndMinimumLetNanWin) {
 }
 
 TEST_P(FloatElementwiseTest, SelectBroadcastsThreeOperands) {
-  KGRAD_CUDA_DEVICE_OR_SKIP(dev);
   std::mt19937_64 rng(3);
   Value c = Rand(DType::kBool, {4, 1, 6}, rng);
   Value a = Rand(GetParam(), {5, 1}, rng);
@@ -106,13 +98,10 @@ TEST_P(FloatElementwiseTest, SelectBroadcastsThreeOperands) {
   EXPECT_TRUE(MatchesCpu(dev, PrimId::kSelect, {Rand(DType::kBool, {}, rng), a, b}));
 }
 
-INSTANTIATE_TEST_SUITE_P(Dtypes, FloatElementwiseTest,
-                         ::testing::Values(DType::kFloat32, DType::kFloat64), DTypeParamName);
-
-class IntElementwiseTest : public ::testing::TestWithParam<DType> {};
+class IntElementwiseTest : public CudaDTypeTest {};
+INSTANTIATE_TEST_SUITE_P(Dtypes, IntElementwiseTest, IntDTypes(), DTypeParamName);
 
 TEST_P(IntElementwiseTest, ArithmeticWrapsLikeTheCpu) {
-  KGRAD_CUDA_DEVICE_OR_SKIP(dev);
   const bool i32 = GetParam() == DType::kInt32;
   const int64_t lo = i32 ? std::numeric_limits<int32_t>::min() : std::numeric_limits<int64_t>::min();
   const int64_t hi = i32 ? std::numeric_limits<int32_t>::max() : std::numeric_limits<int64_t>::max();
@@ -128,23 +117,18 @@ TEST_P(IntElementwiseTest, ArithmeticWrapsLikeTheCpu) {
 }
 
 TEST_P(IntElementwiseTest, DivisionByZeroIsAnErrorLikeOnTheCpu) {
-  KGRAD_CUDA_DEVICE_OR_SKIP(dev);
   Value a = IntTensor(GetParam(), {3}, {1, 2, 3});
   Value b = IntTensor(GetParam(), {3}, {1, 0, 3});
   EXPECT_TRUE(FailsLikeCpu(dev, PrimId::kDiv, {a, b}));
 }
 
 TEST_P(IntElementwiseTest, FloatOnlyOpsRejectIntegersLikeTheCpu) {
-  KGRAD_CUDA_DEVICE_OR_SKIP(dev);
   Value a = IntTensor(GetParam(), {2}, {1, 2});
   EXPECT_TRUE(FailsLikeCpu(dev, PrimId::kExp, {a}));
   EXPECT_TRUE(FailsLikeCpu(dev, PrimId::kRelu, {a}));
   EXPECT_TRUE(FailsLikeCpu(dev, PrimId::kPow, {a, a}));
   EXPECT_TRUE(FailsLikeCpu(dev, PrimId::kAdd, {a, F64({2}, {1, 2})}));  // mixed dtypes
 }
-
-INSTANTIATE_TEST_SUITE_P(Dtypes, IntElementwiseTest,
-                         ::testing::Values(DType::kInt32, DType::kInt64), DTypeParamName);
 
 TEST(BoolElementwiseTest, LogicalOpsMatchCpu) {
   KGRAD_CUDA_DEVICE_OR_SKIP(dev);

@@ -59,65 +59,57 @@ Tolerance GraphTolerance(DType t) {
   return ValuesClose(*got, *want, tol);
 }
 
-std::vector<Parameter*> Weights(Module& m) {
-  std::vector<Parameter*> w;
-  for (const auto& p : m.weights()) w.push_back(p.get());
-  return w;
+// The gradient of `f` with respect to its first input and every weight of `m`.
+absl::StatusOr<FuncGraph*> GradOfInputAndWeights(Module& m, FuncGraph* f) {
+  GradOptions go;
+  go.argnums = {0};
+  for (const auto& p : m.weights()) go.weights.push_back(p.get());
+  return Grad(m, f, go);
 }
 
-class GraphTest : public ::testing::TestWithParam<std::tuple<int, DType>> {
+// Each program (Programs()) in each float dtype: f_ in m_, built unless skipped.
+class GraphTest : public OnCuda<::testing::TestWithParam<std::tuple<int, DType>>> {
  protected:
   void SetUp() override {
-    program_ = Programs()[std::get<0>(GetParam())];
+    OnCuda::SetUp();
+    if (IsSkipped()) return;
     dtype_ = std::get<1>(GetParam());
+    f_ = Programs()[std::get<0>(GetParam())].build(&m_, dtype_);
   }
-  Program program_;
+  // `g` gives the same on CUDA as on the CPU at `args`.
+  ::testing::AssertionResult SameAsCpu(FuncGraph* g, const std::vector<Value>& args) {
+    return SameOnCudaAndCpu(dev, g, args, GraphTolerance(dtype_));
+  }
   DType dtype_ = DType::kFloat32;
+  Module m_{DefaultRegistry()};
+  FuncGraph* f_ = nullptr;
 };
 
-TEST_P(GraphTest, ForwardMatchesCpu) {
-  KGRAD_CUDA_DEVICE_OR_SKIP(dev);
-  Module m(DefaultRegistry());
-  FuncGraph* f = program_.build(&m, dtype_);
-  EXPECT_TRUE(SameOnCudaAndCpu(dev, f, programs::RandomInputs(f, 5), GraphTolerance(dtype_)));
-}
+TEST_P(GraphTest, ForwardMatchesCpu) { EXPECT_TRUE(SameAsCpu(f_, programs::RandomInputs(f_, 5))); }
 
 TEST_P(GraphTest, RawGradientGraphMatchesCpu) {
-  KGRAD_CUDA_DEVICE_OR_SKIP(dev);
-  Module m(DefaultRegistry());
-  FuncGraph* f = program_.build(&m, dtype_);
   // (input grads, weight grads), straight from the K-transform: closures,
   // tuples and envs run on the executor with the tensors on the GPU.
-  absl::StatusOr<FuncGraph*> g = GradOperation(/*get_all=*/true, /*get_by_list=*/true)(m, f);
+  absl::StatusOr<FuncGraph*> g = GradOperation(/*get_all=*/true, /*get_by_list=*/true)(m_, f_);
   ASSERT_TRUE(g.ok()) << g.status();
-  EXPECT_TRUE(SameOnCudaAndCpu(dev, *g, programs::RandomInputs(f, 6), GraphTolerance(dtype_)));
+  EXPECT_TRUE(SameAsCpu(*g, programs::RandomInputs(f_, 6)));
 }
 
 TEST_P(GraphTest, OptimisedGradientGraphMatchesCpu) {
-  KGRAD_CUDA_DEVICE_OR_SKIP(dev);
-  Module m(DefaultRegistry());
-  FuncGraph* f = program_.build(&m, dtype_);
-  GradOptions go;
-  go.argnums = {0};
-  go.weights = Weights(m);
-  absl::StatusOr<FuncGraph*> g = Grad(m, f, go);
+  absl::StatusOr<FuncGraph*> g = GradOfInputAndWeights(m_, f_);
   ASSERT_TRUE(g.ok()) << g.status();
-  CpuConstantEvaluator evaluator;
   OptimizeOptions oo;
-  oo.evaluator = &evaluator;
-  ASSERT_TRUE(Optimize(m, *g, oo).ok());
-  EXPECT_TRUE(SameOnCudaAndCpu(dev, *g, programs::RandomInputs(f, 7), GraphTolerance(dtype_)));
+  oo.evaluator = &CpuConstantEvaluator::Get();
+  ASSERT_TRUE(Optimize(m_, *g, oo).ok());
+  EXPECT_TRUE(SameAsCpu(*g, programs::RandomInputs(f_, 7)));
 }
 
 TEST_P(GraphTest, JvpGraphMatchesCpu) {
-  KGRAD_CUDA_DEVICE_OR_SKIP(dev);
-  Module m(DefaultRegistry());
-  FuncGraph* f = program_.build(&m, dtype_);
-  absl::StatusOr<FuncGraph*> jvp = Jvp(m, f);
+  absl::StatusOr<FuncGraph*> jvp = Jvp(m_, f_);
   ASSERT_TRUE(jvp.ok()) << jvp.status();
-  std::vector<Value> args = programs::RandomInputs(f, 8);
-  for (const Value& v : programs::RandomInputs(f, 9)) args.push_back(v);  // tangents
-  EXPECT_TRUE(SameOnCudaAndCpu(dev, *jvp, args, GraphTolerance(dtype_)));
+  std::vector<Value> args = programs::RandomInputs(f_, 8);
+  for (const Value& v : programs::RandomInputs(f_, 9)) args.push_back(v);  // tangents
+  EXPECT_TRUE(SameAsCpu(*jvp, args));
 }
 
 std::string GraphParamName(const ::testing::TestParamInfo<std::tuple<int, DType>>& info) {
@@ -125,18 +117,14 @@ std::string GraphParamName(const ::testing::TestParamInfo<std::tuple<int, DType>
 }
 
 INSTANTIATE_TEST_SUITE_P(Programs, GraphTest,
-                         ::testing::Combine(::testing::Values(0, 1, 2),
-                                            ::testing::Values(DType::kFloat32, DType::kFloat64)),
+                         ::testing::Combine(::testing::Values(0, 1, 2), FloatDTypes()),
                          GraphParamName);
 
 TEST(GraphThreadsTest, ConcurrentRunsOnSeveralThreadsMatchCpu) {
   KGRAD_CUDA_DEVICE_OR_SKIP(dev);
   Module m(DefaultRegistry());
   FuncGraph* f = programs::ConvNet(&m, 4, 8, 3, 4, 3, DType::kFloat32, /*batch_norm=*/true);
-  GradOptions go;
-  go.argnums = {0};
-  go.weights = Weights(m);
-  absl::StatusOr<FuncGraph*> g = Grad(m, f, go);
+  absl::StatusOr<FuncGraph*> g = GradOfInputAndWeights(m, f);
   ASSERT_TRUE(g.ok()) << g.status();
   ExecutorOptions options;
   options.device = dev;

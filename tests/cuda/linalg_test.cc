@@ -13,14 +13,13 @@ namespace kgrad {
 namespace testing {
 namespace {
 
-class LinalgTest : public ::testing::TestWithParam<DType> {
+class LinalgTest : public CudaDTypeTest {
  protected:
-  Value R(Shape s) { return Rand(GetParam(), std::move(s), rng_); }
-  std::mt19937_64 rng_{31};
+  LinalgTest() : CudaDTypeTest(31) {}
 };
+INSTANTIATE_TEST_SUITE_P(Dtypes, LinalgTest, FloatDTypes(), DTypeParamName);
 
 TEST_P(LinalgTest, MatMulMatchesCpu) {
-  KGRAD_CUDA_DEVICE_OR_SKIP(dev);
   struct Case {
     Shape a, b;  // before transposes: a [.., m, k], b [.., k, n]
   };
@@ -47,14 +46,12 @@ TEST_P(LinalgTest, MatMulMatchesCpu) {
 }
 
 TEST_P(LinalgTest, MatMulErrorsMatchCpu) {
-  KGRAD_CUDA_DEVICE_OR_SKIP(dev);
   EXPECT_TRUE(FailsLikeCpu(dev, PrimId::kMatMul, {R({2, 3}), R({4, 5})}));
   EXPECT_TRUE(FailsLikeCpu(dev, PrimId::kMatMul, {R({2, 2, 3}), R({3, 3, 5})}));
   EXPECT_TRUE(FailsLikeCpu(dev, PrimId::kMatMul, {R({3}), R({3, 5})}));
 }
 
 TEST_P(LinalgTest, EinsumMatchesCpu) {
-  KGRAD_CUDA_DEVICE_OR_SKIP(dev);
   struct Case {
     std::string eq;
     std::vector<Shape> shapes;
@@ -89,9 +86,6 @@ TEST_P(LinalgTest, EinsumMatchesCpu) {
   EXPECT_TRUE(FailsLikeCpu(dev, PrimId::kEinsum, {R({2, 3}), R({3, 4})},
                            {{"equation", std::string("ij->i")}}));  // one operand named, two given
 }
-
-INSTANTIATE_TEST_SUITE_P(Dtypes, LinalgTest, ::testing::Values(DType::kFloat32, DType::kFloat64),
-                         DTypeParamName);
 
 TEST(LinalgIntTest, IntegerMatMulFallsBackToTheCpu) {
   KGRAD_CUDA_DEVICE_OR_SKIP(dev);

@@ -12,16 +12,13 @@ namespace kgrad {
 namespace testing {
 namespace {
 
-class NnTest : public ::testing::TestWithParam<DType> {
+class NnTest : public CudaDTypeTest {
  protected:
-  Value R(Shape s, double lo = -3, double hi = 3) {
-    return Rand(GetParam(), std::move(s), rng_, lo, hi);
-  }
-  std::mt19937_64 rng_{41};
+  NnTest() : CudaDTypeTest(41, -3, 3) {}
 };
+INSTANTIATE_TEST_SUITE_P(Dtypes, NnTest, FloatDTypes(), DTypeParamName);
 
 TEST_P(NnTest, SoftmaxAndLogSoftmaxMatchCpu) {
-  KGRAD_CUDA_DEVICE_OR_SKIP(dev);
   const std::vector<Shape> shapes = {{5}, {4, 7}, {3, 4, 5}, {2, 1000}, {64, 3, 9}, {0, 4}};
   for (const Shape& s : shapes) {
     Value x = R(s);
@@ -35,7 +32,6 @@ TEST_P(NnTest, SoftmaxAndLogSoftmaxMatchCpu) {
 }
 
 TEST_P(NnTest, CrossEntropiesMatchCpu) {
-  KGRAD_CUDA_DEVICE_OR_SKIP(dev);
   const std::vector<Shape> shapes = {{4, 7}, {3, 4, 5}, {2, 1000}, {0, 3}};
   for (const Shape& s : shapes) {
     Value x = R(s), labels = R(s, 0, 1);
@@ -59,7 +55,6 @@ TEST_P(NnTest, CrossEntropiesMatchCpu) {
 }
 
 TEST_P(NnTest, BatchNormMatchesCpu) {
-  KGRAD_CUDA_DEVICE_OR_SKIP(dev);
   const std::vector<std::pair<Shape, int64_t>> cases = {
       {{4, 3, 5, 5}, 1}, {{8, 6}, -1}, {{8, 6}, 1}, {{2, 3, 4}, 2}, {{16, 5, 7}, 0}, {{1, 3}, 1}};
   for (const auto& [shape, axis] : cases) {
@@ -79,7 +74,6 @@ TEST_P(NnTest, BatchNormMatchesCpu) {
 }
 
 TEST_P(NnTest, LayerNormMatchesCpu) {
-  KGRAD_CUDA_DEVICE_OR_SKIP(dev);
   const std::vector<std::pair<Shape, int64_t>> cases = {
       {{4, 7}, -1}, {{3, 4, 5}, 1}, {{2, 2000}, 1}, {{6, 3}, 0}, {{0, 5}, 1}};
   for (const auto& [shape, begin] : cases) {
@@ -95,7 +89,6 @@ TEST_P(NnTest, LayerNormMatchesCpu) {
 }
 
 TEST_P(NnTest, DropoutMaskEqualsTheCpuMaskExactly) {
-  KGRAD_CUDA_DEVICE_OR_SKIP(dev);
   Value x = R({1000, 37});
   for (double rate : {0.0, 0.1, 0.5, 0.9}) {
     for (int64_t seed : {int64_t{0}, int64_t{1}, int64_t{-7}, int64_t{123456789}}) {
@@ -106,9 +99,6 @@ TEST_P(NnTest, DropoutMaskEqualsTheCpuMaskExactly) {
   }
   EXPECT_TRUE(FailsLikeCpu(dev, PrimId::kDropout, {x}, {{"rate", 1.0}}));
 }
-
-INSTANTIATE_TEST_SUITE_P(Dtypes, NnTest, ::testing::Values(DType::kFloat32, DType::kFloat64),
-                         DTypeParamName);
 
 }  // namespace
 }  // namespace testing

@@ -35,15 +35,17 @@ const std::vector<AxesCase>& Cases() {
   return cases;
 }
 
-class FloatReduceTest : public ::testing::TestWithParam<DType> {};
+class FloatReduceTest : public CudaDTypeTest {
+ protected:
+  FloatReduceTest() : CudaDTypeTest(11) {}
+};
+INSTANTIATE_TEST_SUITE_P(Dtypes, FloatReduceTest, FloatDTypes(), DTypeParamName);
 
 TEST_P(FloatReduceTest, EveryOpOverEveryAxesSetMatchesCpu) {
-  KGRAD_CUDA_DEVICE_OR_SKIP(dev);
-  std::mt19937_64 rng(11);
   for (const AxesCase& c : Cases()) {
     // Values near 1 keep long products finite.
-    Value x = Rand(GetParam(), c.shape, rng, 0.999, 1.001);
-    Value y = Rand(GetParam(), c.shape, rng, -3, 3);
+    Value x = R(c.shape, 0.999, 1.001);
+    Value y = R(c.shape, -3, 3);
     for (PrimId id : kFloatOps) {
       for (bool keep : {false, true}) {
         AttrMap attrs = {{"axes", c.axes}, {"keepdims", keep}};
@@ -61,11 +63,8 @@ TEST_P(FloatReduceTest, EveryOpOverEveryAxesSetMatchesCpu) {
 }
 
 TEST_P(FloatReduceTest, NanAndInfinitiesFollowTheCpuRules) {
-  KGRAD_CUDA_DEVICE_OR_SKIP(dev);
-  const double inf = std::numeric_limits<double>::infinity();
-  const double nan = std::numeric_limits<double>::quiet_NaN();
-  Value x = Value(MakeTensor(GetParam(), {4, 3},
-                             {1, nan, 2, -inf, -inf, -inf, inf, 1, 2, 3, -1, inf}));
+  Value x = Value(
+      MakeTensor(GetParam(), {4, 3}, {1, kNaN, 2, -kInf, -kInf, -kInf, kInf, 1, 2, 3, -1, kInf}));
   for (PrimId id : kFloatOps) {
     for (std::vector<int64_t> axes : {std::vector<int64_t>{0}, std::vector<int64_t>{1}}) {
       EXPECT_TRUE(MatchesCpu(dev, id, {x}, {{"axes", axes}}));
@@ -76,7 +75,6 @@ TEST_P(FloatReduceTest, NanAndInfinitiesFollowTheCpuRules) {
 }
 
 TEST_P(FloatReduceTest, EmptyReductionsGiveIdentitiesOrErrors) {
-  KGRAD_CUDA_DEVICE_OR_SKIP(dev);
   std::mt19937_64 rng(12);
   Value x = Rand(GetParam(), {0, 3}, rng);
   for (PrimId id : kFloatOps) {
@@ -89,7 +87,6 @@ TEST_P(FloatReduceTest, EmptyReductionsGiveIdentitiesOrErrors) {
 }
 
 TEST_P(FloatReduceTest, ArgmaxAndArgminPickTheFirstExtremum) {
-  KGRAD_CUDA_DEVICE_OR_SKIP(dev);
   std::mt19937_64 rng(13);
   const std::vector<Shape> shapes = {{7}, {5, 9}, {3, 1000}, {4, 300, 5}, {2, 70000}};
   for (const Shape& s : shapes) {
@@ -114,13 +111,10 @@ TEST_P(FloatReduceTest, ArgmaxAndArgminPickTheFirstExtremum) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Dtypes, FloatReduceTest,
-                         ::testing::Values(DType::kFloat32, DType::kFloat64), DTypeParamName);
-
-class IntReduceTest : public ::testing::TestWithParam<DType> {};
+class IntReduceTest : public CudaDTypeTest {};
+INSTANTIATE_TEST_SUITE_P(Dtypes, IntReduceTest, IntDTypes(), DTypeParamName);
 
 TEST_P(IntReduceTest, IntegerReductionsAreExact) {
-  KGRAD_CUDA_DEVICE_OR_SKIP(dev);
   std::mt19937_64 rng(14);
   for (const AxesCase& c : Cases()) {
     Value x = Rand(GetParam(), c.shape, rng, -100, 100);
@@ -136,9 +130,6 @@ TEST_P(IntReduceTest, IntegerReductionsAreExact) {
   EXPECT_TRUE(MatchesCpu(dev, PrimId::kArgmax, {x}, {{"axis", int64_t{1}}}));
   EXPECT_TRUE(MatchesCpu(dev, PrimId::kArgmin, {x}, {{"axis", int64_t{0}}}));
 }
-
-INSTANTIATE_TEST_SUITE_P(Dtypes, IntReduceTest,
-                         ::testing::Values(DType::kInt32, DType::kInt64), DTypeParamName);
 
 TEST(ReduceErrorsTest, BadAxesFailLikeTheCpu) {
   KGRAD_CUDA_DEVICE_OR_SKIP(dev);

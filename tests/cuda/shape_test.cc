@@ -15,14 +15,13 @@ namespace {
 
 using Ints = std::vector<int64_t>;
 
-class ShapeTest : public ::testing::TestWithParam<DType> {
+class ShapeTest : public CudaDTypeTest {
  protected:
-  Value R(Shape s) { return Rand(GetParam(), std::move(s), rng_, -2, 2); }
-  std::mt19937_64 rng_{21};
+  ShapeTest() : CudaDTypeTest(21, -2, 2) {}
 };
+INSTANTIATE_TEST_SUITE_P(Dtypes, ShapeTest, FloatDTypes(), DTypeParamName);
 
 TEST_P(ShapeTest, ViewsMatchCpu) {
-  KGRAD_CUDA_DEVICE_OR_SKIP(dev);
   Value x = R({2, 3, 4});
   EXPECT_TRUE(MatchesCpu(dev, PrimId::kReshape, {x}, {{"shape", Ints{4, -1}}}));
   EXPECT_TRUE(FailsLikeCpu(dev, PrimId::kReshape, {x}, {{"shape", Ints{5, -1}}}));
@@ -33,7 +32,6 @@ TEST_P(ShapeTest, ViewsMatchCpu) {
 }
 
 TEST_P(ShapeTest, TransposesMatchCpu) {
-  KGRAD_CUDA_DEVICE_OR_SKIP(dev);
   const std::vector<std::pair<Shape, Ints>> cases = {
       {{3, 4}, {}},           {{3, 4}, {1, 0}},          {{2, 3, 4}, {2, 0, 1}},
       {{2, 3, 4, 5}, {0, 2, 1, 3}}, {{1, 5, 1, 7}, {3, 2, 1, 0}}, {{513, 257}, {1, 0}}};
@@ -45,7 +43,6 @@ TEST_P(ShapeTest, TransposesMatchCpu) {
 }
 
 TEST_P(ShapeTest, BroadcastAndSumToMatchCpu) {
-  KGRAD_CUDA_DEVICE_OR_SKIP(dev);
   const std::vector<std::pair<Shape, Shape>> cases = {
       {{3}, {2, 3}}, {{2, 1}, {2, 5}}, {{}, {4, 4}}, {{1, 3, 1}, {2, 3, 4}}, {{3}, {3}}};
   for (const auto& [small, big] : cases) {
@@ -63,7 +60,6 @@ TEST_P(ShapeTest, BroadcastAndSumToMatchCpu) {
 }
 
 TEST_P(ShapeTest, ConcatAndSplitMatchCpu) {
-  KGRAD_CUDA_DEVICE_OR_SKIP(dev);
   for (int64_t axis : {0, 1, 2, -1}) {
     Shape a = {2, 3, 4}, b = {2, 3, 4};
     const int d = axis < 0 ? 2 : static_cast<int>(axis);
@@ -79,7 +75,6 @@ TEST_P(ShapeTest, ConcatAndSplitMatchCpu) {
 }
 
 TEST_P(ShapeTest, SlicesPadsAndTheirGradientsMatchCpu) {
-  KGRAD_CUDA_DEVICE_OR_SKIP(dev);
   Value x = R({5, 6, 7});
   const std::vector<std::tuple<Ints, Ints, Ints>> slices = {
       {{0, 0, 0}, {5, 6, 7}, {}},       {{1, 2, 3}, {4, 5, 6}, {}},
@@ -98,7 +93,6 @@ TEST_P(ShapeTest, SlicesPadsAndTheirGradientsMatchCpu) {
 }
 
 TEST_P(ShapeTest, GatherAndScatterAddMatchCpu) {
-  KGRAD_CUDA_DEVICE_OR_SKIP(dev);
   for (DType idx_type : {DType::kInt32, DType::kInt64}) {
     Value params = R({6, 4, 6});
     Value idx = IntTensor(idx_type, {2, 3}, {5, 0, 2, 2, 5, 1});
@@ -122,9 +116,6 @@ TEST_P(ShapeTest, GatherAndScatterAddMatchCpu) {
     EXPECT_TRUE(MatchesCpu(dev, PrimId::kGather, {params, IntTensor(idx_type, {0}, {})}));
   }
 }
-
-INSTANTIATE_TEST_SUITE_P(Dtypes, ShapeTest, ::testing::Values(DType::kFloat32, DType::kFloat64),
-                         DTypeParamName);
 
 TEST(ShapeIntTest, IntegerScatterAddAndGatherAreExact) {
   KGRAD_CUDA_DEVICE_OR_SKIP(dev);

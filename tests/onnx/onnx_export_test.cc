@@ -21,9 +21,7 @@ absl::StatusOr<std::unique_ptr<Module>> RoundTrip(Module& m, FuncGraph* g) {
   if (!model.ok()) return model.status();
   std::string bytes;
   if (!model->SerializeToString(&bytes)) return absl::InternalError("serialise");
-  CpuConstantEvaluator evaluator;
   OnnxImportOptions o;
-  o.evaluator = &evaluator;
   return ParseOnnx(bytes, DefaultRegistry(), o, "<exported>");
 }
 
@@ -56,9 +54,8 @@ TEST_P(OnnxExportTest, OptimizedGradientRoundTrip) {
   o.sens_param = true;
   absl::StatusOr<FuncGraph*> g = Grad(**m, (*m)->entry(), o);
   ASSERT_TRUE(g.ok()) << g.status();
-  CpuConstantEvaluator evaluator;
   OptimizeOptions oo;
-  oo.evaluator = &evaluator;
+  oo.evaluator = &CpuConstantEvaluator::Get();
   ASSERT_TRUE(Optimize(**m, *g, oo).ok());
   absl::StatusOr<std::unique_ptr<Module>> back = RoundTrip(**m, *g);
   ASSERT_TRUE(back.ok()) << back.status();

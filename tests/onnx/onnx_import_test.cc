@@ -58,9 +58,8 @@ void CheckGradients(const Fixture& f, std::vector<Value> inputs, bool optimize) 
   absl::StatusOr<FuncGraph*> g = Grad(**m, (*m)->entry(), o);
   ASSERT_TRUE(g.ok()) << g.status();
   if (optimize) {
-    CpuConstantEvaluator evaluator;
     OptimizeOptions oo;
-    oo.evaluator = &evaluator;
+    oo.evaluator = &CpuConstantEvaluator::Get();
     absl::StatusOr<std::string> log = Optimize(**m, *g, oo);
     ASSERT_TRUE(log.ok()) << log.status();
   }

@@ -27,9 +27,7 @@ inline std::string DataPath(const std::string& file) { return "tests/onnx/data/"
 inline bool Exists(const std::string& path) { return std::ifstream(path).good(); }
 
 inline absl::StatusOr<std::unique_ptr<Module>> ImportFixture(const std::string& name) {
-  static CpuConstantEvaluator* const evaluator = new CpuConstantEvaluator;
   OnnxImportOptions o;
-  o.evaluator = evaluator;
   return ImportOnnxFile(DataPath(name + ".onnx"), DefaultRegistry(), o);
 }
 

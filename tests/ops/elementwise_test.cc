@@ -13,18 +13,11 @@
 #include "tests/testing/op_test_util.h"
 
 namespace kgrad {
+namespace testing {
 namespace {
 
-using ::kgrad::testing::InferOp;
-using ::kgrad::testing::T;
 using ::testing::HasSubstr;
 
-constexpr DType kF32 = DType::kFloat32;
-constexpr DType kF64 = DType::kFloat64;
-constexpr DType kI32 = DType::kInt32;
-constexpr DType kI64 = DType::kInt64;
-constexpr DType kBool = DType::kBool;
-constexpr int64_t kU = kUnknownDim;
 const std::vector<DType> kAllDTypes = {kF32, kF64, kI32, kI64, kBool};
 
 struct OpCase {
@@ -74,22 +67,6 @@ const std::vector<BinaryCase>& BinaryCases() {
 
 bool Contains(const std::vector<DType>& v, DType t) {
   return std::find(v.begin(), v.end(), t) != v.end();
-}
-
-// Asserts `r` is a tensor of `dtype` and `shape`.
-void ExpectTensor(const absl::StatusOr<AbstractPtr>& r, DType dtype, const Shape& shape) {
-  ASSERT_TRUE(r.ok()) << r.status();
-  const AbstractTensor* t = AsTensor(*r);
-  ASSERT_NE(t, nullptr) << AbstractToString(*r);
-  EXPECT_EQ(t->dtype(), dtype) << AbstractToString(*r);
-  EXPECT_EQ(t->shape(), shape) << AbstractToString(*r);
-}
-
-void ExpectError(const absl::StatusOr<AbstractPtr>& r, const std::string& fragment) {
-  ASSERT_FALSE(r.ok()) << "expected an error mentioning '" << fragment << "', got "
-                       << AbstractToString(*r);
-  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << r.status();
-  EXPECT_THAT(std::string(r.status().message()), HasSubstr(fragment));
 }
 
 // Every elementwise primitive (kNeg .. kSelect in primitive_ids.inc) is covered.
@@ -270,4 +247,5 @@ TEST(ElementwiseInferTest, GradientFlags) {
 }
 
 }  // namespace
+}  // namespace testing
 }  // namespace kgrad

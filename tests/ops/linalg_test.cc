@@ -9,29 +9,10 @@
 #include "tests/testing/op_test_util.h"
 
 namespace kgrad {
+namespace testing {
 namespace {
 
-using ::kgrad::testing::InferOp;
-using ::kgrad::testing::T;
 using ::testing::HasSubstr;
-
-constexpr DType kF32 = DType::kFloat32;
-constexpr DType kF64 = DType::kFloat64;
-constexpr int64_t kU = kUnknownDim;
-
-// The inferred tensor type as "f32[2,3]" (or the error text, which never matches).
-std::string Inferred(PrimId id, const std::vector<AbstractPtr>& args, AttrMap attrs = {}) {
-  absl::StatusOr<AbstractPtr> r = InferOp(id, args, std::move(attrs));
-  if (!r.ok()) return std::string("error: ") + std::string(r.status().message());
-  return (*r)->ToString();
-}
-
-std::string TypeOf(DType d, Shape s) { return T(d, std::move(s))->ToString(); }
-
-absl::Status InferError(PrimId id, const std::vector<AbstractPtr>& args, AttrMap attrs = {}) {
-  absl::StatusOr<AbstractPtr> r = InferOp(id, args, std::move(attrs));
-  return r.ok() ? absl::OkStatus() : r.status();
-}
 
 AttrMap Eq(const std::string& equation) { return {{"equation", equation}}; }
 
@@ -210,4 +191,5 @@ TEST(EinsumInferTest, OperandCountIsOneToEight) {
 }
 
 }  // namespace
+}  // namespace testing
 }  // namespace kgrad

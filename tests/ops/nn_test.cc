@@ -12,35 +12,9 @@
 #include "tests/testing/op_test_util.h"
 
 namespace kgrad {
+namespace testing {
 namespace {
 
-using ::kgrad::testing::InferOp;
-using ::kgrad::testing::T;
-using ::testing::HasSubstr;
-
-constexpr DType kF32 = DType::kFloat32;
-constexpr DType kF64 = DType::kFloat64;
-constexpr DType kI32 = DType::kInt32;
-constexpr DType kI64 = DType::kInt64;
-constexpr int64_t kU = kUnknownDim;
-
-std::string Inferred(PrimId id, const std::vector<AbstractPtr>& args, AttrMap attrs = {}) {
-  absl::StatusOr<AbstractPtr> r = InferOp(id, args, std::move(attrs));
-  if (!r.ok()) return std::string("error: ") + std::string(r.status().message());
-  return (*r)->ToString();
-}
-
-std::string TypeOf(DType d, Shape s) { return T(d, std::move(s))->ToString(); }
-
-absl::Status InferError(PrimId id, const std::vector<AbstractPtr>& args, AttrMap attrs = {}) {
-  absl::StatusOr<AbstractPtr> r = InferOp(id, args, std::move(attrs));
-  return r.ok() ? absl::OkStatus() : r.status();
-}
-
-void ExpectError(const absl::Status& s, const std::string& message) {
-  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
-  EXPECT_THAT(s.message(), HasSubstr(message));
-}
 
 // ----- softmax / log_softmax -----------------------------------------------------------
 TEST(SoftmaxInferTest, KeepsTypeAndShape) {
@@ -210,4 +184,5 @@ TEST(NnDefinitionsTest, Flags) {
 }
 
 }  // namespace
+}  // namespace testing
 }  // namespace kgrad

@@ -13,18 +13,10 @@
 #include "tests/testing/op_test_util.h"
 
 namespace kgrad {
+namespace testing {
 namespace {
 
-using ::kgrad::testing::InferOp;
-using ::kgrad::testing::T;
 using ::testing::HasSubstr;
-
-constexpr DType kF32 = DType::kFloat32;
-constexpr DType kF64 = DType::kFloat64;
-constexpr DType kI32 = DType::kInt32;
-constexpr DType kI64 = DType::kInt64;
-constexpr DType kBool = DType::kBool;
-constexpr int64_t kU = kUnknownDim;
 
 struct ReduceCase {
   PrimId id;
@@ -44,27 +36,8 @@ const std::vector<ReduceCase>& Cases() {
   return *cases;
 }
 
-AttrMap Axes(std::vector<int64_t> axes, bool keepdims = false) {
-  return {{"axes", std::move(axes)}, {"keepdims", keepdims}};
-}
-
 AttrMap Axis(int64_t axis, bool keepdims = false) {
   return {{"axis", axis}, {"keepdims", keepdims}};
-}
-
-void ExpectTensor(const absl::StatusOr<AbstractPtr>& r, DType dtype, const Shape& shape) {
-  ASSERT_TRUE(r.ok()) << r.status();
-  const AbstractTensor* t = AsTensor(*r);
-  ASSERT_NE(t, nullptr) << AbstractToString(*r);
-  EXPECT_EQ(t->dtype(), dtype) << AbstractToString(*r);
-  EXPECT_EQ(t->shape(), shape) << AbstractToString(*r);
-}
-
-void ExpectError(const absl::StatusOr<AbstractPtr>& r, const std::string& fragment) {
-  ASSERT_FALSE(r.ok()) << "expected an error mentioning '" << fragment << "', got "
-                       << AbstractToString(*r);
-  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << r.status();
-  EXPECT_THAT(std::string(r.status().message()), HasSubstr(fragment));
 }
 
 TEST(ReduceInferTest, DefaultsReduceEverything) {
@@ -180,4 +153,5 @@ TEST(ReduceInferTest, FlagsAndCoverage) {
 }
 
 }  // namespace
+}  // namespace testing
 }  // namespace kgrad

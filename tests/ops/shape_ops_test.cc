@@ -13,36 +13,10 @@
 #include "tests/testing/op_test_util.h"
 
 namespace kgrad {
+namespace testing {
 namespace {
 
-using ::testing::HasSubstr;
-using testing::InferOp;
-using testing::T;
 
-constexpr DType kF32 = DType::kFloat32;
-constexpr DType kF64 = DType::kFloat64;
-constexpr DType kI32 = DType::kInt32;
-constexpr DType kI64 = DType::kInt64;
-constexpr DType kBool = DType::kBool;
-constexpr int64_t U = kUnknownDim;
-
-using Ints = std::vector<int64_t>;
-
-// Checks that `r` is a tensor of `dtype` and `shape`.
-void ExpectTensor(const absl::StatusOr<AbstractPtr>& r, DType dtype, const Shape& shape) {
-  ASSERT_TRUE(r.ok()) << r.status();
-  const AbstractTensor* t = AsTensor(*r);
-  ASSERT_NE(t, nullptr) << AbstractToString(*r);
-  EXPECT_EQ(t->dtype(), dtype) << t->ToString();
-  EXPECT_EQ(t->shape(), shape) << t->ToString();
-}
-
-void ExpectError(const absl::StatusOr<AbstractPtr>& r, const std::string& substr,
-                 absl::StatusCode code = absl::StatusCode::kInvalidArgument) {
-  ASSERT_FALSE(r.ok()) << AbstractToString(*r);
-  EXPECT_EQ(r.status().code(), code) << r.status();
-  EXPECT_THAT(r.status().message(), HasSubstr(substr));
-}
 
 // ----- Flags ---------------------------------------------------------------------------
 TEST(ShapeOpsTest, FlagsAndArity) {
@@ -84,13 +58,14 @@ TEST(ShapeOpsTest, ReshapeKnownShapes) {
 }
 
 TEST(ShapeOpsTest, ReshapeUnknownDims) {
-  ExpectTensor(InferOp(PrimId::kReshape, {T(kF32, {U, 3})}, {{"shape", Ints{-1, 3}}}), kF32,
-               {U, 3});
-  ExpectTensor(InferOp(PrimId::kReshape, {T(kF32, {U, 3})}, {{"shape", Ints{2, 3}}}), kF32, {2, 3});
+  ExpectTensor(InferOp(PrimId::kReshape, {T(kF32, {kU, 3})}, {{"shape", Ints{-1, 3}}}), kF32,
+               {kU, 3});
+  ExpectTensor(InferOp(PrimId::kReshape, {T(kF32, {kU, 3})}, {{"shape", Ints{2, 3}}}), kF32,
+               {2, 3});
   // 3 * ? can never be 8 elements.
-  ExpectError(InferOp(PrimId::kReshape, {T(kF32, {U, 3})}, {{"shape", Ints{4, 2}}}), "elements");
+  ExpectError(InferOp(PrimId::kReshape, {T(kF32, {kU, 3})}, {{"shape", Ints{4, 2}}}), "elements");
   // A known 0 dim means 0 elements.
-  ExpectError(InferOp(PrimId::kReshape, {T(kF32, {U, 0})}, {{"shape", Ints{2}}}), "elements");
+  ExpectError(InferOp(PrimId::kReshape, {T(kF32, {kU, 0})}, {{"shape", Ints{2}}}), "elements");
 }
 
 TEST(ShapeOpsTest, ReshapeErrors) {
@@ -110,10 +85,10 @@ TEST(ShapeOpsTest, ReshapeErrors) {
 
 TEST(ShapeOpsTest, ReshapeLike) {
   ExpectTensor(InferOp(PrimId::kReshapeLike, {T(kF32, {2, 3}), T(kI32, {6})}), kF32, {6});
-  ExpectTensor(InferOp(PrimId::kReshapeLike, {T(kF64, {2, 3}), T(kF64, {U, 2})}), kF64, {U, 2});
-  ExpectTensor(InferOp(PrimId::kReshapeLike, {T(kF64, {U, 3}), T(kF64, {3, 1})}), kF64, {3, 1});
+  ExpectTensor(InferOp(PrimId::kReshapeLike, {T(kF64, {2, 3}), T(kF64, {kU, 2})}), kF64, {kU, 2});
+  ExpectTensor(InferOp(PrimId::kReshapeLike, {T(kF64, {kU, 3}), T(kF64, {3, 1})}), kF64, {3, 1});
   ExpectError(InferOp(PrimId::kReshapeLike, {T(kF32, {2, 3}), T(kF32, {4})}), "elements");
-  ExpectError(InferOp(PrimId::kReshapeLike, {T(kF32, {2, 3}), T(kF32, {U, 4})}), "elements");
+  ExpectError(InferOp(PrimId::kReshapeLike, {T(kF32, {2, 3}), T(kF32, {kU, 4})}), "elements");
   ExpectError(InferOp(PrimId::kReshapeLike, {T(kF32, {2}), MakeAbstractNone()}),
               "input 1 must be a tensor");
 }
@@ -123,8 +98,8 @@ TEST(ShapeOpsTest, Transpose) {
   ExpectTensor(InferOp(PrimId::kTranspose, {T(kF32, {2, 3, 4})}), kF32, {4, 3, 2});
   ExpectTensor(InferOp(PrimId::kTranspose, {T(kI32, {2, 3, 4})}, {{"perm", Ints{0, 2, 1}}}), kI32,
                {2, 4, 3});
-  ExpectTensor(InferOp(PrimId::kTranspose, {T(kF32, {U, 3})}, {{"perm", Ints{1, 0}}}), kF32,
-               {3, U});
+  ExpectTensor(InferOp(PrimId::kTranspose, {T(kF32, {kU, 3})}, {{"perm", Ints{1, 0}}}), kF32,
+               {3, kU});
   ExpectTensor(InferOp(PrimId::kTranspose, {T(kBool, {})}), kBool, {});
 }
 
@@ -148,7 +123,7 @@ TEST(ShapeOpsTest, BroadcastTo) {
   ExpectTensor(r(kF32, {3}, {2, 3}), kF32, {2, 3});
   ExpectTensor(r(kI64, {2, 1}, {5, 2, 4}), kI64, {5, 2, 4});
   ExpectTensor(r(kBool, {}, {2, 2}), kBool, {2, 2});
-  ExpectTensor(r(kF32, {U, 1}, {5, 4}), kF32, {5, 4});
+  ExpectTensor(r(kF32, {kU, 1}, {5, 4}), kF32, {5, 4});
   ExpectTensor(r(kF32, {1}, {0}), kF32, {0});
   ExpectError(r(kF32, {3}, {4}), "broadcast");
   ExpectError(r(kF32, {3}, {4}), "'shape'");
@@ -160,9 +135,9 @@ TEST(ShapeOpsTest, BroadcastToLike) {
   ExpectTensor(InferOp(PrimId::kBroadcastToLike, {T(kF32, {3, 1}), T(kF64, {2, 3, 4})}), kF32,
                {2, 3, 4});
   // The unknown dim of ref must equal x's 3.
-  ExpectTensor(InferOp(PrimId::kBroadcastToLike, {T(kF32, {3, 1}), T(kF64, {2, U, U})}), kF32,
-               {2, 3, U});
-  ExpectTensor(InferOp(PrimId::kBroadcastToLike, {T(kF32, {U}), T(kF64, {4})}), kF32, {4});
+  ExpectTensor(InferOp(PrimId::kBroadcastToLike, {T(kF32, {3, 1}), T(kF64, {2, kU, kU})}), kF32,
+               {2, 3, kU});
+  ExpectTensor(InferOp(PrimId::kBroadcastToLike, {T(kF32, {kU}), T(kF64, {4})}), kF32, {4});
   ExpectError(InferOp(PrimId::kBroadcastToLike, {T(kF32, {3}), T(kF32, {2})}), "broadcast");
   ExpectError(InferOp(PrimId::kBroadcastToLike, {T(kF32, {3}), MakeAbstractScalar(kF32)}),
               "input 1 must be a tensor");
@@ -179,8 +154,8 @@ TEST(ShapeOpsTest, SumTo) {
   ExpectTensor(r(kI32, {2, 3}, {2, 1}), kI32, {2, 1});
   ExpectTensor(r(kI64, {2, 3}, {}), kI64, {});
   ExpectTensor(r(kF32, {3}, {1, 3}), kF32, {1, 3});  // leading target 1s are allowed
-  ExpectTensor(r(kF32, {U, 3}, {4, 3}), kF32, {4, 3});
-  ExpectTensor(r(kF32, {U, 3}, {1, 3}), kF32, {1, 3});
+  ExpectTensor(r(kF32, {kU, 3}, {4, 3}), kF32, {4, 3});
+  ExpectTensor(r(kF32, {kU, 3}, {1, 3}), kF32, {1, 3});
 }
 
 TEST(ShapeOpsTest, SumToErrors) {
@@ -197,7 +172,8 @@ TEST(ShapeOpsTest, SumToErrors) {
 TEST(ShapeOpsTest, SumToLike) {
   ExpectTensor(InferOp(PrimId::kSumToLike, {T(kF32, {2, 3}), T(kF64, {1, 3})}), kF32, {1, 3});
   // Unknown ref dims: 1 where x has 1 or does not reach, else unknown (1 or x's).
-  ExpectTensor(InferOp(PrimId::kSumToLike, {T(kF32, {1, 3}), T(kF32, {U, U, U})}), kF32, {1, 1, U});
+  ExpectTensor(InferOp(PrimId::kSumToLike, {T(kF32, {1, 3}), T(kF32, {kU, kU, kU})}), kF32,
+               {1, 1, kU});
   ExpectTensor(InferOp(PrimId::kSumToLike, {T(kI32, {4, 3}), T(kF32, {3})}), kI32, {3});
   ExpectError(InferOp(PrimId::kSumToLike, {T(kF32, {2, 3}), T(kF32, {2})}), "sum_to_like");
   ExpectError(InferOp(PrimId::kSumToLike, {T(kBool, {2}), T(kF32, {1})}), "numeric");
@@ -215,7 +191,7 @@ TEST(ShapeOpsTest, ExpandDims) {
   ExpectTensor(r({2, 3}, -1), kI32, {2, 3, 1});
   ExpectTensor(r({2, 3}, -3), kI32, {1, 2, 3});
   ExpectTensor(r({}, 0), kI32, {1});
-  ExpectTensor(r({U}, 0), kI32, {1, U});
+  ExpectTensor(r({kU}, 0), kI32, {1, kU});
   ExpectError(r({2, 3}, 3), "'axis'");
   ExpectError(r({2, 3}, -4), "out of range");
   ExpectError(InferOp(PrimId::kExpandDims, {T(kF32, {2})}), "needs attribute 'axis'");
@@ -229,9 +205,9 @@ TEST(ShapeOpsTest, Squeeze) {
   ExpectTensor(r({1, 2, 1}, {0}), kF64, {2, 1});
   ExpectTensor(r({1, 2, 1}, {-1}), kF64, {1, 2});
   ExpectTensor(r({1, 1}, {}), kF64, {});
-  ExpectTensor(r({U, 1}, {1}), kF64, {U});
-  ExpectTensor(r({U, 1}, {0}), kF64, {1});  // the unknown dim must be 1
-  ExpectError(r({U, 1}, {}), "known shape");
+  ExpectTensor(r({kU, 1}, {1}), kF64, {kU});
+  ExpectTensor(r({kU, 1}, {0}), kF64, {1});  // the unknown dim must be 1
+  ExpectError(r({kU, 1}, {}), "known shape");
   ExpectError(r({1, 2, 1}, {1}), "not 1");
   ExpectError(r({1, 2, 1}, {0, 0}), "repeated");
   ExpectError(r({1, 2, 1}, {3}), "'axes'");
@@ -244,8 +220,8 @@ TEST(ShapeOpsTest, Concat) {
   ExpectTensor(InferOp(PrimId::kConcat, {T(kI64, {2, 3}), T(kI64, {2, 1}), T(kI64, {2, 0})},
                        {{"axis", int64_t{-1}}}),
                kI64, {2, 4});
-  ExpectTensor(InferOp(PrimId::kConcat, {T(kF32, {U, 3}), T(kF32, {2, 3})}), kF32, {U, 3});
-  ExpectTensor(InferOp(PrimId::kConcat, {T(kF32, {2, U}), T(kF32, {2, 3})}), kF32, {4, 3});
+  ExpectTensor(InferOp(PrimId::kConcat, {T(kF32, {kU, 3}), T(kF32, {2, 3})}), kF32, {kU, 3});
+  ExpectTensor(InferOp(PrimId::kConcat, {T(kF32, {2, kU}), T(kF32, {2, 3})}), kF32, {4, 3});
   ExpectTensor(InferOp(PrimId::kConcat, {T(kBool, {5})}), kBool, {5});
 }
 
@@ -268,12 +244,12 @@ TEST(ShapeOpsTest, Split) {
   ExpectTensor(t->elements()[0], kF32, {2, 2});
   ExpectTensor(t->elements()[1], kF32, {0, 2});
   ExpectTensor(t->elements()[2], kF32, {3, 2});
-  r = InferOp(PrimId::kSplit, {T(kI32, {U, 5})}, {{"axis", int64_t{-1}}, {"sizes", Ints{1, 4}}});
+  r = InferOp(PrimId::kSplit, {T(kI32, {kU, 5})}, {{"axis", int64_t{-1}}, {"sizes", Ints{1, 4}}});
   ASSERT_TRUE(r.ok()) << r.status();
   ASSERT_EQ(AsTuple(*r)->size(), 2u);
-  ExpectTensor(AsTuple(*r)->elements()[1], kI32, {U, 4});
+  ExpectTensor(AsTuple(*r)->elements()[1], kI32, {kU, 4});
   // An unknown split dim cannot be checked.
-  r = InferOp(PrimId::kSplit, {T(kF32, {U})}, {{"sizes", Ints{1, 1}}});
+  r = InferOp(PrimId::kSplit, {T(kF32, {kU})}, {{"sizes", Ints{1, 1}}});
   ASSERT_TRUE(r.ok()) << r.status();
   ExpectTensor(AsTuple(*r)->elements()[0], kF32, {1});
 }
@@ -302,7 +278,7 @@ TEST(ShapeOpsTest, Slice) {
   ExpectTensor(SliceOf({5, 6}, {-2, -5}, {100, -1}), kF32, {2, 4});
   ExpectTensor(SliceOf({5, 6}, {4, -100}, {2, 3}), kF32, {0, 3});
   ExpectTensor(SliceOf({5}, {0}, {5}, {10}), kF32, {1});
-  ExpectTensor(SliceOf({U, 6}, {1, 0}, {2, 6}), kF32, {U, 6});
+  ExpectTensor(SliceOf({kU, 6}, {1, 0}, {2, 6}), kF32, {kU, 6});
   ExpectTensor(SliceOf({}, {}, {}), kF32, {});
   ExpectTensor(SliceOf({0, 3}, {0, 0}, {1, 3}), kF32, {0, 3});
 }
@@ -320,8 +296,8 @@ TEST(ShapeOpsTest, SliceErrors) {
 TEST(ShapeOpsTest, SliceGrad) {
   AttrMap a = {{"begin", Ints{1, 0}}, {"end", Ints{4, 6}}, {"strides", Ints{1, 2}}};
   ExpectTensor(InferOp(PrimId::kSliceGrad, {T(kF64, {3, 3}), T(kF64, {5, 6})}, a), kF64, {5, 6});
-  ExpectTensor(InferOp(PrimId::kSliceGrad, {T(kF32, {U, 3}), T(kF32, {5, 6})}, a), kF32, {5, 6});
-  ExpectTensor(InferOp(PrimId::kSliceGrad, {T(kF32, {7, 3}), T(kF32, {U, 6})}, a), kF32, {U, 6});
+  ExpectTensor(InferOp(PrimId::kSliceGrad, {T(kF32, {kU, 3}), T(kF32, {5, 6})}, a), kF32, {5, 6});
+  ExpectTensor(InferOp(PrimId::kSliceGrad, {T(kF32, {7, 3}), T(kF32, {kU, 6})}, a), kF32, {kU, 6});
   ExpectError(InferOp(PrimId::kSliceGrad, {T(kF64, {3, 6}), T(kF64, {5, 6})}, a),
               "shaped like the slice of input 1, [3,3]");
   ExpectError(InferOp(PrimId::kSliceGrad, {T(kF64, {3}), T(kF64, {5, 6})}, a), "slice");
@@ -338,7 +314,7 @@ TEST(ShapeOpsTest, Gather) {
   ExpectTensor(r(kBool, {5, 3}, kI64, {2, 4}, 1), kBool, {5, 2, 4});
   ExpectTensor(r(kI64, {5, 3, 2}, kI64, {7}, -2), kI64, {5, 7, 2});
   ExpectTensor(r(kF64, {5, 3}, kI32, {}, 0), kF64, {3});
-  ExpectTensor(r(kF64, {U, 3}, kI32, {U}, 0), kF64, {U, 3});
+  ExpectTensor(r(kF64, {kU, 3}, kI32, {kU}, 0), kF64, {kU, 3});
   ExpectError(r(kF32, {5, 3}, kF32, {2}, 0), "input 1 must be an i32 or i64 index tensor");
   ExpectError(r(kF32, {5, 3}, kI32, {2}, 2), "'axis'");
   ExpectError(r(kF32, {}, kI32, {2}, 0), "out of range");
@@ -351,8 +327,8 @@ TEST(ShapeOpsTest, ScatterAdd) {
   };
   ExpectTensor(r({5, 3}, kI64, {4}, kF32, {4, 3}), kF32, {5, 3});
   ExpectTensor(r({5, 3}, kI32, {2, 2}, kF32, {5, 2, 2}, 1), kF32, {5, 3});
-  ExpectTensor(r({5, U}, kI32, {4}, kF32, {4, 3}), kF32, {5, 3});
-  ExpectTensor(r({U, 3}, kI32, {U}, kF32, {4, 3}), kF32, {U, 3});
+  ExpectTensor(r({5, kU}, kI32, {4}, kF32, {4, 3}), kF32, {5, 3});
+  ExpectTensor(r({kU, 3}, kI32, {kU}, kF32, {4, 3}), kF32, {kU, 3});
   ExpectError(r({5, 3}, kI32, {4}, kF64, {4, 3}), "same dtype");
   ExpectError(r({5, 3}, kI32, {4}, kF32, {4, 2}), "updates shaped [4,3]");
   ExpectError(r({5, 3}, kI32, {4}, kF32, {3}), "input 2");
@@ -369,7 +345,7 @@ TEST(ShapeOpsTest, Pad) {
     return InferOp(PrimId::kPad, {T(dt, in)}, {{"pads", pads}, {"value", 1.5}});
   };
   ExpectTensor(r(kF32, {2, 3}, {1, 2, 0, 3}), kF32, {5, 6});
-  ExpectTensor(r(kI32, {U, 3}, {1, 1, 1, 1}), kI32, {U, 5});
+  ExpectTensor(r(kI32, {kU, 3}, {1, 1, 1, 1}), kI32, {kU, 5});
   ExpectTensor(r(kBool, {}, {}), kBool, {});
   ExpectTensor(r(kF64, {0}, {0, 0}), kF64, {0});
   ExpectError(r(kF32, {2, 3}, {1, 2}), "'pads' has 2 entries, expected 2 * rank = 4");
@@ -386,7 +362,7 @@ TEST(ShapeOpsTest, OneHot) {
   ExpectTensor(r(kI64, {2, 3}, {{"depth", int64_t{4}}, {"axis", int64_t{1}}, {"dtype", kF64}}),
                kF64, {2, 4, 3});
   ExpectTensor(r(kI32, {}, {{"depth", int64_t{0}}, {"dtype", kBool}}), kBool, {0});
-  ExpectTensor(r(kI32, {U}, {{"depth", int64_t{2}}, {"axis", int64_t{-2}}}), kF32, {2, U});
+  ExpectTensor(r(kI32, {kU}, {{"depth", int64_t{2}}, {"axis", int64_t{-2}}}), kF32, {2, kU});
   ExpectError(r(kF32, {3}, {{"depth", int64_t{4}}}), "index tensor");
   ExpectError(r(kI32, {3}, {{"depth", int64_t{-1}}}), "'depth'");
   ExpectError(r(kI32, {3}, {{"depth", int64_t{4}}, {"axis", int64_t{2}}}), "'axis'");
@@ -395,7 +371,7 @@ TEST(ShapeOpsTest, OneHot) {
 
 TEST(ShapeOpsTest, Cast) {
   ExpectTensor(InferOp(PrimId::kCast, {T(kF32, {2, 3})}, {{"dtype", kI32}}), kI32, {2, 3});
-  ExpectTensor(InferOp(PrimId::kCast, {T(kBool, {U})}, {{"dtype", kF64}}), kF64, {U});
+  ExpectTensor(InferOp(PrimId::kCast, {T(kBool, {kU})}, {{"dtype", kF64}}), kF64, {kU});
   ExpectTensor(InferOp(PrimId::kCast, {T(kI64, {})}, {{"dtype", kBool}}), kBool, {});
   ExpectError(InferOp(PrimId::kCast, {T(kF32, {2})}), "needs attribute 'dtype'");
   ExpectError(InferOp(PrimId::kCast, {MakeAbstractScalar(kF32)}, {{"dtype", kI32}}),
@@ -413,4 +389,5 @@ TEST(ShapeOpsTest, Fill) {
 }
 
 }  // namespace
+}  // namespace testing
 }  // namespace kgrad

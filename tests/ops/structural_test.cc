@@ -6,11 +6,10 @@
 #include "tests/testing/op_test_util.h"
 
 namespace kgrad {
+namespace testing {
 namespace {
 
 using ::testing::HasSubstr;
-using testing::InferOp;
-using testing::T;
 
 AbstractPtr I(int64_t v) { return MakeAbstractScalarValue(Scalar::Int(v)); }
 AbstractPtr Key(const char* k) { return MakeAbstractString(std::string(k)); }
@@ -84,6 +83,7 @@ TEST(StructuralInferTest, PartialBindsArguments) {
 }
 
 }  // namespace
+}  // namespace testing
 }  // namespace kgrad
 
 namespace kgrad {

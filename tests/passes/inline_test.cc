@@ -12,11 +12,8 @@
 #include "tests/testing/graph_test_util.h"
 
 namespace kgrad {
+namespace testing {
 namespace {
-
-using testing::CountApplications;
-using testing::CountPrim;
-using testing::SameGraph;
 
 AbstractPtr I64() { return MakeAbstractScalar(DType::kInt64); }
 
@@ -110,16 +107,7 @@ TEST(InlinePassTest, GradientOfALongConstantLoopBecomesStraightLineCode) {
   // iterations call each other; they are inlined in the same sweep, so the
   // optimised gradient has no calls and no nested graphs left.
   Module m(DefaultRegistry());
-  GraphBuilder b(&m, "f");
-  AnfNode* x = b.Param("x", DType::kFloat64, {3});
-  AnfNode* w = b.Param("w", DType::kFloat64, {3});
-  std::vector<AnfNode*> out = b.While(
-      {b.Int(0), x}, [&](GraphBuilder& c, auto s) { return c.Op(PrimId::kScalarLt, {s[0], c.Int(500)}); },
-      [&](GraphBuilder& c, auto s) {
-        AnfNode* h = c.Op(PrimId::kTanh, {c.Op(PrimId::kMul, {s[1], w})});
-        return std::vector<AnfNode*>{c.Op(PrimId::kScalarAdd, {s[0], c.Int(1)}), h};
-      });
-  FuncGraph* f = b.Return(b.Op(PrimId::kReduceSum, {out[1]})).value();
+  FuncGraph* f = TanhLoop(&m, 500, /*add_x=*/false, /*sum=*/true);
   GradOptions go;
   go.argnums = {0, 1};
   FuncGraph* g = Grad(m, f, go).value();
@@ -144,4 +132,5 @@ TEST(PartialEliminatePassTest, CallOfAPartialIsADirectCall) {
 }
 
 }  // namespace
+}  // namespace testing
 }  // namespace kgrad

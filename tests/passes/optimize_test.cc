@@ -54,9 +54,8 @@ std::vector<ExampleCase> Cases() {
 }
 
 TEST(OptimizeTest, ExamplesComputeTheSameBeforeAndAfter) {
-  CpuConstantEvaluator evaluator;
   OptimizeOptions o;
-  o.evaluator = &evaluator;
+  o.evaluator = &CpuConstantEvaluator::Get();
   for (const ExampleCase& c : Cases()) {
     std::unique_ptr<Module> m = LoadModelFile(c.file, DefaultRegistry()).value();
     FuncGraph* f = m->entry();
@@ -118,9 +117,8 @@ TEST(OptimizeTest, FirstOrderGradientsBecomePlainKernelGraphs) {
     for (const auto& w : m.weights()) go.weights.push_back(w.get());
     FuncGraph* grad = Grad(m, f, go).value();
     Value before = RunGraph(grad, args).value();
-    CpuConstantEvaluator evaluator;
     OptimizeOptions o;
-    o.evaluator = &evaluator;
+    o.evaluator = &CpuConstantEvaluator::Get();
     ASSERT_TRUE(Optimize(m, grad, o).ok()) << p.name;
     EXPECT_EQ(Plumbing(grad), 0) << p.name << "\n" << testing::Canonical(grad);
     Value after = RunGraph(grad, args).value();
@@ -142,9 +140,8 @@ TEST(OptimizeTest, PairTakenFromATripleStaysAPair) {
   m.set_entry(main);
   Value x = Value(Tensor::FromVector<double>({2}, {1, 2}));
   Value in = Value::Tuple({x, x, x});
-  CpuConstantEvaluator evaluator;
   OptimizeOptions o;
-  o.evaluator = &evaluator;
+  o.evaluator = &CpuConstantEvaluator::Get();
   ASSERT_TRUE(Optimize(m, main, o).ok());
   absl::StatusOr<Value> out = RunGraph(main, {in});
   ASSERT_TRUE(out.ok()) << out.status();

@@ -44,6 +44,25 @@ struct Case {
     DcePass().Run(m, b).IgnoreError();
     return SameGraph(b, e);
   }
+  // As Check, with `pass` run by the pipeline driver (sweeps to a fixpoint), after
+  // inference of the before graph (kTry: whatever its outcome; kMust: it succeeds).
+  enum class Infer { kNone, kTry, kMust };
+  ::testing::AssertionResult CheckPipeline(std::unique_ptr<Pass> pass, AnfNode* b_out,
+                                           AnfNode* e_out, Infer infer) {
+    FuncGraph* b = before.Return(b_out).value();
+    FuncGraph* e = expected.Return(e_out).value();
+    if (infer != Infer::kNone) {
+      absl::StatusOr<AbstractPtr> t = InferGraph(b);
+      if (infer == Infer::kMust && !t.ok()) return ::testing::AssertionFailure() << t.status();
+    }
+    Pipeline p;
+    p.Add(std::move(pass));
+    absl::StatusOr<bool> changed = p.Run(m, b);
+    if (!changed.ok()) return ::testing::AssertionFailure() << changed.status();
+    if (!*changed) return ::testing::AssertionFailure() << "the pipeline changed nothing";
+    DcePass().Run(m, b).IgnoreError();
+    return SameGraph(b, e);
+  }
 };
 
 TEST(TupleSimplifyTest, GetItemOfMakeTuple) {
@@ -131,15 +150,9 @@ TEST(EnvSimplifyTest, AddOfEnvsSplitsIntoItems) {
   AnfNode* sum = b.Op(PrimId::kEnvAdd, {b.Op(PrimId::kEnvAdd, {e1, b.Const(Value::EmptyEnv())}), e2});
   AnfNode* out = b.Op(PrimId::kEnvGetItem, {sum, key, b.Op(PrimId::kZerosLike, {c.bx[0]})});
   AnfNode* expected = c.expected.Op(PrimId::kHyperAdd, {c.ex[0], c.ex[1]});
-  EnvSimplifyPass pass;
-  Pipeline p;  // the two rewrites need two sweeps through the pipeline driver
-  p.Add(std::make_unique<EnvSimplifyPass>());
-  FuncGraph* bg = b.Return(out).value();
-  FuncGraph* eg = c.expected.Return(expected).value();
-  ASSERT_TRUE(InferGraph(bg).ok());
-  ASSERT_TRUE(*p.Run(c.m, bg));
-  DcePass().Run(c.m, bg).IgnoreError();
-  EXPECT_TRUE(SameGraph(bg, eg));
+  // The two rewrites need two sweeps through the pipeline driver.
+  EXPECT_TRUE(
+      c.CheckPipeline(std::make_unique<EnvSimplifyPass>(), out, expected, Case::Infer::kMust));
 }
 
 TEST(AlgebraTest, ZerosVanish) {
@@ -185,13 +198,8 @@ TEST(ConstantFoldTest, ScalarsAndSwitches) {
   GraphBuilder& b = c.before;
   AnfNode* five = b.Op(PrimId::kScalarAdd, {b.Int(2), b.Int(3)});
   AnfNode* pick = b.Switch(b.Op(PrimId::kScalarLt, {b.Int(2), b.Int(3)}), c.bx[0], c.bx[1]);
-  Pipeline p;
-  p.Add(std::make_unique<ConstantFoldPass>());
-  FuncGraph* bg = b.Return(b.Tuple({five, pick})).value();
-  FuncGraph* eg = c.expected.Return(c.expected.Tuple({c.expected.Int(5), c.ex[0]})).value();
-  ASSERT_TRUE(*p.Run(c.m, bg));
-  DcePass().Run(c.m, bg).IgnoreError();
-  EXPECT_TRUE(SameGraph(bg, eg));
+  EXPECT_TRUE(c.CheckPipeline(std::make_unique<ConstantFoldPass>(), b.Tuple({five, pick}),
+                              c.expected.Tuple({c.expected.Int(5), c.ex[0]}), Case::Infer::kNone));
 }
 
 TEST(ConstantFoldTest, TensorsThroughTheCpuEvaluator) {
@@ -202,15 +210,8 @@ TEST(ConstantFoldTest, TensorsThroughTheCpuEvaluator) {
   AnfNode* one = b.Const(Value(Tensor::FromVector<float>({2}, {1.f, 1.f})));
   AnfNode* out = b.Op(PrimId::kAdd, {b.Op(PrimId::kAdd, {b.Op(PrimId::kExp, {zero}), one}), c.bx[0]});
   AnfNode* two = c.expected.Const(Value(Tensor::FromVector<float>({2}, {2.f, 2.f})));
-  CpuConstantEvaluator evaluator;
-  Pipeline p;
-  p.Add(std::make_unique<ConstantFoldPass>(&evaluator));
-  FuncGraph* bg = b.Return(out).value();
-  (void)InferGraph(bg);
-  FuncGraph* eg = c.expected.Return(c.expected.Op(PrimId::kAdd, {two, c.ex[0]})).value();
-  ASSERT_TRUE(*p.Run(c.m, bg));
-  DcePass().Run(c.m, bg).IgnoreError();
-  EXPECT_TRUE(SameGraph(bg, eg));
+  EXPECT_TRUE(c.CheckPipeline(std::make_unique<ConstantFoldPass>(&CpuConstantEvaluator::Get()), out,
+                              c.expected.Op(PrimId::kAdd, {two, c.ex[0]}), Case::Infer::kTry));
 }
 
 TEST(CseTest, SameApplicationOnce) {

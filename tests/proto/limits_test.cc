@@ -36,6 +36,14 @@ absl::Status Load(const proto::ModelProto& p, const LoadLimits& limits) {
   return LoadModel(p, DefaultRegistry(), "small.pb", limits).status();
 }
 
+// Default limits with one of them set.
+template <typename T>
+LoadLimits With(T LoadLimits::*limit, T value) {
+  LoadLimits l;
+  l.*limit = value;
+  return l;
+}
+
 void ExpectExhausted(const absl::Status& s, const std::string& limit) {
   EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted) << s;
   EXPECT_THAT(std::string(s.message()), HasSubstr(limit)) << s;
@@ -66,29 +74,25 @@ TEST(LoadLimitsTest, FileBytes) {
 }
 
 TEST(LoadLimitsTest, TensorBytes) {
-  LoadLimits l;
-  l.max_tensor_bytes = 15;
-  ExpectExhausted(Load(SmallModel(), l), "LoadLimits::max_tensor_bytes = 15");
+  ExpectExhausted(Load(SmallModel(), With(&LoadLimits::max_tensor_bytes, int64_t{15})),
+                  "LoadLimits::max_tensor_bytes = 15");
 }
 
 TEST(LoadLimitsTest, TotalTensorBytesOfWeightsAndConstants) {
-  LoadLimits l;
-  l.max_total_tensor_bytes = 31;  // the weight (16) fits, the constant (16 more) does not
-  absl::Status s = Load(SmallModel(), l);
+  // The weight (16 bytes) fits, the constant (16 more) does not.
+  absl::Status s = Load(SmallModel(), With(&LoadLimits::max_total_tensor_bytes, int64_t{31}));
   ExpectExhausted(s, "LoadLimits::max_total_tensor_bytes = 31");
   EXPECT_THAT(std::string(s.message()), HasSubstr("32 bytes"));
 }
 
 TEST(LoadLimitsTest, Nodes) {
-  LoadLimits l;
-  l.max_nodes = 3;
-  ExpectExhausted(Load(SmallModel(), l), "LoadLimits::max_nodes = 3");
+  ExpectExhausted(Load(SmallModel(), With(&LoadLimits::max_nodes, int64_t{3})),
+                  "LoadLimits::max_nodes = 3");
 }
 
 TEST(LoadLimitsTest, Graphs) {
-  LoadLimits l;
-  l.max_graphs = 1;
-  ExpectExhausted(Load(SmallModel(), l), "LoadLimits::max_graphs = 1");
+  ExpectExhausted(Load(SmallModel(), With(&LoadLimits::max_graphs, int64_t{1})),
+                  "LoadLimits::max_graphs = 1");
 }
 
 // The limit's worth of graphs loads, and verification stays linear in their

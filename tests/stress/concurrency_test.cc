@@ -100,9 +100,8 @@ absl::StatusOr<Pipeline> BuildPipeline(int program) {
   p.module = std::make_unique<Module>(DefaultRegistry());
   FuncGraph* forward = nullptr;
   KGRAD_ASSIGN_OR_RETURN(FuncGraph* grad, GradOfProgram(*p.module, program, &forward));
-  CpuConstantEvaluator evaluator;
   OptimizeOptions oo;
-  oo.evaluator = &evaluator;
+  oo.evaluator = &CpuConstantEvaluator::Get();
   KGRAD_RETURN_IF_ERROR(Optimize(*p.module, grad, oo).status());
   KGRAD_ASSIGN_OR_RETURN(p.grad_exec, Executor::Create(grad));
   return p;

@@ -28,9 +28,8 @@ namespace {
 
 absl::StatusOr<FuncGraph*> Optimized(Module& m, absl::StatusOr<FuncGraph*> g) {
   if (!g.ok()) return g;
-  CpuConstantEvaluator evaluator;
   OptimizeOptions o;
-  o.evaluator = &evaluator;
+  o.evaluator = &CpuConstantEvaluator::Get();
   absl::StatusOr<std::string> log = Optimize(m, *g, o);
   if (!log.ok()) return log.status();
   return g;

@@ -1,5 +1,6 @@
 #include "tests/testing/graph_test_util.h"
 
+#include "core/builder.h"
 #include "core/manager.h"
 #include "core/module.h"
 #include "core/printer.h"
@@ -48,6 +49,70 @@ int CountApplications(FuncGraph* root) {
   int n = 0;
   for (FuncGraph* g : Below(root)) n += static_cast<int>(m.Info(g).order.size());
   return n;
+}
+
+namespace {
+
+AnfNode* RepeatWhile(GraphBuilder& b, const std::function<AnfNode*(GraphBuilder&)>& bound,
+                     AnfNode* init, const LoopStep& step) {
+  std::vector<AnfNode*> out = b.While(
+      {b.Int(0), init},
+      [&](GraphBuilder& c, absl::Span<AnfNode* const> s) {
+        return c.Op(PrimId::kScalarLt, {s[0], bound(c)});
+      },
+      [&](GraphBuilder& c, absl::Span<AnfNode* const> s) {
+        AnfNode* h = step(c, s[0], s[1]);
+        return std::vector<AnfNode*>{c.Op(PrimId::kScalarAdd, {s[0], c.Int(1)}), h};
+      });
+  return out[1];
+}
+
+}  // namespace
+
+AnfNode* Repeat(GraphBuilder& b, int64_t n, AnfNode* init, const LoopStep& step) {
+  return RepeatWhile(
+      b, [n](GraphBuilder& c) { return c.Int(n); }, init, step);
+}
+
+AnfNode* Repeat(GraphBuilder& b, AnfNode* n, AnfNode* init, const LoopStep& step) {
+  return RepeatWhile(
+      b, [n](GraphBuilder&) { return n; }, init, step);
+}
+
+FuncGraph* CountDown(Module* m, const std::string& name, AbstractPtr x_type, const BaseFn& base,
+                     const MoreFn& more) {
+  GraphBuilder b(m, name);
+  AnfNode* x = b.Param("x", std::move(x_type));
+  AnfNode* n = b.Param("n", MakeAbstractScalar(DType::kInt64));
+  CNode* r = b.If(
+      b.Op(PrimId::kScalarEq, {n, b.Int(0)}), [&](GraphBuilder& t) { return base(t, x); },
+      [&](GraphBuilder& e) {
+        return more(e, x, e.Op(PrimId::kScalarSub, {n, e.Int(1)}), b.graph());
+      });
+  return b.Return(r).value();
+}
+
+FuncGraph* TanhLoop(Module* m, int64_t n, bool add_x, bool sum) {
+  GraphBuilder b(m, "f");
+  AnfNode* x = b.Param("x", DType::kFloat64, {3});
+  AnfNode* w = b.Param("w", DType::kFloat64, {3});
+  AnfNode* h = Repeat(b, n, x, [&](GraphBuilder& c, AnfNode*, AnfNode* h) {
+    AnfNode* z = c.Op(PrimId::kMul, {h, w});
+    return c.Op(PrimId::kTanh, {add_x ? c.Op(PrimId::kAdd, {z, x}) : z});
+  });
+  return b.Return(sum ? b.Op(PrimId::kReduceSum, {h}) : h).value();
+}
+
+FuncGraph* BuildFactorial(Module* m) {
+  GraphBuilder b(m, "fact");
+  AnfNode* n = b.Param("n");
+  CNode* r = b.If(
+      b.Op(PrimId::kScalarLe, {n, b.Int(1)}), [](GraphBuilder& t) { return t.Int(1); },
+      [&](GraphBuilder& e) {
+        AnfNode* rec = e.Call(b.graph(), {e.Op(PrimId::kScalarSub, {n, e.Int(1)})});
+        return e.Op(PrimId::kScalarMul, {n, rec});
+      });
+  return b.Return(r).value();
 }
 
 }  // namespace testing

@@ -1,10 +1,15 @@
-// Structural comparison of graphs for Before/Expected pass tests.
+// Structural comparison of graphs for Before/Expected pass tests, and small
+// programs several tests run.
 #ifndef KGRAD_TESTS_TESTING_GRAPH_TEST_UTIL_H_
 #define KGRAD_TESTS_TESTING_GRAPH_TEST_UTIL_H_
 
+#include <cstdint>
+#include <functional>
 #include <string>
 
+#include "core/builder.h"
 #include "core/func_graph.h"
+#include "core/module.h"
 #include "gtest/gtest.h"
 
 namespace kgrad {
@@ -21,6 +26,30 @@ std::string Canonical(FuncGraph* g);
 int CountPrim(FuncGraph* root, PrimId id);
 // Number of applications in the graphs `root` reaches.
 int CountApplications(FuncGraph* root);
+
+// A counted loop in `b` (a while loop, tail recursion): h = init, then
+// h = step(c, i, h) for i = 0, 1, ... while i < n, with c the builder of the loop
+// body; returns the final h. `n` is a constant or a node `b` can read.
+using LoopStep = std::function<AnfNode*(GraphBuilder& c, AnfNode* i, AnfNode* h)>;
+AnfNode* Repeat(GraphBuilder& b, int64_t n, AnfNode* init, const LoopStep& step);
+AnfNode* Repeat(GraphBuilder& b, AnfNode* n, AnfNode* init, const LoopStep& step);
+
+// name(x, n) = n == 0 ? base(x) : more(x, n - 1, name): a graph recursive through
+// `more` (built in the else branch, where it may call the graph itself), x
+// declared as `x_type`, n an int64 scalar.
+using BaseFn = std::function<AnfNode*(GraphBuilder& t, AnfNode* x)>;
+using MoreFn =
+    std::function<AnfNode*(GraphBuilder& e, AnfNode* x, AnfNode* n_minus_1, FuncGraph* self)>;
+FuncGraph* CountDown(Module* m, const std::string& name, AbstractPtr x_type, const BaseFn& base,
+                     const MoreFn& more);
+
+// f(x, w), both f64[3]: h = x, then `n` times h = tanh(h * w), or tanh(h * w + x)
+// with `add_x` (a while loop); returns h, or sum(h) with `sum`.
+FuncGraph* TanhLoop(Module* m, int64_t n, bool add_x, bool sum);
+
+// fact(n) = n <= 1 ? 1 : n * fact(n - 1), n an untyped parameter (not a tail
+// call: the multiply waits).
+FuncGraph* BuildFactorial(Module* m);
 
 }  // namespace testing
 }  // namespace kgrad

@@ -1,14 +1,21 @@
 #include "tests/testing/op_test_util.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
 #include "backends/cpu/cpu_device.h"
 #include "core/status_macros.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
 #include "ops/registry.h"
 
 namespace kgrad {
 namespace testing {
+
+AttrMap Axes(Ints axes, bool keepdims) {
+  return {{"axes", std::move(axes)}, {"keepdims", keepdims}};
+}
 
 absl::StatusOr<AbstractPtr> InferOp(PrimId id, const std::vector<AbstractPtr>& args,
                                     AttrMap attrs) {
@@ -23,12 +30,95 @@ absl::StatusOr<AbstractPtr> InferOp(PrimId id, const std::vector<AbstractPtr>& a
 
 AbstractPtr T(DType dtype, Shape shape) { return MakeAbstractTensor(dtype, std::move(shape)); }
 
+std::string Inferred(PrimId id, const std::vector<AbstractPtr>& args, AttrMap attrs) {
+  absl::StatusOr<AbstractPtr> r = InferOp(id, args, std::move(attrs));
+  if (!r.ok()) return std::string("error: ") + std::string(r.status().message());
+  return (*r)->ToString();
+}
+
+std::string TypeOf(DType dtype, Shape shape) { return T(dtype, std::move(shape))->ToString(); }
+
+absl::Status InferError(PrimId id, const std::vector<AbstractPtr>& args, AttrMap attrs) {
+  absl::StatusOr<AbstractPtr> r = InferOp(id, args, std::move(attrs));
+  return r.ok() ? absl::OkStatus() : r.status();
+}
+
+void ExpectTensor(const absl::StatusOr<AbstractPtr>& r, DType dtype, const Shape& shape) {
+  ASSERT_TRUE(r.ok()) << r.status();
+  const AbstractTensor* t = AsTensor(*r);
+  ASSERT_NE(t, nullptr) << AbstractToString(*r);
+  EXPECT_EQ(t->dtype(), dtype) << AbstractToString(*r);
+  EXPECT_EQ(t->shape(), shape) << AbstractToString(*r);
+}
+
+void ExpectError(const absl::Status& s, const std::string& text, absl::StatusCode code) {
+  EXPECT_EQ(s.code(), code) << s;
+  EXPECT_THAT(std::string(s.message()), ::testing::HasSubstr(text));
+}
+
+void ExpectError(const absl::StatusOr<AbstractPtr>& r, const std::string& text,
+                 absl::StatusCode code) {
+  ASSERT_FALSE(r.ok()) << "expected an error mentioning '" << text << "', got "
+                       << AbstractToString(*r);
+  ExpectError(r.status(), text, code);
+}
+
+void ExpectError(const absl::StatusOr<Value>& r, const std::string& text, absl::StatusCode code) {
+  ASSERT_FALSE(r.ok()) << "expected an error mentioning '" << text << "', got " << r->TypeString();
+  ExpectError(r.status(), text, code);
+}
+
+void ExpectFailure(const absl::Status& s, const std::vector<std::string>& texts,
+                   std::optional<absl::StatusCode> code) {
+  EXPECT_FALSE(s.ok());
+  if (code.has_value()) {
+    EXPECT_EQ(s.code(), *code) << s;
+  }
+  for (const std::string& text : texts) {
+    EXPECT_THAT(std::string(s.message()), ::testing::HasSubstr(text)) << s;
+  }
+}
+
 absl::StatusOr<Value> RunCpuKernel(PrimId id, std::vector<Value> inputs, AttrMap attrs) {
   KGRAD_ASSIGN_OR_RETURN(PrimitivePtr p, DefaultRegistry().Make(id, std::move(attrs)));
   KernelFn fn = CpuKernels().Get(id);
   if (fn == nullptr) return absl::UnimplementedError("no CPU kernel");
   KernelContext ctx(*p, absl::MakeSpan(inputs), CpuDevice());
   return fn(ctx);
+}
+
+Tensor RunOk(PrimId id, std::vector<Value> inputs, AttrMap attrs, const std::string& what) {
+  const std::string name = what.empty() ? std::string(PrimIdName(id)) : what;
+  absl::StatusOr<Value> r = RunCpuKernel(id, std::move(inputs), std::move(attrs));
+  EXPECT_TRUE(r.ok()) << name << ": " << r.status();
+  if (!r.ok()) return Tensor();
+  if (!r->is_tensor()) {
+    ADD_FAILURE() << name << ": no tensor result but " << r->TypeString();
+    return Tensor();
+  }
+  return r->tensor();
+}
+
+void ExpectRunError(PrimId id, std::vector<Value> inputs, AttrMap attrs, const std::string& text,
+                    absl::StatusCode code) {
+  SCOPED_TRACE(PrimIdName(id));
+  ExpectError(RunCpuKernel(id, std::move(inputs), std::move(attrs)), text, code);
+}
+
+double KernelTolerance(DType dtype) { return dtype == DType::kFloat32 ? 1e-5 : 1e-12; }
+
+void ExpectTensorNear(const absl::StatusOr<Value>& got, DType dtype, const Shape& shape,
+                      const std::vector<double>& want, const std::function<double(size_t)>& tol) {
+  ASSERT_TRUE(got.ok()) << got.status();
+  ASSERT_TRUE(got->is_tensor()) << got->TypeString();
+  const Tensor& t = got->tensor();
+  EXPECT_EQ(t.dtype(), dtype);
+  ASSERT_EQ(t.shape(), shape);
+  std::vector<double> v = ToDoubles(t);
+  ASSERT_EQ(v.size(), want.size());
+  for (size_t i = 0; i < v.size(); ++i) {
+    ASSERT_NEAR(v[i], want[i], tol(i)) << "element " << i;
+  }
 }
 
 Tensor RandomTensor(DType dtype, Shape shape, std::mt19937_64& rng, double lo, double hi) {
@@ -67,6 +157,20 @@ Tensor MakeTensor(DType dtype, Shape shape, const std::vector<double>& values) {
   return t;
 }
 
+Value I(int64_t v) { return Value(Scalar::Int(v)); }
+
+Value Vec(std::vector<double> v) {
+  return Value(Tensor::FromVector<double>({static_cast<int64_t>(v.size())}, v));
+}
+
+Value F64(Shape shape, const std::vector<double>& values) {
+  return Value(MakeTensor(DType::kFloat64, std::move(shape), values));
+}
+
+Value I64(Shape shape, const std::vector<double>& values) {
+  return Value(MakeTensor(DType::kInt64, std::move(shape), values));
+}
+
 double MaxAbsDiff(const Tensor& a, const std::vector<double>& expected) {
   if (a.NumElements() != static_cast<int64_t>(expected.size())) {
     return std::numeric_limits<double>::infinity();
@@ -77,6 +181,12 @@ double MaxAbsDiff(const Tensor& a, const std::vector<double>& expected) {
     if (std::isnan(d)) return std::numeric_limits<double>::infinity();
     m = std::max(m, d);
   }
+  return m;
+}
+
+double MaxAbs(const std::vector<double>& v) {
+  double m = 0;
+  for (double x : v) m = std::max(m, std::abs(x));
   return m;
 }
 

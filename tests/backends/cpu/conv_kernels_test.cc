@@ -18,19 +18,16 @@
 #include "tests/testing/op_test_util.h"
 
 namespace kgrad {
+namespace testing {
 namespace {
 
-using ::kgrad::testing::MakeTensor;
-using ::kgrad::testing::MaxAbsDiff;
-using ::kgrad::testing::RandomTensor;
-using ::kgrad::testing::RunCpuKernel;
-using ::kgrad::testing::ToDoubles;
-using ::testing::HasSubstr;
-using Ints = std::vector<int64_t>;
+using ::testing::Combine, ::testing::Values, ::testing::ValuesIn;
 
-constexpr DType F32 = DType::kFloat32;
-constexpr DType F64 = DType::kFloat64;
-constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+// "<case>_<dtype>": the name of a test over (case, dtype).
+template <typename Case>
+std::string CaseName(const ::testing::TestParamInfo<std::tuple<Case, DType>>& info) {
+  return std::get<0>(info.param).name + "_" + DTypeName(std::get<1>(info.param));
+}
 
 // ----- Helpers -------------------------------------------------------------------------
 // Padding as [top, bottom, left, right].
@@ -54,30 +51,9 @@ double Dot(const std::vector<double>& a, const std::vector<double>& b) {
   return s;
 }
 
-double MaxAbs(const std::vector<double>& v) {
-  double m = 0;
-  for (double x : v) m = std::max(m, std::abs(x));
-  return m;
-}
-
 // Tolerance for a result of magnitude up to `scale`: ~1e-12 relative in f64 (sums
 // of a few hundred products), ~1e-5 in f32.
-double Tol(DType t, double scale) { return (t == F64 ? 1e-12 : 2e-5) * (1 + scale); }
-
-Tensor RunOk(PrimId id, std::vector<Value> in, const AttrMap& attrs) {
-  absl::StatusOr<Value> r = RunCpuKernel(id, std::move(in), attrs);
-  EXPECT_TRUE(r.ok()) << PrimIdName(id) << ": " << r.status();
-  if (!r.ok() || !r->is_tensor()) return Tensor();
-  return r->tensor();
-}
-
-void ExpectRunError(PrimId id, std::vector<Value> in, const AttrMap& attrs,
-                    const std::string& text) {
-  absl::StatusOr<Value> r = RunCpuKernel(id, std::move(in), attrs);
-  ASSERT_FALSE(r.ok()) << PrimIdName(id) << " should fail mentioning '" << text << "'";
-  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << r.status();
-  EXPECT_THAT(std::string(r.status().message()), HasSubstr(text));
-}
+double Tol(DType t, double scale) { return (t == kF64 ? 1e-12 : 2e-5) * (1 + scale); }
 
 // Checks dtype, shape and values of `got` against a float64 reference.
 void ExpectClose(const Tensor& got, DType dtype, const Shape& shape,
@@ -179,40 +155,54 @@ std::vector<ConvCase> ConvCases() {
   };
 }
 
-class ConvKernelTest : public ::testing::TestWithParam<std::tuple<ConvCase, DType>> {
+// A test over (case, dtype): the case k_ and dtype_, and a generator seeded per
+// test case (the seed is printed on failure).
+template <typename Case>
+class CaseTest : public ::testing::TestWithParam<std::tuple<Case, DType>> {
  protected:
   void SetUp() override {
-    std::tie(k_, dtype_) = GetParam();
+    std::tie(k_, dtype_) = this->GetParam();
     seed_ = Seed(k_.name, dtype_);
     rng_.seed(seed_);
+  }
+  // The kernel of `id` on `in` against the float64 reference `want` of `shape`.
+  void ExpectKernel(PrimId id, std::vector<Value> in, const AttrMap& attrs, const Shape& shape,
+                    const std::vector<double>& want) {
+    SCOPED_TRACE(::testing::Message() << "seed " << seed_);
+    ExpectClose(RunOk(id, std::move(in), attrs), dtype_, shape, want);
+  }
+
+  Case k_;
+  DType dtype_;
+  uint64_t seed_;
+  std::mt19937_64 rng_;
+};
+
+class ConvKernelTest : public CaseTest<ConvCase> {
+ protected:
+  void SetUp() override {
+    CaseTest::SetUp();
     x_ = RandomTensor(dtype_, k_.x, rng_);
     w_ = RandomTensor(dtype_, k_.w, rng_);
     dy_ = RandomTensor(dtype_, k_.y(), rng_);
   }
 
-  ConvCase k_;
-  DType dtype_;
-  uint64_t seed_;
-  std::mt19937_64 rng_;
   Tensor x_, w_, dy_;
 };
 
 TEST_P(ConvKernelTest, Conv2dMatchesNaiveLoops) {
-  SCOPED_TRACE(::testing::Message() << "seed " << seed_);
-  Tensor y = RunOk(PrimId::kConv2d, {x_, w_}, k_.attrs());
-  ExpectClose(y, dtype_, k_.y(), NaiveConv(k_, ToDoubles(x_), ToDoubles(w_)));
+  ExpectKernel(PrimId::kConv2d, {x_, w_}, k_.attrs(), k_.y(),
+               NaiveConv(k_, ToDoubles(x_), ToDoubles(w_)));
 }
 
 TEST_P(ConvKernelTest, BackpropInputMatchesNaiveLoops) {
-  SCOPED_TRACE(::testing::Message() << "seed " << seed_);
-  Tensor dx = RunOk(PrimId::kConv2dBackpropInput, {dy_, w_, x_}, k_.attrs());
-  ExpectClose(dx, dtype_, k_.x, NaiveBackpropInput(k_, ToDoubles(dy_), ToDoubles(w_)));
+  ExpectKernel(PrimId::kConv2dBackpropInput, {dy_, w_, x_}, k_.attrs(), k_.x,
+               NaiveBackpropInput(k_, ToDoubles(dy_), ToDoubles(w_)));
 }
 
 TEST_P(ConvKernelTest, BackpropFilterMatchesNaiveLoops) {
-  SCOPED_TRACE(::testing::Message() << "seed " << seed_);
-  Tensor dw = RunOk(PrimId::kConv2dBackpropFilter, {x_, dy_, w_}, k_.attrs());
-  ExpectClose(dw, dtype_, k_.w, NaiveBackpropFilter(k_, ToDoubles(x_), ToDoubles(dy_)));
+  ExpectKernel(PrimId::kConv2dBackpropFilter, {x_, dy_, w_}, k_.attrs(), k_.w,
+               NaiveBackpropFilter(k_, ToDoubles(x_), ToDoubles(dy_)));
 }
 
 // The adjoint identities, checked in f64 only (f32 rounding hides nothing there).
@@ -233,58 +223,50 @@ TEST_P(ConvAdjointTest, BackpropOpsAreExactAdjoints) {
   EXPECT_NEAR(a, c, tol);
 }
 
-std::string ConvCaseName(const ::testing::TestParamInfo<std::tuple<ConvCase, DType>>& info) {
-  return std::get<0>(info.param).name + "_" + DTypeName(std::get<1>(info.param));
-}
-
-INSTANTIATE_TEST_SUITE_P(Cases, ConvKernelTest,
-                         ::testing::Combine(::testing::ValuesIn(ConvCases()),
-                                            ::testing::Values(F32, F64)),
-                         ConvCaseName);
-INSTANTIATE_TEST_SUITE_P(Cases, ConvAdjointTest,
-                         ::testing::Combine(::testing::ValuesIn(ConvCases()),
-                                            ::testing::Values(F64)),
-                         ConvCaseName);
+INSTANTIATE_TEST_SUITE_P(Cases, ConvKernelTest, Combine(ValuesIn(ConvCases()), Values(kF32, kF64)),
+                         CaseName<ConvCase>);
+INSTANTIATE_TEST_SUITE_P(Cases, ConvAdjointTest, Combine(ValuesIn(ConvCases()), Values(kF64)),
+                         CaseName<ConvCase>);
 
 TEST(ConvKernelEdgeTest, EmptyReductionsGiveZeros) {
   // No input channels: y is all zeros. No samples: dw is all zeros.
-  Tensor x = MakeTensor(F64, {2, 0, 3, 3}, {});
-  Tensor w = MakeTensor(F64, {4, 0, 2, 2}, {});
+  Tensor x = MakeTensor(kF64, {2, 0, 3, 3}, {});
+  Tensor w = MakeTensor(kF64, {4, 0, 2, 2}, {});
   Tensor y = RunOk(PrimId::kConv2d, {x, w}, {});
-  ExpectClose(y, F64, {2, 4, 2, 2}, std::vector<double>(32, 0.0));
-  Tensor x0 = MakeTensor(F32, {0, 2, 3, 3}, {});
-  Tensor dy0 = MakeTensor(F32, {0, 3, 2, 2}, {});
-  Tensor w0 = MakeTensor(F32, {3, 2, 2, 2}, std::vector<double>(24, 7.0));
+  ExpectClose(y, kF64, {2, 4, 2, 2}, std::vector<double>(32, 0.0));
+  Tensor x0 = MakeTensor(kF32, {0, 2, 3, 3}, {});
+  Tensor dy0 = MakeTensor(kF32, {0, 3, 2, 2}, {});
+  Tensor w0 = MakeTensor(kF32, {3, 2, 2, 2}, std::vector<double>(24, 7.0));
   Tensor dw = RunOk(PrimId::kConv2dBackpropFilter, {x0, dy0, w0}, {});
-  ExpectClose(dw, F32, {3, 2, 2, 2}, std::vector<double>(24, 0.0));
+  ExpectClose(dw, kF32, {3, 2, 2, 2}, std::vector<double>(24, 0.0));
 }
 
 TEST(ConvKernelEdgeTest, HandComputedExample) {
   // x = 1..9 in a 3x3 plane, w = [[1, 0], [0, -1]]: y[i,j] = x[i,j] - x[i+1,j+1] = -4.
-  Tensor x = MakeTensor(F32, {1, 1, 3, 3}, {1, 2, 3, 4, 5, 6, 7, 8, 9});
-  Tensor w = MakeTensor(F32, {1, 1, 2, 2}, {1, 0, 0, -1});
-  ExpectClose(RunOk(PrimId::kConv2d, {x, w}, {}), F32, {1, 1, 2, 2}, {-4, -4, -4, -4});
+  Tensor x = MakeTensor(kF32, {1, 1, 3, 3}, {1, 2, 3, 4, 5, 6, 7, 8, 9});
+  Tensor w = MakeTensor(kF32, {1, 1, 2, 2}, {1, 0, 0, -1});
+  ExpectClose(RunOk(PrimId::kConv2d, {x, w}, {}), kF32, {1, 1, 2, 2}, {-4, -4, -4, -4});
   // No kernel flip: a filter that picks its top-left tap returns the top-left window cells.
-  Tensor pick = MakeTensor(F64, {1, 1, 2, 2}, {1, 0, 0, 0});
-  Tensor xd = MakeTensor(F64, {1, 1, 3, 3}, {1, 2, 3, 4, 5, 6, 7, 8, 9});
-  ExpectClose(RunOk(PrimId::kConv2d, {xd, pick}, {}), F64, {1, 1, 2, 2}, {1, 2, 4, 5});
+  Tensor pick = MakeTensor(kF64, {1, 1, 2, 2}, {1, 0, 0, 0});
+  Tensor xd = MakeTensor(kF64, {1, 1, 3, 3}, {1, 2, 3, 4, 5, 6, 7, 8, 9});
+  ExpectClose(RunOk(PrimId::kConv2d, {xd, pick}, {}), kF64, {1, 1, 2, 2}, {1, 2, 4, 5});
 }
 
 TEST(ConvKernelEdgeTest, RunTimeErrors) {
   std::mt19937_64 rng(7);
-  Tensor x = RandomTensor(F32, {1, 3, 5, 5}, rng);
-  Tensor w = RandomTensor(F32, {4, 3, 3, 3}, rng);
-  ExpectRunError(PrimId::kConv2d, {x, RandomTensor(F32, {4, 2, 3, 3}, rng)}, {},
+  Tensor x = RandomTensor(kF32, {1, 3, 5, 5}, rng);
+  Tensor w = RandomTensor(kF32, {4, 3, 3, 3}, rng);
+  ExpectRunError(PrimId::kConv2d, {x, RandomTensor(kF32, {4, 2, 3, 3}, rng)}, {},
                  "must have C/groups = 3 input channels");
-  ExpectRunError(PrimId::kConv2d, {x, RandomTensor(F64, {4, 3, 3, 3}, rng)}, {},
+  ExpectRunError(PrimId::kConv2d, {x, RandomTensor(kF64, {4, 3, 3, 3}, rng)}, {},
                  "input 1 must be f32 like input 0, got f64[4,3,3,3]");
-  ExpectRunError(PrimId::kConv2d, {RandomTensor(F32, {3, 5, 5}, rng), w}, {},
+  ExpectRunError(PrimId::kConv2d, {RandomTensor(kF32, {3, 5, 5}, rng), w}, {},
                  "input 0 must be a rank-4 NCHW input tensor, got f32[3,5,5]");
   ExpectRunError(PrimId::kConv2d, {Tensor::FromScalar<float>(1.0f), w}, {}, "rank-4");
   ExpectRunError(PrimId::kConv2d, {RandomTensor(DType::kInt32, {1, 3, 5, 5}, rng), w}, {},
                  "floating-point");
-  ExpectRunError(PrimId::kConv2d, {Value(Scalar::Float(1.0, F32)), w}, {}, "must be a tensor");
-  ExpectRunError(PrimId::kConv2d, {RandomTensor(F32, {1, 3, 2, 5}, rng), w}, {},
+  ExpectRunError(PrimId::kConv2d, {Value(Scalar::Float(1.0, kF32)), w}, {}, "must be a tensor");
+  ExpectRunError(PrimId::kConv2d, {RandomTensor(kF32, {1, 3, 2, 5}, rng), w}, {},
                  "padded input height 2 (2 + 0 + 0) is smaller than the kernel height 3");
   ExpectRunError(PrimId::kConv2d, {x, w}, {{"stride", AttrValue(Ints{0, 1})}},
                  "attribute 'stride'");
@@ -294,14 +276,14 @@ TEST(ConvKernelEdgeTest, RunTimeErrors) {
                  "attribute 'dilation'");
   ExpectRunError(PrimId::kConv2d, {x, w}, {{"groups", AttrValue(int64_t{2})}},
                  "not divisible by groups=2");
-  ExpectRunError(PrimId::kConv2d, {x, RandomTensor(F32, {4, 3, 0, 3}, rng)}, {},
+  ExpectRunError(PrimId::kConv2d, {x, RandomTensor(kF32, {4, 3, 0, 3}, rng)}, {},
                  "kernel of at least 1x1");
-  ExpectRunError(PrimId::kConv2dBackpropInput, {RandomTensor(F32, {1, 4, 3, 2}, rng), w, x}, {},
+  ExpectRunError(PrimId::kConv2dBackpropInput, {RandomTensor(kF32, {1, 4, 3, 2}, rng), w, x}, {},
                  "input 0 must be shaped [1,4,3,3] (the conv2d output of inputs 2 and 1)");
-  ExpectRunError(PrimId::kConv2dBackpropFilter, {x, RandomTensor(F32, {1, 4, 3, 4}, rng), w}, {},
+  ExpectRunError(PrimId::kConv2dBackpropFilter, {x, RandomTensor(kF32, {1, 4, 3, 4}, rng), w}, {},
                  "input 1 must be shaped [1,4,3,3] (the conv2d output of inputs 0 and 2)");
   ExpectRunError(PrimId::kConv2dBackpropFilter,
-                 {x, RandomTensor(F32, {1, 4, 3, 3}, rng), RandomTensor(F64, {4, 3, 3, 3}, rng)},
+                 {x, RandomTensor(kF32, {1, 4, 3, 3}, rng), RandomTensor(kF64, {4, 3, 3, 3}, rng)},
                  {}, "input 2 must be f32 like input 0");
 }
 
@@ -426,12 +408,10 @@ std::vector<PoolCase> PoolCases() {
   };
 }
 
-class PoolKernelTest : public ::testing::TestWithParam<std::tuple<PoolCase, DType>> {
+class PoolKernelTest : public CaseTest<PoolCase> {
  protected:
   void SetUp() override {
-    std::tie(k_, dtype_) = GetParam();
-    seed_ = Seed(k_.name, dtype_);
-    rng_.seed(seed_);
+    CaseTest::SetUp();
     // Small integers make ties common, which exercises the first-max rule.
     x_ = RandomTensor(dtype_, k_.x, rng_, -3.0, 3.0);
     x_ = MakeTensor(dtype_, k_.x, Rounded(ToDoubles(x_)));
@@ -443,29 +423,21 @@ class PoolKernelTest : public ::testing::TestWithParam<std::tuple<PoolCase, DTyp
     return v;
   }
 
-  PoolCase k_;
-  DType dtype_;
-  uint64_t seed_;
-  std::mt19937_64 rng_;
   Tensor x_, dy_, ddx_;
 };
 
 TEST_P(PoolKernelTest, MaxPoolMatchesNaiveLoops) {
-  SCOPED_TRACE(::testing::Message() << "seed " << seed_);
-  Tensor y = RunOk(PrimId::kMaxPool2d, {x_}, k_.attrs());
-  ExpectClose(y, dtype_, k_.y(), NaiveMaxPool(k_, ToDoubles(x_)));
+  ExpectKernel(PrimId::kMaxPool2d, {x_}, k_.attrs(), k_.y(), NaiveMaxPool(k_, ToDoubles(x_)));
 }
 
 TEST_P(PoolKernelTest, MaxPoolGradRoutesToFirstMax) {
-  SCOPED_TRACE(::testing::Message() << "seed " << seed_);
-  Tensor dx = RunOk(PrimId::kMaxPool2dGrad, {x_, dy_}, k_.attrs());
-  ExpectClose(dx, dtype_, k_.x, NaiveMaxPoolGrad(k_, ToDoubles(x_), ToDoubles(dy_)));
+  ExpectKernel(PrimId::kMaxPool2dGrad, {x_, dy_}, k_.attrs(), k_.x,
+               NaiveMaxPoolGrad(k_, ToDoubles(x_), ToDoubles(dy_)));
 }
 
 TEST_P(PoolKernelTest, MaxPoolGradGradGathersAtFirstMax) {
-  SCOPED_TRACE(::testing::Message() << "seed " << seed_);
-  Tensor y = RunOk(PrimId::kMaxPool2dGradGrad, {x_, ddx_}, k_.attrs());
-  ExpectClose(y, dtype_, k_.y(), NaiveMaxPoolGradGrad(k_, ToDoubles(x_), ToDoubles(ddx_)));
+  ExpectKernel(PrimId::kMaxPool2dGradGrad, {x_, ddx_}, k_.attrs(), k_.y(),
+               NaiveMaxPoolGradGrad(k_, ToDoubles(x_), ToDoubles(ddx_)));
 }
 
 TEST_P(PoolKernelTest, AvgPoolMatchesNaiveLoops) {
@@ -499,67 +471,59 @@ TEST_P(PoolAdjointTest, GradOpsAreExactAdjoints) {
   }
 }
 
-std::string PoolCaseName(const ::testing::TestParamInfo<std::tuple<PoolCase, DType>>& info) {
-  return std::get<0>(info.param).name + "_" + DTypeName(std::get<1>(info.param));
-}
-
-INSTANTIATE_TEST_SUITE_P(Cases, PoolKernelTest,
-                         ::testing::Combine(::testing::ValuesIn(PoolCases()),
-                                            ::testing::Values(F32, F64)),
-                         PoolCaseName);
-INSTANTIATE_TEST_SUITE_P(Cases, PoolAdjointTest,
-                         ::testing::Combine(::testing::ValuesIn(PoolCases()),
-                                            ::testing::Values(F64)),
-                         PoolCaseName);
+INSTANTIATE_TEST_SUITE_P(Cases, PoolKernelTest, Combine(ValuesIn(PoolCases()), Values(kF32, kF64)),
+                         CaseName<PoolCase>);
+INSTANTIATE_TEST_SUITE_P(Cases, PoolAdjointTest, Combine(ValuesIn(PoolCases()), Values(kF64)),
+                         CaseName<PoolCase>);
 
 TEST(PoolKernelEdgeTest, TiesGoToTheFirstMaxInRowMajorOrder) {
   // One 2x2 window of equal values, then a window whose max appears twice.
-  Tensor x = MakeTensor(F64, {1, 1, 2, 4}, {5, 5, 1, 7, 5, 5, 7, 2});
-  Tensor dy = MakeTensor(F64, {1, 1, 1, 2}, {10, 20});
+  Tensor x = MakeTensor(kF64, {1, 1, 2, 4}, {5, 5, 1, 7, 5, 5, 7, 2});
+  Tensor dy = MakeTensor(kF64, {1, 1, 1, 2}, {10, 20});
   AttrMap a = {{"kernel", AttrValue(Ints{2, 2})}};
-  ExpectClose(RunOk(PrimId::kMaxPool2d, {x}, a), F64, {1, 1, 1, 2}, {5, 7});
-  ExpectClose(RunOk(PrimId::kMaxPool2dGrad, {x, dy}, a), F64, {1, 1, 2, 4},
+  ExpectClose(RunOk(PrimId::kMaxPool2d, {x}, a), kF64, {1, 1, 1, 2}, {5, 7});
+  ExpectClose(RunOk(PrimId::kMaxPool2dGrad, {x, dy}, a), kF64, {1, 1, 2, 4},
               {10, 0, 0, 20, 0, 0, 0, 0});
-  Tensor ddx = MakeTensor(F64, {1, 1, 2, 4}, {1, 2, 3, 4, 5, 6, 7, 8});
-  ExpectClose(RunOk(PrimId::kMaxPool2dGradGrad, {x, ddx}, a), F64, {1, 1, 1, 2}, {1, 4});
+  Tensor ddx = MakeTensor(kF64, {1, 1, 2, 4}, {1, 2, 3, 4, 5, 6, 7, 8});
+  ExpectClose(RunOk(PrimId::kMaxPool2dGradGrad, {x, ddx}, a), kF64, {1, 1, 1, 2}, {1, 4});
 }
 
 TEST(PoolKernelEdgeTest, PaddingIsNeverChosenAndOverlapsAccumulate) {
   // All-negative input with padding 1: a zero-padded max would return 0.
-  Tensor x = MakeTensor(F32, {1, 1, 2, 2}, {-4, -3, -2, -1});
+  Tensor x = MakeTensor(kF32, {1, 1, 2, 2}, {-4, -3, -2, -1});
   AttrMap a = {{"kernel", AttrValue(Ints{2, 2})},
                {"stride", AttrValue(Ints{1, 1})},
                {"padding", AttrValue(Ints{1, 1})}};
-  ExpectClose(RunOk(PrimId::kMaxPool2d, {x}, a), F32, {1, 1, 3, 3},
+  ExpectClose(RunOk(PrimId::kMaxPool2d, {x}, a), kF32, {1, 1, 3, 3},
               {-4, -3, -3, -2, -1, -1, -2, -1, -1});
   // Every window routes to a real cell; -1 wins four windows.
-  Tensor dy = MakeTensor(F32, {1, 1, 3, 3}, std::vector<double>(9, 1.0));
-  ExpectClose(RunOk(PrimId::kMaxPool2dGrad, {x, dy}, a), F32, {1, 1, 2, 2}, {1, 2, 2, 4});
+  Tensor dy = MakeTensor(kF32, {1, 1, 3, 3}, std::vector<double>(9, 1.0));
+  ExpectClose(RunOk(PrimId::kMaxPool2dGrad, {x, dy}, a), kF32, {1, 1, 2, 2}, {1, 2, 2, 4});
   // Averages: the corner window holds one real cell.
   a["count_include_pad"] = AttrValue(false);
   Tensor avg = RunOk(PrimId::kAvgPool2d, {x}, a);
-  ExpectClose(avg, F32, {1, 1, 3, 3}, {-4, -3.5, -3, -3, -2.5, -2, -2, -1.5, -1});
+  ExpectClose(avg, kF32, {1, 1, 3, 3}, {-4, -3.5, -3, -3, -2.5, -2, -2, -1.5, -1});
   a["count_include_pad"] = AttrValue(true);
-  ExpectClose(RunOk(PrimId::kAvgPool2d, {x}, a), F32, {1, 1, 3, 3},
+  ExpectClose(RunOk(PrimId::kAvgPool2d, {x}, a), kF32, {1, 1, 3, 3},
               {-1, -1.75, -0.75, -1.5, -2.5, -1, -0.5, -0.75, -0.25});
 }
 
 TEST(PoolKernelEdgeTest, NaNPropagatesAndReceivesTheGradient) {
-  Tensor x = MakeTensor(F64, {1, 1, 2, 2}, {1, kNaN, 3, 2});
+  Tensor x = MakeTensor(kF64, {1, 1, 2, 2}, {1, kNaN, 3, 2});
   AttrMap a = {{"kernel", AttrValue(Ints{2, 2})}};
   Tensor y = RunOk(PrimId::kMaxPool2d, {x}, a);
   ASSERT_TRUE(y.defined());
   EXPECT_TRUE(std::isnan(ToDoubles(y)[0]));
-  Tensor dx = RunOk(PrimId::kMaxPool2dGrad, {x, MakeTensor(F64, {1, 1, 1, 1}, {5})}, a);
-  ExpectClose(dx, F64, {1, 1, 2, 2}, {0, 5, 0, 0});
+  Tensor dx = RunOk(PrimId::kMaxPool2dGrad, {x, MakeTensor(kF64, {1, 1, 1, 1}, {5})}, a);
+  ExpectClose(dx, kF64, {1, 1, 2, 2}, {0, 5, 0, 0});
 }
 
 // 2x2 windows at stride 2 run their own loops; a right padding of one column on
 // an even width gives the same windows through the general loops. Both must
 // agree on NaNs (the first NaN of a window takes the gradient) and ties.
 TEST(PoolKernelEdgeTest, TwoByTwoLoopsMatchTheGeneralOnes) {
-  std::mt19937_64 rng(Seed("2x2_vs_general", F32));
-  for (DType dtype : {F32, F64}) {
+  std::mt19937_64 rng(Seed("2x2_vs_general", kF32));
+  for (DType dtype : {kF32, kF64}) {
     std::vector<double> xv = ToDoubles(RandomTensor(dtype, {2, 3, 6, 40}, rng, -2.0, 2.0));
     for (size_t i = 0; i < xv.size(); ++i) {
       xv[i] = std::floor(xv[i]);                   // ties
@@ -593,28 +557,28 @@ TEST(PoolKernelEdgeTest, TwoByTwoLoopsMatchTheGeneralOnes) {
 // A window far wider than the padded input costs time in the input's size only.
 TEST(PoolKernelEdgeTest, HugeKernelAttributeRunsQuickly) {
   const int64_t k = int64_t{1} << 40;
-  Tensor x = MakeTensor(F64, {1, 2, 1, 2}, {3, -5, 0.5, 2});
+  Tensor x = MakeTensor(kF64, {1, 2, 1, 2}, {3, -5, 0.5, 2});
   AttrMap a = {{"kernel", AttrValue(Ints{1, k})},
                {"stride", AttrValue(Ints{1, 1})},
                {"padding", AttrValue(Ints{0, 0, k - 1, 0})}};
   // Two windows per row: [-(k-1), 0] holds column 0, [-(k-2), 1] both columns.
-  ExpectClose(RunOk(PrimId::kMaxPool2d, {x}, a), F64, {1, 2, 1, 2}, {3, 3, 0.5, 2});
+  ExpectClose(RunOk(PrimId::kMaxPool2d, {x}, a), kF64, {1, 2, 1, 2}, {3, 3, 0.5, 2});
   const double kd = static_cast<double>(k);
   a["count_include_pad"] = AttrValue(true);
-  ExpectClose(RunOk(PrimId::kAvgPool2d, {x}, a), F64, {1, 2, 1, 2},
+  ExpectClose(RunOk(PrimId::kAvgPool2d, {x}, a), kF64, {1, 2, 1, 2},
               {3 / kd, -2 / kd, 0.5 / kd, 2.5 / kd});
   a["count_include_pad"] = AttrValue(false);
-  ExpectClose(RunOk(PrimId::kAvgPool2d, {x}, a), F64, {1, 2, 1, 2}, {3, -1, 0.5, 1.25});
-  Tensor dx = RunOk(PrimId::kMaxPool2dGrad, {x, MakeTensor(F64, {1, 2, 1, 2}, {1, 2, 3, 4})},
+  ExpectClose(RunOk(PrimId::kAvgPool2d, {x}, a), kF64, {1, 2, 1, 2}, {3, -1, 0.5, 1.25});
+  Tensor dx = RunOk(PrimId::kMaxPool2dGrad, {x, MakeTensor(kF64, {1, 2, 1, 2}, {1, 2, 3, 4})},
                     {{"kernel", AttrValue(Ints{1, k})},
                      {"stride", AttrValue(Ints{1, 1})},
                      {"padding", AttrValue(Ints{0, 0, k - 1, 0})}});
-  ExpectClose(dx, F64, {1, 2, 1, 2}, {3, 0, 3, 4});
+  ExpectClose(dx, kF64, {1, 2, 1, 2}, {3, 0, 3, 4});
 }
 
 TEST(PoolKernelEdgeTest, RunTimeErrors) {
   std::mt19937_64 rng(11);
-  Tensor x = RandomTensor(F32, {1, 2, 6, 6}, rng);
+  Tensor x = RandomTensor(kF32, {1, 2, 6, 6}, rng);
   AttrMap a = {{"kernel", AttrValue(Ints{2, 2})}};
   ExpectRunError(PrimId::kMaxPool2d, {x},
                  {{"kernel", AttrValue(Ints{2, 2})}, {"padding", AttrValue(Ints{2, 0})}},
@@ -629,21 +593,22 @@ TEST(PoolKernelEdgeTest, RunTimeErrors) {
   ExpectRunError(PrimId::kMaxPool2d, {x},
                  {{"kernel", AttrValue(Ints{2, 2})}, {"stride", AttrValue(Ints{2})}},
                  "attribute 'stride'");
-  ExpectRunError(PrimId::kMaxPool2d, {RandomTensor(F32, {2, 6, 6}, rng)}, a, "rank-4");
+  ExpectRunError(PrimId::kMaxPool2d, {RandomTensor(kF32, {2, 6, 6}, rng)}, a, "rank-4");
   ExpectRunError(PrimId::kMaxPool2d, {RandomTensor(DType::kInt64, {1, 2, 6, 6}, rng)}, a,
                  "floating-point");
-  ExpectRunError(PrimId::kMaxPool2dGrad, {x, RandomTensor(F32, {1, 2, 3, 2}, rng)}, a,
+  ExpectRunError(PrimId::kMaxPool2dGrad, {x, RandomTensor(kF32, {1, 2, 3, 2}, rng)}, a,
                  "input 1 must be shaped [1,2,3,3] (the pooled shape of input 0)");
-  ExpectRunError(PrimId::kMaxPool2dGrad, {x, RandomTensor(F64, {1, 2, 3, 3}, rng)}, a,
+  ExpectRunError(PrimId::kMaxPool2dGrad, {x, RandomTensor(kF64, {1, 2, 3, 3}, rng)}, a,
                  "input 1 must be f32 like input 0");
-  ExpectRunError(PrimId::kMaxPool2dGradGrad, {x, RandomTensor(F32, {1, 2, 6, 5}, rng)}, a,
+  ExpectRunError(PrimId::kMaxPool2dGradGrad, {x, RandomTensor(kF32, {1, 2, 6, 5}, rng)}, a,
                  "input 1 must be shaped [1,2,6,6] (like input 0)");
-  ExpectRunError(PrimId::kAvgPool2dGrad, {RandomTensor(F32, {1, 2, 3, 4}, rng), x}, a,
+  ExpectRunError(PrimId::kAvgPool2dGrad, {RandomTensor(kF32, {1, 2, 3, 4}, rng), x}, a,
                  "input 0 must be shaped [1,2,3,3] (the pooled shape of input 1)");
   ExpectRunError(PrimId::kAvgPool2dGrad,
-                 {RandomTensor(F32, {1, 2, 3, 3}, rng), RandomTensor(F64, {1, 2, 6, 6}, rng)}, a,
+                 {RandomTensor(kF32, {1, 2, 3, 3}, rng), RandomTensor(kF64, {1, 2, 6, 6}, rng)}, a,
                  "input 1 must be f32 like input 0");
 }
 
 }  // namespace
+}  // namespace testing
 }  // namespace kgrad

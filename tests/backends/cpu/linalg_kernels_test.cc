@@ -13,16 +13,10 @@
 #include "tests/testing/op_test_util.h"
 
 namespace kgrad {
+namespace testing {
 namespace {
 
-using ::kgrad::testing::MakeTensor;
-using ::kgrad::testing::RandomTensor;
-using ::kgrad::testing::RunCpuKernel;
-using ::kgrad::testing::ToDoubles;
 using ::testing::HasSubstr;
-
-constexpr DType kF32 = DType::kFloat32;
-constexpr DType kF64 = DType::kFloat64;
 
 // A reference result: values and, per element, the sum of |terms| that produced
 // it (the scale a rounding error is relative to).
@@ -31,24 +25,10 @@ struct Reference {
   std::vector<double> value, scale;
 };
 
-// Relative tolerance per dtype: float32 accumulates in float32.
-double Tolerance(DType d) { return d == kF32 ? 1e-5 : 1e-12; }
-
 void ExpectMatches(const absl::StatusOr<Value>& got, const Reference& ref, DType dtype) {
-  ASSERT_TRUE(got.ok()) << got.status();
-  ASSERT_TRUE(got->is_tensor());
-  const Tensor& t = got->tensor();
-  EXPECT_EQ(t.dtype(), dtype);
-  ASSERT_EQ(t.shape(), ref.shape);
-  std::vector<double> v = ToDoubles(t);
-  double tol = Tolerance(dtype);
-  for (size_t i = 0; i < v.size(); ++i) {
-    if (IsInteger(dtype)) {
-      ASSERT_EQ(v[i], ref.value[i]) << "element " << i;
-    } else {
-      ASSERT_NEAR(v[i], ref.value[i], tol * (ref.scale[i] + 1e-300)) << "element " << i;
-    }
-  }
+  ExpectTensorNear(got, dtype, ref.shape, ref.value, [&](size_t i) {
+    return IsInteger(dtype) ? 0.0 : KernelTolerance(dtype) * (ref.scale[i] + 1e-300);
+  });
 }
 
 // ----- matmul -----------------------------------------------------------------------------
@@ -395,4 +375,5 @@ TEST(EinsumKernelTest, RejectsBadInputs) {
 }
 
 }  // namespace
+}  // namespace testing
 }  // namespace kgrad

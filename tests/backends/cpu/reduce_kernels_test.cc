@@ -23,31 +23,17 @@
 #include "tests/testing/op_test_util.h"
 
 namespace kgrad {
+namespace testing {
 namespace {
 
-using ::kgrad::testing::MakeTensor;
-using ::kgrad::testing::RandomTensor;
-using ::kgrad::testing::RunCpuKernel;
-using ::kgrad::testing::ToDoubles;
 using ::testing::HasSubstr;
 
-constexpr DType kF32 = DType::kFloat32;
-constexpr DType kF64 = DType::kFloat64;
-constexpr DType kI32 = DType::kInt32;
-constexpr DType kI64 = DType::kInt64;
-constexpr DType kBool = DType::kBool;
 constexpr uint64_t kSeed = 7081993;
-constexpr double kInf = std::numeric_limits<double>::infinity();
-const double kNaN = std::nan("");
 
 bool IsInt(DType t) { return t == kI32 || t == kI64; }
 
 // Relative tolerance against the natural scale of each result (see Scale()).
 double RTol(DType t) { return t == kF64 ? 1e-12 : t == kF32 ? 1e-5 : 0; }
-
-AttrMap Axes(std::vector<int64_t> axes, bool keepdims) {
-  return {{"axes", std::move(axes)}, {"keepdims", keepdims}};
-}
 
 // Which dims `axes` names (empty: all); negative axes count from the end.
 std::vector<bool> ReducedMask(const std::vector<int64_t>& axes, int rank) {
@@ -419,4 +405,5 @@ TEST(ArgReduceKernelTest, Errors) {
 }
 
 }  // namespace
+}  // namespace testing
 }  // namespace kgrad

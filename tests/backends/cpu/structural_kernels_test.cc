@@ -6,14 +6,11 @@
 #include "tests/testing/op_test_util.h"
 
 namespace kgrad {
+namespace testing {
 namespace {
 
 using ::testing::HasSubstr;
-using testing::MakeTensor;
-using testing::RunCpuKernel;
-using testing::ToDoubles;
 
-Value I(int64_t v) { return Value(Scalar::Int(v)); }
 Value Key(const char* k) { return Value::String(k); }
 
 TEST(StructuralKernelsTest, Tuples) {
@@ -87,4 +84,5 @@ TEST(StructuralKernelsTest, PartialAndPlumbing) {
 }
 
 }  // namespace
+}  // namespace testing
 }  // namespace kgrad
