@@ -31,6 +31,17 @@ class KernelContext {
 
   // Input `i` as a tensor (a scalar input is not converted); error otherwise.
   absl::StatusOr<const Tensor*> TensorAt(size_t i) const;
+  // The first N inputs as tensors (the error names the first that is not one).
+  template <size_t N>
+  absl::StatusOr<std::array<const Tensor*, N>> TensorsAt() const {
+    std::array<const Tensor*, N> out;
+    for (size_t i = 0; i < N; ++i) {
+      absl::StatusOr<const Tensor*> t = TensorAt(i);
+      if (!t.ok()) return t.status();
+      out[i] = *t;
+    }
+    return out;
+  }
   // Input `i` as a tensor of one of the floating dtypes.
   absl::StatusOr<const Tensor*> FloatTensorAt(size_t i) const;
   // Input `i` as a tensor with a dtype in `allowed` ("input 0 must be a f32 or

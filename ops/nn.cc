@@ -92,6 +92,11 @@ absl::StatusOr<CrossEntropyAxis> ParseSoftmaxCrossEntropy(const Primitive& p, Te
   return CrossEntropyAxis{axis, *std::move(shape)};
 }
 
+absl::StatusOr<CrossEntropyAxis> ParseSoftmaxCrossEntropyKernel(
+    const Primitive& p, const std::array<const Tensor*, 2>& in) {
+  return ParseSoftmaxCrossEntropy(p, *in[0], *in[1], CheckedBy::kKernel);
+}
+
 absl::StatusOr<Shape> SparseSoftmaxCrossEntropyShape(TensorType logits, TensorType labels) {
   KGRAD_RETURN_IF_ERROR(CheckFloat(0, logits));
   if (logits.rank() != 2) {
@@ -141,6 +146,16 @@ absl::StatusOr<NormAttrs> ParseLayerNorm(const Primitive& p, TensorType x, Tenso
   KGRAD_RETURN_IF_ERROR(CheckAffine(p, 1, x, scale, normalized, by));
   KGRAD_RETURN_IF_ERROR(CheckAffine(p, 2, x, bias, normalized, by));
   return a;
+}
+
+absl::StatusOr<NormAttrs> ParseBatchNormKernel(const Primitive& p,
+                                               const std::array<const Tensor*, 3>& in) {
+  return ParseBatchNorm(p, *in[0], *in[1], *in[2], CheckedBy::kKernel);
+}
+
+absl::StatusOr<NormAttrs> ParseLayerNormKernel(const Primitive& p,
+                                               const std::array<const Tensor*, 3>& in) {
+  return ParseLayerNorm(p, *in[0], *in[1], *in[2], CheckedBy::kKernel);
 }
 
 absl::StatusOr<DropoutAttrs> ParseDropout(const Primitive& p, TensorType x) {

@@ -5,12 +5,14 @@
 #ifndef KGRAD_OPS_NN_H_
 #define KGRAD_OPS_NN_H_
 
+#include <array>
 #include <cstdint>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "core/primitive.h"
 #include "core/shape.h"
+#include "core/tensor.h"
 #include "ops/op_util.h"
 
 namespace kgrad {
@@ -29,6 +31,9 @@ struct CrossEntropyAxis {
 };
 absl::StatusOr<CrossEntropyAxis> ParseSoftmaxCrossEntropy(const Primitive& p, TensorType logits,
                                                           TensorType labels, CheckedBy by);
+// The same for a kernel's inputs (logits, labels), with the kernels' wording.
+absl::StatusOr<CrossEntropyAxis> ParseSoftmaxCrossEntropyKernel(
+    const Primitive& p, const std::array<const Tensor*, 2>& in);
 
 // sparse_softmax_cross_entropy(logits[N, C], labels[N]): logits floating of rank
 // 2, labels i32 or i64 of rank 1, one per row. The loss's shape [N].
@@ -48,6 +53,11 @@ absl::StatusOr<NormAttrs> ParseBatchNorm(const Primitive& p, TensorType x, Tenso
                                          TensorType bias, CheckedBy by);
 absl::StatusOr<NormAttrs> ParseLayerNorm(const Primitive& p, TensorType x, TensorType scale,
                                          TensorType bias, CheckedBy by);
+// The same for a kernel's inputs (x, scale, bias), with the kernels' wording.
+absl::StatusOr<NormAttrs> ParseBatchNormKernel(const Primitive& p,
+                                               const std::array<const Tensor*, 3>& in);
+absl::StatusOr<NormAttrs> ParseLayerNormKernel(const Primitive& p,
+                                               const std::array<const Tensor*, 3>& in);
 
 // dropout{rate, seed}(x): x floating, rate in [0, 1).
 struct DropoutAttrs {

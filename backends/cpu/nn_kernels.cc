@@ -184,11 +184,10 @@ void CrossEntropyTyped(const T* x, const T* labels, T* loss, const AxisSplit& g)
 // softmax_cross_entropy(logits, labels){axis}: -sum(labels * log_softmax(logits))
 // along axis.
 absl::StatusOr<Value> SoftmaxCrossEntropy(KernelContext& ctx) {
-  KGRAD_ASSIGN_OR_RETURN(const Tensor* x, ctx.TensorAt(0));
-  KGRAD_ASSIGN_OR_RETURN(const Tensor* labels, ctx.TensorAt(1));
-  KGRAD_ASSIGN_OR_RETURN(
-      const ops::CrossEntropyAxis ce,
-      ops::ParseSoftmaxCrossEntropy(ctx.prim(), *x, *labels, ops::CheckedBy::kKernel));
+  KGRAD_ASSIGN_OR_RETURN(const auto in, ctx.TensorsAt<2>());
+  KGRAD_ASSIGN_OR_RETURN(const ops::CrossEntropyAxis ce,
+                         ops::ParseSoftmaxCrossEntropyKernel(ctx.prim(), in));
+  const Tensor *x = in[0], *labels = in[1];
   KGRAD_ASSIGN_OR_RETURN(Tensor loss, ctx.Allocate(x->dtype(), ce.out));
   const AxisSplit g = ops::SplitAtAxis(x->shape(), ce.axis);
   if (x->dtype() == DType::kFloat32) {
@@ -340,11 +339,9 @@ void BatchNormTyped(const T* x, T* y, const T* scale, const T* bias, const AxisS
 
 // batch_norm(x, scale[C], bias[C]){epsilon, axis}: training mode, batch statistics.
 absl::StatusOr<Value> BatchNorm(KernelContext& ctx) {
-  KGRAD_ASSIGN_OR_RETURN(const Tensor* x, ctx.TensorAt(0));
-  KGRAD_ASSIGN_OR_RETURN(const Tensor* scale, ctx.TensorAt(1));
-  KGRAD_ASSIGN_OR_RETURN(const Tensor* bias, ctx.TensorAt(2));
-  KGRAD_ASSIGN_OR_RETURN(const ops::NormAttrs a, ops::ParseBatchNorm(ctx.prim(), *x, *scale, *bias,
-                                                                     ops::CheckedBy::kKernel));
+  KGRAD_ASSIGN_OR_RETURN(const auto in, ctx.TensorsAt<3>());
+  KGRAD_ASSIGN_OR_RETURN(const ops::NormAttrs a, ops::ParseBatchNormKernel(ctx.prim(), in));
+  const Tensor *x = in[0], *scale = in[1], *bias = in[2];
   const AxisSplit g = ops::SplitAtAxis(x->shape(), a.axis);
   KGRAD_ASSIGN_OR_RETURN(Tensor y, ctx.AllocateOrReuse({0}, x->dtype(), x->shape()));
   if (y.NumElements() == 0) return Value(std::move(y));
@@ -371,11 +368,9 @@ void LayerNormRow(const T* x, T* y, int64_t n, double eps, const T* scale, const
 
 // layer_norm(x, scale, bias){begin_norm_axis, epsilon}: per row of the trailing dims.
 absl::StatusOr<Value> LayerNorm(KernelContext& ctx) {
-  KGRAD_ASSIGN_OR_RETURN(const Tensor* x, ctx.TensorAt(0));
-  KGRAD_ASSIGN_OR_RETURN(const Tensor* scale, ctx.TensorAt(1));
-  KGRAD_ASSIGN_OR_RETURN(const Tensor* bias, ctx.TensorAt(2));
-  KGRAD_ASSIGN_OR_RETURN(const ops::NormAttrs a, ops::ParseLayerNorm(ctx.prim(), *x, *scale, *bias,
-                                                                     ops::CheckedBy::kKernel));
+  KGRAD_ASSIGN_OR_RETURN(const auto in, ctx.TensorsAt<3>());
+  KGRAD_ASSIGN_OR_RETURN(const ops::NormAttrs a, ops::ParseLayerNormKernel(ctx.prim(), in));
+  const Tensor *x = in[0], *scale = in[1], *bias = in[2];
   // Each row holds the normalised dims [begin_norm_axis, rank).
   const int64_t n = NumElementsOf(absl::MakeConstSpan(x->shape()).subspan(a.axis));
   KGRAD_ASSIGN_OR_RETURN(Tensor y, ctx.AllocateOrReuse({0}, x->dtype(), x->shape()));

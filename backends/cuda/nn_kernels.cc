@@ -79,11 +79,10 @@ absl::StatusOr<Value> Softmax(KernelContext& ctx) {
 
 // ----- Cross-entropies ------------------------------------------------------------------------------
 absl::StatusOr<Value> SoftmaxCrossEntropy(KernelContext& ctx) {
-  KGRAD_ASSIGN_OR_RETURN(const Tensor* x, ctx.TensorAt(0));
-  KGRAD_ASSIGN_OR_RETURN(const Tensor* labels, ctx.TensorAt(1));
-  KGRAD_ASSIGN_OR_RETURN(
-      const ops::CrossEntropyAxis ce,
-      ops::ParseSoftmaxCrossEntropy(ctx.prim(), *x, *labels, ops::CheckedBy::kKernel));
+  KGRAD_ASSIGN_OR_RETURN(const auto in, ctx.TensorsAt<2>());
+  KGRAD_ASSIGN_OR_RETURN(const ops::CrossEntropyAxis ce,
+                         ops::ParseSoftmaxCrossEntropyKernel(ctx.prim(), in));
+  const Tensor *x = in[0], *labels = in[1];
   KGRAD_ASSIGN_OR_RETURN(Gpu gpu, GpuOf(ctx));
   KGRAD_ASSIGN_OR_RETURN(Tensor loss, ctx.Allocate(x->dtype(), ce.out));
   const AxisSplit g = ops::SplitAtAxis(x->shape(), ce.axis);
@@ -112,11 +111,9 @@ absl::StatusOr<Value> SparseSoftmaxCrossEntropy(KernelContext& ctx) {
 
 // ----- Normalisation -------------------------------------------------------------------------------
 absl::StatusOr<Value> BatchNorm(KernelContext& ctx) {
-  KGRAD_ASSIGN_OR_RETURN(const Tensor* x, ctx.TensorAt(0));
-  KGRAD_ASSIGN_OR_RETURN(const Tensor* scale, ctx.TensorAt(1));
-  KGRAD_ASSIGN_OR_RETURN(const Tensor* bias, ctx.TensorAt(2));
-  KGRAD_ASSIGN_OR_RETURN(const ops::NormAttrs a, ops::ParseBatchNorm(ctx.prim(), *x, *scale, *bias,
-                                                                     ops::CheckedBy::kKernel));
+  KGRAD_ASSIGN_OR_RETURN(const auto in, ctx.TensorsAt<3>());
+  KGRAD_ASSIGN_OR_RETURN(const ops::NormAttrs a, ops::ParseBatchNormKernel(ctx.prim(), in));
+  const Tensor *x = in[0], *scale = in[1], *bias = in[2];
   const AxisSplit g = ops::SplitAtAxis(x->shape(), a.axis);
   if (x->NumElements() == 0) return Value(*x);
   // cuDNN wants eps >= CUDNN_BN_MIN_EPSILON, int dims, and more than one value
@@ -142,11 +139,9 @@ absl::StatusOr<Value> BatchNorm(KernelContext& ctx) {
 }
 
 absl::StatusOr<Value> LayerNorm(KernelContext& ctx) {
-  KGRAD_ASSIGN_OR_RETURN(const Tensor* x, ctx.TensorAt(0));
-  KGRAD_ASSIGN_OR_RETURN(const Tensor* scale, ctx.TensorAt(1));
-  KGRAD_ASSIGN_OR_RETURN(const Tensor* bias, ctx.TensorAt(2));
-  KGRAD_ASSIGN_OR_RETURN(const ops::NormAttrs a, ops::ParseLayerNorm(ctx.prim(), *x, *scale, *bias,
-                                                                     ops::CheckedBy::kKernel));
+  KGRAD_ASSIGN_OR_RETURN(const auto in, ctx.TensorsAt<3>());
+  KGRAD_ASSIGN_OR_RETURN(const ops::NormAttrs a, ops::ParseLayerNormKernel(ctx.prim(), in));
+  const Tensor *x = in[0], *scale = in[1], *bias = in[2];
   // Each row holds the normalised dims [begin_norm_axis, rank).
   const int64_t n = NumElementsOf(absl::MakeConstSpan(x->shape()).subspan(a.axis));
   KGRAD_ASSIGN_OR_RETURN(Gpu gpu, GpuOf(ctx));
