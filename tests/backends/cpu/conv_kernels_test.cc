@@ -549,7 +549,9 @@ TEST(PoolKernelEdgeTest, TwoByTwoLoopsMatchTheGeneralOnes) {
           EXPECT_EQ(a[i], b[i]) << i;
         }
       }
-      if (id == PrimId::kMaxPool2d) EXPECT_GT(nans, 10);  // the NaN paths ran
+      if (id == PrimId::kMaxPool2d) {
+        EXPECT_GT(nans, 10);  // the NaN paths ran
+      }
     }
   }
 }
