@@ -91,6 +91,12 @@ class NodeContext {
   // Element `i` of a tuple value.
   absl::StatusOr<ImportedValue> Item(const ImportedValue& tuple, int64_t i) const;
   ImportedValue Const(Tensor t) const;
+  // A rank-0 constant of dtype `t` (of `like`'s dtype) holding `v`.
+  absl::StatusOr<ImportedValue> Scalar(DType t, double v) const;
+  absl::StatusOr<ImportedValue> ScalarLike(const ImportedValue& like, double v) const;
+  // The static length of dim `axis` (negative counts from the end) of `v`, or an
+  // error naming `what` when the rank or that dim is unknown.
+  absl::StatusOr<int64_t> StaticDim(const ImportedValue& v, int64_t axis, const char* what) const;
   // The node of `v` in the current graph (places constants).
   AnfNode* NodeOf(const ImportedValue& v) const;
 
@@ -104,14 +110,19 @@ class NodeContext {
 using Outputs = absl::StatusOr<std::vector<ImportedValue>>;
 using OpMapping = Outputs (*)(NodeContext& c);
 using OpTable = absl::flat_hash_map<std::string, OpMapping>;
+// The outputs of a mapping with one output.
+Outputs OneOutput(absl::StatusOr<ImportedValue> v);
 // The mapping for `op_type` (default domain), or null when unsupported.
 OpMapping FindOpMapping(const std::string& op_type);
 // The families, one per file (onnx_ops.cc, onnx_shape_ops.cc, onnx_nn_ops.cc,
-// onnx_control_flow.cc).
+// onnx_control_flow.cc, onnx_activation_ops.cc, onnx_loss_ops.cc, onnx_norm_ops.cc).
 void AddElementwiseOps(OpTable* t);
 void AddShapeOps(OpTable* t);
 void AddNnOps(OpTable* t);
 void AddControlFlowOps(OpTable* t);
+void AddActivationOps(OpTable* t);
+void AddLossOps(OpTable* t);
+void AddNormOps(OpTable* t);
 
 class Importer {
  public:

@@ -161,6 +161,31 @@ ImportedValue NodeContext::Const(Tensor t) const {
   return v;
 }
 
+absl::StatusOr<ImportedValue> NodeContext::Scalar(DType t, double v) const {
+  KGRAD_ASSIGN_OR_RETURN(Tensor k, Tensor::Full(t, {}, v));
+  return Const(std::move(k));
+}
+
+absl::StatusOr<ImportedValue> NodeContext::ScalarLike(const ImportedValue& like, double v) const {
+  KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* t, TensorType(like));
+  return Scalar(t->dtype(), v);
+}
+
+absl::StatusOr<int64_t> NodeContext::StaticDim(const ImportedValue& v, int64_t axis,
+                                               const char* what) const {
+  KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* t, TensorType(v));
+  absl::StatusOr<int> a = NormalizeAxis(axis, t->rank());
+  if (!a.ok() || t->shape()[*a] == kUnknownDim) {
+    return Error(absl::StrCat("needs a static ", what, " (dim ", axis, ") of ", t->ToString()));
+  }
+  return t->shape()[*a];
+}
+
+Outputs OneOutput(absl::StatusOr<ImportedValue> v) {
+  if (!v.ok()) return v.status();
+  return std::vector<ImportedValue>{*std::move(v)};
+}
+
 AnfNode* NodeContext::NodeOf(const ImportedValue& v) const {
   if (v.node != nullptr) return v.node;
   return b().Const(Value(*v.constant));

@@ -1,5 +1,5 @@
 // ONNX op mappings: linear algebra and neural-network ops (2-D convolution and
-// pooling in NCHW, normalisations in inference form).
+// pooling in NCHW; the normalisations are in onnx_norm_ops.cc).
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "core/shape.h"
@@ -221,55 +221,6 @@ Outputs GlobalPool(NodeContext& c) {
   return One(c.Emit(id, {x}, {{"axes", axes}, {"keepdims", true}}));
 }
 
-// BatchNormalization(x, scale, b, mean, var){epsilon}, inference form:
-// y = (x - mean) * (scale * rsqrt(var + eps)) + b, per channel (dim 1).
-Outputs BatchNorm(NodeContext& c) {
-  KGRAD_RETURN_IF_ERROR(c.ExpectInputs(5, 5));
-  KGRAD_RETURN_IF_ERROR(c.ExpectOutputs(1));
-  KGRAD_ASSIGN_OR_RETURN(int64_t training, c.Int("training_mode", 0));
-  if (training != 0) return c.Error("training_mode=1 is not supported (inference only)");
-  KGRAD_ASSIGN_OR_RETURN(double eps, c.Float("epsilon", 1e-5));
-  KGRAD_ASSIGN_OR_RETURN(ImportedValue x, c.Input(0));
-  KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* t, c.TensorType(x));
-  if (t->rank() < 2) return c.Error(absl::StrCat("needs rank >= 2, got ", t->ToString()));
-  std::vector<int64_t> channel_shape(t->rank() - 1, 1);
-  channel_shape[0] = -1;
-  std::vector<ImportedValue> p;  // scale, b, mean, var as [C, 1, ...]
-  for (int i = 1; i <= 4; ++i) {
-    KGRAD_ASSIGN_OR_RETURN(ImportedValue v, c.Input(i));
-    KGRAD_ASSIGN_OR_RETURN(v, c.Emit(PrimId::kReshape, {v}, {{"shape", channel_shape}}));
-    p.push_back(v);
-  }
-  KGRAD_ASSIGN_OR_RETURN(ImportedValue k, Scalar(c, t->dtype(), eps));
-  KGRAD_ASSIGN_OR_RETURN(ImportedValue var_eps, c.Emit(PrimId::kAdd, {p[3], k}));
-  KGRAD_ASSIGN_OR_RETURN(ImportedValue rstd, c.Emit(PrimId::kRsqrt, {var_eps}));
-  KGRAD_ASSIGN_OR_RETURN(ImportedValue gain, c.Emit(PrimId::kMul, {p[0], rstd}));
-  KGRAD_ASSIGN_OR_RETURN(ImportedValue centered, c.Emit(PrimId::kSub, {x, p[2]}));
-  KGRAD_ASSIGN_OR_RETURN(ImportedValue scaled, c.Emit(PrimId::kMul, {centered, gain}));
-  return One(c.Emit(PrimId::kAdd, {scaled, p[1]}));
-}
-
-// LayerNormalization(x, scale[, b]){axis=-1, epsilon=1e-5} = layer_norm; a missing
-// bias is zeros.
-Outputs LayerNorm(NodeContext& c) {
-  KGRAD_RETURN_IF_ERROR(c.ExpectInputs(2, 3));
-  KGRAD_RETURN_IF_ERROR(c.ExpectOutputs(1));
-  KGRAD_ASSIGN_OR_RETURN(ImportedValue x, c.Input(0));
-  KGRAD_ASSIGN_OR_RETURN(ImportedValue scale, c.Input(1));
-  KGRAD_ASSIGN_OR_RETURN(int64_t axis, c.Int("axis", -1));
-  KGRAD_ASSIGN_OR_RETURN(double eps, c.Float("epsilon", 1e-5));
-  ImportedValue bias;
-  if (c.HasInput(2)) {
-    KGRAD_ASSIGN_OR_RETURN(bias, c.Input(2));
-  } else {
-    KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* ts, c.TensorType(scale));
-    if (!ts->shape_known()) return c.Error("needs the scale's static shape when there is no bias");
-    KGRAD_ASSIGN_OR_RETURN(Tensor zeros, Tensor::Zeros(ts->dtype(), ts->shape()));
-    bias = c.Const(std::move(zeros));
-  }
-  return One(c.Emit(PrimId::kLayerNorm, {x, scale, bias}, {{"begin_norm_axis", axis}, {"epsilon", eps}}));
-}
-
 }  // namespace
 
 void AddNnOps(OpTable* t) {
@@ -284,8 +235,6 @@ void AddNnOps(OpTable* t) {
   (*t)["AveragePool"] = Pool<PrimId::kAvgPool2d>;
   (*t)["GlobalAveragePool"] = GlobalPool<PrimId::kReduceMean>;
   (*t)["GlobalMaxPool"] = GlobalPool<PrimId::kReduceMax>;
-  (*t)["BatchNormalization"] = BatchNorm;
-  (*t)["LayerNormalization"] = LayerNorm;
 }
 
 }  // namespace onnx_import

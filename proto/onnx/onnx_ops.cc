@@ -16,6 +16,9 @@ OpMapping FindOpMapping(const std::string& op_type) {
     AddShapeOps(t);
     AddNnOps(t);
     AddControlFlowOps(t);
+    AddActivationOps(t);
+    AddLossOps(t);
+    AddNormOps(t);
     return t;
   }();
   auto it = table->find(op_type);
@@ -38,16 +41,10 @@ Outputs Unary(NodeContext& c) {
   return One(c.Emit(id, {x}));
 }
 
-// Identity, and Dropout in inference mode (ratio ignored, no mask output).
+// Identity(x) = x.
 Outputs Identity(NodeContext& c) {
-  KGRAD_RETURN_IF_ERROR(c.ExpectInputs(1, c.node().op_type() == "Dropout" ? 3 : 1));
+  KGRAD_RETURN_IF_ERROR(c.ExpectInputs(1, 1));
   KGRAD_RETURN_IF_ERROR(c.ExpectOutputs(1));
-  if (c.HasInput(2)) {
-    KGRAD_ASSIGN_OR_RETURN(Tensor training, c.ConstInput(2));
-    if (training.NumElements() != 1 || training.ElementAsDouble(0) != 0) {
-      return c.Error("training_mode must be false (inference only)");
-    }
-  }
   KGRAD_ASSIGN_OR_RETURN(ImportedValue x, c.Input(0));
   return std::vector<ImportedValue>{x};
 }
@@ -155,13 +152,17 @@ Outputs Where(NodeContext& c) {
   return One(c.Emit(PrimId::kSelect, {cond, x, y}));
 }
 
-// Reduce*(x[, axes]){axes, keepdims=1, noop_with_empty_axes=0}. Axes are an input
-// from opset 13 (ReduceSum) or 18 (the others), an attribute before.
-template <PrimId id>
-Outputs Reduce(NodeContext& c) {
+// The reduction of a Reduce* node: axes from the input (ReduceSum from opset 13,
+// the others from 18) or the attribute; empty means all, or nothing with
+// noop_with_empty_axes=1 (`noop`).
+struct ReduceSpec {
+  AttrMap attrs;
+  bool noop = false;
+};
+
+absl::StatusOr<ReduceSpec> ReadReduce(NodeContext& c) {
   KGRAD_RETURN_IF_ERROR(c.ExpectInputs(1, 2));
   KGRAD_RETURN_IF_ERROR(c.ExpectOutputs(1));
-  KGRAD_ASSIGN_OR_RETURN(ImportedValue x, c.Input(0));
   std::vector<int64_t> axes;
   if (c.HasInput(1)) {
     KGRAD_ASSIGN_OR_RETURN(axes, c.ConstInts(1));
@@ -170,8 +171,28 @@ Outputs Reduce(NodeContext& c) {
   }
   KGRAD_ASSIGN_OR_RETURN(int64_t keepdims, c.Int("keepdims", 1));
   KGRAD_ASSIGN_OR_RETURN(int64_t noop, c.Int("noop_with_empty_axes", 0));
-  if (axes.empty() && noop != 0) return std::vector<ImportedValue>{x};
-  return One(c.Emit(id, {x}, {{"axes", axes}, {"keepdims", keepdims != 0}}));
+  ReduceSpec r;
+  r.noop = axes.empty() && noop != 0;
+  r.attrs = {{"axes", axes}, {"keepdims", keepdims != 0}};
+  return r;
+}
+
+// Reduce*(x[, axes]){axes, keepdims=1, noop_with_empty_axes=0} = `id` over the axes
+// of `pre`(x), then `post` (kNeg as "none" for either).
+template <PrimId id, PrimId pre = PrimId::kNeg, PrimId post = PrimId::kNeg>
+Outputs Reduce(NodeContext& c) {
+  KGRAD_ASSIGN_OR_RETURN(ReduceSpec r, ReadReduce(c));
+  KGRAD_ASSIGN_OR_RETURN(ImportedValue x, c.Input(0));
+  if (pre != PrimId::kNeg) {
+    KGRAD_ASSIGN_OR_RETURN(x, c.Emit(pre, {x}));
+  }
+  if (!r.noop) {
+    KGRAD_ASSIGN_OR_RETURN(x, c.Emit(id, {x}, r.attrs));
+  }
+  if (post != PrimId::kNeg) {
+    KGRAD_ASSIGN_OR_RETURN(x, c.Emit(post, {x}));
+  }
+  return std::vector<ImportedValue>{x};
 }
 
 // ArgMax/ArgMin(x){axis=0, keepdims=1, select_last_index=0}.
@@ -202,7 +223,6 @@ Outputs Cast(NodeContext& c) {
 
 void AddElementwiseOps(OpTable* t) {
   (*t)["Identity"] = Identity;
-  (*t)["Dropout"] = Identity;
   (*t)["Neg"] = Unary<PrimId::kNeg>;
   (*t)["Exp"] = Unary<PrimId::kExp>;
   (*t)["Log"] = Unary<PrimId::kLog>;
@@ -243,6 +263,12 @@ void AddElementwiseOps(OpTable* t) {
   (*t)["ReduceMin"] = Reduce<PrimId::kReduceMin>;
   (*t)["ReduceProd"] = Reduce<PrimId::kReduceProd>;
   (*t)["ReduceLogSumExp"] = Reduce<PrimId::kLogsumexp>;
+  // ReduceL1 = sum |x|, ReduceL2 = sqrt(sum x^2), ReduceSumSquare = sum x^2,
+  // ReduceLogSum = log(sum x).
+  (*t)["ReduceL1"] = Reduce<PrimId::kReduceSum, PrimId::kAbs>;
+  (*t)["ReduceL2"] = Reduce<PrimId::kReduceSum, PrimId::kSquare, PrimId::kSqrt>;
+  (*t)["ReduceSumSquare"] = Reduce<PrimId::kReduceSum, PrimId::kSquare>;
+  (*t)["ReduceLogSum"] = Reduce<PrimId::kReduceSum, PrimId::kNeg, PrimId::kLog>;
   (*t)["ArgMax"] = ArgReduce<PrimId::kArgmax>;
   (*t)["ArgMin"] = ArgReduce<PrimId::kArgmin>;
 }

@@ -1,6 +1,7 @@
 // ONNX op mappings: constants, shapes and data movement. Shape arguments must be
 // known at import time (constants, or Shape chains folded on static shapes).
 #include <algorithm>
+#include <cmath>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -26,6 +27,15 @@ absl::StatusOr<const AbstractTensor*> StaticShape(NodeContext& c, const Imported
 
 Tensor Int64s(const std::vector<int64_t>& v) {
   return Tensor::FromVector<int64_t>({static_cast<int64_t>(v.size())}, v);
+}
+
+// x[..., idx[k], ...] along `axis`: the exact lowering of every op below that reads
+// a fixed pattern of positions along a static axis (negative-step slices, edge,
+// reflect and wrap padding, tiling). gather's adjoint scatters the cotangent back,
+// adding where a position is read more than once.
+absl::StatusOr<ImportedValue> GatherAlong(NodeContext& c, const ImportedValue& x, int axis,
+                                          const std::vector<int64_t>& idx) {
+  return c.Emit(PrimId::kGather, {x, c.Const(Int64s(idx))}, {{"axis", int64_t{axis}}});
 }
 
 // Constant{value | value_float | value_floats | value_int | value_ints}.
@@ -211,7 +221,8 @@ Outputs Split(NodeContext& c) {
   return outs;
 }
 
-// Gather(x, indices){axis}: constant negative indices count from the end.
+// Gather(x, indices){axis}: negative indices count from the end (fixed at import
+// for constant indices, by a select at run time otherwise).
 Outputs Gather(NodeContext& c) {
   KGRAD_RETURN_IF_ERROR(c.ExpectInputs(2, 2));
   KGRAD_ASSIGN_OR_RETURN(ImportedValue x, c.Input(0));
@@ -230,6 +241,13 @@ Outputs Gather(NodeContext& c) {
       fixed.mutable_data<int64_t>()[k] = i < 0 ? i + dim : i;
     }
     idx = c.Const(std::move(fixed));
+  } else if (!idx.constant.has_value() && dim != kUnknownDim) {
+    // idx + dim where idx < 0, computed at run time.
+    KGRAD_ASSIGN_OR_RETURN(ImportedValue zero, c.ScalarLike(idx, 0));
+    KGRAD_ASSIGN_OR_RETURN(ImportedValue n, c.ScalarLike(idx, static_cast<double>(dim)));
+    KGRAD_ASSIGN_OR_RETURN(ImportedValue neg, c.Emit(PrimId::kLess, {idx, zero}));
+    KGRAD_ASSIGN_OR_RETURN(ImportedValue wrapped, c.Emit(PrimId::kAdd, {idx, n}));
+    KGRAD_ASSIGN_OR_RETURN(idx, c.Emit(PrimId::kSelect, {neg, wrapped, idx}));
   }
   return One(c.Emit(PrimId::kGather, {x, idx}, {{"axis", axis}}));
 }
@@ -247,8 +265,22 @@ Outputs Expand(NodeContext& c) {
   return One(c.Emit(PrimId::kBroadcastTo, {x}, {{"shape", std::vector<int64_t>(out->begin(), out->end())}}));
 }
 
-// Slice(x, starts, ends[, axes, steps]) = slice(x){begin, end, strides} over every
-// dim, bounds clamped NumPy-style; positive steps only.
+// The positions a negative-step slice reads along a dim of length `dim`, NumPy's
+// rules: start and end count from the end when negative and are clamped to
+// [-1, dim - 1]; positions start, start + step, ... while > end.
+std::vector<int64_t> ReversedPositions(int64_t start, int64_t end, int64_t step, int64_t dim) {
+  auto clamp = [dim](int64_t v) {
+    if (v < 0) v = v < -dim ? -1 : v + dim;
+    return std::min(v, dim - 1);
+  };
+  std::vector<int64_t> idx;
+  for (int64_t i = clamp(start), e = clamp(end); i > e; i += step) idx.push_back(i);
+  return idx;
+}
+
+// Slice(x, starts, ends[, axes, steps]) = slice(x){begin, end, strides} over the dims
+// with positive steps (bounds clamped NumPy-style), then a gather of the positions
+// each negative-step dim reads.
 Outputs Slice(NodeContext& c) {
   KGRAD_RETURN_IF_ERROR(c.ExpectInputs(3, 5));
   KGRAD_ASSIGN_OR_RETURN(ImportedValue x, c.Input(0));
@@ -268,53 +300,226 @@ Outputs Slice(NodeContext& c) {
   }
   int rank = t->rank();
   std::vector<int64_t> begin(rank, 0), end(t->shape().begin(), t->shape().end()), stride(rank, 1);
+  std::vector<std::pair<int, std::vector<int64_t>>> reversed;
+  std::vector<bool> seen(rank, false);
   for (size_t i = 0; i < starts.size(); ++i) {
     absl::StatusOr<int> a = NormalizeAxis(axes[i], rank);
     if (!a.ok()) return c.Error(a.status().message());
-    if (steps[i] <= 0) return c.Error("only positive steps are supported");
+    if (seen[*a]) return c.Error(absl::StrCat("axis ", axes[i], " is repeated"));
+    seen[*a] = true;
+    if (steps[i] == 0) return c.Error("steps must be non-zero");
     int64_t dim = t->shape()[*a];
+    if (steps[i] < 0) {
+      reversed.emplace_back(*a, ReversedPositions(starts[i], ends[i], steps[i], dim));
+      continue;
+    }
     auto clamp = [dim](int64_t v) { return std::clamp(v < 0 ? v + dim : v, int64_t{0}, dim); };
     begin[*a] = clamp(starts[i]);
     end[*a] = std::max(clamp(ends[i]), begin[*a]);
     stride[*a] = steps[i];
   }
-  return One(c.Emit(PrimId::kSlice, {x}, {{"begin", begin}, {"end", end}, {"strides", stride}}));
+  KGRAD_ASSIGN_OR_RETURN(x, c.Emit(PrimId::kSlice, {x}, {{"begin", begin}, {"end", end}, {"strides", stride}}));
+  for (const auto& [axis, idx] : reversed) {
+    KGRAD_ASSIGN_OR_RETURN(x, GatherAlong(c, x, axis, idx));
+  }
+  return std::vector<ImportedValue>{x};
 }
 
-// Pad(x, pads[, constant_value]){mode=constant}; pads are [begins..., ends...].
-Outputs Pad(NodeContext& c) {
-  KGRAD_RETURN_IF_ERROR(c.ExpectInputs(1, 3));
-  KGRAD_ASSIGN_OR_RETURN(std::string mode, c.String("mode", "constant"));
-  if (mode != "constant") return c.Error(absl::StrCat("mode '", mode, "' is not supported (constant is)"));
-  KGRAD_ASSIGN_OR_RETURN(ImportedValue x, c.Input(0));
-  KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* t, c.TensorType(x));
+// The position that padding mode `mode` reads for cell k (in [-before, dim + after))
+// of a dim of length `dim`: edge repeats the border, reflect mirrors without
+// repeating it, wrap is periodic.
+int64_t PadSource(const std::string& mode, int64_t k, int64_t dim) {
+  if (mode == "edge") return std::clamp(k, int64_t{0}, dim - 1);
+  if (mode == "wrap") return ((k % dim) + dim) % dim;
+  if (dim == 1) return 0;
+  int64_t period = 2 * (dim - 1), r = ((k % period) + period) % period;
+  return r < dim ? r : period - r;
+}
+
+// The pads as [begins..., ends...] over every dim, from input 1 (opset 11+) or the
+// attribute, scattered onto `axes` (input 3, opset 18).
+absl::StatusOr<std::vector<int64_t>> ReadPads(NodeContext& c, int rank) {
   std::vector<int64_t> pads;
-  double value = 0;
   if (c.HasInput(1)) {
     KGRAD_ASSIGN_OR_RETURN(pads, c.ConstInts(1));
   } else {
     KGRAD_ASSIGN_OR_RETURN(pads, c.Ints("pads", {}));
-    KGRAD_ASSIGN_OR_RETURN(value, c.Float("value", 0));
   }
+  std::vector<int64_t> axes;
+  for (int i = 0; i < rank; ++i) axes.push_back(i);
+  if (c.HasInput(3)) {
+    KGRAD_ASSIGN_OR_RETURN(axes, c.ConstInts(3));
+  }
+  const int n = static_cast<int>(axes.size());
+  if (static_cast<int>(pads.size()) != 2 * n) {
+    return c.Error(absl::StrCat(pads.size(), " pads for ", n, " axes (want ", 2 * n, ")"));
+  }
+  std::vector<int64_t> full(2 * rank, 0);
+  for (int i = 0; i < n; ++i) {
+    absl::StatusOr<int> a = NormalizeAxis(axes[i], rank);
+    if (!a.ok()) return c.Error(a.status().message());
+    full[*a] = pads[i];
+    full[*a + rank] = pads[i + n];
+  }
+  return full;
+}
+
+// Pad(x, pads[, constant_value, axes]){mode=constant|edge|reflect|wrap}; pads are
+// [begins..., ends...], negative ones crop. Constant mode crops with slice and pads
+// with pad; the other modes gather the positions PadSource names, per padded dim.
+Outputs Pad(NodeContext& c) {
+  KGRAD_RETURN_IF_ERROR(c.ExpectInputs(1, 4));
+  KGRAD_ASSIGN_OR_RETURN(std::string mode, c.String("mode", "constant"));
+  if (mode != "constant" && mode != "edge" && mode != "reflect" && mode != "wrap") {
+    return c.Error(absl::StrCat("mode '", mode, "' is not one of constant, edge, reflect, wrap"));
+  }
+  KGRAD_ASSIGN_OR_RETURN(ImportedValue x, c.Input(0));
+  KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* t, c.TensorType(x));
+  const int rank = t->rank();
+  KGRAD_ASSIGN_OR_RETURN(std::vector<int64_t> pads, ReadPads(c, rank));
+  KGRAD_ASSIGN_OR_RETURN(double value, c.Float("value", 0));
   if (c.HasInput(2)) {
     KGRAD_ASSIGN_OR_RETURN(Tensor v, c.ConstInput(2));
     if (v.NumElements() != 1) return c.Error("constant_value must hold one element");
     value = v.ElementAsDouble(0);
   }
-  int rank = t->rank();
-  if (static_cast<int>(pads.size()) != 2 * rank) {
-    return c.Error(absl::StrCat(pads.size(), " pads for rank ", rank, " (want ", 2 * rank, ")"));
+  for (int i = 0; i < rank; ++i) {
+    int64_t before = pads[i], after = pads[i + rank];
+    if (before == 0 && after == 0) continue;
+    if (mode == "constant" && before >= 0 && after >= 0) continue;
+    KGRAD_ASSIGN_OR_RETURN(int64_t dim, c.StaticDim(x, i, "padded dim"));
+    if (dim + before + after < 0 || (mode != "constant" && dim == 0)) {
+      return c.Error(absl::StrCat("pads ", before, ", ", after, " do not fit dim ", i, " of ", t->ToString()));
+    }
+    if (mode == "reflect" && (before >= dim || after >= dim)) {
+      return c.Error(absl::StrCat("reflect pads must be < the dim (", dim, "), got ", before, ", ", after));
+    }
+    std::vector<int64_t> idx;
+    for (int64_t k = -before; k < dim + after; ++k) {
+      idx.push_back(mode == "constant" ? k : PadSource(mode, k, dim));
+    }
+    if (mode == "constant") {  // crop only: keep the cells inside x
+      idx.erase(std::remove_if(idx.begin(), idx.end(), [dim](int64_t k) { return k < 0 || k >= dim; }),
+                idx.end());
+      pads[i] = std::max<int64_t>(before, 0);
+      pads[i + rank] = std::max<int64_t>(after, 0);
+    } else {
+      pads[i] = pads[i + rank] = 0;
+    }
+    KGRAD_ASSIGN_OR_RETURN(x, GatherAlong(c, x, i, idx));
   }
   std::vector<int64_t> interleaved;
   bool all_zero = true;
   for (int i = 0; i < rank; ++i) {
-    if (pads[i] < 0 || pads[i + rank] < 0) return c.Error("negative pads are not supported");
     interleaved.push_back(pads[i]);
     interleaved.push_back(pads[i + rank]);
     all_zero = all_zero && pads[i] == 0 && pads[i + rank] == 0;
   }
   if (all_zero) return std::vector<ImportedValue>{x};
   return One(c.Emit(PrimId::kPad, {x}, {{"pads", interleaved}, {"value", value}}));
+}
+
+// Tile(x, repeats): each dim with repeats r > 1 gathers [0..d) r times.
+Outputs Tile(NodeContext& c) {
+  KGRAD_RETURN_IF_ERROR(c.ExpectInputs(2, 2));
+  KGRAD_ASSIGN_OR_RETURN(ImportedValue x, c.Input(0));
+  KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* t, c.TensorType(x));
+  KGRAD_ASSIGN_OR_RETURN(std::vector<int64_t> repeats, c.ConstInts(1));
+  if (static_cast<int>(repeats.size()) != t->rank()) {
+    return c.Error(absl::StrCat(repeats.size(), " repeats for ", t->ToString()));
+  }
+  for (int i = 0; i < t->rank(); ++i) {
+    if (repeats[i] < 0) return c.Error(absl::StrCat("repeats must be >= 0, got ", repeats[i]));
+    if (repeats[i] == 1) continue;
+    KGRAD_ASSIGN_OR_RETURN(int64_t dim, c.StaticDim(x, i, "tiled dim"));
+    if (dim * repeats[i] > c.importer().options().max_folded_elements) {
+      return c.Error(absl::StrCat("tiling dim ", i, " (", dim, ") ", repeats[i], " times is too large"));
+    }
+    std::vector<int64_t> idx;
+    for (int64_t r = 0; r < repeats[i]; ++r) {
+      for (int64_t k = 0; k < dim; ++k) idx.push_back(k);
+    }
+    KGRAD_ASSIGN_OR_RETURN(x, GatherAlong(c, x, i, idx));
+  }
+  return std::vector<ImportedValue>{x};
+}
+
+// Trilu(x[, k]){upper=1}: x where column - row >= k (upper) or <= k (lower) over
+// the last two dims, else 0: a select with a constant mask.
+Outputs Trilu(NodeContext& c) {
+  KGRAD_RETURN_IF_ERROR(c.ExpectInputs(1, 2));
+  KGRAD_ASSIGN_OR_RETURN(ImportedValue x, c.Input(0));
+  KGRAD_ASSIGN_OR_RETURN(int64_t upper, c.Int("upper", 1));
+  int64_t k = 0;
+  if (c.HasInput(1)) {
+    KGRAD_ASSIGN_OR_RETURN(Tensor kt, c.ConstInput(1));
+    if (kt.NumElements() != 1) return c.Error("k must hold one element");
+    k = static_cast<int64_t>(kt.ElementAsDouble(0));
+  }
+  KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* t, c.TensorType(x));
+  if (t->rank() < 2) return c.Error(absl::StrCat("needs rank >= 2, got ", t->ToString()));
+  KGRAD_ASSIGN_OR_RETURN(int64_t rows, c.StaticDim(x, -2, "row count"));
+  KGRAD_ASSIGN_OR_RETURN(int64_t cols, c.StaticDim(x, -1, "column count"));
+  if (rows * cols > c.importer().options().max_folded_elements) return c.Error("matrix too large");
+  std::vector<bool> keep;
+  for (int64_t i = 0; i < rows; ++i) {
+    for (int64_t j = 0; j < cols; ++j) keep.push_back(upper != 0 ? j - i >= k : j - i <= k);
+  }
+  KGRAD_ASSIGN_OR_RETURN(Tensor mask, Tensor::Create(DType::kBool, {rows, cols}));
+  for (size_t i = 0; i < keep.size(); ++i) mask.mutable_data<bool>()[i] = keep[i];
+  KGRAD_ASSIGN_OR_RETURN(ImportedValue zero, c.ScalarLike(x, 0));
+  return One(c.Emit(PrimId::kSelect, {c.Const(std::move(mask)), x, zero}));
+}
+
+// Range(start, limit, delta), all constants: max(ceil((limit - start) / delta), 0)
+// values start + i * delta, in the inputs' dtype.
+Outputs Range(NodeContext& c) {
+  KGRAD_RETURN_IF_ERROR(c.ExpectInputs(3, 3));
+  double v[3];
+  DType dtype = DType::kFloat32;
+  for (int i = 0; i < 3; ++i) {
+    KGRAD_ASSIGN_OR_RETURN(Tensor t, c.ConstInput(i));
+    if (t.NumElements() != 1) return c.Error(absl::StrCat("input ", i, " must be a scalar"));
+    if (i > 0 && t.dtype() != dtype) return c.Error("start, limit and delta must share a dtype");
+    dtype = t.dtype();
+    v[i] = t.ElementAsDouble(0);
+  }
+  if (v[2] == 0) return c.Error("delta must be non-zero");
+  double n = std::max(std::ceil((v[1] - v[0]) / v[2]), 0.0);
+  if (!(n <= static_cast<double>(c.importer().options().max_folded_elements))) {
+    return c.Error(absl::StrCat("range of ", n, " elements is too large"));
+  }
+  std::vector<double> out(static_cast<size_t>(n));
+  for (size_t i = 0; i < out.size(); ++i) out[i] = v[0] + static_cast<double>(i) * v[2];
+  ImportedValue r = c.Const(Tensor::FromVector<double>({static_cast<int64_t>(out.size())}, out));
+  if (dtype == DType::kFloat64) return std::vector<ImportedValue>{r};
+  return One(c.Emit(PrimId::kCast, {r}, {{"dtype", dtype}}));
+}
+
+// OneHot(indices, depth, values){axis=-1} = one_hot(indices mod depth){depth,
+// on_value, off_value, axis} in the values' dtype; indices in [-depth, depth)
+// wrap, others give an all-off row (ONNX leaves them undefined).
+Outputs OneHot(NodeContext& c) {
+  KGRAD_RETURN_IF_ERROR(c.ExpectInputs(3, 3));
+  KGRAD_ASSIGN_OR_RETURN(ImportedValue idx, c.Input(0));
+  KGRAD_ASSIGN_OR_RETURN(Tensor depth_t, c.ConstInput(1));
+  KGRAD_ASSIGN_OR_RETURN(Tensor values, c.ConstInput(2));
+  KGRAD_ASSIGN_OR_RETURN(int64_t axis, c.Int("axis", -1));
+  if (depth_t.NumElements() != 1) return c.Error("depth must hold one element");
+  if (values.NumElements() != 2) return c.Error("values must be [off_value, on_value]");
+  int64_t depth = static_cast<int64_t>(depth_t.ElementAsDouble(0));
+  KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* ti, c.TensorType(idx));
+  if (!IsInteger(ti->dtype())) {
+    KGRAD_ASSIGN_OR_RETURN(idx, c.Emit(PrimId::kCast, {idx}, {{"dtype", DType::kInt64}}));
+  }
+  KGRAD_ASSIGN_OR_RETURN(ImportedValue zero, c.ScalarLike(idx, 0));
+  KGRAD_ASSIGN_OR_RETURN(ImportedValue n, c.ScalarLike(idx, static_cast<double>(depth)));
+  KGRAD_ASSIGN_OR_RETURN(ImportedValue neg, c.Emit(PrimId::kLess, {idx, zero}));
+  KGRAD_ASSIGN_OR_RETURN(ImportedValue wrapped, c.Emit(PrimId::kAdd, {idx, n}));
+  KGRAD_ASSIGN_OR_RETURN(idx, c.Emit(PrimId::kSelect, {neg, wrapped, idx}));
+  return One(c.Emit(PrimId::kOneHot, {idx},
+                    {{"depth", depth}, {"axis", axis}, {"dtype", values.dtype()},
+                     {"off_value", values.ElementAsDouble(0)}, {"on_value", values.ElementAsDouble(1)}}));
 }
 
 }  // namespace
@@ -335,6 +540,10 @@ void AddShapeOps(OpTable* t) {
   (*t)["Expand"] = Expand;
   (*t)["Slice"] = Slice;
   (*t)["Pad"] = Pad;
+  (*t)["Tile"] = Tile;
+  (*t)["Trilu"] = Trilu;
+  (*t)["Range"] = Range;
+  (*t)["OneHot"] = OneHot;
 }
 
 }  // namespace onnx_import

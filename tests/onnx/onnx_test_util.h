@@ -10,6 +10,9 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "ad/grad_operation.h"
+#include "backends/executor.h"
+#include "core/passes/optimize.h"
 #include "absl/strings/str_cat.h"
 #include "backends/cpu/constant_evaluator.h"
 #include "core/module.h"
@@ -40,8 +43,8 @@ inline Tensor Npy(const std::string& file) {
 // max |got - want| / max(max |want|, 1e-6): a norm-wise relative error, so that
 // entries near zero (a softmax gradient sums to zero) are judged against the scale
 // of the whole tensor, as float32 round-off is.
-inline double RelError(const Tensor& got, const Tensor& want) {
-  double err = 0, scale = 1e-6;
+inline double RelError(const Tensor& got, const Tensor& want, double min_scale = 1e-6) {
+  double err = 0, scale = min_scale;
   for (int64_t i = 0; i < want.NumElements(); ++i) {
     err = std::max(err, std::abs(got.ElementAsDouble(i) - want.ElementAsDouble(i)));
     scale = std::max(scale, std::abs(want.ElementAsDouble(i)));
@@ -49,12 +52,96 @@ inline double RelError(const Tensor& got, const Tensor& want) {
   return err / scale;
 }
 
-inline void ExpectClose(const Value& got, const Tensor& want, double tol, const std::string& what) {
+inline void ExpectClose(const Value& got, const Tensor& want, double tol, const std::string& what,
+                        double min_scale = 1e-6) {
   ASSERT_TRUE(got.is_tensor()) << what << ": got " << got.TypeString();
   ASSERT_EQ(got.tensor().TypeString(), want.TypeString()) << what;
-  double e = RelError(got.tensor(), want);
+  double e = RelError(got.tensor(), want, min_scale);
   EXPECT_LE(e, tol) << what << ": relative error " << e << "\n got  " << got.tensor().DebugString(12)
                     << "\n want " << want.DebugString(12);
+}
+
+// NAME_in<i>.npy for i < n.
+inline std::vector<Value> FixtureInputs(const std::string& name, int n) {
+  std::vector<Value> in;
+  for (int i = 0; i < n; ++i) in.push_back(Npy(absl::StrCat(name, "_in", i, ".npy")));
+  return in;
+}
+
+// Imports fixture `name` (n inputs), runs it and compares with torch's output.
+inline void CheckFixtureOutput(const std::string& name, int n, double tol) {
+  absl::StatusOr<std::unique_ptr<Module>> m = ImportFixture(name);
+  ASSERT_TRUE(m.ok()) << m.status();
+  absl::StatusOr<Value> out = RunGraph((*m)->entry(), FixtureInputs(name, n));
+  ASSERT_TRUE(out.ok()) << out.status();
+  ExpectClose(*out, Npy(absl::StrCat(name, "_out.npy")), tol, "output");
+}
+
+// d<ct, f>/d(inputs, weights) of fixture `name` against torch.autograd, with the
+// gradient graph optimised or not. The inputs and weights differentiated are those
+// torch's gradients were saved for (NAME_din<i>.npy, NAME_dw_<weight>.npy): float
+// inputs, and parameters rather than BatchNorm's running statistics.
+inline void CheckFixtureGradients(const std::string& name, int n, bool optimize, double tol) {
+  absl::StatusOr<std::unique_ptr<Module>> m = ImportFixture(name);
+  ASSERT_TRUE(m.ok()) << m.status();
+  GradOptions o;
+  o.argnums.clear();
+  for (int i = 0; i < n; ++i) {
+    if (Exists(DataPath(absl::StrCat(name, "_din", i, ".npy")))) o.argnums.push_back(i);
+  }
+  std::vector<std::string> names;
+  for (const auto& w : (*m)->weights()) {
+    if (!Exists(DataPath(absl::StrCat(name, "_dw_", w->name(), ".npy")))) continue;
+    o.weights.push_back(w.get());
+    names.push_back(w->name());
+  }
+  ASSERT_FALSE(names.empty() && o.argnums.empty()) << name << ": nothing to differentiate";
+  o.sens_param = true;
+  absl::StatusOr<FuncGraph*> g = Grad(**m, (*m)->entry(), o);
+  ASSERT_TRUE(g.ok()) << g.status();
+  if (optimize) {
+    OptimizeOptions oo;
+    oo.evaluator = &CpuConstantEvaluator::Get();
+    absl::StatusOr<std::string> log = Optimize(**m, *g, oo);
+    ASSERT_TRUE(log.ok()) << log.status();
+  }
+  // Gradients that are zero in exact arithmetic (a bias feeding a training-mode
+  // BatchNorm, directly or through a linear layer) come out as float32 round-off
+  // of the sums around them: a tensor whose entries all lie below 1e-4 of the
+  // largest gradient entry is judged relative to that entry instead of its own.
+  std::vector<Tensor> want;
+  for (int i : o.argnums) want.push_back(Npy(absl::StrCat(name, "_din", i, ".npy")));
+  for (const std::string& w : names) want.push_back(Npy(absl::StrCat(name, "_dw_", w, ".npy")));
+  auto max_abs = [](const Tensor& t) {
+    double m = 0;
+    for (int64_t i = 0; i < t.NumElements(); ++i) m = std::max(m, std::abs(t.ElementAsDouble(i)));
+    return m;
+  };
+  double largest = 0;
+  for (const Tensor& t : want) largest = std::max(largest, max_abs(t));
+  auto floor = [&](const Tensor& t) { return max_abs(t) < 1e-4 * largest ? largest : 1e-6; };
+  std::vector<Value> inputs = FixtureInputs(name, n);
+  inputs.push_back(Npy(absl::StrCat(name, "_ct.npy")));
+  absl::StatusOr<Value> r = RunGraph(*g, std::move(inputs));
+  ASSERT_TRUE(r.ok()) << r.status();
+  // Grad's result: dx (one argnum) or their tuple; with weights, (dx, dw), or dw
+  // alone when no input is differentiated.
+  const bool both = !names.empty() && !o.argnums.empty();
+  if (both) ASSERT_TRUE(r->is_tuple() && r->tuple().size() == 2) << r->TypeString();
+  if (!o.argnums.empty()) {
+    const Value& dx = both ? r->tuple()[0] : *r;
+    for (size_t k = 0; k < o.argnums.size(); ++k) {
+      const Value& d = o.argnums.size() == 1 ? dx : dx.tuple()[k];
+      ExpectClose(d, want[k], tol, absl::StrCat("d input ", o.argnums[k]), floor(want[k]));
+    }
+  }
+  if (names.empty()) return;
+  const Value& dw = both ? r->tuple()[1] : *r;
+  ASSERT_TRUE(dw.is_tuple() && dw.tuple().size() == names.size()) << dw.TypeString();
+  for (size_t k = 0; k < names.size(); ++k) {
+    const Tensor& w = want[o.argnums.size() + k];
+    ExpectClose(dw.tuple()[k], w, tol, absl::StrCat("d ", names[k]), floor(w));
+  }
 }
 
 }  // namespace onnx_test

@@ -1,0 +1,258 @@
+#!/usr/bin/python3
+"""Writes the PyTorch model fixtures under tests/onnx/data/ (run from the repo root
+with Debian's /usr/bin/python3 and python3-torch, python3-torchvision, python3-onnx;
+the test suite itself needs none of them). Same file convention as make_fixtures.py:
+
+  NAME.onnx            the model as torch.onnx.export writes it (default settings
+                       except where a fixture says: training mode, opset)
+  NAME_in<i>.npy       inputs (float, or int64 class targets / token ids)
+  NAME_out.npy         the output
+  NAME_ct.npy          a random output cotangent
+  NAME_din<i>.npy      d<ct, out>/d input i, for the float inputs
+  NAME_dw_<param>.npy  d<ct, out>/d parameter (ONNX initializer name)
+
+Models are torchvision's and torch.nn's own classes at reduced widths and small
+inputs, so that the committed files stay small; the batches are large enough that
+float32 round-off through training-mode BatchNorm stays near 1e-5 (measured against
+the float64 reference: mobilenet_v2 at width 0.1 with 2 images of 64x64 differs from
+it by 3e-4 in float32 in torch itself, with 8 images by 5e-5). Training-mode models keep
+BatchNorm in training mode (batch statistics); their Dropout layers are given
+p = 0, the one change made to a model, because a random mask cannot be compared
+with torch's (kgrad's training-mode Dropout is tested on its own).
+"""
+import copy
+import os
+import sys
+
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+import torchvision
+from torchvision.models import resnet as tv_resnet
+
+OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
+TRAIN = torch.onnx.TrainingMode.TRAINING
+
+
+class WithLoss(nn.Module):
+    """model(x) followed by F.cross_entropy against integer targets."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, x, target):
+        return F.cross_entropy(self.model(x), target)
+
+
+class SmallResNet(nn.Module):
+    """A ResNet built from torchvision's BasicBlock and Bottleneck at width 8."""
+
+    def __init__(self, classes=5):
+        super().__init__()
+        self.stem = nn.Sequential(nn.Conv2d(3, 8, 3, 2, 1, bias=False), nn.BatchNorm2d(8),
+                                  nn.ReLU(inplace=True), nn.MaxPool2d(3, 2, 1))
+        down = nn.Sequential(nn.Conv2d(8, 16, 1, 2, bias=False), nn.BatchNorm2d(16))
+        self.block1 = tv_resnet.BasicBlock(8, 16, 2, down)
+        down2 = nn.Sequential(nn.Conv2d(16, 16, 1, 1, bias=False), nn.BatchNorm2d(16))
+        self.block2 = tv_resnet.Bottleneck(16, 4, 1, down2)
+        self.pool = nn.AdaptiveAvgPool2d(1)
+        self.fc = nn.Linear(16, classes)
+
+    def forward(self, x):
+        y = self.block2(self.block1(self.stem(x)))
+        return self.fc(torch.flatten(self.pool(y), 1))
+
+
+class SmallSqueezeNet(nn.Module):
+    """SqueezeNet 1.1's layout (ceil-mode max pooling, torchvision's Fire modules) at
+    a quarter of its widths."""
+
+    def __init__(self, classes=5):
+        super().__init__()
+        fire = torchvision.models.squeezenet.Fire
+        self.features = nn.Sequential(
+            nn.Conv2d(3, 16, 3, 2), nn.ReLU(inplace=True), nn.MaxPool2d(3, 2, ceil_mode=True),
+            fire(16, 4, 16, 16), fire(32, 4, 16, 16), nn.MaxPool2d(3, 2, ceil_mode=True),
+            fire(32, 8, 32, 32))
+        self.classifier = nn.Sequential(nn.Dropout(p=0.0), nn.Conv2d(64, classes, 1),
+                                        nn.ReLU(inplace=True), nn.AdaptiveAvgPool2d(1))
+
+    def forward(self, x):
+        return torch.flatten(self.classifier(self.features(x)), 1)
+
+
+class ActZoo(nn.Module):
+    """Every activation the exporter maps to its own ONNX op (or a short chain)."""
+
+    def __init__(self):
+        super().__init__()
+        self.prelu = nn.PReLU(3)
+
+    def forward(self, x):
+        ys = [F.leaky_relu(x, 0.1), F.elu(x, 0.7), F.selu(x), F.celu(x, 1.3), F.hardsigmoid(x),
+              F.hardswish(x), F.softsign(x), F.mish(x), self.prelu(x), F.relu6(x),
+              F.hardtanh(x, -0.5, 0.5), F.softplus(x), F.silu(x), F.gelu(x), F.logsigmoid(x),
+              F.tanhshrink(x), F.hardshrink(x, 0.3), F.softshrink(x, 0.3)]
+        return torch.stack(ys)
+
+
+class LossZoo(nn.Module):
+    """The classification losses the exporter supports, each reduced to a scalar,
+    stacked (it refuses mse_loss, l1_loss and binary_cross_entropy; their
+    hand-written forms stand in)."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("w", torch.tensor([0.5, 1.0, 2.0, 1.5]))
+
+    def forward(self, x, target, y):
+        logp = F.log_softmax(x, 1)
+        ys = [F.cross_entropy(x, target),
+              F.cross_entropy(x, target, weight=self.w, ignore_index=1),
+              F.nll_loss(logp, target, weight=self.w, reduction="sum"),
+              F.nll_loss(logp, target, ignore_index=2),
+              F.cross_entropy(x.t().unsqueeze(0), target.reshape(1, 3)),
+              F.binary_cross_entropy_with_logits(x, y),
+              F.kl_div(logp, F.softmax(y, 1), reduction="batchmean"),
+              ((x - y) ** 2).mean(), (x - y).abs().sum()]
+        return torch.stack(ys)
+
+
+class Embedder(nn.Module):
+    """Token ids -> embedding (padding_idx 0) -> mean over tokens -> linear."""
+
+    def __init__(self):
+        super().__init__()
+        self.emb = nn.Embedding(11, 6, padding_idx=0)
+        self.fc = nn.Linear(6, 4)
+
+    def forward(self, ids, target):
+        # The exported graph is a Gather: padding_idx's special gradient (none for
+        # row 0) is not part of it, so the reference differentiates the plain lookup.
+        h = F.embedding(ids, self.emb.weight).mean(1)
+        return F.cross_entropy(self.fc(torch.tanh(h)), target)
+
+
+class GroupNormNet(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 8, 3, padding=1)
+        self.gn = nn.GroupNorm(4, 8)
+        self.inorm = nn.InstanceNorm2d(8, affine=True)
+
+    def forward(self, x):
+        return self.inorm(F.leaky_relu(self.gn(self.conv(x)), 0.2))
+
+
+def zero_dropout(model):
+    for m in model.modules():
+        if isinstance(m, nn.Dropout):
+            m.p = 0.0
+    return model
+
+
+def randomize_norms(model):
+    """Non-trivial affine parameters and running statistics, so that each matters."""
+    with torch.no_grad():
+        for m in model.modules():
+            if isinstance(m, (nn.BatchNorm2d, nn.GroupNorm, nn.InstanceNorm2d, nn.LayerNorm)):
+                if getattr(m, "weight", None) is not None:
+                    m.weight.uniform_(0.5, 1.5)
+                    m.bias.uniform_(-0.5, 0.5)
+                if getattr(m, "running_mean", None) is not None:
+                    m.running_mean.uniform_(-0.5, 0.5)
+                    m.running_var.uniform_(0.5, 1.5)
+    return model
+
+
+def save(name, suffix, t):
+    a = t.detach().numpy()
+    np.save(os.path.join(OUT, f"{name}_{suffix}.npy"),
+            a.astype(np.int64) if a.dtype.kind in "iu" else a.astype(np.float32))
+
+
+def export(name, model, inputs, opset=14, training=False):
+    torch.manual_seed(1)
+    model.train(training)
+    path = os.path.join(OUT, f"{name}.onnx")
+    kwargs = {"training": TRAIN} if training else {}
+    # Export a copy: exporting in training mode runs the model, which updates BN's
+    # running statistics; the reference below must start from the same state.
+    torch.onnx.export(copy.deepcopy(model), tuple(inputs), path, opset_version=opset, do_constant_folding=False,
+                      input_names=[f"x{i}" for i in range(len(inputs))], output_names=["out"],
+                      **kwargs)
+    import onnx
+    proto = onnx.load(path)
+    onnx.checker.check_model(proto)
+    initializers = {i.name for i in proto.graph.initializer}
+    ops = sorted({n.op_type for n in proto.graph.node})
+
+    # The reference runs in float64 so that it carries no round-off of its own
+    # (BatchNorm over a few values per channel amplifies float32's).
+    model = copy.deepcopy(model).double()
+    xs = [(x.double() if x.is_floating_point() else x).clone().requires_grad_(x.is_floating_point())
+          for x in inputs]
+    out = model(*xs)
+    ct = torch.randn(out.shape, dtype=torch.float64)
+    params = dict(model.named_parameters())
+    wrt = [x for x in xs if x.requires_grad] + list(params.values())
+    grads = torch.autograd.grad(out, wrt, ct, allow_unused=True)
+    grads = [torch.zeros_like(v) if g is None else g for v, g in zip(wrt, grads)]
+    k = 0
+    for i, x in enumerate(inputs):
+        save(name, f"in{i}", x)
+        if x.is_floating_point():
+            save(name, f"din{i}", grads[k])
+            k += 1
+    save(name, "out", out)
+    save(name, "ct", ct)
+    for (pname, _), g in zip(params.items(), grads[k:]):
+        if pname not in initializers:
+            sys.exit(f"{name}: parameter {pname} is not an initializer ({sorted(initializers)})")
+        save(name, f"dw_{pname}", g)
+    size = os.path.getsize(path)
+    print(f"{name}: opset {opset}, {size} bytes, {len(params)} params, ops {' '.join(ops)}")
+
+
+def targets(n, classes):
+    return torch.randint(0, classes, (n,))
+
+
+def main():
+    os.makedirs(OUT, exist_ok=True)
+    tv = torchvision.models
+    torch.manual_seed(0)
+    export("resnet_train", WithLoss(randomize_norms(SmallResNet())),
+           [torch.randn(2, 3, 32, 32), targets(2, 5)], training=True)
+    torch.manual_seed(0)
+    mobilenet = zero_dropout(randomize_norms(tv.mobilenet_v2(width_mult=0.1, num_classes=5)))
+    export("mobilenet_v2_train", mobilenet, [torch.randn(8, 3, 64, 64)], training=True)
+    torch.manual_seed(0)
+    shufflenet = tv.shufflenetv2.ShuffleNetV2([1, 1, 1], [8, 8, 16, 16, 32], num_classes=5)
+    export("shufflenet_v2_train", randomize_norms(shufflenet), [torch.randn(2, 3, 64, 64)],
+           training=True)
+    torch.manual_seed(0)
+    squeezenet = SmallSqueezeNet()
+    export("squeezenet", squeezenet, [torch.randn(1, 3, 48, 48)], training=True)
+    torch.manual_seed(0)
+    mnasnet = zero_dropout(randomize_norms(tv.mnasnet.MNASNet(0.2, num_classes=5)))
+    export("mnasnet_train", mnasnet, [torch.randn(8, 3, 64, 64)], training=True)
+    torch.manual_seed(0)
+    layer = nn.TransformerEncoderLayer(16, 2, 32, dropout=0.0, batch_first=True)
+    encoder = nn.TransformerEncoder(layer, 2, enable_nested_tensor=False)
+    export("transformer_encoder", randomize_norms(encoder), [torch.randn(2, 5, 16)], training=True)
+    torch.manual_seed(0)
+    export("act_zoo", ActZoo(), [torch.randn(2, 3, 4) * 2])
+    torch.manual_seed(0)
+    export("loss_zoo", LossZoo(), [torch.randn(3, 4), torch.tensor([0, 1, 3]), torch.rand(3, 4)])
+    torch.manual_seed(0)
+    ids = torch.tensor([[3, 5, 0, 0], [1, 2, 7, 10], [4, 0, 0, 0]])
+    export("embedding", Embedder(), [ids, targets(3, 4)])
+    torch.manual_seed(0)
+    export("groupnorm", randomize_norms(GroupNormNet()), [torch.randn(2, 3, 6, 6)], training=True)
+
+
+if __name__ == "__main__":
+    main()
