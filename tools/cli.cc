@@ -60,6 +60,7 @@ commands:
   export-onnx FILE -o OUT.onnx [--graph G]
                                 a first-order graph (e.g. from grad --optimize) as ONNX
                                 opset 17 with weights as initializers
+  onnx-ops                      the ONNX ops the importer maps, as a Markdown table
   help [COMMAND]                this text, or one command's (also: kgrad COMMAND --help)
 
 Errors name the file, graph and node, and exit with status 1.
@@ -168,7 +169,7 @@ int Main(const std::vector<std::string>& args, std::ostream& out, std::ostream& 
       {"help", Help}, {"--help", Help}, {"-h", Help}, {"print", Print}, {"dot", DotCommand},
       {"run", Run},   {"grad", GradCommand},  {"check", CheckCommand},
       {"jvp", JvpCommand},    {"demo", DemoCommand}, {"import-onnx", ImportOnnxCommand},
-      {"export-onnx", ExportOnnxCommand},
+      {"export-onnx", ExportOnnxCommand}, {"onnx-ops", OnnxOpsCommand},
   };
   if (args.empty()) {
     err << kUsage;

@@ -6,6 +6,7 @@
 #include "core/status_macros.h"
 #include "proto/model_io.h"
 #include "proto/onnx/onnx_export.h"
+#include "proto/onnx/onnx_import.h"
 #include "tools/cli_args.h"
 #include "tools/cli_common.h"
 
@@ -50,6 +51,15 @@ int ExportOnnxCommand(const std::vector<std::string>& argv, std::ostream& out, s
   if (!args.ok()) return Fail(args.status(), err);
   absl::Status s = Export(*args, out);
   return s.ok() ? 0 : Fail(s, err);
+}
+
+// onnx-ops: README's table of supported ONNX ops.
+int OnnxOpsCommand(const std::vector<std::string>& argv, std::ostream& out, std::ostream& err) {
+  absl::StatusOr<ParsedArgs> args = ParseArgs(argv, {}, {});
+  if (!args.ok()) return Fail(args.status(), err);
+  if (!args->positional.empty()) return Fail(absl::InvalidArgumentError("onnx-ops takes no arguments"), err);
+  out << SupportedOnnxOpsMarkdown();
+  return 0;
 }
 
 }  // namespace cli

@@ -1,4 +1,4 @@
-// The CLI's ONNX commands: import-onnx and export-onnx.
+// The CLI's ONNX commands: import-onnx, export-onnx and onnx-ops.
 #ifndef KGRAD_TOOLS_CLI_ONNX_H_
 #define KGRAD_TOOLS_CLI_ONNX_H_
 
@@ -11,6 +11,7 @@ namespace cli {
 
 int ImportOnnxCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
 int ExportOnnxCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
+int OnnxOpsCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
 
 }  // namespace cli
 }  // namespace kgrad

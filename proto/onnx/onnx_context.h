@@ -16,6 +16,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
+#include "absl/types/span.h"
 #include "core/builder.h"
 #include "core/module.h"
 #include "onnx_proto/onnx.pb.h"
@@ -114,6 +115,16 @@ using OpTable = absl::flat_hash_map<std::string, OpMapping>;
 Outputs OneOutput(absl::StatusOr<ImportedValue> v);
 // The mapping for `op_type` (default domain), or null when unsupported.
 OpMapping FindOpMapping(const std::string& op_type);
+// Every mapping, by op type.
+const OpTable& AllOpMappings();
+
+// README's line for one mapped op (onnx_op_notes.cc).
+struct OnnxOpNote {
+  const char* op;
+  const char* form;     // the kgrad primitives it becomes
+  const char* refused;  // what it does not accept, beyond the opset range
+};
+absl::Span<const OnnxOpNote> OpNotes();
 // The families, one per file (onnx_ops.cc, onnx_shape_ops.cc, onnx_nn_ops.cc,
 // onnx_control_flow.cc, onnx_activation_ops.cc, onnx_loss_ops.cc, onnx_norm_ops.cc).
 void AddElementwiseOps(OpTable* t);

@@ -15,6 +15,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -46,6 +47,12 @@ absl::StatusOr<std::unique_ptr<Module>> ParseOnnx(absl::string_view bytes,
 absl::StatusOr<std::unique_ptr<Module>> ImportOnnxFile(const std::string& path,
                                                        const PrimitiveRegistry& registry,
                                                        const OnnxImportOptions& options);
+
+// The ONNX op types (default domain) the importer maps, sorted; those README's
+// table documents, in its order; and that table in Markdown (`kgrad onnx-ops`).
+std::vector<std::string> SupportedOnnxOps();
+std::vector<std::string> DocumentedOnnxOps();
+std::string SupportedOnnxOpsMarkdown();
 
 }  // namespace kgrad
 

@@ -9,7 +9,7 @@
 namespace kgrad {
 namespace onnx_import {
 
-OpMapping FindOpMapping(const std::string& op_type) {
+const OpTable& AllOpMappings() {
   static const OpTable* const table = [] {
     auto* t = new OpTable;
     AddElementwiseOps(t);
@@ -21,8 +21,13 @@ OpMapping FindOpMapping(const std::string& op_type) {
     AddNormOps(t);
     return t;
   }();
-  auto it = table->find(op_type);
-  return it == table->end() ? nullptr : it->second;
+  return *table;
+}
+
+OpMapping FindOpMapping(const std::string& op_type) {
+  const OpTable& table = AllOpMappings();
+  auto it = table.find(op_type);
+  return it == table.end() ? nullptr : it->second;
 }
 
 namespace {
@@ -195,7 +200,9 @@ Outputs Reduce(NodeContext& c) {
   return std::vector<ImportedValue>{x};
 }
 
-// ArgMax/ArgMin(x){axis=0, keepdims=1, select_last_index=0}.
+// ArgMax/ArgMin(x){axis=0, keepdims=1, select_last_index=0}. The last index among
+// ties is (n - 1) - the first one along the reversed axis (a gather of the
+// reversed positions; the axis must be static).
 template <PrimId id>
 Outputs ArgReduce(NodeContext& c) {
   KGRAD_RETURN_IF_ERROR(c.ExpectInputs(1, 1));
@@ -203,8 +210,16 @@ Outputs ArgReduce(NodeContext& c) {
   KGRAD_ASSIGN_OR_RETURN(int64_t axis, c.Int("axis", 0));
   KGRAD_ASSIGN_OR_RETURN(int64_t keepdims, c.Int("keepdims", 1));
   KGRAD_ASSIGN_OR_RETURN(int64_t last, c.Int("select_last_index", 0));
-  if (last != 0) return c.Error("select_last_index=1 is not supported");
-  return One(c.Emit(id, {x}, {{"axis", axis}, {"keepdims", keepdims != 0}}));
+  AttrMap attrs = {{"axis", axis}, {"keepdims", keepdims != 0}};
+  if (last == 0) return OneOutput(c.Emit(id, {x}, std::move(attrs)));
+  KGRAD_ASSIGN_OR_RETURN(int64_t n, c.StaticDim(x, axis, "reduced dim"));
+  std::vector<int64_t> reversed;
+  for (int64_t i = n - 1; i >= 0; --i) reversed.push_back(i);
+  ImportedValue idx = c.Const(Tensor::FromVector<int64_t>({n}, reversed));
+  KGRAD_ASSIGN_OR_RETURN(x, c.Emit(PrimId::kGather, {x, idx}, {{"axis", axis}}));
+  KGRAD_ASSIGN_OR_RETURN(ImportedValue first, c.Emit(id, {x}, std::move(attrs)));
+  KGRAD_ASSIGN_OR_RETURN(ImportedValue top, c.ScalarLike(first, static_cast<double>(n - 1)));
+  return OneOutput(c.Emit(PrimId::kSub, {top, first}));
 }
 
 // Cast(x){to}.

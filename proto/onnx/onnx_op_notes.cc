@@ -1,0 +1,145 @@
+// What the importer's README table says about each ONNX op it maps: the kgrad
+// form and what it refuses. A test checks that every mapped op has a note and
+// every note a mapping, and that README.md's table is the one printed from here
+// (`kgrad onnx-ops`), so neither can go stale.
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "proto/onnx/onnx_context.h"
+#include "proto/onnx/onnx_import.h"
+
+namespace kgrad {
+namespace onnx_import {
+namespace {
+
+// {op, kgrad form, refused (empty: nothing beyond the opset range)}.
+constexpr OnnxOpNote kNotes[] = {
+    {"Abs", "abs", ""},
+    {"Add", "add", ""},
+    {"And", "logical_and", ""},
+    {"ArgMax", "argmax (select_last_index: over the reversed axis)", "select_last_index=1 on a dynamic axis"},
+    {"ArgMin", "argmin (select_last_index: over the reversed axis)", "select_last_index=1 on a dynamic axis"},
+    {"AveragePool", "avg_pool2d", "see the window ops below"},
+    {"BatchNormalization", "inference: affine map; training: batch_norm + running statistics", "spatial=0"},
+    {"Cast", "cast", "float16, bfloat16, 8/16-bit and string targets"},
+    {"Celu", "select(x > 0, x, alpha * expm1(min(x, 0) / alpha))", ""},
+    {"Clip", "maximum, minimum", ""},
+    {"Concat", "concat", ""},
+    {"Constant", "a constant", "sparse_value, string values"},
+    {"ConstantOfShape", "a constant", "a shape computed at run time"},
+    {"Conv", "conv2d (+ bias)", "see the window ops below"},
+    {"ConvTranspose", "conv2d_backprop_input (+ bias)", "see the window ops below"},
+    {"Cos", "cos", ""},
+    {"Div", "div", ""},
+    {"Dropout", "identity, or dropout{rate, seed} and its mask in training mode", "a ratio computed at run time"},
+    {"Einsum", "einsum", ""},
+    {"Elu", "select(x > 0, x, alpha * expm1(min(x, 0)))", ""},
+    {"Equal", "equal", ""},
+    {"Erf", "erf", ""},
+    {"Exp", "exp", ""},
+    {"Expand", "broadcast_to", "a shape computed at run time"},
+    {"Flatten", "reshape", "dynamic dims on both sides of axis"},
+    {"Gather", "gather (negative indices wrapped)", ""},
+    {"Gelu", "gelu{approximate}", ""},
+    {"Gemm", "matmul{transpose_a, transpose_b}, mul, add", ""},
+    {"GlobalAveragePool", "reduce_mean over the spatial dims", ""},
+    {"GlobalMaxPool", "reduce_max over the spatial dims", ""},
+    {"Greater", "greater", ""},
+    {"GreaterOrEqual", "greater_equal", ""},
+    {"HardSigmoid", "max(0, min(1, alpha * x + beta))", ""},
+    {"HardSwish", "x * max(0, min(1, x / 6 + 1/2))", ""},
+    {"Identity", "its input", "sequences and optionals"},
+    {"If", "switch over two nested graphs", ""},
+    {"InstanceNormalization", "reduce_mean moments over the spatial dims, affine map", ""},
+    {"LayerNormalization", "layer_norm (+ Mean, InvStdDev outputs)", ""},
+    {"LeakyRelu", "select(x >= 0, x, alpha * x)", ""},
+    {"Less", "less", ""},
+    {"LessOrEqual", "less_equal", ""},
+    {"Log", "log", ""},
+    {"LogSoftmax", "log_softmax", "opset < 13 with an axis other than the last"},
+    {"Loop", "a tail-recursive graph (GraphBuilder::While)", "scan outputs"},
+    {"MatMul", "matmul (1-D operands via expand_dims/squeeze)", ""},
+    {"Max", "maximum, folded over the inputs", ""},
+    {"MaxPool", "max_pool2d", "see the window ops below"},
+    {"Mean", "add, folded, / n", ""},
+    {"Min", "minimum, folded over the inputs", ""},
+    {"Mish", "x * tanh(softplus(x))", ""},
+    {"Mul", "mul", ""},
+    {"Neg", "neg", ""},
+    {"NegativeLogLikelihoodLoss", "one_hot pick, weights, ignore_index, reduction", "a class count unknown at import"},
+    {"Not", "logical_not", ""},
+    {"OneHot", "one_hot (negative indices wrapped)", "depth or values computed at run time"},
+    {"Or", "logical_or", ""},
+    {"PRelu", "select(x >= 0, x, slope * x)", ""},
+    {"Pad", "pad (constant), gathers (edge, reflect, wrap), slices (negative pads)", "pads computed at run time"},
+    {"Pow", "pow (square, sqrt for constant 2, 0.5)", ""},
+    {"Range", "a constant", "bounds computed at run time"},
+    {"Reciprocal", "reciprocal", ""},
+    {"ReduceL1", "reduce_sum(abs(x))", "axes computed at run time"},
+    {"ReduceL2", "sqrt(reduce_sum(square(x)))", "axes computed at run time"},
+    {"ReduceLogSum", "log(reduce_sum(x))", "axes computed at run time"},
+    {"ReduceLogSumExp", "logsumexp", "axes computed at run time"},
+    {"ReduceMax", "reduce_max", "axes computed at run time"},
+    {"ReduceMean", "reduce_mean", "axes computed at run time"},
+    {"ReduceMin", "reduce_min", "axes computed at run time"},
+    {"ReduceProd", "reduce_prod", "axes computed at run time"},
+    {"ReduceSum", "reduce_sum", "axes computed at run time"},
+    {"ReduceSumSquare", "reduce_sum(square(x))", "axes computed at run time"},
+    {"Relu", "relu", ""},
+    {"Reshape", "reshape", "a shape computed at run time"},
+    {"Selu", "gamma * select(x > 0, x, alpha * expm1(min(x, 0)))", ""},
+    {"Shape", "a constant", "dynamic dims in the requested range"},
+    {"Shrink", "selects", ""},
+    {"Sigmoid", "sigmoid", ""},
+    {"Sign", "sign", ""},
+    {"Sin", "sin", ""},
+    {"Size", "a constant", "dynamic dims"},
+    {"Slice", "slice (positive steps), gather (negative steps)", "bounds computed at run time"},
+    {"Softmax", "softmax", "opset < 13 with an axis other than the last"},
+    {"SoftmaxCrossEntropyLoss", "log_softmax + the NegativeLogLikelihoodLoss form", "a class count unknown at import"},
+    {"Softplus", "softplus", ""},
+    {"Softsign", "x / (1 + |x|)", ""},
+    {"Split", "split", "sizes computed at run time"},
+    {"Sqrt", "sqrt", ""},
+    {"Squeeze", "squeeze", "axes computed at run time"},
+    {"Sub", "sub", ""},
+    {"Sum", "add, folded over the inputs", ""},
+    {"Tanh", "tanh", ""},
+    {"ThresholdedRelu", "select(x > alpha, x, 0)", ""},
+    {"Tile", "gathers along the repeated dims", "repeats computed at run time"},
+    {"Transpose", "transpose", ""},
+    {"Trilu", "select with a constant mask", "a k computed at run time"},
+    {"Unsqueeze", "expand_dims", "axes computed at run time"},
+    {"Where", "select", ""},
+    {"Xor", "not_equal on bools", ""},
+};
+
+}  // namespace
+
+absl::Span<const OnnxOpNote> OpNotes() { return kNotes; }
+
+}  // namespace onnx_import
+
+std::vector<std::string> SupportedOnnxOps() {
+  std::vector<std::string> ops;
+  for (const auto& [op, mapping] : onnx_import::AllOpMappings()) ops.push_back(op);
+  std::sort(ops.begin(), ops.end());
+  return ops;
+}
+
+std::vector<std::string> DocumentedOnnxOps() {
+  std::vector<std::string> ops;
+  for (const onnx_import::OnnxOpNote& n : onnx_import::OpNotes()) ops.push_back(n.op);
+  return ops;
+}
+
+std::string SupportedOnnxOpsMarkdown() {
+  std::string out = absl::StrCat("Opsets 7 to 21 (", SupportedOnnxOps().size(),
+                                 " ops):\n\n| ONNX op | kgrad form | refused |\n|---|---|---|\n");
+  for (const onnx_import::OnnxOpNote& n : onnx_import::OpNotes()) {
+    absl::StrAppend(&out, "| ", n.op, " | ", n.form, " | ", n.refused, " |\n");
+  }
+  return out;
+}
+
+}  // namespace kgrad
