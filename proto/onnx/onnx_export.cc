@@ -1,5 +1,7 @@
 #include "proto/onnx/onnx_export.h"
 
+#include <cstring>
+
 #include <cmath>
 #include <fstream>
 #include <functional>
@@ -97,6 +99,8 @@ class Exporter {
   absl::StatusOr<std::string> EmitPrim(CNode* c, const Primitive& p, const std::vector<std::string>& a);
   absl::StatusOr<std::string> EmitConvFilterGrad(CNode* c, const Primitive& p, const std::vector<std::string>& a);
   absl::StatusOr<std::string> EmitPoolGrad(CNode* c, const Primitive& p, const std::vector<std::string>& a);
+  absl::StatusOr<std::string> EmitBatchNorm(CNode* c, const Primitive& p, const std::vector<std::string>& a);
+  absl::StatusOr<std::string> EmitScatterAdd(CNode* c, const Primitive& p, const std::vector<std::string>& a);
   absl::StatusOr<std::string> EmitMaxPoolGrad(CNode* c, const Primitive& p,
                                               const std::vector<std::string>& a,
                                               const AbstractTensor& tx, const AbstractTensor& tdy,
@@ -343,6 +347,72 @@ absl::StatusOr<std::string> Exporter::EmitPoolGrad(CNode* c, const Primitive& p,
   return ct->output(0);
 }
 
+// batch_norm(x, scale, bias){epsilon, axis} in training form: the batch moments over
+// every dim but `axis` (ReduceMean), then (x - mean) / sqrt(var + eps) * scale +
+// bias with scale and bias unsqueezed to broadcast along `axis`.
+absl::StatusOr<std::string> Exporter::EmitBatchNorm(CNode* c, const Primitive& p,
+                                                    const std::vector<std::string>& a) {
+  KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* t, StaticType(c, c->arg(0)));
+  const int axis = static_cast<int>(p.GetInt("axis")) + (p.GetInt("axis") < 0 ? t->rank() : 0);
+  std::vector<int64_t> others;
+  for (int d = 0; d < t->rank(); ++d) {
+    if (d != axis) others.push_back(d);
+  }
+  auto mean = [&](const std::string& v) {
+    NodeProto* n = Add("ReduceMean", {v});
+    SetInts(n, "axes", others);
+    SetInt(n, "keepdims", 1);
+    return n->output(0);
+  };
+  std::string centered = Op("Sub", {a[0], mean(a[0])});
+  std::string var = mean(Op("Mul", {centered, centered}));
+  std::string std = Op("Sqrt", {Op("Add", {var, Scalar(t->dtype(), p.GetFloat("epsilon"))})});
+  std::string scale = Op("Unsqueeze", {a[1], Ints(others)});
+  std::string bias = Op("Unsqueeze", {a[2], Ints(others)});
+  return Op("Add", {Op("Mul", {Op("Div", {centered, std}), scale}), bias});
+}
+
+// scatter_add(data, indices, updates){axis} (gather's adjoint): ScatterND with
+// reduction=add (opset 16) on the indices as [..., 1] tuples, with `axis` moved to
+// the front of data, and the indices' dims to the front of updates, by Transposes.
+absl::StatusOr<std::string> Exporter::EmitScatterAdd(CNode* c, const Primitive& p,
+                                                     const std::vector<std::string>& a) {
+  KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* td, StaticType(c, c->arg(0)));
+  KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* ti, StaticType(c, c->arg(1)));
+  const int r = td->rank(), k = ti->rank();
+  const int axis = static_cast<int>(p.GetInt("axis")) + (p.GetInt("axis") < 0 ? r : 0);
+  std::string data = a[0], updates = a[2];
+  std::string idx = a[1];
+  if (ti->dtype() != DType::kInt64) {
+    NodeProto* cast = Add("Cast", {idx});
+    SetInt(cast, "to", DTypeToOnnx(DType::kInt64));
+    idx = cast->output(0);
+  }
+  idx = Op("Unsqueeze", {idx, Ints({-1})});
+  std::vector<int64_t> to_front = {axis}, back(r), u_perm;
+  for (int d = 0; d < r; ++d) {
+    if (d != axis) to_front.push_back(d);
+  }
+  for (int d = 0; d < r; ++d) back[to_front[d]] = d;
+  for (int d = axis; d < axis + k; ++d) u_perm.push_back(d);
+  for (int d = 0; d < axis; ++d) u_perm.push_back(d);
+  for (int d = axis + k; d < r - 1 + k; ++d) u_perm.push_back(d);
+  if (axis != 0) {
+    NodeProto* t = Add("Transpose", {data});
+    SetInts(t, "perm", to_front);
+    data = t->output(0);
+    NodeProto* u = Add("Transpose", {updates});
+    SetInts(u, "perm", u_perm);
+    updates = u->output(0);
+  }
+  NodeProto* n = Add("ScatterND", {data, idx, updates});
+  SetString(n, "reduction", "add");
+  if (axis == 0) return n->output(0);
+  NodeProto* t = Add("Transpose", {n->output(0)});
+  SetInts(t, "perm", back);
+  return t->output(0);
+}
+
 absl::StatusOr<std::string> Exporter::EmitPrim(CNode* c, const Primitive& p,
                                                const std::vector<std::string>& a) {
   static const absl::flat_hash_map<PrimId, const char*>* const direct =
@@ -517,6 +587,18 @@ absl::StatusOr<std::string> Exporter::EmitPrim(CNode* c, const Primitive& p,
       NodeProto* n = Add("LayerNormalization", a);
       SetInt(n, "axis", p.GetInt("begin_norm_axis"));
       SetFloat(n, "epsilon", p.GetFloat("epsilon"));
+      return n->output(0);
+    }
+    case PrimId::kBatchNorm: return EmitBatchNorm(c, p, a);
+    case PrimId::kScatterAdd: return EmitScatterAdd(c, p, a);
+    case PrimId::kOneHot: {
+      // OneHot(indices, depth, [off, on]) in the output dtype.
+      Tensor values = Tensor::Full(p.GetDType("dtype"), {2}, p.GetFloat("off_value")).value();
+      Tensor on = Tensor::Full(p.GetDType("dtype"), {1}, p.GetFloat("on_value")).value();
+      std::memcpy(static_cast<char*>(values.raw_data()) + DTypeSize(values.dtype()), on.raw_data(),
+                  DTypeSize(values.dtype()));
+      NodeProto* n = Add("OneHot", {a[0], Ints({p.GetInt("depth")}), Const(values)});
+      SetInt(n, "axis", p.GetInt("axis"));
       return n->output(0);
     }
     case PrimId::kConv2d:
