@@ -111,6 +111,8 @@ OpMapping FindOpMapping(const std::string& op_type);
 void AddElementwiseOps(OpTable* t);
 void AddShapeOps(OpTable* t);
 void AddNnOps(OpTable* t);
+void AddWindowOps(OpTable* t);  // onnx_window_ops.cc
+void AddResizeOps(OpTable* t);  // onnx_resize_ops.cc
 void AddControlFlowOps(OpTable* t);
 
 class Importer {

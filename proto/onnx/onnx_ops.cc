@@ -15,6 +15,8 @@ OpMapping FindOpMapping(const std::string& op_type) {
     AddElementwiseOps(t);
     AddShapeOps(t);
     AddNnOps(t);
+    AddWindowOps(t);
+    AddResizeOps(t);
     AddControlFlowOps(t);
     return t;
   }();
