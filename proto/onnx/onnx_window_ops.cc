@@ -11,7 +11,8 @@
 //     the static spatial shape (count: the window's cells inside the input, plus
 //     the declared pads when count_include_pad=1, never the ceil extension);
 //   * dilated pooling: the max (or sum) of KH*KW strided slices of the input
-//     padded with -inf (or 0).
+//     padded with -inf (or 0);
+//   * MaxPool's Indices: the argmax over those slices, mapped through constants.
 #include <array>
 #include <cmath>
 #include <limits>
@@ -327,18 +328,17 @@ absl::StatusOr<ImportedValue> Rescale(NodeContext& c, const ImportedValue& y, DT
   return c.Emit(PrimId::kMul, {y, k});
 }
 
-// Dilated pooling: the max (or sum) over the KH*KW window offsets of strided
-// slices of x padded with -inf (or 0).
-absl::StatusOr<ImportedValue> SlicedPool(NodeContext& c, const ImportedValue& x, const Window2d& w,
-                                         const std::array<int64_t, 2>& hi, const std::array<int64_t, 2>& out,
-                                         bool is_max) {
-  const double fill = is_max ? -std::numeric_limits<double>::infinity() : 0.0;
+// The window's KH*KW cells for every pooled position: strided slices of x padded
+// with `fill`, in row-major window order.
+absl::StatusOr<std::vector<ImportedValue>> WindowCells(NodeContext& c, const ImportedValue& x, const Window2d& w,
+                                                       const std::array<int64_t, 2>& hi,
+                                                       const std::array<int64_t, 2>& out, double fill) {
   KGRAD_ASSIGN_OR_RETURN(ImportedValue p,
                          c.Emit(PrimId::kPad, {x},
                                 {{"pads", std::vector<int64_t>{0, 0, 0, 0, w.lo[0], hi[0], w.lo[1], hi[1]}},
                                  {"value", fill}}));
   constexpr int64_t kAll = std::numeric_limits<int64_t>::max();
-  std::optional<ImportedValue> acc;
+  std::vector<ImportedValue> cells;
   for (int64_t a = 0; a < w.kernel[0]; ++a) {
     for (int64_t b = 0; b < w.kernel[1]; ++b) {
       const int64_t h0 = a * w.dilation[0], w0 = b * w.dilation[1];
@@ -349,16 +349,70 @@ absl::StatusOr<ImportedValue> SlicedPool(NodeContext& c, const ImportedValue& x,
                   {"end", std::vector<int64_t>{kAll, kAll, h0 + (out[0] - 1) * w.stride[0] + 1,
                                                w0 + (out[1] - 1) * w.stride[1] + 1}},
                   {"strides", std::vector<int64_t>{1, 1, w.stride[0], w.stride[1]}}}));
-      if (!acc.has_value()) {
-        acc = s;
-      } else {
-        // maximum routes a tie's gradient to its second operand: the earlier
-        // window cell keeps it, as the first maximum does in max_pool2d.
-        KGRAD_ASSIGN_OR_RETURN(acc, c.Emit(is_max ? PrimId::kMaximum : PrimId::kAdd, {s, *acc}));
+      cells.push_back(s);
+    }
+  }
+  return cells;
+}
+
+// Dilated pooling: the max (or sum) over the window's cells, the input padded
+// with -inf (or 0).
+absl::StatusOr<ImportedValue> SlicedPool(NodeContext& c, const ImportedValue& x, const Window2d& w,
+                                         const std::array<int64_t, 2>& hi, const std::array<int64_t, 2>& out,
+                                         bool is_max) {
+  const double fill = is_max ? -std::numeric_limits<double>::infinity() : 0.0;
+  KGRAD_ASSIGN_OR_RETURN(std::vector<ImportedValue> cells, WindowCells(c, x, w, hi, out, fill));
+  ImportedValue acc = cells[0];
+  for (size_t k = 1; k < cells.size(); ++k) {
+    // maximum routes a tie's gradient to its second operand: the earlier window
+    // cell keeps it, as the first maximum does in max_pool2d.
+    KGRAD_ASSIGN_OR_RETURN(acc, c.Emit(is_max ? PrimId::kMaximum : PrimId::kAdd, {cells[k], acc}));
+  }
+  return acc;
+}
+
+// MaxPool's Indices: the flat NCHW index of each window's first maximum (scanned
+// row-major, as ONNX Runtime does), the position in the plane row-major (h * W +
+// w), or column-major (h + w * H) with storage_order=1. The argmax over the
+// stacked window cells picks a cell k; a constant table maps (k, i, j) to its
+// position; the plane offset (n * C + c) * H * W is a constant too.
+absl::StatusOr<ImportedValue> MaxPoolIndices(NodeContext& c, const ImportedValue& x, const AbstractTensor* tx,
+                                             const Window2d& w, const std::array<int64_t, 2>& in,
+                                             const std::array<int64_t, 2>& hi,
+                                             const std::array<int64_t, 2>& out, bool column_major) {
+  const int64_t n = tx->shape()[0], ch = tx->shape()[1];
+  if (n < 0 || ch < 0 || in[0] < 0 || in[1] < 0) {
+    return c.Error(absl::StrCat("the Indices output needs a static input shape, got ", tx->ToString()));
+  }
+  KGRAD_ASSIGN_OR_RETURN(std::vector<ImportedValue> cells,
+                         WindowCells(c, x, w, hi, out, -std::numeric_limits<double>::infinity()));
+  for (ImportedValue& v : cells) {
+    KGRAD_ASSIGN_OR_RETURN(v, c.Emit(PrimId::kExpandDims, {v}, {{"axis", int64_t{4}}}));
+  }
+  KGRAD_ASSIGN_OR_RETURN(ImportedValue stacked, c.Emit(PrimId::kConcat, cells, {{"axis", int64_t{4}}}));
+  KGRAD_ASSIGN_OR_RETURN(ImportedValue k, c.Emit(PrimId::kArgmax, {stacked}, {{"axis", int64_t{4}}}));
+  const int64_t plane = out[0] * out[1];
+  std::vector<int64_t> table, pos(plane), offset(n * ch);
+  for (int64_t a = 0; a < w.kernel[0]; ++a) {
+    for (int64_t b = 0; b < w.kernel[1]; ++b) {
+      for (int64_t i = 0; i < out[0]; ++i) {
+        for (int64_t j = 0; j < out[1]; ++j) {
+          const int64_t h = i * w.stride[0] - w.lo[0] + a * w.dilation[0];
+          const int64_t v = j * w.stride[1] - w.lo[1] + b * w.dilation[1];
+          table.push_back(column_major ? h + v * in[0] : h * in[1] + v);  // padding cells never win
+        }
       }
     }
   }
-  return *acc;
+  for (int64_t i = 0; i < plane; ++i) pos[i] = i;
+  for (int64_t i = 0; i < n * ch; ++i) offset[i] = i * in[0] * in[1];
+  ImportedValue plane_k = c.Const(Tensor::FromScalar<int64_t>(plane));
+  KGRAD_ASSIGN_OR_RETURN(k, c.Emit(PrimId::kMul, {k, plane_k}));
+  KGRAD_ASSIGN_OR_RETURN(k, c.Emit(PrimId::kAdd, {k, c.Const(Tensor::FromVector<int64_t>({out[0], out[1]}, pos))}));
+  const int64_t size = static_cast<int64_t>(table.size());
+  KGRAD_ASSIGN_OR_RETURN(ImportedValue idx, c.Emit(PrimId::kGather, {c.Const(Tensor::FromVector<int64_t>({size}, table)), k},
+                                                   {{"axis", int64_t{0}}}));
+  return c.Emit(PrimId::kAdd, {idx, c.Const(Tensor::FromVector<int64_t>({n, ch, 1, 1}, offset))});
 }
 
 // MaxPool(x){auto_pad, ceil_mode, dilations, kernel_shape, pads, storage_order,
@@ -368,9 +422,6 @@ template <bool kMax>
 Outputs Pool(NodeContext& c) {
   KGRAD_RETURN_IF_ERROR(c.ExpectInputs(1, 1));
   KGRAD_RETURN_IF_ERROR(c.ExpectOutputs(kMax ? 2 : 1));
-  if (kMax && c.node().output_size() > 1 && !c.node().output(1).empty()) {
-    return c.Error("the Indices output (output 1) is not supported");
-  }
   KGRAD_ASSIGN_OR_RETURN(ImportedValue x, c.Input(0));
   KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* tx, c.TensorType(x));
   KGRAD_ASSIGN_OR_RETURN(int nsp, SpatialRank(c, tx));
@@ -397,6 +448,12 @@ Outputs Pool(NodeContext& c) {
                      {"padding", std::vector<int64_t>{win.lo[0], hi[0], win.lo[1], hi[1]}}};
     if (!kMax) attrs["count_include_pad"] = true;  // divides by KH*KW; rescaled below
     KGRAD_ASSIGN_OR_RETURN(y, c.Emit(kMax ? PrimId::kMaxPool2d : PrimId::kAvgPool2d, {x}, std::move(attrs)));
+  }
+  if (kMax && c.node().output_size() > 1 && !c.node().output(1).empty()) {
+    KGRAD_ASSIGN_OR_RETURN(ImportedValue indices, MaxPoolIndices(c, x, tx, win, in, hi, out, storage_order != 0));
+    KGRAD_ASSIGN_OR_RETURN(y, Unlift(c, y, nsp));
+    KGRAD_ASSIGN_OR_RETURN(indices, Unlift(c, indices, nsp));
+    return std::vector<ImportedValue>{y, indices};
   }
   if (!kMax) {
     const double numerator = dilated ? 1.0 : static_cast<double>(win.kernel[0] * win.kernel[1]);

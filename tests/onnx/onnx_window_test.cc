@@ -88,6 +88,7 @@ class OneNode {
   }
   OneNode& TwoOutputs() {
     node_.add_output("indices");
+    m_.mutable_graph()->add_output()->set_name("indices");
     return *this;
   }
   absl::StatusOr<std::unique_ptr<Module>> Import() const {
@@ -247,6 +248,29 @@ Tensor RefPool(const Tensor& xt, const Win& w, bool is_max, bool ceil_mode, bool
   return y.ToTensor();
 }
 
+// MaxPool's Indices: the flat NCHW index of each window's first maximum, the
+// plane position row-major or (storage_order=1) column-major.
+Tensor RefMaxIndices(const Tensor& xt, const Win& w, bool ceil_mode, bool column_major) {
+  Nd x(xt);
+  const int64_t hh = x.shape[2], ww = x.shape[3];
+  Shape out = {x.shape[0], x.shape[1], OutSize(w, 0, hh, ceil_mode), OutSize(w, 1, ww, ceil_mode)};
+  std::vector<int64_t> idx;
+  ForEach(out, [&](const std::vector<int64_t>& i) {
+    double best = -std::numeric_limits<double>::infinity();
+    int64_t at = -1;
+    for (int64_t a = 0; a < w.k[0]; ++a) {
+      for (int64_t b = 0; b < w.k[1]; ++b) {
+        const int64_t h = i[2] * w.s[0] - w.lo[0] + a * w.d[0], v = i[3] * w.s[1] - w.lo[1] + b * w.d[1];
+        if (h < 0 || h >= hh || v < 0 || v >= ww || !(x.at({i[0], i[1], h, v}) > best)) continue;
+        best = x.at({i[0], i[1], h, v});
+        at = (i[0] * x.shape[1] + i[1]) * hh * ww + (column_major ? h + v * hh : h * ww + v);
+      }
+    }
+    idx.push_back(at);
+  });
+  return Tensor::FromVector<int64_t>(out, idx);
+}
+
 Tensor Reshaped(const Tensor& t, const Shape& s) { return Tensor::FromVector<double>(s, Nd(t).v); }
 
 // ----- Conv ---------------------------------------------------------------------------------
@@ -380,6 +404,45 @@ TEST(OnnxMaxPool, OneDimensionalUnknownBatch) {
               {"pads", I({2, 2})}}), {x}, Reshaped(want, {2, 3, 4}));
 }
 
+// Y and Indices, with ties (the input rounded to quarters) that the first
+// maximum breaks.
+void ExpectIndices(const Shape& shape, std::initializer_list<Attr> attrs, const Win& w, bool ceil_mode,
+                   bool column_major) {
+  Nd q(Random(shape, 26));
+  for (double& v : q.v) v = std::round(v * 4) / 4;
+  Tensor x = q.ToTensor();
+  Shape lifted = shape;
+  if (shape.size() == 3) lifted.insert(lifted.begin() + 2, 1);
+  Tensor y = RefPool(Reshaped(x, lifted), w, true, ceil_mode, false);
+  Tensor idx = RefMaxIndices(Reshaped(x, lifted), w, ceil_mode, column_major);
+  absl::StatusOr<std::unique_ptr<Module>> m = OneNode("MaxPool", 12).In(shape).Set(attrs).TwoOutputs().Import();
+  ASSERT_TRUE(m.ok()) << m.status();
+  absl::StatusOr<Value> out = RunGraph((*m)->entry(), {x});
+  ASSERT_TRUE(out.ok()) << out.status();
+  ASSERT_TRUE(out->is_tuple() && out->tuple().size() == 2) << out->TypeString();
+  Shape want_shape = y.shape();
+  if (shape.size() == 3) want_shape.erase(want_shape.begin() + 2);
+  ExpectClose(out->tuple()[0], Reshaped(y, want_shape), 0, "Y");
+  ASSERT_TRUE(out->tuple()[1].is_tensor());
+  const Tensor& got = out->tuple()[1].tensor();
+  ASSERT_EQ(got.TypeString(), absl::StrCat("i64", ShapeToString(want_shape)));
+  EXPECT_EQ(std::vector<int64_t>(got.data<int64_t>(), got.data<int64_t>() + got.NumElements()),
+            std::vector<int64_t>(idx.data<int64_t>(), idx.data<int64_t>() + idx.NumElements()));
+}
+
+TEST(OnnxMaxPool, IndicesRowAndColumnMajor) {
+  for (int64_t order : {0, 1}) {
+    SCOPED_TRACE(absl::StrCat("storage_order ", order));
+    ExpectIndices({2, 3, 7, 8}, {{"kernel_shape", I({3, 2})}, {"strides", I({2, 3})}, {"pads", I({1, 0, 0, 1})},
+                  {"ceil_mode", int64_t{1}}, {"storage_order", order}}, Win{{3, 2}, {2, 3}, {1, 1}, {1, 0}, {0, 1}},
+                  true, order == 1);
+    ExpectIndices({1, 2, 9, 8}, {{"kernel_shape", I({3, 2})}, {"dilations", I({2, 3})}, {"storage_order", order}},
+                  Win{{3, 2}, {1, 1}, {2, 3}}, false, order == 1);
+  }
+  ExpectIndices({2, 2, 10}, {{"kernel_shape", I({3})}, {"strides", I({2})}, {"pads", I({1, 1})}},
+                Win{{1, 3}, {1, 2}, {1, 1}, {0, 1}, {0, 1}}, false, false);
+}
+
 TEST(OnnxAveragePool, CountIncludePadAndCeilMode) {
   Tensor x = Random({2, 2, 7, 8}, 18);
   for (int64_t include : {0, 1}) {
@@ -423,8 +486,9 @@ TEST(OnnxGlobalPool, OneTwoAndThreeDimensional) {
 }
 
 TEST(OnnxPool, Errors) {
-  EXPECT_THAT(ImportError(OneNode("MaxPool", 12).In({1, 1, 4, 4}).Set({{"kernel_shape", I({2, 2})}}).TwoOutputs()),
-              HasSubstr("node 'n' (MaxPool): the Indices output (output 1) is not supported"));
+  EXPECT_THAT(ImportError(OneNode("MaxPool", 12).In({kUnknownDim, 1, 4, 4}).Set({{"kernel_shape", I({2, 2})}})
+                              .TwoOutputs()),
+              HasSubstr("node 'n' (MaxPool): the Indices output needs a static input shape"));
   EXPECT_THAT(ImportError(OneNode("MaxPool", 12).In({1, 1, 4, 4})), HasSubstr("kernel_shape is required"));
   EXPECT_THAT(ImportError(OneNode("AveragePool", 12).In({1, 1, 4, 4, 4}).Set({{"kernel_shape", I({2, 2, 2})}})),
               HasSubstr("3-D (N, C, D, H, W) windows are not supported"));
