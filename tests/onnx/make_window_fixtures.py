@@ -39,6 +39,8 @@ def main():
         ("win_nearest", Interp(scale_factor=2, mode="nearest"), (1, 2, 3, 4), 13),
         ("win_bilinear_ac", Interp(scale_factor=2, mode="bilinear", align_corners=True), (1, 2, 3, 4), 13),
         ("win_bilinear", Interp(size=(5, 7), mode="bilinear", align_corners=False), (1, 2, 3, 4), 13),
+        ("win_bicubic", Interp(scale_factor=2, mode="bicubic", align_corners=False), (1, 2, 3, 4), 13),
+        ("win_upsample9", Interp(scale_factor=2, mode="nearest"), (1, 2, 3, 4), 9),  # Upsample-9
     ]
     for name, model, shape, opset in models:
         torch.manual_seed(0)

@@ -756,7 +756,8 @@ TEST_P(WindowFixtureTest, OutputAndGradientsMatchTorch) {
 
 INSTANTIATE_TEST_SUITE_P(Torch, WindowFixtureTest,
                          ::testing::Values("win_conv1d", "win_maxpool_ceil", "win_avgpool_ceil", "win_maxpool1d",
-                                           "win_convt", "win_nearest", "win_bilinear_ac", "win_bilinear"),
+                                           "win_convt", "win_nearest", "win_bilinear_ac", "win_bilinear", "win_bicubic",
+                                           "win_upsample9"),
                          [](const ::testing::TestParamInfo<const char*>& i) { return std::string(i.param); });
 
 }  // namespace
