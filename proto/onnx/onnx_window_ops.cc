@@ -217,6 +217,24 @@ absl::Status TransposePads(NodeContext& c, int nsp, const std::array<int64_t, 2>
   return absl::OkStatus();
 }
 
+// Zeros shaped [N, C, H, W] (`chw`), N x's batch: conv2d_backprop_input reads
+// only the shape of this input. A constant when the batch is known; else
+// zeros_like(x)[:, :1, :1, :1] broadcast against constant zeros [1, C, H, W].
+absl::StatusOr<ImportedValue> OutputRef(NodeContext& c, const ImportedValue& x, const AbstractTensor* tx,
+                                        const std::array<int64_t, 3>& chw) {
+  constexpr int64_t kAll = std::numeric_limits<int64_t>::max();
+  const int64_t batch = tx->shape()[0];
+  Shape shape = {batch < 0 ? 1 : batch, chw[0], chw[1], chw[2]};
+  absl::StatusOr<int64_t> n = CheckedNumElements(shape);
+  if (!n.ok() || *n > c.importer().options().max_folded_elements) return c.Error("output too large");
+  KGRAD_ASSIGN_OR_RETURN(Tensor zeros, Tensor::Zeros(tx->dtype(), shape));
+  if (batch >= 0) return c.Const(std::move(zeros));
+  KGRAD_ASSIGN_OR_RETURN(ImportedValue z, c.Emit(PrimId::kZerosLike, {x}));
+  KGRAD_ASSIGN_OR_RETURN(z, c.Emit(PrimId::kSlice, {z}, {{"begin", std::vector<int64_t>{0, 0, 0, 0}},
+                                                        {"end", std::vector<int64_t>{kAll, 1, 1, 1}}}));
+  return c.Emit(PrimId::kAdd, {z, c.Const(std::move(zeros))});
+}
+
 // ConvTranspose(x, w[, b]){auto_pad, dilations, group, kernel_shape,
 // output_padding, output_shape, pads, strides} = conv2d_backprop_input(x, w,
 // zeros of the output shape) (+ bias): the adjoint of conv2d in its input.
@@ -229,9 +247,11 @@ Outputs ConvTranspose(NodeContext& c) {
   KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* tw, c.TensorType(w));
   KGRAD_ASSIGN_OR_RETURN(int nsp, SpatialRank(c, tx));
   KGRAD_ASSIGN_OR_RETURN(std::vector<int64_t> kernel, FilterKernel(c, tw, nsp));
-  if (!tx->shape_known() || kernel.empty() || tw->shape()[1] < 0) {
-    return c.Error(absl::StrCat("needs static input and filter shapes (the output shape is built at import), got ",
-                                tx->ToString(), " and ", tw->ToString()));
+  bool known = !kernel.empty() && tw->shape()[1] >= 0;
+  for (int i = 1; i < tx->rank(); ++i) known = known && tx->shape()[i] >= 0;
+  if (!known) {
+    return c.Error(absl::StrCat("needs static input (but the batch) and filter shapes: the output shape is "
+                                "built at import; got ", tx->ToString(), " and ", tw->ToString()));
   }
   const std::array<int64_t, 2> in = SpatialSizes(tx, nsp);
   KGRAD_ASSIGN_OR_RETURN(Window2d win, ReadWindow(c, nsp, kernel, in, true));
@@ -246,14 +266,12 @@ Outputs ConvTranspose(NodeContext& c) {
     }
   }
   KGRAD_RETURN_IF_ERROR(TransposePads(c, nsp, in, extra, &win, &out));
-  Shape ref_shape = {tx->shape()[0], tw->shape()[1] * group, out[0], out[1]};
-  absl::StatusOr<int64_t> n = CheckedNumElements(ref_shape);
-  if (!n.ok() || *n > c.importer().options().max_folded_elements) return c.Error("output too large");
-  KGRAD_ASSIGN_OR_RETURN(Tensor ref, Tensor::Zeros(tx->dtype(), ref_shape));
   KGRAD_ASSIGN_OR_RETURN(x, Lift(c, x, nsp));
   KGRAD_ASSIGN_OR_RETURN(w, Lift(c, w, nsp));
+  KGRAD_ASSIGN_OR_RETURN(ImportedValue ref,
+                         OutputRef(c, x, tx, {tw->shape()[1] * group, out[0], out[1]}));
   KGRAD_ASSIGN_OR_RETURN(ImportedValue y,
-                         c.Emit(PrimId::kConv2dBackpropInput, {x, w, c.Const(std::move(ref))},
+                         c.Emit(PrimId::kConv2dBackpropInput, {x, w, ref},
                                 {{"stride", win.Strides()}, {"padding", win.Padding()},
                                  {"dilation", win.Dilations()}, {"groups", group}}));
   return AddBiasAndUnlift(c, y, nsp);
