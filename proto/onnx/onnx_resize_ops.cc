@@ -344,19 +344,20 @@ absl::StatusOr<std::vector<AxisResize>> ResizedAxes(NodeContext& c, const Abstra
     }
     if (a.in < 0) return c.Error(absl::StrCat("resizing axis ", a.axis, " needs its static size, got ", tx->ToString()));
     if (a.in == 0) return c.Error("cannot resize an empty axis");
+    double size = static_cast<double>(r.sizes.empty() ? 0 : r.sizes[k]);  // in double: no overflow
     if (!r.scales.empty()) {
-      a.out = static_cast<int64_t>(std::floor(static_cast<double>(a.in) * a.scale * crop));
+      size = std::floor(static_cast<double>(a.in) * a.scale * crop);
     } else if (policy == "stretch") {
-      a.out = r.sizes[k];
-      a.scale = static_cast<double>(a.out) / static_cast<double>(a.in);
+      a.scale = size / static_cast<double>(a.in);
       a.rational = true;
     } else {
       a.scale = common;
-      a.out = static_cast<int64_t>(std::floor(common * static_cast<double>(a.in) + 0.5));
+      size = std::floor(common * static_cast<double>(a.in) + 0.5);
     }
-    if (a.out <= 0 || a.out > c.importer().options().max_folded_elements) {
-      return c.Error(absl::StrCat("the output size along axis ", a.axis, " would be ", a.out));
+    if (!(size >= 1 && size <= static_cast<double>(c.importer().options().max_folded_elements))) {
+      return c.Error(absl::StrCat("the output size along axis ", a.axis, " would be ", size));
     }
+    a.out = static_cast<int64_t>(size);
     out.push_back(a);
   }
   return out;

@@ -457,6 +457,15 @@ Outputs Pool(NodeContext& c) {
   const bool dilated = win.dilation != std::array<int64_t, 2>{1, 1};
   if (!kMax && (in[0] < 0 || in[1] < 0)) return c.Error("AveragePool needs static spatial sizes");
   if (dilated && (out[0] < 0 || out[1] < 0)) return c.Error("dilated pooling needs static spatial sizes");
+  // The constants built below (counts, window cells, index tables) grow with
+  // windows x kernel cells; hostile attributes must not make them huge.
+  const double cells = static_cast<double>(win.kernel[0]) * static_cast<double>(win.kernel[1]);
+  if (out[0] >= 0 && out[1] >= 0 && (dilated || !kMax || c.node().output_size() > 1) &&
+      cells * static_cast<double>(out[0]) * static_cast<double>(out[1]) >
+          static_cast<double>(c.importer().options().max_folded_elements)) {
+    return c.Error(absl::StrCat("the window (", win.kernel[0], "x", win.kernel[1], ") over ", out[0], "x", out[1],
+                                " positions is too large to compose"));
+  }
   KGRAD_ASSIGN_OR_RETURN(x, Lift(c, x, nsp));
   ImportedValue y;
   if (dilated) {

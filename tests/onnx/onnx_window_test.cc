@@ -497,6 +497,9 @@ TEST(OnnxPool, Errors) {
               HasSubstr("AveragePool needs static spatial sizes"));
   EXPECT_THAT(ImportError(OneNode("MaxPool", 12).In({1, 1, 4, 4}).Set({{"kernel_shape", I({5, 2})}})),
               HasSubstr("is smaller than the window"));
+  EXPECT_THAT(ImportError(OneNode("MaxPool", 12).In({1, 1, 4, 4}).Set({{"kernel_shape", I({1 << 20, 1 << 20})},
+              {"dilations", I({2, 2})}, {"pads", I({1 << 21, 1 << 21, 1 << 21, 1 << 21})}})),
+              HasSubstr("is too large to compose"));
 }
 
 // ----- Resize -------------------------------------------------------------------------------
@@ -710,6 +713,8 @@ TEST(OnnxResize, Errors) {
               HasSubstr("exactly one of scales and sizes"));
   EXPECT_THAT(ImportError(OneNode("Resize", 13).In({1, 1, kUnknownDim, 2}).Skip().Const(Floats({1, 1, 2, 2}))),
               HasSubstr("resizing axis 2 needs its static size"));
+  EXPECT_THAT(ImportError(OneNode("Resize", 13).In({1, 1, 2, 2}).Skip().Const(Floats({1, 1, 1e30f, 2}))),
+              HasSubstr("the output size along axis 2 would be"));
   EXPECT_THAT(ImportError(OneNode("Resize", 13).In({1, 1, 2, 2}).Skip().Const(Floats({1, 1, 2}))),
               HasSubstr("scales or sizes must have 4 entries"));
   EXPECT_THAT(ImportError(OneNode("Resize", 13).In({1, 1, 2, 2}).Skip().Const(Floats({1, 1, 2, 2}))
