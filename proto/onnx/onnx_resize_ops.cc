@@ -27,9 +27,9 @@ namespace {
 
 // The attributes that shape the taps.
 struct ResizeMode {
-  std::string mode = "nearest";                   // nearest | linear | cubic
-  std::string transform = "half_pixel";           // coordinate_transformation_mode
-  std::string nearest = "round_prefer_floor";     // nearest_mode; "simple" before opset 11
+  std::string mode = "nearest";                // nearest | linear | cubic
+  std::string transform = "half_pixel";        // coordinate_transformation_mode
+  std::string nearest = "round_prefer_floor";  // nearest_mode; "simple" before opset 11
   double cubic_a = -0.75;
   bool exclude_outside = false;
   double extrapolation = 0;
@@ -136,8 +136,7 @@ void TapsAt(const ResizeMode& m, const AxisResize& a, int64_t o, Taps* taps) {
 Taps MakeTaps(const ResizeMode& m, const AxisResize& a) {
   const int n = m.mode == "nearest" ? 1 : m.mode == "linear" ? 2 : 4;
   Taps taps{std::vector<std::vector<int64_t>>(n, std::vector<int64_t>(a.out)),
-            std::vector<std::vector<double>>(n, std::vector<double>(a.out)),
-            std::vector<bool>(a.out, true)};
+            std::vector<std::vector<double>>(n, std::vector<double>(a.out)), std::vector<bool>(a.out, true)};
   for (int64_t o = 0; o < a.out; ++o) TapsAt(m, a, o, &taps);
   return taps;
 }
@@ -192,8 +191,8 @@ absl::StatusOr<ImportedValue> ApplyTaps(NodeContext& c, const ImportedValue& x, 
 // y + extrapolation * (1 - prod_axes inside_axis): tf_crop_and_resize's value for
 // samples outside the input along any axis (the taps gave them 0).
 absl::StatusOr<ImportedValue> Extrapolate(NodeContext& c, const ImportedValue& y, int rank, DType dtype,
-                                          const std::vector<AxisResize>& axes,
-                                          const std::vector<Taps>& taps, double value) {
+                                          const std::vector<AxisResize>& axes, const std::vector<Taps>& taps,
+                                          double value) {
   Shape shape(rank, 1);
   for (const AxisResize& a : axes) shape[a.axis] = a.out;
   int64_t n = 1;
@@ -240,8 +239,8 @@ absl::StatusOr<ResizeMode> ReadMode(NodeContext& c, bool legacy) {
   KGRAD_ASSIGN_OR_RETURN(int64_t antialias, c.Int("antialias", 0));
   m.exclude_outside = exclude != 0;
   if (antialias != 0) return c.Error("antialias=1 is not supported");
-  const std::vector<std::string> transforms = {"half_pixel", "half_pixel_symmetric", "pytorch_half_pixel",
-                                               "align_corners", "asymmetric", "tf_half_pixel_for_nn",
+  const std::vector<std::string> transforms = {"half_pixel",        "half_pixel_symmetric", "pytorch_half_pixel",
+                                               "align_corners",     "asymmetric",           "tf_half_pixel_for_nn",
                                                "tf_crop_and_resize"};
   if (std::find(transforms.begin(), transforms.end(), m.transform) == transforms.end()) {
     return c.Error(absl::StrCat("coordinate_transformation_mode must be one of ", absl::StrJoin(transforms, ", "),
@@ -249,8 +248,8 @@ absl::StatusOr<ResizeMode> ReadMode(NodeContext& c, bool legacy) {
   }
   const std::vector<std::string> nearest = {"round_prefer_floor", "round_prefer_ceil", "floor", "ceil"};
   if (std::find(nearest.begin(), nearest.end(), m.nearest) == nearest.end()) {
-    return c.Error(absl::StrCat("nearest_mode must be one of ", absl::StrJoin(nearest, ", "), "; got '",
-                                m.nearest, "'"));
+    return c.Error(
+        absl::StrCat("nearest_mode must be one of ", absl::StrJoin(nearest, ", "), "; got '", m.nearest, "'"));
   }
   return m;
 }
@@ -260,7 +259,8 @@ absl::StatusOr<std::vector<double>> ConstFloats(NodeContext& c, int i) {
   std::vector<double> v;
   if (!c.HasInput(i)) return v;
   KGRAD_ASSIGN_OR_RETURN(Tensor t, c.ConstInput(i));
-  if (!IsFloating(t.dtype())) return c.Error(absl::StrCat("input ", i, " must be a float tensor, got ", t.TypeString()));
+  if (!IsFloating(t.dtype()))
+    return c.Error(absl::StrCat("input ", i, " must be a float tensor, got ", t.TypeString()));
   for (int64_t k = 0; k < t.NumElements(); ++k) v.push_back(t.ElementAsDouble(k));
   return v;
 }
@@ -301,14 +301,14 @@ absl::StatusOr<ResizeInputs> ReadInputs(NodeContext& c) {
 
 // The resized axes (those whose size or scale changes something) with their sizes
 // and scales, from the inputs, axes (opset 18) and keep_aspect_ratio_policy.
-absl::StatusOr<std::vector<AxisResize>> ResizedAxes(NodeContext& c, const AbstractTensor* tx,
-                                                    const ResizeInputs& r, const ResizeMode& m) {
+absl::StatusOr<std::vector<AxisResize>> ResizedAxes(NodeContext& c, const AbstractTensor* tx, const ResizeInputs& r,
+                                                    const ResizeMode& m) {
   const int rank = tx->rank();
   KGRAD_ASSIGN_OR_RETURN(std::vector<int64_t> axes, c.Ints("axes", {}));
   KGRAD_ASSIGN_OR_RETURN(std::string policy, c.String("keep_aspect_ratio_policy", "stretch"));
   if (policy != "stretch" && policy != "not_larger" && policy != "not_smaller") {
-    return c.Error(absl::StrCat("keep_aspect_ratio_policy must be stretch, not_larger or not_smaller, got '",
-                                policy, "'"));
+    return c.Error(
+        absl::StrCat("keep_aspect_ratio_policy must be stretch, not_larger or not_smaller, got '", policy, "'"));
   }
   if (axes.empty()) {
     for (int i = 0; i < rank; ++i) axes.push_back(i);
@@ -342,7 +342,8 @@ absl::StatusOr<std::vector<AxisResize>> ResizedAxes(NodeContext& c, const Abstra
     } else if (r.sizes[k] <= 0) {
       return c.Error(absl::StrCat("sizes must be > 0, got ", r.sizes[k]));
     }
-    if (a.in < 0) return c.Error(absl::StrCat("resizing axis ", a.axis, " needs its static size, got ", tx->ToString()));
+    if (a.in < 0)
+      return c.Error(absl::StrCat("resizing axis ", a.axis, " needs its static size, got ", tx->ToString()));
     if (a.in == 0) return c.Error("cannot resize an empty axis");
     double size = static_cast<double>(r.sizes.empty() ? 0 : r.sizes[k]);  // in double: no overflow
     if (!r.scales.empty()) {

@@ -51,8 +51,7 @@ struct Window2d {
 absl::StatusOr<int> SpatialRank(NodeContext& c, const AbstractTensor* x) {
   if (x->rank() == 5) return c.Error("3-D (N, C, D, H, W) windows are not supported");
   if (x->rank() != 3 && x->rank() != 4) {
-    return c.Error(absl::StrCat("needs a 1-D (N, C, L) or 2-D (N, C, H, W) input, got ",
-                                x->ToString()));
+    return c.Error(absl::StrCat("needs a 1-D (N, C, L) or 2-D (N, C, H, W) input, got ", x->ToString()));
   }
   return x->rank() - 2;
 }
@@ -64,19 +63,18 @@ std::array<int64_t, 2> SpatialSizes(const AbstractTensor* x, int nsp) {
   return in;
 }
 
-// Reads an `nsp`-entry attribute into the lifted positions of `out`.
-absl::Status ReadPair(NodeContext& c, const std::string& name, int nsp, int64_t min,
-                      std::array<int64_t, 2>* out) {
-  std::vector<int64_t> dflt(nsp, (*out)[1]);
-  for (int i = 0; i < nsp; ++i) dflt[i] = (*out)[2 - nsp + i];
+// Reads an `nsp`-entry attribute into the lifted positions of `out` (whose
+// entries there are the default).
+absl::Status ReadPair(NodeContext& c, const std::string& name, int nsp, int64_t min, std::array<int64_t, 2>* out) {
+  const std::vector<int64_t> dflt(out->end() - nsp, out->end());
   KGRAD_ASSIGN_OR_RETURN(std::vector<int64_t> v, c.Ints(name, dflt));
   if (static_cast<int>(v.size()) != nsp) {
-    return c.Error(absl::StrCat(name, " must have ", nsp, " entries, got [",
-                                absl::StrJoin(v, ", "), "]"));
+    return c.Error(absl::StrCat(name, " must have ", nsp, " entries, got [", absl::StrJoin(v, ", "), "]"));
   }
   for (int i = 0; i < nsp; ++i) {
     if (v[i] < min || v[i] > (int64_t{1} << 30)) {
-      return c.Error(absl::StrCat(name, " must be >= ", min, ", got [", absl::StrJoin(v, ", "), "]"));
+      return c.Error(
+          absl::StrCat(name, " must be >= ", min, " (and at most 2^30), got [", absl::StrJoin(v, ", "), "]"));
     }
     (*out)[2 - nsp + i] = v[i];
   }
@@ -178,10 +176,11 @@ Outputs Conv(NodeContext& c) {
   KGRAD_ASSIGN_OR_RETURN(int64_t group, c.Int("group", 1));
   KGRAD_ASSIGN_OR_RETURN(x, Lift(c, x, nsp));
   KGRAD_ASSIGN_OR_RETURN(w, Lift(c, w, nsp));
-  KGRAD_ASSIGN_OR_RETURN(ImportedValue y,
-                         c.Emit(PrimId::kConv2d, {x, w},
-                                {{"stride", win.Strides()}, {"padding", win.Padding()},
-                                 {"dilation", win.Dilations()}, {"groups", group}}));
+  KGRAD_ASSIGN_OR_RETURN(
+      ImportedValue y,
+      c.Emit(
+          PrimId::kConv2d, {x, w},
+          {{"stride", win.Strides()}, {"padding", win.Padding()}, {"dilation", win.Dilations()}, {"groups", group}}));
   return AddBiasAndUnlift(c, y, nsp);
 }
 
@@ -190,8 +189,7 @@ Outputs Conv(NodeContext& c) {
 // output_padding + eff - out, SAME_UPPER: begin = total / 2, else begin = total -
 // total / 2 (ONNX Runtime swaps the two for odd totals; the spec is followed).
 absl::Status TransposePads(NodeContext& c, int nsp, const std::array<int64_t, 2>& in,
-                           const std::array<int64_t, 2>& extra, Window2d* win,
-                           std::array<int64_t, 2>* out) {
+                           const std::array<int64_t, 2>& extra, Window2d* win, std::array<int64_t, 2>* out) {
   KGRAD_ASSIGN_OR_RETURN(std::vector<int64_t> shape, c.Ints("output_shape", {}));
   const bool same = win->auto_pad == "SAME_UPPER" || win->auto_pad == "SAME_LOWER";
   if (!shape.empty() && static_cast<int>(shape.size()) != nsp && static_cast<int>(shape.size()) != nsp + 2) {
@@ -205,8 +203,8 @@ absl::Status TransposePads(NodeContext& c, int nsp, const std::array<int64_t, 2>
     if (want >= 0) {
       const int64_t total = win->stride[i] * (in[i] - 1) + extra[i] + win->Eff(i) - want;
       if (total < 0) {
-        return c.Error(absl::StrCat("output_shape ", want, " is larger than the transposed window reaches (",
-                                    want + total, ")"));
+        return c.Error(
+            absl::StrCat("output_shape ", want, " is larger than the transposed window reaches (", want + total, ")"));
       }
       win->lo[i] = win->auto_pad == "SAME_UPPER" ? total / 2 : total - total / 2;
       win->hi[i] = total - win->lo[i];
@@ -230,8 +228,9 @@ absl::StatusOr<ImportedValue> OutputRef(NodeContext& c, const ImportedValue& x, 
   KGRAD_ASSIGN_OR_RETURN(Tensor zeros, Tensor::Zeros(tx->dtype(), shape));
   if (batch >= 0) return c.Const(std::move(zeros));
   KGRAD_ASSIGN_OR_RETURN(ImportedValue z, c.Emit(PrimId::kZerosLike, {x}));
-  KGRAD_ASSIGN_OR_RETURN(z, c.Emit(PrimId::kSlice, {z}, {{"begin", std::vector<int64_t>{0, 0, 0, 0}},
-                                                        {"end", std::vector<int64_t>{kAll, 1, 1, 1}}}));
+  KGRAD_ASSIGN_OR_RETURN(
+      z, c.Emit(PrimId::kSlice, {z},
+                {{"begin", std::vector<int64_t>{0, 0, 0, 0}}, {"end", std::vector<int64_t>{kAll, 1, 1, 1}}}));
   return c.Emit(PrimId::kAdd, {z, c.Const(std::move(zeros))});
 }
 
@@ -250,8 +249,10 @@ Outputs ConvTranspose(NodeContext& c) {
   bool known = !kernel.empty() && tw->shape()[1] >= 0;
   for (int i = 1; i < tx->rank(); ++i) known = known && tx->shape()[i] >= 0;
   if (!known) {
-    return c.Error(absl::StrCat("needs static input (but the batch) and filter shapes: the output shape is "
-                                "built at import; got ", tx->ToString(), " and ", tw->ToString()));
+    return c.Error(
+        absl::StrCat("needs static input (but the batch) and filter shapes: the output shape is "
+                     "built at import; got ",
+                     tx->ToString(), " and ", tw->ToString()));
   }
   const std::array<int64_t, 2> in = SpatialSizes(tx, nsp);
   KGRAD_ASSIGN_OR_RETURN(Window2d win, ReadWindow(c, nsp, kernel, in, true));
@@ -261,19 +262,19 @@ Outputs ConvTranspose(NodeContext& c) {
   KGRAD_RETURN_IF_ERROR(ReadPair(c, "output_padding", nsp, 0, &extra));
   for (int i = 0; i < 2; ++i) {
     if (extra[i] >= win.stride[i]) {
-      return c.Error(absl::StrCat("output_padding must be smaller than the stride, got ", extra[i],
-                                  " for stride ", win.stride[i]));
+      return c.Error(absl::StrCat("output_padding must be smaller than the stride, got ", extra[i], " for stride ",
+                                  win.stride[i]));
     }
   }
   KGRAD_RETURN_IF_ERROR(TransposePads(c, nsp, in, extra, &win, &out));
   KGRAD_ASSIGN_OR_RETURN(x, Lift(c, x, nsp));
   KGRAD_ASSIGN_OR_RETURN(w, Lift(c, w, nsp));
-  KGRAD_ASSIGN_OR_RETURN(ImportedValue ref,
-                         OutputRef(c, x, tx, {tw->shape()[1] * group, out[0], out[1]}));
-  KGRAD_ASSIGN_OR_RETURN(ImportedValue y,
-                         c.Emit(PrimId::kConv2dBackpropInput, {x, w, ref},
-                                {{"stride", win.Strides()}, {"padding", win.Padding()},
-                                 {"dilation", win.Dilations()}, {"groups", group}}));
+  KGRAD_ASSIGN_OR_RETURN(ImportedValue ref, OutputRef(c, x, tx, {tw->shape()[1] * group, out[0], out[1]}));
+  KGRAD_ASSIGN_OR_RETURN(
+      ImportedValue y,
+      c.Emit(
+          PrimId::kConv2dBackpropInput, {x, w, ref},
+          {{"stride", win.Strides()}, {"padding", win.Padding()}, {"dilation", win.Dilations()}, {"groups", group}}));
   return AddBiasAndUnlift(c, y, nsp);
 }
 
@@ -283,8 +284,8 @@ Outputs ConvTranspose(NodeContext& c) {
 // the primitive's floor count is the ceil count. A window must start inside the
 // input or its left padding (the last one is dropped otherwise, as PyTorch and
 // the ONNX spec do).
-absl::Status PoolSizes(NodeContext& c, const std::array<int64_t, 2>& in, bool ceil_mode,
-                       Window2d* win, std::array<int64_t, 2>* out, std::array<int64_t, 2>* hi_ext) {
+absl::Status PoolSizes(NodeContext& c, const std::array<int64_t, 2>& in, bool ceil_mode, Window2d* win,
+                       std::array<int64_t, 2>* out, std::array<int64_t, 2>* hi_ext) {
   for (int i = 0; i < 2; ++i) {
     (*hi_ext)[i] = win->hi[i];
     (*out)[i] = kUnknownDim;
@@ -341,8 +342,8 @@ absl::StatusOr<ImportedValue> Rescale(NodeContext& c, const ImportedValue& y, DT
     }
   }
   if (ones) return y;
-  KGRAD_ASSIGN_OR_RETURN(ImportedValue k, FloatConst(c, dtype, {static_cast<int64_t>(ch.size()),
-                                                                static_cast<int64_t>(cw.size())}, f));
+  KGRAD_ASSIGN_OR_RETURN(ImportedValue k,
+                         FloatConst(c, dtype, {static_cast<int64_t>(ch.size()), static_cast<int64_t>(cw.size())}, f));
   return c.Emit(PrimId::kMul, {y, k});
 }
 
@@ -351,22 +352,21 @@ absl::StatusOr<ImportedValue> Rescale(NodeContext& c, const ImportedValue& y, DT
 absl::StatusOr<std::vector<ImportedValue>> WindowCells(NodeContext& c, const ImportedValue& x, const Window2d& w,
                                                        const std::array<int64_t, 2>& hi,
                                                        const std::array<int64_t, 2>& out, double fill) {
-  KGRAD_ASSIGN_OR_RETURN(ImportedValue p,
-                         c.Emit(PrimId::kPad, {x},
-                                {{"pads", std::vector<int64_t>{0, 0, 0, 0, w.lo[0], hi[0], w.lo[1], hi[1]}},
-                                 {"value", fill}}));
+  KGRAD_ASSIGN_OR_RETURN(
+      ImportedValue p,
+      c.Emit(PrimId::kPad, {x},
+             {{"pads", std::vector<int64_t>{0, 0, 0, 0, w.lo[0], hi[0], w.lo[1], hi[1]}}, {"value", fill}}));
   constexpr int64_t kAll = std::numeric_limits<int64_t>::max();
   std::vector<ImportedValue> cells;
   for (int64_t a = 0; a < w.kernel[0]; ++a) {
     for (int64_t b = 0; b < w.kernel[1]; ++b) {
       const int64_t h0 = a * w.dilation[0], w0 = b * w.dilation[1];
-      KGRAD_ASSIGN_OR_RETURN(
-          ImportedValue s,
-          c.Emit(PrimId::kSlice, {p},
-                 {{"begin", std::vector<int64_t>{0, 0, h0, w0}},
-                  {"end", std::vector<int64_t>{kAll, kAll, h0 + (out[0] - 1) * w.stride[0] + 1,
-                                               w0 + (out[1] - 1) * w.stride[1] + 1}},
-                  {"strides", std::vector<int64_t>{1, 1, w.stride[0], w.stride[1]}}}));
+      KGRAD_ASSIGN_OR_RETURN(ImportedValue s,
+                             c.Emit(PrimId::kSlice, {p},
+                                    {{"begin", std::vector<int64_t>{0, 0, h0, w0}},
+                                     {"end", std::vector<int64_t>{kAll, kAll, h0 + (out[0] - 1) * w.stride[0] + 1,
+                                                                  w0 + (out[1] - 1) * w.stride[1] + 1}},
+                                     {"strides", std::vector<int64_t>{1, 1, w.stride[0], w.stride[1]}}}));
       cells.push_back(s);
     }
   }
@@ -396,8 +396,8 @@ absl::StatusOr<ImportedValue> SlicedPool(NodeContext& c, const ImportedValue& x,
 // position; the plane offset (n * C + c) * H * W is a constant too.
 absl::StatusOr<ImportedValue> MaxPoolIndices(NodeContext& c, const ImportedValue& x, const AbstractTensor* tx,
                                              const Window2d& w, const std::array<int64_t, 2>& in,
-                                             const std::array<int64_t, 2>& hi,
-                                             const std::array<int64_t, 2>& out, bool column_major) {
+                                             const std::array<int64_t, 2>& hi, const std::array<int64_t, 2>& out,
+                                             bool column_major) {
   const int64_t n = tx->shape()[0], ch = tx->shape()[1];
   if (n < 0 || ch < 0 || in[0] < 0 || in[1] < 0) {
     return c.Error(absl::StrCat("the Indices output needs a static input shape, got ", tx->ToString()));
@@ -428,8 +428,9 @@ absl::StatusOr<ImportedValue> MaxPoolIndices(NodeContext& c, const ImportedValue
   KGRAD_ASSIGN_OR_RETURN(k, c.Emit(PrimId::kMul, {k, plane_k}));
   KGRAD_ASSIGN_OR_RETURN(k, c.Emit(PrimId::kAdd, {k, c.Const(Tensor::FromVector<int64_t>({out[0], out[1]}, pos))}));
   const int64_t size = static_cast<int64_t>(table.size());
-  KGRAD_ASSIGN_OR_RETURN(ImportedValue idx, c.Emit(PrimId::kGather, {c.Const(Tensor::FromVector<int64_t>({size}, table)), k},
-                                                   {{"axis", int64_t{0}}}));
+  KGRAD_ASSIGN_OR_RETURN(
+      ImportedValue idx,
+      c.Emit(PrimId::kGather, {c.Const(Tensor::FromVector<int64_t>({size}, table)), k}, {{"axis", int64_t{0}}}));
   return c.Emit(PrimId::kAdd, {idx, c.Const(Tensor::FromVector<int64_t>({n, ch, 1, 1}, offset))});
 }
 
@@ -471,7 +472,8 @@ Outputs Pool(NodeContext& c) {
   if (dilated) {
     KGRAD_ASSIGN_OR_RETURN(y, SlicedPool(c, x, win, hi, out, kMax));
   } else {
-    AttrMap attrs = {{"kernel", win.Kernel()}, {"stride", win.Strides()},
+    AttrMap attrs = {{"kernel", win.Kernel()},
+                     {"stride", win.Strides()},
                      {"padding", std::vector<int64_t>{win.lo[0], hi[0], win.lo[1], hi[1]}}};
     if (!kMax) attrs["count_include_pad"] = true;  // divides by KH*KW; rescaled below
     KGRAD_ASSIGN_OR_RETURN(y, c.Emit(kMax ? PrimId::kMaxPool2d : PrimId::kAvgPool2d, {x}, std::move(attrs)));

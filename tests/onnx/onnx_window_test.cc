@@ -316,7 +316,8 @@ TEST(OnnxConv, Errors) {
               HasSubstr("node 'n' (Conv): 3-D (N, C, D, H, W) windows are not supported"));
   EXPECT_THAT(ImportError(OneNode("Conv", 13).In({1, 1, 5}).In({1, 1, 3}).Set({{"pads", I({1, 1, 1, 1})}})),
               HasSubstr("pads must have 2 entries"));
-  EXPECT_THAT(ImportError(OneNode("Conv", 13).In({1, 1, 5, 5}).In({1, 1, 3, 3}).Set({{"auto_pad", std::string("SAME")}})),
+  EXPECT_THAT(ImportError(OneNode("Conv", 13).In({1, 1, 5, 5}).In({1, 1, 3, 3})
+                              .Set({{"auto_pad", std::string("SAME")}})),
               HasSubstr("auto_pad must be NOTSET, VALID, SAME_UPPER or SAME_LOWER"));
   EXPECT_THAT(ImportError(OneNode("Conv", 13).In({1, 1, kUnknownDim, 5}).In({1, 1, 3, 3})
                               .Set({{"auto_pad", std::string("SAME_UPPER")}})),
@@ -647,7 +648,8 @@ TEST(OnnxResize, HandComputed) {
   // Linear, align_corners, 2 -> 4 cells: 0, 1, 2, 3 from 0 and 3.
   Tensor y = Tensor::FromVector<double>({1, 1, 1, 2}, {0, 3});
   ExpectModel(OneNode("Resize", 13).In({1, 1, 1, 2}).Skip().Skip().Const(Ints64({1, 1, 1, 4}))
-                  .Set({{"mode", std::string("linear")}, {"coordinate_transformation_mode", std::string("align_corners")}}),
+                  .Set({{"mode", std::string("linear")},
+                        {"coordinate_transformation_mode", std::string("align_corners")}}),
               {y}, Tensor::FromVector<double>({1, 1, 1, 4}, {0, 1, 2, 3}), false);
 }
 
@@ -655,7 +657,8 @@ TEST(OnnxResize, TrilinearUnknownBatch) {
   Tensor x = Random({2, 1, 3, 2, 4}, 22);
   ExpectModel(OneNode("Resize", 13).In({kUnknownDim, 1, 3, 2, 4}).Skip().Const(Floats({1, 1, 2, 1.5, 0.5}))
                   .Set({{"mode", std::string("linear")}}),
-              {x}, RefResize(x, RefMode{"linear", "half_pixel"}, {{2, 2, 1}, {1, 1, 1}, {3, 6, 2}, {2, 3, 1.5}, {4, 2, 0.5}}));
+              {x}, RefResize(x, RefMode{"linear", "half_pixel"},
+                             {{2, 2, 1}, {1, 1, 1}, {3, 6, 2}, {2, 3, 1.5}, {4, 2, 0.5}}));
 }
 
 TEST(OnnxResize, AxesAndKeepAspectRatio) {
@@ -673,7 +676,8 @@ TEST(OnnxResize, AxesAndKeepAspectRatio) {
   // not_smaller: max(3/4, 2/6) = 3/4 -> out 3 and round(4.5) = 5 (half up).
   ExpectModel(OneNode("Resize", 18).In({1, 2, 4, 6}).Skip().Skip().Const(Ints64({3, 2}))
                   .Set({{"axes", I({-2, -1})}, {"coordinate_transformation_mode", std::string("asymmetric")},
-                        {"nearest_mode", std::string("floor")}, {"keep_aspect_ratio_policy", std::string("not_smaller")}}),
+                        {"nearest_mode", std::string("floor")},
+                        {"keep_aspect_ratio_policy", std::string("not_smaller")}}),
               {x}, RefResize(x, n, {{1, 1, 1}, {2, 2, 1}, {4, 3, 0.75}, {6, 5, 0.75}}), false);
 }
 
@@ -683,9 +687,11 @@ TEST(OnnxResize, TfCropAndResize) {
   m.extrapolation = 7;  // the crop [-0.2, 0.6] x [0.1, 1.3] reaches outside the input
   ExpectModel(OneNode("Resize", 13).In({1, 1, 4, 5}).Const(Floats({0, 0, -0.2f, 0.1f, 1, 1, 0.6f, 1.3f})).Skip()
                   .Const(Ints64({1, 1, 3, 4}))
-                  .Set({{"mode", std::string("linear")}, {"coordinate_transformation_mode", std::string("tf_crop_and_resize")},
+                  .Set({{"mode", std::string("linear")},
+                        {"coordinate_transformation_mode", std::string("tf_crop_and_resize")},
                         {"extrapolation_value", 7.0}}),
-              {x}, RefResize(x, m, {{1, 1, 1, 0, 1}, {1, 1, 1, 0, 1}, {4, 3, 0.75, -0.2f, 0.6f}, {5, 4, 0.8, 0.1f, 1.3f}}));
+              {x}, RefResize(x, m, {{1, 1, 1, 0, 1}, {1, 1, 1, 0, 1}, {4, 3, 0.75, -0.2f, 0.6f},
+                                    {5, 4, 0.8, 0.1f, 1.3f}}));
 }
 
 TEST(OnnxUpsample, Opsets7And9) {
@@ -695,7 +701,8 @@ TEST(OnnxUpsample, Opsets7And9) {
     Tensor want = RefResize(x, m, {{1, 1, 1}, {2, 2, 1}, {3, 6, 2}, {2, 5, 2.5}});
     ExpectModel(OneNode("Upsample", 7).In({1, 2, 3, 2}).Set({{"mode", std::string(mode)},
                 {"scales", std::vector<double>{1, 1, 2, 2.5}}}), {x}, want, false);
-    ExpectModel(OneNode("Upsample", 9).In({1, 2, 3, 2}).Const(Floats({1, 1, 2, 2.5})).Set({{"mode", std::string(mode)}}),
+    ExpectModel(OneNode("Upsample", 9).In({1, 2, 3, 2}).Const(Floats({1, 1, 2, 2.5}))
+                    .Set({{"mode", std::string(mode)}}),
                 {x}, want, std::string(mode) == "linear");
     ExpectModel(OneNode("Resize", 10).In({1, 2, 3, 2}).Const(Floats({1, 1, 2, 2.5})).Set({{"mode", std::string(mode)}}),
                 {x}, want, false);
