@@ -709,6 +709,14 @@ TEST(OnnxUpsample, Opsets7And9) {
   }
 }
 
+TEST(OnnxResize, Opset10DownsamplingRoundsUp) {
+  // ONNX Runtime's rule before opset 11: asymmetric, floor up and ceil down.
+  Tensor x = Random({1, 1, 2, 5}, 27);
+  ExpectModel(OneNode("Resize", 10).In({1, 1, 2, 5}).Const(Floats({1, 1, 1, 0.6f})), {x},
+              RefResize(x, RefMode{"nearest", "asymmetric", "ceil"}, {{1, 1, 1}, {1, 1, 1}, {2, 2, 1}, {5, 3, 0.6f}}),
+              false);
+}
+
 TEST(OnnxResize, Errors) {
   EXPECT_THAT(ImportError(OneNode("Resize", 18).In({1, 1, 2, 2}).Skip().Const(Floats({1, 1, 2, 2}))
                               .Set({{"mode", std::string("linear")}, {"antialias", int64_t{1}}})),
