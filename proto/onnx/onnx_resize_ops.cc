@@ -271,7 +271,8 @@ struct ResizeInputs {
   std::vector<int64_t> sizes;
 };
 
-absl::StatusOr<ResizeInputs> ReadInputs(NodeContext& c) {
+// roi is read only for tf_crop_and_resize (`crop`), the one mode that uses it.
+absl::StatusOr<ResizeInputs> ReadInputs(NodeContext& c, bool crop) {
   ResizeInputs r;
   const bool upsample = c.node().op_type() == "Upsample";
   if (upsample && c.opset() < 9) {
@@ -287,7 +288,9 @@ absl::StatusOr<ResizeInputs> ReadInputs(NodeContext& c) {
     return r;
   }
   KGRAD_RETURN_IF_ERROR(c.ExpectInputs(1, 4));
-  KGRAD_ASSIGN_OR_RETURN(r.roi, ConstFloats(c, 1));
+  if (crop) {
+    KGRAD_ASSIGN_OR_RETURN(r.roi, ConstFloats(c, 1));
+  }
   KGRAD_ASSIGN_OR_RETURN(r.scales, ConstFloats(c, 2));
   if (c.HasInput(3)) {
     KGRAD_ASSIGN_OR_RETURN(Tensor t, c.ConstInput(3));
@@ -371,7 +374,7 @@ Outputs Resize(NodeContext& c) {
   KGRAD_RETURN_IF_ERROR(c.ExpectOutputs(1));
   const bool legacy = c.node().op_type() == "Upsample" || c.opset() < 11;
   KGRAD_ASSIGN_OR_RETURN(ResizeMode m, ReadMode(c, legacy));
-  KGRAD_ASSIGN_OR_RETURN(ResizeInputs r, ReadInputs(c));
+  KGRAD_ASSIGN_OR_RETURN(ResizeInputs r, ReadInputs(c, m.transform == "tf_crop_and_resize"));
   KGRAD_ASSIGN_OR_RETURN(ImportedValue x, c.Input(0));
   KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* tx, c.TensorType(x));
   if (!IsFloating(tx->dtype())) return c.Error(absl::StrCat("needs a float input, got ", tx->ToString()));
