@@ -130,6 +130,8 @@ absl::Span<const OnnxOpNote> OpNotes();
 void AddElementwiseOps(OpTable* t);
 void AddShapeOps(OpTable* t);
 void AddNnOps(OpTable* t);
+void AddWindowOps(OpTable* t);  // onnx_window_ops.cc
+void AddResizeOps(OpTable* t);  // onnx_resize_ops.cc
 void AddControlFlowOps(OpTable* t);
 void AddActivationOps(OpTable* t);
 void AddLossOps(OpTable* t);

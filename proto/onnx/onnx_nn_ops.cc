@@ -1,5 +1,5 @@
-// ONNX op mappings: linear algebra and neural-network ops (2-D convolution and
-// pooling in NCHW; the normalisations are in onnx_norm_ops.cc).
+// ONNX op mappings: linear algebra and softmax (convolution and pooling are in
+// onnx_window_ops.cc, the normalisations in onnx_norm_ops.cc).
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "core/shape.h"
@@ -104,121 +104,6 @@ Outputs Softmax(NodeContext& c) {
   return One(c.Emit(id, {x}, {{"axis", axis}}));
 }
 
-// The 2-D window attributes shared by Conv and the pools: kernel, strides,
-// symmetric pads [top, left, bottom, right] -> padding [ph, pw], dilations.
-struct Window {
-  std::vector<int64_t> kernel, strides, padding, dilations;
-};
-
-absl::StatusOr<Window> ReadWindow(NodeContext& c, const AbstractTensor* x,
-                                  std::vector<int64_t> kernel) {
-  if (x->rank() != 4) return c.Error(absl::StrCat("only 2-D (NCHW) inputs are supported, got ", x->ToString()));
-  Window w;
-  KGRAD_ASSIGN_OR_RETURN(w.kernel, c.Ints("kernel_shape", kernel));
-  KGRAD_ASSIGN_OR_RETURN(w.strides, c.Ints("strides", {1, 1}));
-  KGRAD_ASSIGN_OR_RETURN(w.dilations, c.Ints("dilations", {1, 1}));
-  KGRAD_ASSIGN_OR_RETURN(std::vector<int64_t> pads, c.Ints("pads", {0, 0, 0, 0}));
-  KGRAD_ASSIGN_OR_RETURN(std::string auto_pad, c.String("auto_pad", "NOTSET"));
-  if (auto_pad != "NOTSET" && auto_pad != "VALID") {
-    return c.Error(absl::StrCat("auto_pad ", auto_pad, " is not supported (NOTSET, VALID are)"));
-  }
-  if (auto_pad == "VALID") pads = {0, 0, 0, 0};
-  if (w.kernel.size() != 2 || w.strides.size() != 2 || w.dilations.size() != 2 || pads.size() != 4) {
-    return c.Error("kernel_shape, strides, dilations must have 2 entries and pads 4");
-  }
-  if (pads[0] != pads[2] || pads[1] != pads[3]) {
-    return c.Error("asymmetric pads are not supported");
-  }
-  w.padding = {pads[0], pads[1]};
-  return w;
-}
-
-// Conv(x, w[, b]){group, ...} = conv2d(x, w) + reshape(b, [C, 1, 1]).
-Outputs Conv(NodeContext& c) {
-  KGRAD_RETURN_IF_ERROR(c.ExpectInputs(2, 3));
-  KGRAD_ASSIGN_OR_RETURN(ImportedValue x, c.Input(0));
-  KGRAD_ASSIGN_OR_RETURN(ImportedValue w, c.Input(1));
-  KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* tx, c.TensorType(x));
-  KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* tw, c.TensorType(w));
-  std::vector<int64_t> kernel;
-  if (tw->rank() == 4) kernel = {tw->shape()[2], tw->shape()[3]};
-  KGRAD_ASSIGN_OR_RETURN(Window win, ReadWindow(c, tx, kernel));
-  KGRAD_ASSIGN_OR_RETURN(int64_t group, c.Int("group", 1));
-  KGRAD_ASSIGN_OR_RETURN(ImportedValue y, c.Emit(PrimId::kConv2d, {x, w},
-                                                 {{"stride", win.strides}, {"padding", win.padding},
-                                                  {"dilation", win.dilations}, {"groups", group}}));
-  if (!c.HasInput(2)) return std::vector<ImportedValue>{y};
-  KGRAD_ASSIGN_OR_RETURN(ImportedValue bias, c.Input(2));
-  KGRAD_ASSIGN_OR_RETURN(bias, c.Emit(PrimId::kReshape, {bias}, {{"shape", std::vector<int64_t>{-1, 1, 1}}}));
-  return One(c.Emit(PrimId::kAdd, {y, bias}));
-}
-
-// ConvTranspose(x, w[, b]){strides, pads, dilations, group, output_padding} =
-// conv2d_backprop_input(x, w, zeros of the output shape) (+ bias): the adjoint of
-// conv2d, which is what ConvTranspose computes.
-Outputs ConvTranspose(NodeContext& c) {
-  KGRAD_RETURN_IF_ERROR(c.ExpectInputs(2, 3));
-  KGRAD_ASSIGN_OR_RETURN(ImportedValue x, c.Input(0));
-  KGRAD_ASSIGN_OR_RETURN(ImportedValue w, c.Input(1));
-  KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* tx, c.TensorType(x));
-  KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* tw, c.TensorType(w));
-  if (!tx->shape_known() || !tw->shape_known() || tw->rank() != 4) {
-    return c.Error(absl::StrCat("needs static 2-D shapes, got ", tx->ToString(), " and ", tw->ToString()));
-  }
-  KGRAD_ASSIGN_OR_RETURN(Window win, ReadWindow(c, tx, {tw->shape()[2], tw->shape()[3]}));
-  KGRAD_ASSIGN_OR_RETURN(int64_t group, c.Int("group", 1));
-  KGRAD_ASSIGN_OR_RETURN(std::vector<int64_t> extra, c.Ints("output_padding", {0, 0}));
-  if (c.HasAttr("output_shape")) return c.Error("output_shape is not supported (output_padding is)");
-  if (extra.size() != 2 || group < 1) return c.Error("bad output_padding or group");
-  Shape out = {tx->shape()[0], tw->shape()[1] * group, 0, 0};
-  for (int i = 0; i < 2; ++i) {
-    out[2 + i] = (tx->shape()[2 + i] - 1) * win.strides[i] - 2 * win.padding[i] +
-                 win.dilations[i] * (tw->shape()[2 + i] - 1) + 1 + extra[i];
-    if (out[2 + i] <= 0 || extra[i] < 0) return c.Error("empty or negative output size");
-  }
-  absl::StatusOr<int64_t> n = CheckedNumElements(out);
-  if (!n.ok() || *n > c.importer().options().max_folded_elements) return c.Error("output too large");
-  KGRAD_ASSIGN_OR_RETURN(Tensor ref, Tensor::Zeros(tx->dtype(), out));
-  KGRAD_ASSIGN_OR_RETURN(ImportedValue y, c.Emit(PrimId::kConv2dBackpropInput, {x, w, c.Const(std::move(ref))},
-                                                 {{"stride", win.strides}, {"padding", win.padding},
-                                                  {"dilation", win.dilations}, {"groups", group}}));
-  if (!c.HasInput(2)) return std::vector<ImportedValue>{y};
-  KGRAD_ASSIGN_OR_RETURN(ImportedValue bias, c.Input(2));
-  KGRAD_ASSIGN_OR_RETURN(bias, c.Emit(PrimId::kReshape, {bias}, {{"shape", std::vector<int64_t>{-1, 1, 1}}}));
-  return One(c.Emit(PrimId::kAdd, {y, bias}));
-}
-
-// MaxPool / AveragePool(x){kernel_shape, strides, pads, ceil_mode=0, ...}.
-template <PrimId id>
-Outputs Pool(NodeContext& c) {
-  KGRAD_RETURN_IF_ERROR(c.ExpectInputs(1, 1));
-  KGRAD_RETURN_IF_ERROR(c.ExpectOutputs(1));
-  KGRAD_ASSIGN_OR_RETURN(ImportedValue x, c.Input(0));
-  KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* tx, c.TensorType(x));
-  KGRAD_ASSIGN_OR_RETURN(Window win, ReadWindow(c, tx, {}));
-  KGRAD_ASSIGN_OR_RETURN(int64_t ceil_mode, c.Int("ceil_mode", 0));
-  KGRAD_ASSIGN_OR_RETURN(int64_t storage_order, c.Int("storage_order", 0));
-  if (ceil_mode != 0) return c.Error("ceil_mode=1 is not supported");
-  if (storage_order != 0) return c.Error("storage_order=1 is not supported");
-  if (win.dilations != std::vector<int64_t>{1, 1}) return c.Error("dilated pooling is not supported");
-  AttrMap attrs = {{"kernel", win.kernel}, {"stride", win.strides}, {"padding", win.padding}};
-  if (id == PrimId::kAvgPool2d) {
-    KGRAD_ASSIGN_OR_RETURN(int64_t include, c.Int("count_include_pad", 0));
-    attrs["count_include_pad"] = include != 0;
-  }
-  return One(c.Emit(id, {x}, std::move(attrs)));
-}
-
-// GlobalAveragePool / GlobalMaxPool(x) = reduce over the spatial dims, kept.
-template <PrimId id>
-Outputs GlobalPool(NodeContext& c) {
-  KGRAD_RETURN_IF_ERROR(c.ExpectInputs(1, 1));
-  KGRAD_ASSIGN_OR_RETURN(ImportedValue x, c.Input(0));
-  KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* t, c.TensorType(x));
-  if (t->rank() < 3) return c.Error(absl::StrCat("needs rank >= 3, got ", t->ToString()));
-  std::vector<int64_t> axes;
-  for (int i = 2; i < t->rank(); ++i) axes.push_back(i);
-  return One(c.Emit(id, {x}, {{"axes", axes}, {"keepdims", true}}));
 }
 
 }  // namespace
@@ -229,12 +114,6 @@ void AddNnOps(OpTable* t) {
   (*t)["Einsum"] = Einsum;
   (*t)["Softmax"] = Softmax<PrimId::kSoftmax>;
   (*t)["LogSoftmax"] = Softmax<PrimId::kLogSoftmax>;
-  (*t)["Conv"] = Conv;
-  (*t)["ConvTranspose"] = ConvTranspose;
-  (*t)["MaxPool"] = Pool<PrimId::kMaxPool2d>;
-  (*t)["AveragePool"] = Pool<PrimId::kAvgPool2d>;
-  (*t)["GlobalAveragePool"] = GlobalPool<PrimId::kReduceMean>;
-  (*t)["GlobalMaxPool"] = GlobalPool<PrimId::kReduceMax>;
 }
 
 }  // namespace onnx_import

@@ -15,6 +15,8 @@ const OpTable& AllOpMappings() {
     AddElementwiseOps(t);
     AddShapeOps(t);
     AddNnOps(t);
+    AddWindowOps(t);
+    AddResizeOps(t);
     AddControlFlowOps(t);
     AddActivationOps(t);
     AddLossOps(t);
