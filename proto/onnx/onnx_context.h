@@ -112,6 +112,7 @@ void AddElementwiseOps(OpTable* t);
 void AddShapeOps(OpTable* t);
 void AddNnOps(OpTable* t);
 void AddControlFlowOps(OpTable* t);
+void AddRnnOps(OpTable* t);  // onnx_rnn_ops.cc
 
 class Importer {
  public:
