@@ -16,6 +16,7 @@
 #include "absl/strings/ascii.h"
 #include "ad/grad_operation.h"
 #include "backends/executor.h"
+#include "core/passes/optimize.h"
 #include "tests/onnx/onnx_test_util.h"
 #include "tests/testing/grad_test_util.h"
 
@@ -53,14 +54,16 @@ TEST_P(TorchRnnTest, OutputsMatchTorch) {
   }
 }
 
-TEST_P(TorchRnnTest, GradientsMatchTorch) {
-  absl::StatusOr<std::unique_ptr<Module>> m = ImportFixture(GetParam().name);
+// d<ct, outputs>/d(input, weights), the gradient graph optimised or not.
+void CheckTorchGradients(const TorchFixture& f, bool optimize) {
+  auto file = [&](const std::string& suffix) { return absl::StrCat(f.name, "_", suffix, ".npy"); };
+  absl::StatusOr<std::unique_ptr<Module>> m = ImportFixture(f.name);
   ASSERT_TRUE(m.ok()) << m.status();
   GradOptions o;
   o.argnums = {0};
   std::vector<std::string> names;
   for (const auto& w : (*m)->weights()) {
-    ASSERT_TRUE(Exists(DataPath(File("dw_" + w->name())))) << "no torch gradient for weight " << w->name();
+    ASSERT_TRUE(Exists(DataPath(file("dw_" + w->name())))) << "no torch gradient for weight " << w->name();
     o.weights.push_back(w.get());
     names.push_back(w->name());
   }
@@ -68,18 +71,28 @@ TEST_P(TorchRnnTest, GradientsMatchTorch) {
   o.sens_param = true;
   absl::StatusOr<FuncGraph*> g = Grad(**m, (*m)->entry(), o);
   ASSERT_TRUE(g.ok()) << g.status();
+  if (optimize) {
+    OptimizeOptions oo;
+    oo.evaluator = &CpuConstantEvaluator::Get();
+    absl::StatusOr<std::string> log = Optimize(**m, *g, oo);
+    ASSERT_TRUE(log.ok()) << log.status();
+  }
   std::vector<Value> cts;
-  for (int k = 0; k < GetParam().num_outputs; ++k) cts.push_back(Npy(File(absl::StrCat("ct", k))));
-  absl::StatusOr<Value> r = RunGraph(*g, {Npy(File("in0")), Value::Tuple(cts)});
+  for (int k = 0; k < f.num_outputs; ++k) cts.push_back(Npy(file(absl::StrCat("ct", k))));
+  absl::StatusOr<Value> r = RunGraph(*g, {Npy(file("in0")), Value::Tuple(cts)});
   ASSERT_TRUE(r.ok()) << r.status();
   ASSERT_TRUE(r->is_tuple() && r->tuple().size() == 2) << r->TypeString();
-  ExpectClose(r->tuple()[0], Npy(File("din0")), kTorchTol, "d input");
+  ExpectClose(r->tuple()[0], Npy(file("din0")), kTorchTol, "d input");
   const Value& dw = r->tuple()[1];
   ASSERT_TRUE(dw.is_tuple() && dw.tuple().size() == names.size()) << dw.TypeString();
   for (size_t k = 0; k < names.size(); ++k) {
-    ExpectClose(dw.tuple()[k], Npy(File("dw_" + names[k])), kTorchTol, "d " + names[k]);
+    ExpectClose(dw.tuple()[k], Npy(file("dw_" + names[k])), kTorchTol, "d " + names[k]);
   }
 }
+
+TEST_P(TorchRnnTest, GradientsMatchTorch) { CheckTorchGradients(GetParam(), false); }
+
+TEST_P(TorchRnnTest, OptimizedGradientsMatchTorch) { CheckTorchGradients(GetParam(), true); }
 
 INSTANTIATE_TEST_SUITE_P(Torch, TorchRnnTest,
                          ::testing::Values(TorchFixture{"lstm", 3}, TorchFixture{"gru", 2},
