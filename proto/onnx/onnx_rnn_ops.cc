@@ -34,8 +34,17 @@ int NumGates(Cell k) { return k == Cell::kLstm ? 4 : k == Cell::kGru ? 3 : 1; }
 int NumActivations(Cell k) { return k == Cell::kLstm ? 3 : k == Cell::kGru ? 2 : 1; }
 
 enum class ActFn {
-  kSigmoid, kTanh, kRelu, kHardSigmoid, kLeakyRelu, kElu, kSoftsign, kSoftplus, kAffine,
-  kScaledTanh, kThresholdedRelu
+  kSigmoid,
+  kTanh,
+  kRelu,
+  kHardSigmoid,
+  kLeakyRelu,
+  kElu,
+  kSoftsign,
+  kSoftplus,
+  kAffine,
+  kScaledTanh,
+  kThresholdedRelu
 };
 
 struct ActInfo {
@@ -68,7 +77,7 @@ struct RnnSpec {
   Cell kind;
   int64_t hidden = 0;
   int dirs = 1;
-  bool reverse = false;  // direction == "reverse"
+  bool reverse = false;          // direction == "reverse"
   std::vector<Activation> acts;  // NumActivations(kind) per direction
   std::optional<double> clip;
   bool input_forget = false;
@@ -85,10 +94,11 @@ absl::Status ParseActivations(NodeContext& c, RnnSpec& s) {
   std::vector<std::string> names;
   const onnx::AttributeProto* a = c.Attr("activations");
   if (a != nullptr) {
-    if (a->type() != onnx::AttributeProto::STRINGS) return c.Error("attribute 'activations' must be strings");
+    if (a->type() != onnx::AttributeProto::STRINGS)
+      return c.Error("attribute 'activations' must be strings");
     names.assign(a->strings().begin(), a->strings().end());
   } else {
-    names = s.kind == Cell::kLstm ? std::vector<std::string>{"Sigmoid", "Tanh", "Tanh"}
+    names = s.kind == Cell::kLstm  ? std::vector<std::string>{"Sigmoid", "Tanh", "Tanh"}
             : s.kind == Cell::kGru ? std::vector<std::string>{"Sigmoid", "Tanh"}
                                    : std::vector<std::string>{"Tanh"};
   }
@@ -102,11 +112,12 @@ absl::Status ParseActivations(NodeContext& c, RnnSpec& s) {
   }
   std::vector<float> alphas, betas;
   const std::pair<const char*, std::vector<float>*> lists[] = {{"activation_alpha", &alphas},
-                                                                {"activation_beta", &betas}};
+                                                               {"activation_beta", &betas}};
   for (const auto& [attr, list] : lists) {
     const onnx::AttributeProto* v = c.Attr(attr);
     if (v == nullptr) continue;
-    if (v->type() != onnx::AttributeProto::FLOATS) return c.Error(absl::StrCat("attribute '", attr, "' must be floats"));
+    if (v->type() != onnx::AttributeProto::FLOATS)
+      return c.Error(absl::StrCat("attribute '", attr, "' must be floats"));
     list->assign(v->floats().begin(), v->floats().end());
   }
   size_t next_alpha = 0, next_beta = 0;
@@ -118,7 +129,8 @@ absl::Status ParseActivations(NodeContext& c, RnnSpec& s) {
     if (info == nullptr) {
       std::vector<std::string> known;
       for (const ActInfo& k : kActivations) known.push_back(k.name);
-      return c.Error(absl::StrCat("unknown activation '", name, "' (supported: ", absl::StrJoin(known, ", "), ")"));
+      return c.Error(absl::StrCat("unknown activation '", name,
+                                  "' (supported: ", absl::StrJoin(known, ", "), ")"));
     }
     Activation act{info->fn, info->alpha, info->beta};
     if (info->takes_alpha && next_alpha < alphas.size()) act.alpha = alphas[next_alpha++];
@@ -128,9 +140,10 @@ absl::Status ParseActivations(NodeContext& c, RnnSpec& s) {
   // Left-over values mean the writer indexed the lists some other way: refuse
   // rather than guess.
   if (next_alpha != alphas.size() || next_beta != betas.size()) {
-    return c.Error(absl::StrCat("activation_alpha/activation_beta have ", alphas.size(), "/", betas.size(),
-                                " values but the activations take ", next_alpha, "/", next_beta,
-                                " (the values are consumed in order by the activations that use them)"));
+    return c.Error(
+        absl::StrCat("activation_alpha/activation_beta have ", alphas.size(), "/", betas.size(),
+                     " values but the activations take ", next_alpha, "/", next_beta,
+                     " (the values are consumed in order by the activations that use them)"));
   }
   return absl::OkStatus();
 }
@@ -141,17 +154,22 @@ absl::StatusOr<ImportedValue> Scalar(NodeContext& c, DType dtype, double v) {
 }
 
 // f(x) for one ONNX activation, an exact composition of primitives.
-absl::StatusOr<ImportedValue> Apply(NodeContext& c, const Activation& a, DType dt, const ImportedValue& x) {
+absl::StatusOr<ImportedValue> Apply(NodeContext& c, const Activation& a, DType dt,
+                                    const ImportedValue& x) {
   KGRAD_ASSIGN_OR_RETURN(ImportedValue alpha, Scalar(c, dt, a.alpha));
   KGRAD_ASSIGN_OR_RETURN(ImportedValue beta, Scalar(c, dt, a.beta));
   KGRAD_ASSIGN_OR_RETURN(ImportedValue zero, Scalar(c, dt, 0));
   KGRAD_ASSIGN_OR_RETURN(ImportedValue one, Scalar(c, dt, 1));
   switch (a.fn) {
-    case ActFn::kSigmoid: return c.Emit(PrimId::kSigmoid, {x});
-    case ActFn::kTanh: return c.Emit(PrimId::kTanh, {x});
-    case ActFn::kRelu: return c.Emit(PrimId::kRelu, {x});
-    case ActFn::kSoftplus: return c.Emit(PrimId::kSoftplus, {x});  // ln(1 + e^x)
-    case ActFn::kHardSigmoid: {  // max(0, min(1, alpha x + beta))
+    case ActFn::kSigmoid:
+      return c.Emit(PrimId::kSigmoid, {x});
+    case ActFn::kTanh:
+      return c.Emit(PrimId::kTanh, {x});
+    case ActFn::kRelu:
+      return c.Emit(PrimId::kRelu, {x});
+    case ActFn::kSoftplus:
+      return c.Emit(PrimId::kSoftplus, {x});  // ln(1 + e^x)
+    case ActFn::kHardSigmoid: {               // max(0, min(1, alpha x + beta))
       KGRAD_ASSIGN_OR_RETURN(ImportedValue y, c.Emit(PrimId::kMul, {x, alpha}));
       KGRAD_ASSIGN_OR_RETURN(y, c.Emit(PrimId::kAdd, {y, beta}));
       KGRAD_ASSIGN_OR_RETURN(y, c.Emit(PrimId::kMinimum, {y, one}));
@@ -205,10 +223,11 @@ absl::StatusOr<ImportedValue> Activate(NodeContext& c, const RnnSpec& s, const A
 }
 
 // The parts of `v` along `axis`, each `size` long.
-absl::StatusOr<std::vector<ImportedValue>> Split(NodeContext& c, const ImportedValue& v, int64_t axis,
-                                                 std::vector<int64_t> sizes) {
+absl::StatusOr<std::vector<ImportedValue>> Split(NodeContext& c, const ImportedValue& v,
+                                                 int64_t axis, std::vector<int64_t> sizes) {
   const size_t n = sizes.size();
-  KGRAD_ASSIGN_OR_RETURN(ImportedValue t, c.Emit(PrimId::kSplit, {v}, {{"axis", axis}, {"sizes", std::move(sizes)}}));
+  KGRAD_ASSIGN_OR_RETURN(
+      ImportedValue t, c.Emit(PrimId::kSplit, {v}, {{"axis", axis}, {"sizes", std::move(sizes)}}));
   std::vector<ImportedValue> parts;
   for (size_t i = 0; i < n; ++i) {
     KGRAD_ASSIGN_OR_RETURN(ImportedValue p, c.Item(t, static_cast<int64_t>(i)));
@@ -218,10 +237,12 @@ absl::StatusOr<std::vector<ImportedValue>> Split(NodeContext& c, const ImportedV
 }
 
 absl::StatusOr<ImportedValue> Take(NodeContext& c, const ImportedValue& v, int64_t i) {
-  return c.Emit(PrimId::kGather, {v, c.Const(Tensor::FromScalar<int64_t>(i))}, {{"axis", int64_t{0}}});
+  return c.Emit(PrimId::kGather, {v, c.Const(Tensor::FromScalar<int64_t>(i))},
+                {{"axis", int64_t{0}}});
 }
 
-absl::StatusOr<ImportedValue> MatMulT(NodeContext& c, const ImportedValue& a, const ImportedValue& b) {
+absl::StatusOr<ImportedValue> MatMulT(NodeContext& c, const ImportedValue& a,
+                                      const ImportedValue& b) {
   return c.Emit(PrimId::kMatMul, {a, b}, {{"transpose_b", true}});
 }
 
@@ -231,34 +252,37 @@ absl::StatusOr<ImportedValue> Zeros(NodeContext& c, DType dt, std::vector<int64_
 
 // The node's inputs, as [seq, batch, ...] whatever the layout.
 struct RnnInputs {
-  ImportedValue x;                       // [S, B, I]
-  ImportedValue w, r;                    // [D, G*H, I], [D, G*H, H]
-  std::optional<ImportedValue> b;        // [D, 2*G*H]
-  std::optional<ImportedValue> mask;     // [S, B, 1] bool: step t is within sequence b
-  std::optional<ImportedValue> h0, c0;   // [D, B, H]
-  std::optional<ImportedValue> p;        // [D, 3*H]
+  ImportedValue x;                      // [S, B, I]
+  ImportedValue w, r;                   // [D, G*H, I], [D, G*H, H]
+  std::optional<ImportedValue> b;       // [D, 2*G*H]
+  std::optional<ImportedValue> lens;    // int64 [B, 1] when some sequence is short
+  std::optional<ImportedValue> h0, c0;  // [D, B, H]
+  std::optional<ImportedValue> p;       // [D, 3*H]
 };
 
 // One direction's operands, computed before its loop.
 struct Direction {
   bool reverse = false;
-  const Activation* acts = nullptr;  // NumActivations(kind) of them
-  ImportedValue xp;                  // [S, B, G*H]: X W^T + the biases that add to it
-  ImportedValue r;                   // [G*H, H] (LSTM, RNN; GRU with linear_before_reset)
-  ImportedValue r_zr, r_h;           // GRU: [2H, H], [H, H]
-  std::optional<ImportedValue> rbh;  // GRU with linear_before_reset: Rb of the h gate
+  const Activation* acts = nullptr;            // NumActivations(kind) of them
+  ImportedValue xp;                            // [S, B, G*H]: X W^T + the biases that add to it
+  ImportedValue r;                             // [G*H, H] (LSTM, RNN; GRU with linear_before_reset)
+  ImportedValue r_zr, r_h;                     // GRU: [2H, H], [H, H]
+  std::optional<ImportedValue> rbh;            // GRU with linear_before_reset: Rb of the h gate
   std::optional<ImportedValue> p_i, p_o, p_f;  // LSTM peepholes [H]
-  ImportedValue h0, c0;              // [B, H]
+  ImportedValue h0, c0;                        // [B, H]
 };
 
-absl::StatusOr<Direction> MakeDirection(NodeContext& c, const RnnSpec& s, const RnnInputs& in, int d) {
+absl::StatusOr<Direction> MakeDirection(NodeContext& c, const RnnSpec& s, const RnnInputs& in,
+                                        int d) {
   const int64_t h = s.hidden, gh = NumGates(s.kind) * h;
   Direction dir;
   dir.reverse = s.reverse || d == 1;
   dir.acts = &s.acts[d * NumActivations(s.kind)];
   KGRAD_ASSIGN_OR_RETURN(ImportedValue w, Take(c, in.w, d));
   KGRAD_ASSIGN_OR_RETURN(dir.r, Take(c, in.r, d));
-  KGRAD_ASSIGN_OR_RETURN(ImportedValue x2, c.Emit(PrimId::kReshape, {in.x}, {{"shape", std::vector<int64_t>{s.seq * s.batch, s.input}}}));
+  KGRAD_ASSIGN_OR_RETURN(ImportedValue x2,
+                         c.Emit(PrimId::kReshape, {in.x},
+                                {{"shape", std::vector<int64_t>{s.seq * s.batch, s.input}}}));
   KGRAD_ASSIGN_OR_RETURN(ImportedValue xp, MatMulT(c, x2, w));
   if (in.b.has_value()) {
     KGRAD_ASSIGN_OR_RETURN(ImportedValue bd, Take(c, *in.b, d));
@@ -274,7 +298,8 @@ absl::StatusOr<Direction> MakeDirection(NodeContext& c, const RnnSpec& s, const 
     KGRAD_ASSIGN_OR_RETURN(ImportedValue bias, c.Emit(PrimId::kAdd, {wr[0], rb}));
     KGRAD_ASSIGN_OR_RETURN(xp, c.Emit(PrimId::kAdd, {xp, bias}));
   }
-  KGRAD_ASSIGN_OR_RETURN(dir.xp, c.Emit(PrimId::kReshape, {xp}, {{"shape", std::vector<int64_t>{s.seq, s.batch, gh}}}));
+  KGRAD_ASSIGN_OR_RETURN(dir.xp, c.Emit(PrimId::kReshape, {xp},
+                                        {{"shape", std::vector<int64_t>{s.seq, s.batch, gh}}}));
   if (s.kind == Cell::kGru) {
     KGRAD_ASSIGN_OR_RETURN(std::vector<ImportedValue> parts, Split(c, dir.r, 0, {2 * h, h}));
     dir.r_zr = parts[0];
@@ -302,8 +327,8 @@ struct CellState {
 };
 
 // x [B, H] + peephole * c (when there are peepholes).
-absl::StatusOr<ImportedValue> Peep(NodeContext& b, const ImportedValue& x, const std::optional<ImportedValue>& p,
-                                   const ImportedValue& c) {
+absl::StatusOr<ImportedValue> Peep(NodeContext& b, const ImportedValue& x,
+                                   const std::optional<ImportedValue>& p, const ImportedValue& c) {
   if (!p.has_value()) return x;
   KGRAD_ASSIGN_OR_RETURN(ImportedValue pc, b.Emit(PrimId::kMul, {*p, c}));
   return b.Emit(PrimId::kAdd, {x, pc});
@@ -333,7 +358,8 @@ absl::StatusOr<CellState> LstmStep(NodeContext& b, const RnnSpec& s, const Direc
   KGRAD_ASSIGN_OR_RETURN(next.c, b.Emit(PrimId::kAdd, {fc, ic}));
   KGRAD_ASSIGN_OR_RETURN(ImportedValue go, Peep(b, q[1], d.p_o, next.c));
   KGRAD_ASSIGN_OR_RETURN(ImportedValue o, Activate(b, s, d.acts[0], go));
-  KGRAD_ASSIGN_OR_RETURN(ImportedValue hc, Apply(b, d.acts[2], s.dtype, next.c));  // h() is not clipped
+  KGRAD_ASSIGN_OR_RETURN(ImportedValue hc,
+                         Apply(b, d.acts[2], s.dtype, next.c));  // h() is not clipped
   KGRAD_ASSIGN_OR_RETURN(next.h, b.Emit(PrimId::kMul, {o, hc}));
   return next;
 }
@@ -390,8 +416,9 @@ struct LoopTypes {
 
 // One iteration: the next state from `st`.
 absl::StatusOr<std::vector<AnfNode*>> StepBody(NodeContext& c, const RnnSpec& s, const Direction& d,
-                                               const std::optional<ImportedValue>& mask, const LoopTypes& ty,
-                                               GraphBuilder& bb, absl::Span<AnfNode* const> st) {
+                                               const std::optional<ImportedValue>& lens,
+                                               const LoopTypes& ty, GraphBuilder& bb,
+                                               absl::Span<AnfNode* const> st) {
   Scope scope(&bb, &c.scope());
   NodeContext b(c.importer(), scope, c.node());
   ImportedValue t{st[0], ty.t, std::nullopt};
@@ -399,30 +426,34 @@ absl::StatusOr<std::vector<AnfNode*>> StepBody(NodeContext& c, const RnnSpec& s,
   ImportedValue y{st[3], ty.y, std::nullopt};
   ImportedValue idx = t;
   if (d.reverse) {
-    KGRAD_ASSIGN_OR_RETURN(idx, b.Emit(PrimId::kSub, {b.Const(Tensor::FromScalar<int64_t>(s.seq - 1)), t}));
+    KGRAD_ASSIGN_OR_RETURN(
+        idx, b.Emit(PrimId::kSub, {b.Const(Tensor::FromScalar<int64_t>(s.seq - 1)), t}));
   }
-  KGRAD_ASSIGN_OR_RETURN(ImportedValue x, b.Emit(PrimId::kGather, {d.xp, idx}, {{"axis", int64_t{0}}}));
+  KGRAD_ASSIGN_OR_RETURN(ImportedValue x,
+                         b.Emit(PrimId::kGather, {d.xp, idx}, {{"axis", int64_t{0}}}));
   absl::StatusOr<CellState> next = s.kind == Cell::kLstm  ? LstmStep(b, s, d, x, prev)
                                    : s.kind == Cell::kGru ? GruStep(b, s, d, x, prev)
                                                           : RnnStep(b, s, d, x, prev);
   if (!next.ok()) return next.status();
   if (s.kind != Cell::kLstm) next->c = prev.c;
   ImportedValue out = next->h;
-  if (mask.has_value()) {  // past a sequence's end: state carried, output zero
-    KGRAD_ASSIGN_OR_RETURN(ImportedValue m, b.Emit(PrimId::kGather, {*mask, idx}, {{"axis", int64_t{0}}}));
+  if (lens.has_value()) {  // past a sequence's end: state carried, output zero
+    KGRAD_ASSIGN_OR_RETURN(ImportedValue m, b.Emit(PrimId::kLess, {idx, *lens}));
     KGRAD_ASSIGN_OR_RETURN(ImportedValue zero, Scalar(b, s.dtype, 0));
     KGRAD_ASSIGN_OR_RETURN(out, b.Emit(PrimId::kSelect, {m, next->h, zero}));
     KGRAD_ASSIGN_OR_RETURN(next->h, b.Emit(PrimId::kSelect, {m, next->h, prev.h}));
     KGRAD_ASSIGN_OR_RETURN(next->c, b.Emit(PrimId::kSelect, {m, next->c, prev.c}));
   }
   KGRAD_ASSIGN_OR_RETURN(y, b.Emit(PrimId::kScatterAdd, {y, idx, out}, {{"axis", int64_t{0}}}));
-  KGRAD_ASSIGN_OR_RETURN(ImportedValue t1, b.Emit(PrimId::kAdd, {t, b.Const(Tensor::FromScalar<int64_t>(1))}));
+  KGRAD_ASSIGN_OR_RETURN(ImportedValue t1,
+                         b.Emit(PrimId::kAdd, {t, b.Const(Tensor::FromScalar<int64_t>(1))}));
   return std::vector<AnfNode*>{b.NodeOf(t1), b.NodeOf(next->h), b.NodeOf(next->c), b.NodeOf(y)};
 }
 
 // Runs one direction: its Y [S, B, H] and final h, c [B, H].
-absl::StatusOr<std::vector<ImportedValue>> RunDirection(NodeContext& c, const RnnSpec& s, const Direction& d,
-                                                        const std::optional<ImportedValue>& mask) {
+absl::StatusOr<std::vector<ImportedValue>> RunDirection(NodeContext& c, const RnnSpec& s,
+                                                        const Direction& d,
+                                                        const std::optional<ImportedValue>& lens) {
   ImportedValue t0 = c.Const(Tensor::FromScalar<int64_t>(0));
   KGRAD_ASSIGN_OR_RETURN(ImportedValue y0, Zeros(c, s.dtype, {s.seq, s.batch, s.hidden}));
   LoopTypes ty{t0.type, d.h0.type, d.c0.type, y0.type};
@@ -436,7 +467,8 @@ absl::StatusOr<std::vector<ImportedValue>> RunDirection(NodeContext& c, const Rn
       [&](GraphBuilder& lb, absl::Span<AnfNode* const> st) -> AnfNode* {
         Scope scope(&lb, &c.scope());
         NodeContext lc(c.importer(), scope, c.node());
-        absl::StatusOr<ImportedValue> more = lc.Emit(PrimId::kLess, {ImportedValue{st[0], ty.t, std::nullopt}, seq});
+        absl::StatusOr<ImportedValue> more =
+            lc.Emit(PrimId::kLess, {ImportedValue{st[0], ty.t, std::nullopt}, seq});
         if (more.ok()) more = lc.Emit(PrimId::kTensorToScalar, {*more});
         if (!more.ok()) {
           keep(more.status());
@@ -445,7 +477,7 @@ absl::StatusOr<std::vector<ImportedValue>> RunDirection(NodeContext& c, const Rn
         return lc.NodeOf(*more);
       },
       [&](GraphBuilder& bb, absl::Span<AnfNode* const> st) -> std::vector<AnfNode*> {
-        absl::StatusOr<std::vector<AnfNode*>> next = StepBody(c, s, d, mask, ty, bb, st);
+        absl::StatusOr<std::vector<AnfNode*>> next = StepBody(c, s, d, lens, ty, bb, st);
         if (next.ok()) return *next;
         keep(next.status());
         return std::vector<AnfNode*>(st.begin(), st.end());
@@ -463,8 +495,8 @@ absl::Status ExpectShape(NodeContext& c, const RnnSpec& s, const ImportedValue& 
                          const Shape& shape) {
   KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* t, c.TensorType(v));
   if (t->dtype() != s.dtype || !t->shape_known() || t->shape() != shape) {
-    return c.Error(absl::StrCat(what, " must be ", DTypeName(s.dtype), ShapeToString(shape), ", got ",
-                                t->ToString()));
+    return c.Error(absl::StrCat(what, " must be ", DTypeName(s.dtype), ShapeToString(shape),
+                                ", got ", t->ToString()));
   }
   return absl::OkStatus();
 }
@@ -480,38 +512,41 @@ absl::StatusOr<std::optional<ImportedValue>> StateInput(NodeContext& c, const Rn
     return std::optional<ImportedValue>(v);
   }
   KGRAD_RETURN_IF_ERROR(ExpectShape(c, s, v, what, {s.batch, s.dirs, width}));
-  KGRAD_ASSIGN_OR_RETURN(v, c.Emit(PrimId::kTranspose, {v}, {{"perm", std::vector<int64_t>{1, 0, 2}}}));
+  KGRAD_ASSIGN_OR_RETURN(
+      v, c.Emit(PrimId::kTranspose, {v}, {{"perm", std::vector<int64_t>{1, 0, 2}}}));
   return std::optional<ImportedValue>(v);
 }
 
-// sequence_lens (int32 [B], known at import time) as the mask [S, B, 1] of the
-// steps inside each sequence; none when every sequence is full.
-absl::StatusOr<std::optional<ImportedValue>> SequenceMask(NodeContext& c, const RnnSpec& s) {
+// sequence_lens (int32 [B], known at import time) as an int64 [B, 1] constant that
+// step t' compares with (t' < length: inside the sequence); none when every sequence
+// is full.
+absl::StatusOr<std::optional<ImportedValue>> SequenceLengths(NodeContext& c, const RnnSpec& s) {
   if (!c.HasInput(4)) return std::optional<ImportedValue>();
   KGRAD_ASSIGN_OR_RETURN(ImportedValue v, c.Input(4));
   if (!v.constant.has_value()) {
-    return c.Error("sequence_lens must be known at import time (a constant or an initializer); "
-                   "a computed sequence_lens is not supported");
+    return c.Error(
+        "sequence_lens must be known at import time (a constant or an initializer); "
+        "a computed sequence_lens is not supported");
   }
   const Tensor& lens = *v.constant;
-  if ((lens.dtype() != DType::kInt32 && lens.dtype() != DType::kInt64) || lens.shape() != Shape{s.batch}) {
-    return c.Error(absl::StrCat("sequence_lens must be int32[", s.batch, "], got ", v.type->ToString()));
+  if ((lens.dtype() != DType::kInt32 && lens.dtype() != DType::kInt64) ||
+      lens.shape() != Shape{s.batch}) {
+    return c.Error(
+        absl::StrCat("sequence_lens must be int32[", s.batch, "], got ", v.type->ToString()));
   }
   bool full = true;
   for (int64_t b = 0; b < s.batch; ++b) {
     const double len = lens.ElementAsDouble(b);
     if (len < 0 || len > s.seq) {
-      return c.Error(absl::StrCat("sequence_lens[", b, "] = ", len, " is outside [0, ", s.seq, "]"));
+      return c.Error(
+          absl::StrCat("sequence_lens[", b, "] = ", len, " is outside [0, ", s.seq, "]"));
     }
     full = full && len == s.seq;
   }
   if (full) return std::optional<ImportedValue>();
-  KGRAD_ASSIGN_OR_RETURN(Tensor m, Tensor::Zeros(DType::kBool, {s.seq, s.batch, 1}));
-  bool* data = m.mutable_data<bool>();
-  for (int64_t t = 0; t < s.seq; ++t) {
-    for (int64_t b = 0; b < s.batch; ++b) data[t * s.batch + b] = t < lens.ElementAsDouble(b);
-  }
-  return std::optional<ImportedValue>(c.Const(std::move(m)));
+  std::vector<int64_t> v64(s.batch);
+  for (int64_t b = 0; b < s.batch; ++b) v64[b] = static_cast<int64_t>(lens.ElementAsDouble(b));
+  return std::optional<ImportedValue>(c.Const(Tensor::FromVector<int64_t>({s.batch, 1}, v64)));
 }
 
 // The attributes (except the activations) and X's dims.
@@ -524,20 +559,24 @@ absl::StatusOr<RnnSpec> ParseSpec(NodeContext& c, Cell kind) {
   } else if (direction == "reverse") {
     s.reverse = true;
   } else if (direction != "forward") {
-    return c.Error(absl::StrCat("direction must be forward, reverse or bidirectional, got '", direction, "'"));
+    return c.Error(
+        absl::StrCat("direction must be forward, reverse or bidirectional, got '", direction, "'"));
   }
   KGRAD_ASSIGN_OR_RETURN(s.layout, c.Int("layout", 0));
-  if (s.layout != 0 && s.layout != 1) return c.Error(absl::StrCat("layout must be 0 or 1, got ", s.layout));
+  if (s.layout != 0 && s.layout != 1)
+    return c.Error(absl::StrCat("layout must be 0 or 1, got ", s.layout));
   if (c.HasAttr("clip")) {
     KGRAD_ASSIGN_OR_RETURN(double clip, c.Float("clip", 0));
     if (!(clip > 0)) return c.Error(absl::StrCat("clip must be positive, got ", clip));
     s.clip = clip;
   }
   KGRAD_ASSIGN_OR_RETURN(int64_t input_forget, c.Int("input_forget", 0));
-  if (kind != Cell::kLstm && c.HasAttr("input_forget")) return c.Error("input_forget is an LSTM attribute");
+  if (kind != Cell::kLstm && c.HasAttr("input_forget"))
+    return c.Error("input_forget is an LSTM attribute");
   s.input_forget = input_forget != 0;
   KGRAD_ASSIGN_OR_RETURN(int64_t lbr, c.Int("linear_before_reset", 0));
-  if (kind != Cell::kGru && c.HasAttr("linear_before_reset")) return c.Error("linear_before_reset is a GRU attribute");
+  if (kind != Cell::kGru && c.HasAttr("linear_before_reset"))
+    return c.Error("linear_before_reset is a GRU attribute");
   s.linear_before_reset = lbr != 0;
   KGRAD_RETURN_IF_ERROR(ParseActivations(c, s));
   return s;
@@ -561,21 +600,28 @@ absl::StatusOr<RnnInputs> ReadInputs(NodeContext& c, RnnSpec& s) {
   s.batch = tx->shape()[s.layout == 0 ? 1 : 0];
   s.input = tx->shape()[2];
   KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* tr, c.TensorType(in.r));
-  if (tr->rank() != 3 || !tr->shape_known()) return c.Error(absl::StrCat("R must have a static rank-3 shape, got ", tr->ToString()));
+  if (tr->rank() != 3 || !tr->shape_known())
+    return c.Error(absl::StrCat("R must have a static rank-3 shape, got ", tr->ToString()));
   const int64_t hidden = tr->shape()[2];
   KGRAD_ASSIGN_OR_RETURN(s.hidden, c.Int("hidden_size", hidden));
   if (s.hidden != hidden || s.hidden <= 0) {
-    return c.Error(absl::StrCat("hidden_size is ", s.hidden, " but R ", tr->ToString(), " has hidden size ", hidden));
+    return c.Error(absl::StrCat("hidden_size is ", s.hidden, " but R ", tr->ToString(),
+                                " has hidden size ", hidden));
   }
   const int64_t gh = NumGates(s.kind) * s.hidden;
   KGRAD_RETURN_IF_ERROR(ExpectShape(c, s, in.w, "W", {s.dirs, gh, s.input}));
+  // The largest tensor formed is XP [S, B, G*H] (declared shapes may be hostile).
+  int64_t xp = 0;
+  if (__builtin_mul_overflow(s.seq, s.batch, &xp) || __builtin_mul_overflow(xp, gh, &xp)) {
+    return c.Error(absl::StrCat("X ", tx->ToString(), " with ", gh, " gate units is too large"));
+  }
   KGRAD_RETURN_IF_ERROR(ExpectShape(c, s, in.r, "R", {s.dirs, gh, s.hidden}));
   if (c.HasInput(3)) {
     KGRAD_ASSIGN_OR_RETURN(ImportedValue b, c.Input(3));
     KGRAD_RETURN_IF_ERROR(ExpectShape(c, s, b, "B", {s.dirs, 2 * gh}));
     in.b = b;
   }
-  KGRAD_ASSIGN_OR_RETURN(in.mask, SequenceMask(c, s));
+  KGRAD_ASSIGN_OR_RETURN(in.lens, SequenceLengths(c, s));
   KGRAD_ASSIGN_OR_RETURN(in.h0, StateInput(c, s, 5, "initial_h", s.hidden));
   KGRAD_ASSIGN_OR_RETURN(in.c0, StateInput(c, s, 6, "initial_c", s.hidden));
   if (c.HasInput(7)) {
@@ -584,13 +630,15 @@ absl::StatusOr<RnnInputs> ReadInputs(NodeContext& c, RnnSpec& s) {
     in.p = p;
   }
   if (s.layout == 1) {
-    KGRAD_ASSIGN_OR_RETURN(in.x, c.Emit(PrimId::kTranspose, {in.x}, {{"perm", std::vector<int64_t>{1, 0, 2}}}));
+    KGRAD_ASSIGN_OR_RETURN(
+        in.x, c.Emit(PrimId::kTranspose, {in.x}, {{"perm", std::vector<int64_t>{1, 0, 2}}}));
   }
   return in;
 }
 
 // Stacks per-direction values along a new axis `axis`.
-absl::StatusOr<ImportedValue> Stack(NodeContext& c, const std::vector<ImportedValue>& parts, int64_t axis) {
+absl::StatusOr<ImportedValue> Stack(NodeContext& c, const std::vector<ImportedValue>& parts,
+                                    int64_t axis) {
   std::vector<ImportedValue> expanded;
   for (const ImportedValue& p : parts) {
     KGRAD_ASSIGN_OR_RETURN(ImportedValue e, c.Emit(PrimId::kExpandDims, {p}, {{"axis", axis}}));
@@ -612,7 +660,7 @@ Outputs Recurrent(NodeContext& c) {
   std::vector<ImportedValue> ys, hs, cs;
   for (int d = 0; d < s.dirs; ++d) {
     KGRAD_ASSIGN_OR_RETURN(Direction dir, MakeDirection(c, s, in, d));
-    KGRAD_ASSIGN_OR_RETURN(std::vector<ImportedValue> r, RunDirection(c, s, dir, in.mask));
+    KGRAD_ASSIGN_OR_RETURN(std::vector<ImportedValue> r, RunDirection(c, s, dir, in.lens));
     ys.push_back(r[0]);
     hs.push_back(r[1]);
     cs.push_back(r[2]);
@@ -624,9 +672,11 @@ Outputs Recurrent(NodeContext& c) {
     KGRAD_ASSIGN_OR_RETURN(outs[2], Stack(c, cs, 0));
   }
   if (s.layout == 1) {
-    KGRAD_ASSIGN_OR_RETURN(outs[0], c.Emit(PrimId::kTranspose, {outs[0]}, {{"perm", std::vector<int64_t>{2, 0, 1, 3}}}));
+    KGRAD_ASSIGN_OR_RETURN(outs[0], c.Emit(PrimId::kTranspose, {outs[0]},
+                                           {{"perm", std::vector<int64_t>{2, 0, 1, 3}}}));
     for (size_t k = 1; k < outs.size(); ++k) {
-      KGRAD_ASSIGN_OR_RETURN(outs[k], c.Emit(PrimId::kTranspose, {outs[k]}, {{"perm", std::vector<int64_t>{1, 0, 2}}}));
+      KGRAD_ASSIGN_OR_RETURN(outs[k], c.Emit(PrimId::kTranspose, {outs[k]},
+                                             {{"perm", std::vector<int64_t>{1, 0, 2}}}));
     }
   }
   return outs;

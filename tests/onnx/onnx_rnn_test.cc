@@ -39,7 +39,9 @@ constexpr double kTorchTol = 1e-4;
 
 class TorchRnnTest : public ::testing::TestWithParam<TorchFixture> {
  protected:
-  std::string File(const std::string& suffix) const { return absl::StrCat(GetParam().name, "_", suffix, ".npy"); }
+  std::string File(const std::string& suffix) const {
+    return absl::StrCat(GetParam().name, "_", suffix, ".npy");
+  }
 };
 
 TEST_P(TorchRnnTest, OutputsMatchTorch) {
@@ -50,7 +52,8 @@ TEST_P(TorchRnnTest, OutputsMatchTorch) {
   ASSERT_TRUE(out->is_tuple() && static_cast<int>(out->tuple().size()) == GetParam().num_outputs)
       << out->TypeString();
   for (int k = 0; k < GetParam().num_outputs; ++k) {
-    ExpectClose(out->tuple()[k], Npy(File(absl::StrCat("out", k))), kTorchTol, absl::StrCat("output ", k));
+    ExpectClose(out->tuple()[k], Npy(File(absl::StrCat("out", k))), kTorchTol,
+                absl::StrCat("output ", k));
   }
 }
 
@@ -63,7 +66,8 @@ void CheckTorchGradients(const TorchFixture& f, bool optimize) {
   o.argnums = {0};
   std::vector<std::string> names;
   for (const auto& w : (*m)->weights()) {
-    ASSERT_TRUE(Exists(DataPath(file("dw_" + w->name())))) << "no torch gradient for weight " << w->name();
+    ASSERT_TRUE(Exists(DataPath(file("dw_" + w->name()))))
+        << "no torch gradient for weight " << w->name();
     o.weights.push_back(w.get());
     names.push_back(w->name());
   }
@@ -96,8 +100,11 @@ TEST_P(TorchRnnTest, OptimizedGradientsMatchTorch) { CheckTorchGradients(GetPara
 
 INSTANTIATE_TEST_SUITE_P(Torch, TorchRnnTest,
                          ::testing::Values(TorchFixture{"lstm", 3}, TorchFixture{"gru", 2},
-                                           TorchFixture{"rnn_tanh", 2}, TorchFixture{"rnn_relu", 2}),
-                         [](const ::testing::TestParamInfo<TorchFixture>& i) { return std::string(i.param.name); });
+                                           TorchFixture{"rnn_tanh", 2},
+                                           TorchFixture{"rnn_relu", 2}),
+                         [](const ::testing::TestParamInfo<TorchFixture>& i) {
+                           return std::string(i.param.name);
+                         });
 
 // ----- hand-built models ------------------------------------------------------------
 
@@ -108,7 +115,7 @@ struct Case {
   int64_t layout = 0;
   int64_t linear_before_reset = -1;  // -1: attribute absent
   bool input_forget = false;
-  double clip = 0;  // 0: absent
+  double clip = 0;                // 0: absent
   std::vector<std::string> acts;  // empty: absent (the defaults)
   std::vector<float> alphas, betas;
   bool bias = true, init_h = false, init_c = false, peepholes = false;
@@ -158,7 +165,8 @@ std::vector<double> Swap01(const std::vector<double>& v, int64_t d0, int64_t d1,
   return out;
 }
 
-onnx::TensorProto DoubleTensor(const std::string& name, std::vector<int64_t> dims, const std::vector<double>& v) {
+onnx::TensorProto DoubleTensor(const std::string& name, std::vector<int64_t> dims,
+                               const std::vector<double>& v) {
   onnx::TensorProto t;
   t.set_name(name);
   t.set_data_type(onnx::TensorProto::DOUBLE);
@@ -175,47 +183,9 @@ void AddInput(onnx::GraphProto* g, const std::string& name, std::vector<int64_t>
   for (int64_t d : dims) t->mutable_shape()->add_dim()->set_dim_value(d);
 }
 
-// The model of `c`: X (and initial_h, initial_c) are graph inputs, the weights
-// initializers (module weights), sequence_lens an int32 initializer.
-onnx::ModelProto BuildModel(const Case& c, const Data& x) {
-  const int64_t gh = Gates(c) * c.hidden, d = Dirs(c);
-  const bool l1 = c.layout == 1;
-  onnx::ModelProto m;
-  m.set_ir_version(8);
-  m.add_opset_import()->set_version(c.opset);
-  onnx::GraphProto* g = m.mutable_graph();
-  g->set_name(c.name);
-  onnx::NodeProto* n = g->add_node();
-  n->set_name("rnn");
-  n->set_op_type(c.op);
-  AddInput(g, "X", l1 ? std::vector<int64_t>{c.batch, c.seq, c.input} : std::vector<int64_t>{c.seq, c.batch, c.input});
-  std::vector<int64_t> state = l1 ? std::vector<int64_t>{c.batch, d, c.hidden} : std::vector<int64_t>{d, c.batch, c.hidden};
-  *g->add_initializer() = DoubleTensor("W", {d, gh, c.input}, x.w);
-  *g->add_initializer() = DoubleTensor("R", {d, gh, c.hidden}, x.r);
-  if (c.bias) *g->add_initializer() = DoubleTensor("B", {d, 2 * gh}, x.b);
-  if (!c.lens.empty()) {
-    onnx::TensorProto* t = g->add_initializer();
-    t->set_name("L");
-    t->set_data_type(onnx::TensorProto::INT32);
-    t->add_dims(c.batch);
-    for (int32_t l : c.lens) t->add_int32_data(l);
-  }
-  if (c.init_h) AddInput(g, "H0", state);
-  if (c.init_c) AddInput(g, "C0", state);
-  if (c.peepholes) *g->add_initializer() = DoubleTensor("P", {d, 3 * c.hidden}, x.p);
-  for (const char* in : {"X", "W", "R"}) n->add_input(in);
-  n->add_input(c.bias ? "B" : "");
-  n->add_input(c.lens.empty() ? "" : "L");
-  n->add_input(c.init_h ? "H0" : "");
-  if (c.op == "LSTM") {
-    n->add_input(c.init_c ? "C0" : "");
-    n->add_input(c.peepholes ? "P" : "");
-  }
-  const int outs = c.op == "LSTM" ? 3 : 2;
-  for (int k = 0; k < outs; ++k) {
-    n->add_output(absl::StrCat("out", k));
-    g->add_output()->set_name(absl::StrCat("out", k));
-  }
+// The node's attributes: those of `c` that differ from the defaults (hidden_size
+// and direction always).
+void AddAttributes(const Case& c, onnx::NodeProto* n) {
   auto attr = [&](const char* name) {
     onnx::AttributeProto* a = n->add_attribute();
     a->set_name(name);
@@ -245,12 +215,60 @@ onnx::ModelProto BuildModel(const Case& c, const Data& x) {
     a->set_type(onnx::AttributeProto::STRINGS);
     for (const std::string& s : c.acts) a->add_strings(s);
   }
-  for (const auto& [name, list] : {std::pair{"activation_alpha", &c.alphas}, std::pair{"activation_beta", &c.betas}}) {
+  for (const auto& [name, list] :
+       {std::pair{"activation_alpha", &c.alphas}, std::pair{"activation_beta", &c.betas}}) {
     if (list->empty()) continue;
     a = attr(name);
     a->set_type(onnx::AttributeProto::FLOATS);
     for (float f : *list) a->add_floats(f);
   }
+}
+
+// The model of `c`: X (and initial_h, initial_c) are graph inputs, the weights
+// initializers (module weights), sequence_lens an int32 initializer.
+onnx::ModelProto BuildModel(const Case& c, const Data& x) {
+  const int64_t gh = Gates(c) * c.hidden, d = Dirs(c);
+  const bool l1 = c.layout == 1;
+  onnx::ModelProto m;
+  m.set_ir_version(8);
+  m.add_opset_import()->set_version(c.opset);
+  onnx::GraphProto* g = m.mutable_graph();
+  g->set_name(c.name);
+  onnx::NodeProto* n = g->add_node();
+  n->set_name("rnn");
+  n->set_op_type(c.op);
+  AddInput(g, "X",
+           l1 ? std::vector<int64_t>{c.batch, c.seq, c.input}
+              : std::vector<int64_t>{c.seq, c.batch, c.input});
+  std::vector<int64_t> state =
+      l1 ? std::vector<int64_t>{c.batch, d, c.hidden} : std::vector<int64_t>{d, c.batch, c.hidden};
+  *g->add_initializer() = DoubleTensor("W", {d, gh, c.input}, x.w);
+  *g->add_initializer() = DoubleTensor("R", {d, gh, c.hidden}, x.r);
+  if (c.bias) *g->add_initializer() = DoubleTensor("B", {d, 2 * gh}, x.b);
+  if (!c.lens.empty()) {
+    onnx::TensorProto* t = g->add_initializer();
+    t->set_name("L");
+    t->set_data_type(onnx::TensorProto::INT32);
+    t->add_dims(c.batch);
+    for (int32_t l : c.lens) t->add_int32_data(l);
+  }
+  if (c.init_h) AddInput(g, "H0", state);
+  if (c.init_c) AddInput(g, "C0", state);
+  if (c.peepholes) *g->add_initializer() = DoubleTensor("P", {d, 3 * c.hidden}, x.p);
+  for (const char* in : {"X", "W", "R"}) n->add_input(in);
+  n->add_input(c.bias ? "B" : "");
+  n->add_input(c.lens.empty() ? "" : "L");
+  n->add_input(c.init_h ? "H0" : "");
+  if (c.op == "LSTM") {
+    n->add_input(c.init_c ? "C0" : "");
+    n->add_input(c.peepholes ? "P" : "");
+  }
+  const int outs = c.op == "LSTM" ? 3 : 2;
+  for (int k = 0; k < outs; ++k) {
+    n->add_output(absl::StrCat("out", k));
+    g->add_output()->set_name(absl::StrCat("out", k));
+  }
+  AddAttributes(c, n);
   return m;
 }
 
@@ -282,7 +300,7 @@ double ApplyRef(const RefAct& a, double x) {
 std::vector<RefAct> RefActs(const Case& c) {
   std::vector<std::string> names = c.acts;
   if (names.empty()) {
-    names = c.op == "LSTM" ? std::vector<std::string>{"Sigmoid", "Tanh", "Tanh"}
+    names = c.op == "LSTM"  ? std::vector<std::string>{"Sigmoid", "Tanh", "Tanh"}
             : c.op == "GRU" ? std::vector<std::string>{"Sigmoid", "Tanh"}
                             : std::vector<std::string>{"Tanh"};
   }
@@ -296,12 +314,18 @@ std::vector<RefAct> RefActs(const Case& c) {
     n = absl::AsciiStrToLower(n);  // activation names are case-insensitive
     RefAct a{n, 0, 0};
     bool alpha = true, beta = false;
-    if (n == "hardsigmoid") a = {n, 0.2, 0.5}, beta = true;
-    else if (n == "leakyrelu") a.alpha = 0.01;
-    else if (n == "elu" || n == "thresholdedrelu") a.alpha = 1.0;
-    else if (n == "affine") a = {n, 1.0, 0.0}, beta = true;
-    else if (n == "scaledtanh") a = {n, 1.0, 1.0}, beta = true;
-    else alpha = false;
+    if (n == "hardsigmoid")
+      a = {n, 0.2, 0.5}, beta = true;
+    else if (n == "leakyrelu")
+      a.alpha = 0.01;
+    else if (n == "elu" || n == "thresholdedrelu")
+      a.alpha = 1.0;
+    else if (n == "affine")
+      a = {n, 1.0, 0.0}, beta = true;
+    else if (n == "scaledtanh")
+      a = {n, 1.0, 1.0}, beta = true;
+    else
+      alpha = false;
     if (alpha && ia < c.alphas.size()) a.alpha = c.alphas[ia++];
     if (beta && ib < c.betas.size()) a.beta = c.betas[ib++];
     acts.push_back(a);
@@ -315,8 +339,9 @@ struct RefOut {
 
 // One direction's step for one batch row: `h`, `cs` (LSTM) updated from the
 // pre-activations xw = x_t W^T + Wb and hr = h R^T + Rb (gate-major, G*H each).
-void RefStep(const Case& c, const Data& x, int64_t d, const RefAct* f, const std::vector<double>& xw,
-             const std::vector<double>& hr, std::vector<double>& h, std::vector<double>& cs) {
+void RefStep(const Case& c, const Data& x, int64_t d, const RefAct* f,
+             const std::vector<double>& xw, const std::vector<double>& hr, std::vector<double>& h,
+             std::vector<double>& cs) {
   const int64_t H = c.hidden, GH = Gates(c) * H;
   const double bound = static_cast<float>(c.clip);  // the attribute is a float
   auto clip = [&](double v) { return c.clip > 0 ? std::max(-bound, std::min(bound, v)) : v; };
@@ -376,7 +401,8 @@ RefOut Reference(const Case& c, const Data& x) {
         std::vector<double> xw(GH), hr(GH);
         for (int64_t q = 0; q < GH; ++q) {
           double s1 = c.bias ? x.b[d * 2 * GH + q] : 0, s2 = c.bias ? x.b[d * 2 * GH + GH + q] : 0;
-          for (int64_t i = 0; i < I; ++i) s1 += x.x[(t * B + b) * I + i] * x.w[(d * GH + q) * I + i];
+          for (int64_t i = 0; i < I; ++i)
+            s1 += x.x[(t * B + b) * I + i] * x.w[(d * GH + q) * I + i];
           for (int64_t i = 0; i < H; ++i) s2 += h[i] * x.r[(d * GH + q) * H + i];
           xw[q] = s1;
           hr[q] = s2;
@@ -395,7 +421,9 @@ RefOut Reference(const Case& c, const Data& x) {
 
 // ----- the hand-built tests -----------------------------------------------------------
 
-Tensor F64(std::vector<int64_t> shape, const std::vector<double>& v) { return Tensor::FromVector<double>(shape, v); }
+Tensor F64(std::vector<int64_t> shape, const std::vector<double>& v) {
+  return Tensor::FromVector<double>(shape, v);
+}
 
 // The graph's arguments: X (and initial_h, initial_c) as the layout writes them.
 std::vector<Value> ModelArgs(const Case& c, const Data& x) {
@@ -428,8 +456,10 @@ std::vector<Tensor> ExpectedOutputs(const Case& c, const RefOut& r) {
     for (int64_t t = 0; t < S; ++t)
       for (int64_t d = 0; d < D; ++d)
         for (int64_t b = 0; b < B; ++b)
-          for (int64_t j = 0; j < H; ++j) y[((b * S + t) * D + d) * H + j] = r.y[((t * D + d) * B + b) * H + j];
-    outs = {F64({B, S, D, H}, y), F64({B, D, H}, Swap01(r.yh, D, B, H)), F64({B, D, H}, Swap01(r.yc, D, B, H))};
+          for (int64_t j = 0; j < H; ++j)
+            y[((b * S + t) * D + d) * H + j] = r.y[((t * D + d) * B + b) * H + j];
+    outs = {F64({B, S, D, H}, y), F64({B, D, H}, Swap01(r.yh, D, B, H)),
+            F64({B, D, H}, Swap01(r.yc, D, B, H))};
   }
   if (c.op != "LSTM") outs.pop_back();
   return outs;
@@ -463,7 +493,8 @@ TEST_P(HandBuiltRnnTest, GradientsMatchFiniteDifferences) {
     const Data x = MakeData(c, seed);
     absl::StatusOr<std::unique_ptr<Module>> m = Import(BuildModel(c, x));
     ASSERT_TRUE(m.ok()) << m.status();
-    EXPECT_TRUE(testing::GraphGradientOk(**m, (*m)->entry(), ModelArgs(c, x), testing::Order(1, seed),
+    EXPECT_TRUE(testing::GraphGradientOk(**m, (*m)->entry(), ModelArgs(c, x),
+                                         testing::Order(1, seed),
                                          /*nonvacuous=*/true));
   }
 }
@@ -478,63 +509,75 @@ Case Make(std::string name, std::string op, std::function<void(Case&)> edit) {
 
 std::vector<Case> Cases() {
   std::vector<Case> v = {
-      Make("lstm_reverse_initial_states", "LSTM", [](Case& c) {
-        c.direction = "reverse";
-        c.init_h = c.init_c = true;
-      }),
-      Make("lstm_bidirectional_peepholes_clip_lens", "LSTM", [](Case& c) {
-        c.direction = "bidirectional";
-        c.peepholes = c.init_h = c.init_c = true;
-        c.clip = 0.9;
-        c.lens = {4, 2};
-      }),
-      Make("lstm_layout1_input_forget_lens", "LSTM", [](Case& c) {
-        c.layout = 1;
-        c.input_forget = c.init_h = c.init_c = true;
-        c.lens = {1, 3};
-      }),
-      Make("lstm_activations_no_bias", "LSTM", [](Case& c) {
-        c.bias = false;
-        c.acts = {"HardSigmoid", "Softsign", "ScaledTanh"};
-        c.alphas = {0.3f, 0.8f};
-        c.betas = {0.4f, 1.2f};
-      }),
-      Make("lstm_opset7", "LSTM", [](Case& c) {
-        c.opset = 7;
-        c.peepholes = true;
-      }),
-      Make("gru_before_reset0_bidirectional_lens", "GRU", [](Case& c) {
-        c.direction = "bidirectional";
-        c.linear_before_reset = 0;
-        c.init_h = true;
-        c.lens = {1, 4};
-      }),
-      Make("gru_before_reset1_reverse_clip", "GRU", [](Case& c) {
-        c.direction = "reverse";
-        c.linear_before_reset = 1;
-        c.clip = 0.7;
-        c.init_h = true;
-      }),
-      Make("gru_layout1_elu", "GRU", [](Case& c) {
-        c.layout = 1;
-        c.init_h = true;
-        c.acts = {"Sigmoid", "Elu"};
-        c.alphas = {0.9f};
-      }),
-      Make("rnn_bidirectional_relu_tanh", "RNN", [](Case& c) {
-        c.direction = "bidirectional";
-        c.acts = {"Relu", "Tanh"};
-        c.init_h = true;
-      }),
+      Make("lstm_reverse_initial_states", "LSTM",
+           [](Case& c) {
+             c.direction = "reverse";
+             c.init_h = c.init_c = true;
+           }),
+      Make("lstm_bidirectional_peepholes_clip_lens", "LSTM",
+           [](Case& c) {
+             c.direction = "bidirectional";
+             c.peepholes = c.init_h = c.init_c = true;
+             c.clip = 0.9;
+             c.lens = {4, 2};
+           }),
+      Make("lstm_layout1_input_forget_lens", "LSTM",
+           [](Case& c) {
+             c.layout = 1;
+             c.input_forget = c.init_h = c.init_c = true;
+             c.lens = {1, 3};
+           }),
+      Make("lstm_activations_no_bias", "LSTM",
+           [](Case& c) {
+             c.bias = false;
+             c.acts = {"HardSigmoid", "Softsign", "ScaledTanh"};
+             c.alphas = {0.3f, 0.8f};
+             c.betas = {0.4f, 1.2f};
+           }),
+      Make("lstm_opset7", "LSTM",
+           [](Case& c) {
+             c.opset = 7;
+             c.peepholes = true;
+           }),
+      Make("gru_before_reset0_bidirectional_lens", "GRU",
+           [](Case& c) {
+             c.direction = "bidirectional";
+             c.linear_before_reset = 0;
+             c.init_h = true;
+             c.lens = {1, 4};
+           }),
+      Make("gru_before_reset1_reverse_clip", "GRU",
+           [](Case& c) {
+             c.direction = "reverse";
+             c.linear_before_reset = 1;
+             c.clip = 0.7;
+             c.init_h = true;
+           }),
+      Make("gru_layout1_elu", "GRU",
+           [](Case& c) {
+             c.layout = 1;
+             c.init_h = true;
+             c.acts = {"Sigmoid", "Elu"};
+             c.alphas = {0.9f};
+           }),
+      Make("rnn_bidirectional_relu_tanh", "RNN",
+           [](Case& c) {
+             c.direction = "bidirectional";
+             c.acts = {"Relu", "Tanh"};
+             c.init_h = true;
+           }),
       Make("rnn_leaky_relu", "RNN", [](Case& c) { c.acts = {"LeakyRelu"}, c.alphas = {0.2f}; }),
-      Make("rnn_thresholded_relu", "RNN", [](Case& c) { c.acts = {"ThresholdedRelu"}, c.alphas = {0.1f}; }),
-      Make("rnn_affine", "RNN", [](Case& c) { c.acts = {"Affine"}, c.alphas = {0.5f}, c.betas = {0.2f}; }),
+      Make("rnn_thresholded_relu", "RNN",
+           [](Case& c) { c.acts = {"ThresholdedRelu"}, c.alphas = {0.1f}; }),
+      Make("rnn_affine", "RNN",
+           [](Case& c) { c.acts = {"Affine"}, c.alphas = {0.5f}, c.betas = {0.2f}; }),
       Make("rnn_softplus", "RNN", [](Case& c) { c.acts = {"softplus"}; }),
-      Make("rnn_sigmoid_reverse_lens", "RNN", [](Case& c) {
-        c.acts = {"Sigmoid"};
-        c.direction = "reverse";
-        c.lens = {2, 3};
-      }),
+      Make("rnn_sigmoid_reverse_lens", "RNN",
+           [](Case& c) {
+             c.acts = {"Sigmoid"};
+             c.direction = "reverse";
+             c.lens = {2, 3};
+           }),
   };
   return v;
 }
@@ -544,7 +587,8 @@ INSTANTIATE_TEST_SUITE_P(Modes, HandBuiltRnnTest, ::testing::ValuesIn(Cases()),
 
 // ----- malformed nodes ----------------------------------------------------------------
 
-void ExpectImportError(const onnx::ModelProto& m, const std::string& node, const std::string& what) {
+void ExpectImportError(const onnx::ModelProto& m, const std::string& node,
+                       const std::string& what) {
   absl::StatusOr<std::unique_ptr<Module>> r = Import(m);
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << r.status();
@@ -552,18 +596,22 @@ void ExpectImportError(const onnx::ModelProto& m, const std::string& node, const
   EXPECT_THAT(std::string(r.status().message()), ::testing::HasSubstr(what)) << r.status();
 }
 
-Case Plain(const std::string& op) { return Make("plain", op, [](Case&) {}); }
+Case Plain(const std::string& op) {
+  return Make("plain", op, [](Case&) {});
+}
 
 TEST(RnnImportErrors, WrongWShape) {
   Case c = Plain("LSTM");
   onnx::ModelProto m = BuildModel(c, MakeData(c, 1));
-  *m.mutable_graph()->mutable_initializer(0) = DoubleTensor("W", {1, 12, 4}, std::vector<double>(48, 0.1));
+  *m.mutable_graph()->mutable_initializer(0) =
+      DoubleTensor("W", {1, 12, 4}, std::vector<double>(48, 0.1));
   ExpectImportError(m, "node 'rnn' (LSTM)", "W must be f64[1,12,3], got f64[1,12,4]");
 }
 
 TEST(RnnImportErrors, UnknownActivation) {
   Case c = Make("act", "GRU", [](Case& c) { c.acts = {"Sigmoid", "Swish"}; });
-  ExpectImportError(BuildModel(c, MakeData(c, 1)), "node 'rnn' (GRU)", "unknown activation 'Swish'");
+  ExpectImportError(BuildModel(c, MakeData(c, 1)), "node 'rnn' (GRU)",
+                    "unknown activation 'Swish'");
 }
 
 TEST(RnnImportErrors, HiddenSizeMismatch) {
@@ -586,14 +634,17 @@ TEST(RnnImportErrors, ComputedSequenceLensIsRefused) {
 
 TEST(RnnImportErrors, BadDirectionAndLeftOverAlphas) {
   Case c = Make("dir", "RNN", [](Case& c) { c.direction = "sideways"; });
-  ExpectImportError(BuildModel(c, MakeData(c, 1)), "node 'rnn' (RNN)", "direction must be forward, reverse or bidirectional");
+  ExpectImportError(BuildModel(c, MakeData(c, 1)), "node 'rnn' (RNN)",
+                    "direction must be forward, reverse or bidirectional");
   c = Make("alpha", "RNN", [](Case& c) { c.acts = {"Tanh"}, c.alphas = {0.5f}; });
-  ExpectImportError(BuildModel(c, MakeData(c, 1)), "node 'rnn' (RNN)", "activation_alpha/activation_beta have 1/0 values");
+  ExpectImportError(BuildModel(c, MakeData(c, 1)), "node 'rnn' (RNN)",
+                    "activation_alpha/activation_beta have 1/0 values");
 }
 
 TEST(RnnImportErrors, SequenceLensOutOfRange) {
   Case c = Make("lens", "GRU", [](Case& c) { c.lens = {2, 5}; });
-  ExpectImportError(BuildModel(c, MakeData(c, 1)), "node 'rnn' (GRU)", "sequence_lens[1] = 5 is outside [0, 4]");
+  ExpectImportError(BuildModel(c, MakeData(c, 1)), "node 'rnn' (GRU)",
+                    "sequence_lens[1] = 5 is outside [0, 4]");
 }
 
 }  // namespace
