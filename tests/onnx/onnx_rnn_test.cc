@@ -19,6 +19,7 @@
 #include "core/passes/optimize.h"
 #include "tests/onnx/onnx_test_util.h"
 #include "tests/testing/grad_test_util.h"
+#include "tests/testing/graph_test_util.h"
 
 namespace kgrad {
 namespace onnx_test {
@@ -584,6 +585,29 @@ std::vector<Case> Cases() {
 
 INSTANTIATE_TEST_SUITE_P(Modes, HandBuiltRnnTest, ::testing::ValuesIn(Cases()),
                          [](const ::testing::TestParamInfo<Case>& i) { return i.param.name; });
+
+// The recurrence is a loop: the imported graph does not grow with the sequence, and
+// a long sequence still matches the reference.
+TEST(RnnImport, LongSequenceIsALoopNotUnrolled) {
+  Case c = Make("long", "LSTM", [](Case& c) { c.direction = "bidirectional"; });
+  std::vector<int> sizes;
+  for (int64_t seq : {3, 300}) {
+    c.seq = seq;
+    c.lens = {static_cast<int32_t>(seq), static_cast<int32_t>(seq / 2)};
+    const Data x = MakeData(c, 5);
+    absl::StatusOr<std::unique_ptr<Module>> m = Import(BuildModel(c, x));
+    ASSERT_TRUE(m.ok()) << m.status();
+    sizes.push_back(testing::CountApplications((*m)->entry()));
+    EXPECT_EQ(testing::CountPrim((*m)->entry(), PrimId::kMatMul), 2 * 2);  // X W^T, h R^T
+    absl::StatusOr<Value> out = RunGraph((*m)->entry(), ModelArgs(c, x));
+    ASSERT_TRUE(out.ok()) << out.status();
+    const std::vector<Tensor> want = ExpectedOutputs(c, Reference(c, x));
+    for (size_t k = 0; k < want.size(); ++k) {
+      ExpectClose(out->tuple()[k], want[k], 1e-12, absl::StrCat("seq ", seq, " output ", k));
+    }
+  }
+  EXPECT_EQ(sizes[0], sizes[1]);
+}
 
 // ----- malformed nodes ----------------------------------------------------------------
 
