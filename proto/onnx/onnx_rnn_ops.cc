@@ -265,7 +265,7 @@ struct Direction {
   bool reverse = false;
   const Activation* acts = nullptr;            // NumActivations(kind) of them
   ImportedValue xp;                            // [S, B, G*H]: X W^T + the biases that add to it
-  ImportedValue r;                             // [G*H, H] (LSTM, RNN; GRU with linear_before_reset)
+  ImportedValue r;                             // [G*H, H] (LSTM, RNN; GRU uses r_zr, r_h)
   ImportedValue r_zr, r_h;                     // GRU: [2H, H], [H, H]
   std::optional<ImportedValue> rbh;            // GRU with linear_before_reset: Rb of the h gate
   std::optional<ImportedValue> p_i, p_o, p_f;  // LSTM peepholes [H]
