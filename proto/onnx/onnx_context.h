@@ -136,6 +136,7 @@ void AddControlFlowOps(OpTable* t);
 void AddActivationOps(OpTable* t);
 void AddLossOps(OpTable* t);
 void AddNormOps(OpTable* t);
+void AddRnnOps(OpTable* t);  // onnx_rnn_ops.cc
 
 class Importer {
  public:

@@ -21,6 +21,7 @@ const OpTable& AllOpMappings() {
     AddActivationOps(t);
     AddLossOps(t);
     AddNormOps(t);
+    AddRnnOps(t);
     return t;
   }();
   return *table;
