@@ -104,8 +104,6 @@ Outputs Softmax(NodeContext& c) {
   return One(c.Emit(id, {x}, {{"axis", axis}}));
 }
 
-}
-
 }  // namespace
 
 void AddNnOps(OpTable* t) {
