@@ -1,5 +1,7 @@
 #include "proto/onnx/onnx_export.h"
 
+#include <algorithm>
+#include <array>
 #include <cstring>
 
 #include <cmath>
@@ -13,6 +15,7 @@
 #include "core/infer.h"
 #include "core/manager.h"
 #include "core/status_macros.h"
+#include "ops/conv_window.h"
 #include "proto/onnx/onnx_tensor.h"
 
 namespace kgrad {
@@ -101,12 +104,9 @@ class Exporter {
   absl::StatusOr<std::string> EmitPoolGrad(CNode* c, const Primitive& p, const std::vector<std::string>& a);
   absl::StatusOr<std::string> EmitBatchNorm(CNode* c, const Primitive& p, const std::vector<std::string>& a);
   absl::StatusOr<std::string> EmitScatterAdd(CNode* c, const Primitive& p, const std::vector<std::string>& a);
-  absl::StatusOr<std::string> EmitMaxPoolGrad(CNode* c, const Primitive& p,
-                                              const std::vector<std::string>& a,
+  absl::StatusOr<std::string> EmitMaxPoolGrad(const std::vector<std::string>& a,
                                               const AbstractTensor& tx, const AbstractTensor& tdy,
-                                              const std::vector<int64_t>& k,
-                                              const std::vector<int64_t>& s,
-                                              const std::vector<int64_t>& pad);
+                                              const ops::Window& w);
   absl::StatusOr<std::string> EmitSumTo(CNode* c, const std::vector<std::string>& a, const Shape& target);
   void Flatten(const Val& v, std::vector<std::string>* leaves) const {
     if (!v.is_tuple) {
@@ -231,6 +231,30 @@ absl::StatusOr<std::string> Exporter::EmitSumTo(CNode* c, const std::vector<std:
   return Op("Reshape", {y, Ints(std::vector<int64_t>(target.begin(), target.end()))});
 }
 
+// A window's padding in ONNX's order [top, left, bottom, right].
+std::vector<int64_t> OnnxPads(const ops::Window& w) {
+  return {w.pad_lo[0], w.pad_lo[1], w.pad_hi[0], w.pad_hi[1]};
+}
+
+std::vector<int64_t> Pair(const std::array<int64_t, 2>& v) { return {v[0], v[1]}; }
+
+// ConvTranspose's attributes for an output of length `want` along each spatial
+// axis from an input of length `in`: output_padding adds cells at the end; when the
+// padded window reaches past `want` (the end padding of a ceil-mode window), the
+// end pad grows instead, since output_padding cannot be negative.
+void SetTransposedExtent(NodeProto* n, ops::Window w, const Shape& in, const Shape& want) {
+  std::vector<int64_t> extra;
+  for (int d = 0; d < 2; ++d) {
+    int64_t reach = (in[2 + d] - 1) * w.stride[d] - w.pad_lo[d] - w.pad_hi[d] +
+                    w.dilation[d] * (w.kernel[d] - 1) + 1;
+    int64_t e = want[2 + d] - reach;
+    if (e < 0) w.pad_hi[d] -= e;
+    extra.push_back(std::max<int64_t>(e, 0));
+  }
+  SetInts(n, "pads", OnnxPads(w));
+  SetInts(n, "output_padding", extra);
+}
+
 // conv2d_backprop_filter(x, dy, w_ref): per group, dw^T = conv(x^T, dy^T) with
 // stride and dilation swapped (batch as the reduced channel), cut to the kernel.
 absl::StatusOr<std::string> Exporter::EmitConvFilterGrad(CNode* c, const Primitive& p,
@@ -238,9 +262,9 @@ absl::StatusOr<std::string> Exporter::EmitConvFilterGrad(CNode* c, const Primiti
   KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* tx, StaticType(c, c->arg(0)));
   KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* tdy, StaticType(c, c->arg(1)));
   KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* tw, StaticType(c, c->arg(2)));
-  int64_t groups = p.GetInt("groups");
+  KGRAD_ASSIGN_OR_RETURN(ops::Window win, ops::ConvAttrs(p));
+  int64_t groups = win.groups;
   int64_t cin = tx->shape()[1] / groups, cout = tdy->shape()[1] / groups;
-  std::vector<int64_t> pad = p.GetInts("padding");
   std::vector<std::string> parts;
   for (int64_t g = 0; g < groups; ++g) {
     auto channels = [&](const std::string& t, int64_t n) {
@@ -251,9 +275,9 @@ absl::StatusOr<std::string> Exporter::EmitConvFilterGrad(CNode* c, const Primiti
     NodeProto* dyt = Add("Transpose", {channels(a[1], cout)});
     SetInts(dyt, "perm", {1, 0, 2, 3});
     NodeProto* conv = Add("Conv", {xt->output(0), dyt->output(0)});
-    SetInts(conv, "strides", p.GetInts("dilation"));
-    SetInts(conv, "dilations", p.GetInts("stride"));
-    SetInts(conv, "pads", {pad[0], pad[1], pad[0], pad[1]});
+    SetInts(conv, "strides", Pair(win.dilation));
+    SetInts(conv, "dilations", Pair(win.stride));
+    SetInts(conv, "pads", OnnxPads(win));
     std::string cut = Op("Slice", {conv->output(0), Ints({0, 0}), Ints({tw->shape()[2], tw->shape()[3]}), Ints({2, 3})});
     NodeProto* back = Add("Transpose", {cut});
     SetInts(back, "perm", {1, 0, 2, 3});
@@ -269,22 +293,20 @@ absl::StatusOr<std::string> Exporter::EmitConvFilterGrad(CNode* c, const Primiti
 // first maximum sits at that offset (x's strided slice at the offset equals the
 // max and no earlier offset did) send dy there, placed by a transposed depthwise
 // conv with a one-hot kernel. Only ops the importer reads back (no Indices output).
-absl::StatusOr<std::string> Exporter::EmitMaxPoolGrad(CNode* c, const Primitive& p,
-                                                      const std::vector<std::string>& a,
+absl::StatusOr<std::string> Exporter::EmitMaxPoolGrad(const std::vector<std::string>& a,
                                                       const AbstractTensor& tx, const AbstractTensor& tdy,
-                                                      const std::vector<int64_t>& k,
-                                                      const std::vector<int64_t>& s,
-                                                      const std::vector<int64_t>& pad) {
+                                                      const ops::Window& w) {
   DType dt = tx.dtype();
   int64_t ch = tx.shape()[1];
+  const std::vector<int64_t> k = Pair(w.kernel), s = Pair(w.stride);
   NodeProto* pool = Add("MaxPool", {a[0]});
   SetInts(pool, "kernel_shape", k);
   SetInts(pool, "strides", s);
-  SetInts(pool, "pads", {pad[0], pad[1], pad[0], pad[1]});
+  SetInts(pool, "pads", OnnxPads(w));
   std::string y = pool->output(0);
   std::string xp = a[0];
-  if (pad[0] != 0 || pad[1] != 0) {
-    xp = Op("Pad", {a[0], Ints({0, 0, pad[0], pad[1], 0, 0, pad[0], pad[1]}),
+  if (w.pad_lo != std::array<int64_t, 2>{0, 0} || w.pad_hi != std::array<int64_t, 2>{0, 0}) {
+    xp = Op("Pad", {a[0], Ints({0, 0, w.pad_lo[0], w.pad_lo[1], 0, 0, w.pad_hi[0], w.pad_hi[1]}),
                     Scalar(dt, -std::numeric_limits<double>::infinity())});
   }
   int64_t ho = tdy.shape()[2], wo = tdy.shape()[3];
@@ -308,13 +330,8 @@ absl::StatusOr<std::string> Exporter::EmitMaxPoolGrad(CNode* c, const Primitive&
       NodeProto* ct = Add("ConvTranspose", {routed, Const(onehot)});
       SetInts(ct, "kernel_shape", k);
       SetInts(ct, "strides", s);
-      SetInts(ct, "pads", {pad[0], pad[1], pad[0], pad[1]});
       SetInt(ct, "group", ch);
-      std::vector<int64_t> extra;
-      for (int d = 0; d < 2; ++d) {
-        extra.push_back(tx.shape()[2 + d] - ((tdy.shape()[2 + d] - 1) * s[d] - 2 * pad[d] + k[d]));
-      }
-      SetInts(ct, "output_padding", extra);
+      SetTransposedExtent(ct, w, tdy.shape(), tx.shape());
       dx = dx.empty() ? ct->output(0) : Op("Add", {dx, ct->output(0)});
     }
   }
@@ -327,23 +344,21 @@ absl::StatusOr<std::string> Exporter::EmitPoolGrad(CNode* c, const Primitive& p,
   bool max = p.id() == PrimId::kMaxPool2dGrad;
   KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* tx, StaticType(c, c->arg(max ? 0 : 1)));
   KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* tdy, StaticType(c, c->arg(max ? 1 : 0)));
-  std::vector<int64_t> k = p.GetInts("kernel"), s = p.GetInts("stride"), pad = p.GetInts("padding");
-  if (s.empty()) s = k;
-  std::vector<int64_t> x_shape(tx->shape().begin(), tx->shape().end());
-  if (max) return EmitMaxPoolGrad(c, p, a, *tx, *tdy, k, s, pad);
-  if (!p.GetBool("count_include_pad") && (pad[0] != 0 || pad[1] != 0)) {
+  KGRAD_ASSIGN_OR_RETURN(ops::Window win, ops::PoolAttrs(p));
+  if (max) return EmitMaxPoolGrad(a, *tx, *tdy, win);
+  bool padded = win.pad_lo != std::array<int64_t, 2>{0, 0} || win.pad_hi != std::array<int64_t, 2>{0, 0};
+  if (!p.GetBool("count_include_pad") && padded) {
     return Error(c, "count_include_pad=false with padding has no standard-op form");
   }
-  int64_t ch = x_shape[1];
-  Tensor w = Tensor::Full(tx->dtype(), {ch, 1, k[0], k[1]}, 1.0 / static_cast<double>(k[0] * k[1])).value();
+  int64_t ch = tx->shape()[1];
+  Tensor w = Tensor::Full(tx->dtype(), {ch, 1, win.kernel[0], win.kernel[1]},
+                          1.0 / static_cast<double>(win.kernel[0] * win.kernel[1]))
+                 .value();
   NodeProto* ct = Add("ConvTranspose", {a[0], Const(w)});
-  SetInts(ct, "kernel_shape", k);
-  SetInts(ct, "strides", s);
-  SetInts(ct, "pads", {pad[0], pad[1], pad[0], pad[1]});
+  SetInts(ct, "kernel_shape", Pair(win.kernel));
+  SetInts(ct, "strides", Pair(win.stride));
   SetInt(ct, "group", ch);
-  std::vector<int64_t> extra;
-  for (int i = 0; i < 2; ++i) extra.push_back(x_shape[2 + i] - ((tdy->shape()[2 + i] - 1) * s[i] - 2 * pad[i] + k[i]));
-  SetInts(ct, "output_padding", extra);
+  SetTransposedExtent(ct, win, tdy->shape(), tx->shape());
   return ct->output(0);
 }
 
@@ -603,35 +618,32 @@ absl::StatusOr<std::string> Exporter::EmitPrim(CNode* c, const Primitive& p,
     }
     case PrimId::kConv2d:
     case PrimId::kConv2dBackpropInput: {
-      std::vector<int64_t> pad = p.GetInts("padding");
+      KGRAD_ASSIGN_OR_RETURN(ops::Window win, ops::ConvAttrs(p));
       bool fwd = p.id() == PrimId::kConv2d;
       NodeProto* n = Add(fwd ? "Conv" : "ConvTranspose", {a[0], a[1]});
-      SetInts(n, "strides", p.GetInts("stride"));
-      SetInts(n, "dilations", p.GetInts("dilation"));
-      SetInts(n, "pads", {pad[0], pad[1], pad[0], pad[1]});
-      SetInt(n, "group", p.GetInt("groups"));
-      if (!fwd) {  // the rows and columns of x_ref that no output reached
-        KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* tdy, StaticType(c, c->arg(0)));
-        KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* tw, StaticType(c, c->arg(1)));
-        KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* tx, StaticType(c, c->arg(2)));
-        std::vector<int64_t> extra;
-        for (int i = 0; i < 2; ++i) {
-          int64_t reach = (tdy->shape()[2 + i] - 1) * p.GetInts("stride")[i] - 2 * pad[i] +
-                          p.GetInts("dilation")[i] * (tw->shape()[2 + i] - 1) + 1;
-          extra.push_back(tx->shape()[2 + i] - reach);
-        }
-        SetInts(n, "output_padding", extra);
+      SetInts(n, "strides", Pair(win.stride));
+      SetInts(n, "dilations", Pair(win.dilation));
+      SetInt(n, "group", win.groups);
+      if (fwd) {
+        SetInts(n, "pads", OnnxPads(win));
+        return n->output(0);
       }
+      // The rows and columns of x_ref that no output reached.
+      KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* tdy, StaticType(c, c->arg(0)));
+      KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* tw, StaticType(c, c->arg(1)));
+      KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* tx, StaticType(c, c->arg(2)));
+      win.kernel = {tw->shape()[2], tw->shape()[3]};
+      SetTransposedExtent(n, win, tdy->shape(), tx->shape());
       return n->output(0);
     }
     case PrimId::kConv2dBackpropFilter: return EmitConvFilterGrad(c, p, a);
     case PrimId::kMaxPool2d:
     case PrimId::kAvgPool2d: {
-      std::vector<int64_t> pad = p.GetInts("padding");
+      KGRAD_ASSIGN_OR_RETURN(ops::Window win, ops::PoolAttrs(p));
       NodeProto* n = Add(p.id() == PrimId::kMaxPool2d ? "MaxPool" : "AveragePool", a);
-      SetInts(n, "kernel_shape", p.GetInts("kernel"));
-      SetInts(n, "strides", p.GetInts("stride").empty() ? p.GetInts("kernel") : p.GetInts("stride"));
-      SetInts(n, "pads", {pad[0], pad[1], pad[0], pad[1]});
+      SetInts(n, "kernel_shape", Pair(win.kernel));
+      SetInts(n, "strides", Pair(win.stride));
+      SetInts(n, "pads", OnnxPads(win));
       if (p.id() == PrimId::kAvgPool2d) SetInt(n, "count_include_pad", p.GetBool("count_include_pad"));
       return n->output(0);
     }

@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# The optimised gradient graphs of the fixtures, exported with `kgrad export-onnx`,
+# run in ONNX Runtime 1.30 (CPU) and give kgrad's numbers. ONNX Runtime comes from
+# npm (tools/ort/install_ort.sh, cached); without node or npm, or when the install
+# fails (no network), the test says so plainly and passes as skipped.
+set -uo pipefail
+kgrad="$1"; data="$2"; tools="$3"; shift 3
+
+if ! command -v node >/dev/null; then
+  echo "SKIPPED: node is not installed (apt-get install nodejs npm to run this test)"
+  exit 0
+fi
+if ! ort_dir=$("$tools/install_ort.sh"); then
+  echo "SKIPPED: could not install onnxruntime-node@1.30.0 with npm (see above)"
+  exit 0
+fi
+export NODE_PATH="$ort_dir/node_modules"
+work="${TEST_TMPDIR:-$(mktemp -d)}/ort"
+mkdir -p "$work"
+failed=0 compared=0
+
+# check NAME WRT INPUTS...: differentiate fixture NAME w.r.t. WRT (weights, all or
+# positions), run the gradient graph in kgrad and in ONNX Runtime, compare outputs.
+check() {
+  local name="$1" wrt="$2"; shift 2
+  local dir="$work/$name-$wrt" args=() files=() i=0
+  mkdir -p "$dir/kgrad" "$dir/ort"
+  for f in "$@"; do
+    args+=(--input "x$i=$data/$f"); files+=("$data/$f"); i=$((i + 1))
+  done
+  args+=(--input "sens=$data/${name}_ct.npy"); files+=("$data/${name}_ct.npy")
+  if ! "$kgrad" grad "$data/$name.onnx" -o "$dir/g.pb" --wrt "$wrt" --sens --optimize >"$dir/log" 2>&1 ||
+     ! "$kgrad" export-onnx "$dir/g.pb" -o "$dir/g.onnx" >>"$dir/log" 2>&1 ||
+     ! "$kgrad" run "$dir/g.pb" "${args[@]}" --output "$dir/kgrad" >>"$dir/log" 2>&1 ||
+     ! node "$tools/ort_run.js" run "$dir/g.onnx" "$dir/ort" "${files[@]}" >>"$dir/log" 2>&1; then
+    echo "FAILED $name --wrt $wrt:"; cat "$dir/log"; failed=$((failed + 1)); return
+  fi
+  if ! node "$tools/ort_run.js" compare 1e-4 "$dir/ort" "$dir/kgrad" >"$dir/cmp" 2>&1; then
+    echo "FAILED $name --wrt $wrt:"; cat "$dir/cmp"; failed=$((failed + 1)); return
+  fi
+  local n; n=$(ls "$dir"/ort/ort_*.npy | wc -l)
+  compared=$((compared + n))
+  echo "ok $name --wrt $wrt: $n outputs agree"
+}
+
+check mlp all mlp_in0.npy
+check cnn weights cnn_in0.npy
+check block17 all block17_in0.npy
+check resnet_train weights resnet_train_in0.npy resnet_train_in1.npy
+check mobilenet_v2_train weights mobilenet_v2_train_in0.npy
+check transformer_encoder weights transformer_encoder_in0.npy
+check act_zoo all act_zoo_in0.npy
+check loss_zoo 0 loss_zoo_in0.npy loss_zoo_in1.npy loss_zoo_in2.npy
+check embedding weights embedding_in0.npy embedding_in1.npy
+check groupnorm weights groupnorm_in0.npy
+check win_bilinear all win_bilinear_in0.npy
+check win_maxpool_ceil all win_maxpool_ceil_in0.npy
+check win_avgpool_ceil all win_avgpool_ceil_in0.npy
+check win_conv1d weights win_conv1d_in0.npy
+check win_convt weights win_convt_in0.npy
+
+echo "$compared outputs compared, $failed models failed"
+[ "$failed" -eq 0 ]
