@@ -112,6 +112,7 @@ void AddElementwiseOps(OpTable* t);
 void AddShapeOps(OpTable* t);
 void AddNnOps(OpTable* t);
 void AddControlFlowOps(OpTable* t);
+void AddIndexOps(OpTable* t);  // onnx_index_ops.cc
 
 class Importer {
  public:

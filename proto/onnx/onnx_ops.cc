@@ -16,6 +16,7 @@ OpMapping FindOpMapping(const std::string& op_type) {
     AddShapeOps(t);
     AddNnOps(t);
     AddControlFlowOps(t);
+    AddIndexOps(t);
     return t;
   }();
   auto it = table->find(op_type);

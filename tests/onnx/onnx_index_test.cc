@@ -1,0 +1,327 @@
+// ONNX import of rounding, Mod, element-wise indexing, scans and the N-d
+// gather/scatter (proto/onnx/onnx_index_ops.cc), on hand-built one-node models:
+// each op and mode run and compared with hand-computed values (most from the ONNX
+// operator documentation) or a naive reference, negative indices, and the error
+// cases (out-of-range index, bad axis, non-constant axis input, bad modes).
+#include <cmath>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "ad/grad_operation.h"
+#include "backends/executor.h"
+#include "core/abstract.h"
+#include "core/status_macros.h"
+#include "proto/onnx/onnx_tensor.h"
+#include "tests/onnx/onnx_test_util.h"
+#include "tests/testing/op_test_util.h"
+
+namespace kgrad {
+namespace onnx_test {
+namespace {
+
+using ::kgrad::testing::MakeTensor;
+using ::testing::ElementsAreArray;
+using ::testing::HasSubstr;
+
+constexpr DType kF32 = DType::kFloat32;
+constexpr DType kI64 = DType::kInt64;
+
+// One node `op` (named "n") from graph inputs and initializers to output "y".
+class OneNode {
+ public:
+  OneNode(const std::string& op, int opset) {
+    m_.set_ir_version(8);
+    m_.add_opset_import()->set_version(opset);
+    node_ = m_.mutable_graph()->add_node();
+    node_->set_op_type(op);
+    node_->set_name("n");
+    node_->add_output("y");
+    m_.mutable_graph()->add_output()->set_name("y");
+  }
+  // A graph input (run-time value).
+  OneNode& In(const std::string& name, DType t, const Shape& shape) {
+    node_->add_input(name);
+    onnx::ValueInfoProto* v = m_.mutable_graph()->add_input();
+    v->set_name(name);
+    TypeToOnnx(*AsTensor(MakeAbstractTensor(t, shape)), v->mutable_type());
+    return *this;
+  }
+  // An initializer (integer ones are import-time constants).
+  OneNode& Init(const std::string& name, const Tensor& t) {
+    node_->add_input(name);
+    TensorToOnnx(t, name, m_.mutable_graph()->add_initializer());
+    return *this;
+  }
+  OneNode& Int(const std::string& name, int64_t v) {
+    onnx::AttributeProto* a = node_->add_attribute();
+    a->set_name(name);
+    a->set_type(onnx::AttributeProto::INT);
+    a->set_i(v);
+    return *this;
+  }
+  OneNode& Str(const std::string& name, const std::string& v) {
+    onnx::AttributeProto* a = node_->add_attribute();
+    a->set_name(name);
+    a->set_type(onnx::AttributeProto::STRING);
+    a->set_s(v);
+    return *this;
+  }
+
+  absl::StatusOr<std::unique_ptr<Module>> Import() const {
+    OnnxImportOptions o;
+    return ImportOnnx(m_, DefaultRegistry(), o, "<test>");
+  }
+  // Imported and run on `args`; the result's elements as doubles.
+  // d<ct, y>/d(input 0), through the imported graph.
+  absl::StatusOr<std::vector<double>> Grad0(std::vector<Value> args, const Tensor& ct) const {
+    KGRAD_ASSIGN_OR_RETURN(std::unique_ptr<Module> m, Import());
+    GradOptions o;
+    o.sens_param = true;
+    KGRAD_ASSIGN_OR_RETURN(FuncGraph * g, Grad(*m, m->entry(), o));
+    args.push_back(ct);
+    KGRAD_ASSIGN_OR_RETURN(Value v, RunGraph(g, std::move(args)));
+    if (!v.is_tensor()) return absl::InternalError("not a tensor: " + v.TypeString());
+    return kgrad::testing::ToDoubles(v.tensor());
+  }
+  absl::StatusOr<std::vector<double>> Run(std::vector<Value> args) const {
+    KGRAD_ASSIGN_OR_RETURN(std::unique_ptr<Module> m, Import());
+    KGRAD_ASSIGN_OR_RETURN(Value v, RunGraph(m->entry(), std::move(args)));
+    if (!v.is_tensor()) return absl::InternalError("not a tensor: " + v.TypeString());
+    return kgrad::testing::ToDoubles(v.tensor());
+  }
+
+ private:
+  onnx::ModelProto m_;
+  onnx::NodeProto* node_;
+};
+
+Tensor F(const Shape& shape, const std::vector<double>& v) { return MakeTensor(kF32, shape, v); }
+Tensor L(const Shape& shape, const std::vector<double>& v) { return MakeTensor(kI64, shape, v); }
+
+void ExpectValues(const absl::StatusOr<std::vector<double>>& got, const std::vector<double>& want) {
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_THAT(*got, ElementsAreArray(want));
+}
+
+void ExpectImportError(const OneNode& m, const std::string& text) {
+  absl::StatusOr<std::unique_ptr<Module>> r = m.Import();
+  ASSERT_FALSE(r.ok()) << "expected an error mentioning " << text;
+  EXPECT_THAT(std::string(r.status().message()), HasSubstr(text));
+}
+
+template <typename T>
+void ExpectRunError(const absl::StatusOr<T>& r, const std::string& text) {
+  ASSERT_FALSE(r.ok()) << "expected an error mentioning " << text;
+  EXPECT_THAT(std::string(r.status().message()), HasSubstr(text));
+}
+
+// ----- Floor, Ceil, Round, Mod -----------------------------------------------------------
+TEST(OnnxIndexTest, FloorCeilRound) {
+  const Tensor x = F({7}, {-1.5, -0.5, 0.5, 1.5, 2.5, 2.7, -2.2});
+  ExpectValues(OneNode("Floor", 13).In("x", kF32, {7}).Run({x}), {-2, -1, 0, 1, 2, 2, -3});
+  ExpectValues(OneNode("Ceil", 13).In("x", kF32, {7}).Run({x}), {-1, 0, 1, 2, 3, 3, -2});
+  // Halves to even.
+  ExpectValues(OneNode("Round", 13).In("x", kF32, {7}).Run({x}), {-2, 0, 0, 2, 2, 3, -2});
+  ExpectImportError(OneNode("Floor", 13).In("x", kI64, {2}), "node 'n' (Floor)");
+}
+
+TEST(OnnxIndexTest, Mod) {
+  const Tensor a = L({4}, {-7, 7, -7, 7}), b = L({4}, {3, -3, -3, 3});
+  auto mod = [](int64_t fmod) {
+    return OneNode("Mod", 13).In("a", kI64, {4}).In("b", kI64, {4}).Int("fmod", fmod);
+  };
+  ExpectValues(mod(0).Run({a, b}), {2, -2, -1, 1});  // the sign of b
+  ExpectValues(mod(1).Run({a, b}), {-1, 1, -1, 1});  // the sign of a
+  // Broadcast against a constant divisor.
+  ExpectValues(OneNode("Mod", 13).In("a", kI64, {4}).Init("b", L({}, {4})).Run({a}),
+               {1, 3, 1, 3});
+  ExpectValues(OneNode("Mod", 13).In("a", kF32, {2}).In("b", kF32, {2}).Int("fmod", 1)
+                   .Run({F({2}, {-7.5, 7.5}), F({2}, {2, -2})}),
+               {-1.5, 1.5});
+  ExpectRunError(mod(0).Run({a, L({4}, {3, 0, 1, 1})}), "integer division by zero");
+  ExpectImportError(OneNode("Mod", 13).In("a", kF32, {2}).In("b", kF32, {2}),
+                    "node 'n' (Mod): fmod must be 1 for a floating-point input");
+  ExpectImportError(mod(2), "fmod must be 0 or 1");
+}
+
+// ----- GatherElements ------------------------------------------------------------------------
+TEST(OnnxIndexTest, GatherElements) {
+  const Tensor data = F({3, 3}, {1, 2, 3, 4, 5, 6, 7, 8, 9});
+  auto gather = [](const Tensor& idx, int64_t axis) {
+    return OneNode("GatherElements", 13).In("data", kF32, {3, 3}).Init("idx", idx).Int("axis", axis);
+  };
+  ExpectValues(gather(L({2, 3}, {1, 2, 0, 2, 0, 0}), 0).Run({data}), {4, 8, 3, 7, 2, 3});
+  ExpectValues(gather(L({2, 3}, {-2, -1, 0, -1, -3, 0}), 0).Run({data}), {4, 8, 3, 7, 2, 3});
+  ExpectValues(gather(L({3, 2}, {0, 0, 1, 0, 2, -1}), 1).Run({data}), {1, 1, 5, 4, 9, 9});
+  ExpectValues(gather(L({3, 1}, {2, 1, 0}), -1).Run({data}), {3, 5, 7});
+  ExpectValues(  // indices at run time, i32
+      OneNode("GatherElements", 13).In("data", kF32, {3, 3}).In("idx", DType::kInt32, {1, 3})
+          .Run({data, MakeTensor(DType::kInt32, {1, 3}, {2, -3, 1})}),
+      {7, 2, 6});
+  ExpectRunError(gather(L({1, 3}, {0, 3, 0}), 0).Run({data}), "index 3 (at position 1 of the indices) is out of range [-3, 3)");
+  ExpectRunError(gather(L({1, 3}, {-4, 0, 0}), 0).Run({data}), "out of range");
+  ExpectImportError(gather(L({1, 3}, {0, 0, 0}), 2), "node 'n' (GatherElements)");
+  ExpectImportError(gather(L({1, 3}, {0, 0, 0}), 2), "'axis'");
+  ExpectImportError(gather(L({3}, {0, 0, 0}), 0), "rank of input 0");
+}
+
+// ----- ScatterElements and Scatter ------------------------------------------------------------
+TEST(OnnxIndexTest, ScatterElementsModes) {
+  const Tensor data = F({1, 5}, {1, 2, 3, 4, 5});
+  const Tensor upd = F({1, 2}, {10, 20});
+  auto scatter = [](const Tensor& idx, const std::string& reduction, int opset) {
+    OneNode n("ScatterElements", opset);
+    n.In("data", kF32, {1, 5}).Init("idx", idx).In("upd", kF32, {1, 2}).Int("axis", 1);
+    if (!reduction.empty()) n.Str("reduction", reduction);
+    return n;
+  };
+  const Tensor twice = L({1, 2}, {2, -3});  // both hit element 2
+  ExpectValues(scatter(L({1, 2}, {1, -2}), "", 13).Run({data, upd}), {1, 10, 3, 20, 5});
+  ExpectValues(scatter(twice, "none", 16).Run({data, upd}), {1, 2, 20, 4, 5});  // the last wins
+  ExpectValues(scatter(twice, "add", 16).Run({data, upd}), {1, 2, 33, 4, 5});
+  ExpectValues(scatter(twice, "mul", 16).Run({data, upd}), {1, 2, 600, 4, 5});
+  ExpectValues(scatter(twice, "max", 18).Run({data, upd}), {1, 2, 20, 4, 5});
+  ExpectValues(scatter(twice, "min", 18).Run({data, F({1, 2}, {-1, 7})}), {1, 2, -1, 4, 5});
+  ExpectImportError(scatter(twice, "mean", 18), "attribute 'reduction' must be none, add, mul, max or min");
+  ExpectRunError(scatter(L({1, 2}, {5, 0}), "", 13).Run({data, upd}), "index 5 (at position 0 of the indices) is out of range [-5, 5)");
+  OneNode bad_axis("ScatterElements", 13);
+  bad_axis.In("data", kF32, {1, 5}).Init("idx", L({1, 2}, {0, 0})).In("upd", kF32, {1, 2});
+  ExpectImportError(bad_axis.Int("axis", 2), "node 'n' (ScatterElements)");
+  ExpectImportError(bad_axis, "'axis'");
+}
+
+// ONNX's ScatterElements example 1 through the deprecated Scatter (opset 10),
+// and against a naive reference on random indices.
+TEST(OnnxIndexTest, ScatterOpset10AndReference) {
+  OneNode n("Scatter", 10);
+  n.In("data", kF32, {3, 3}).Init("idx", L({2, 3}, {1, 0, 2, 0, 2, 1})).In("upd", kF32, {2, 3});
+  ExpectValues(n.Run({F({3, 3}, std::vector<double>(9, 0)), F({2, 3}, {1, 2, 3, 4, 5, 6})}),
+               {4, 2, 0, 1, 0, 6, 0, 5, 3});
+  std::mt19937_64 rng(7);
+  std::uniform_int_distribution<int> pick(-4, 3);
+  std::vector<double> idx(3 * 5), upd(3 * 5), data(4 * 5), want;
+  for (size_t i = 0; i < idx.size(); ++i) {
+    idx[i] = pick(rng);
+    upd[i] = 100 + static_cast<double>(i);
+  }
+  for (size_t i = 0; i < data.size(); ++i) data[i] = i;
+  want = data;
+  for (int r = 0; r < 3; ++r) {
+    for (int col = 0; col < 5; ++col) {
+      int k = static_cast<int>(idx[r * 5 + col]);
+      want[(k < 0 ? k + 4 : k) * 5 + col] += upd[r * 5 + col];
+    }
+  }
+  OneNode add("ScatterElements", 16);
+  add.In("data", kF32, {4, 5}).Init("idx", L({3, 5}, idx)).In("upd", kF32, {3, 5}).Str("reduction", "add");
+  ExpectValues(add.Run({F({4, 5}, data), F({3, 5}, upd)}), want);
+}
+
+// ----- CumSum ---------------------------------------------------------------------------------
+TEST(OnnxIndexTest, CumSum) {
+  const Tensor x = F({2, 3}, {1, 2, 3, 4, 5, 6});
+  auto cumsum = [](const Tensor& axis, int64_t exclusive, int64_t reverse) {
+    return OneNode("CumSum", 14).In("x", kF32, {2, 3}).Init("axis", axis)
+        .Int("exclusive", exclusive).Int("reverse", reverse);
+  };
+  ExpectValues(cumsum(L({}, {1}), 0, 0).Run({x}), {1, 3, 6, 4, 9, 15});
+  ExpectValues(cumsum(L({1}, {-1}), 1, 0).Run({x}), {0, 1, 3, 0, 4, 9});
+  ExpectValues(cumsum(L({}, {1}), 0, 1).Run({x}), {6, 5, 3, 15, 11, 6});
+  ExpectValues(cumsum(L({}, {1}), 1, 1).Run({x}), {5, 3, 0, 11, 6, 0});
+  ExpectValues(cumsum(MakeTensor(DType::kInt32, {}, {0}), 0, 0).Run({x}), {1, 2, 3, 5, 7, 9});
+  ExpectImportError(OneNode("CumSum", 14).In("x", kF32, {2, 3}).In("axis", kI64, {}),
+                    "node 'n' (CumSum): the axis input must be a constant");
+  ExpectImportError(cumsum(L({}, {2}), 0, 0), "'axis'");
+  ExpectImportError(cumsum(L({2}, {0, 1}), 0, 0), "the axis input must be one i32 or i64");
+}
+
+// ----- GatherND -------------------------------------------------------------------------------
+absl::StatusOr<std::vector<double>> GatherNd(const Tensor& data, const Tensor& idx,
+                                             int64_t batch_dims = 0) {
+  OneNode n("GatherND", 13);
+  n.In("data", kF32, data.shape()).Init("idx", idx).Int("batch_dims", batch_dims);
+  return n.Run({data});
+}
+
+// The ONNX documentation's examples, then negative indices and errors.
+TEST(OnnxIndexTest, GatherND) {
+  const Tensor d2 = F({2, 2}, {0, 1, 2, 3});
+  const Tensor d3 = F({2, 2, 2}, {0, 1, 2, 3, 4, 5, 6, 7});
+  ExpectValues(GatherNd(d2, L({2, 2}, {0, 0, 1, 1})), {0, 3});
+  ExpectValues(GatherNd(d2, L({2, 1}, {1, 0})), {2, 3, 0, 1});
+  ExpectValues(GatherNd(d3, L({2, 2}, {0, 1, 1, 0})), {2, 3, 4, 5});
+  ExpectValues(GatherNd(d3, L({2, 1, 2}, {0, 1, 1, 0})), {2, 3, 4, 5});
+  ExpectValues(GatherNd(d3, L({2, 1}, {1, 0}), 1), {2, 3, 4, 5});
+  ExpectValues(GatherNd(d3, L({2, 1, 2}, {1, 1, 0, 1}), 1), {3, 5});
+  ExpectValues(GatherNd(d3, L({3}, {1, 0, 1})), {5});
+  ExpectValues(GatherNd(d2, L({2, 2}, {-1, -2, 0, -1})), {2, 1});
+  ExpectRunError(GatherNd(d2, L({1, 2}, {0, 2})), "out of range");  // not row 1, col 0
+  ExpectRunError(GatherNd(d2, L({1, 2}, {-3, 0})), "out of range");
+  ExpectImportError(OneNode("GatherND", 13).In("d", kF32, {2, 2}).Init("i", L({1, 3}, {0, 0, 0})),
+                    "node 'n' (GatherND): indices' last dim 3 must be in [1, 2]");
+  ExpectImportError(OneNode("GatherND", 13).In("d", kF32, {2, 2}).Init("i", L({2, 1}, {0, 0}))
+                        .Int("batch_dims", 2),
+                    "batch_dims 2 must be in");
+  ExpectImportError(OneNode("GatherND", 13).In("d", kF32, {2, 2}).Init("i", L({3, 1}, {0, 0, 0}))
+                        .Int("batch_dims", 1),
+                    "batch dims");
+}
+
+// Indices known only at run time: the same composition, run (and checked) by the
+// kernels; and its gradient in the data, a scatter-add of the cotangent.
+TEST(OnnxIndexTest, GatherNDWithRunTimeIndices) {
+  OneNode n("GatherND", 13);
+  n.In("data", kF32, {2, 3}).In("idx", kI64, {3, 2});
+  const Tensor data = F({2, 3}, {0, 1, 2, 3, 4, 5});
+  ExpectValues(n.Run({data, L({3, 2}, {1, 2, -2, -1, 1, 2})}), {5, 2, 5});
+  ExpectValues(n.Grad0({data, L({3, 2}, {1, 2, -2, -1, 1, 2})}, F({3}, {1, 10, 100})),
+               {0, 0, 10, 0, 0, 101});
+  ExpectRunError(n.Run({data, L({3, 2}, {0, 3, 0, 0, 0, 0})}), "out of range");
+  OneNode b("GatherND", 13);
+  b.In("data", kF32, {2, 2, 2}).In("idx", kI64, {2, 1}).Int("batch_dims", 1);
+  ExpectValues(b.Run({F({2, 2, 2}, {0, 1, 2, 3, 4, 5, 6, 7}), L({2, 1}, {1, -2})}), {2, 3, 4, 5});
+}
+
+// ----- ScatterND ------------------------------------------------------------------------------
+absl::StatusOr<std::vector<double>> ScatterNd(const Tensor& data, const Tensor& idx,
+                                              const Tensor& upd, const std::string& red = "") {
+  OneNode n("ScatterND", red.empty() ? 13 : 18);
+  n.In("data", kF32, data.shape()).Init("idx", idx).In("upd", kF32, upd.shape());
+  if (!red.empty()) n.Str("reduction", red);
+  return n.Run({data, upd});
+}
+
+TEST(OnnxIndexTest, ScatterND) {
+  const Tensor d8 = F({8}, {1, 2, 3, 4, 5, 6, 7, 8});
+  ExpectValues(ScatterNd(d8, L({4, 1}, {4, 3, 1, 7}), F({4}, {9, 10, 11, 12})),
+               {1, 11, 3, 10, 9, 6, 7, 12});
+  const Tensor d2 = F({2, 2}, {1, 2, 3, 4});
+  ExpectValues(ScatterNd(d2, L({1, 2}, {1, 0}), F({1}, {9})), {1, 2, 9, 4});
+  ExpectValues(ScatterNd(d2, L({1, 1}, {-1}), F({1, 2}, {7, 8})), {1, 2, 7, 8});
+  const Tensor twice = L({2, 1}, {0, -4});  // both hit element 0 of a [4]
+  const Tensor d4 = F({4}, {1, 2, 3, 4});
+  const Tensor u = F({2}, {10, 20});
+  ExpectValues(ScatterNd(d4, twice, u), {20, 2, 3, 4});
+  ExpectValues(ScatterNd(d4, twice, u, "add"), {31, 2, 3, 4});
+  ExpectValues(ScatterNd(d4, twice, u, "mul"), {200, 2, 3, 4});
+  ExpectValues(ScatterNd(d4, twice, F({2}, {-5, 0}), "max"), {1, 2, 3, 4});
+  ExpectValues(ScatterNd(d4, twice, F({2}, {-5, 0}), "min"), {-5, 2, 3, 4});
+  ExpectRunError(ScatterNd(d4, L({1, 1}, {4}), F({1}, {0})),
+                 "node 'n' (ScatterND): index 4 (entry 0 of tuple 0) is out of range [-4, 4)");
+  // Run-time indices, and the gradients of reduction none: dy with the written
+  // elements zeroed for the data, dy at them for the updates.
+  OneNode rt("ScatterND", 13);
+  rt.In("data", kF32, {2, 2}).In("idx", kI64, {1, 2}).In("upd", kF32, {1});
+  ExpectValues(rt.Run({d2, L({1, 2}, {-1, 1}), F({1}, {9})}), {1, 2, 3, 9});
+  ExpectValues(rt.Grad0({d2, L({1, 2}, {-1, 1}), F({1}, {9})}, F({2, 2}, {1, 2, 3, 4})),
+               {1, 2, 3, 0});
+  ExpectRunError(rt.Run({d2, L({1, 2}, {2, 0}), F({1}, {9})}), "out of range");
+  ExpectImportError(OneNode("ScatterND", 13).In("d", kF32, {2, 2}).Init("i", L({1, 1}, {0}))
+                        .In("u", kF32, {1}),
+                    "node 'n' (ScatterND): updates must be shaped [1,2]");
+}
+
+}  // namespace
+}  // namespace onnx_test
+}  // namespace kgrad
