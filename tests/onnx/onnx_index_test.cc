@@ -11,7 +11,9 @@
 #include "ad/grad_operation.h"
 #include "backends/executor.h"
 #include "core/abstract.h"
+#include "core/builder.h"
 #include "core/status_macros.h"
+#include "proto/onnx/onnx_export.h"
 #include "proto/onnx/onnx_tensor.h"
 #include "tests/onnx/onnx_test_util.h"
 #include "tests/testing/op_test_util.h"
@@ -320,6 +322,61 @@ TEST(OnnxIndexTest, ScatterND) {
   ExpectImportError(OneNode("ScatterND", 13).In("d", kF32, {2, 2}).Init("i", L({1, 1}, {0}))
                         .In("u", kF32, {1}),
                     "node 'n' (ScatterND): updates must be shaped [1,2]");
+}
+
+// ----- Export ----------------------------------------------------------------------------------
+// Each new primitive goes out as ONNX (Mod on floats without fmod as a Where
+// over Mod{fmod=1}), comes back through the importer and gives the same numbers.
+TEST(OnnxIndexTest, ExportRoundTrip) {
+  Module m(DefaultRegistry());
+  GraphBuilder b(&m, "f");
+  AnfNode* x = b.Param("x", kF32, {2, 3});
+  AnfNode* z = b.Param("z", kF32, {2, 3});
+  AnfNode* idx = b.Const(Value(L({2, 3}, {1, 0, -1, 0, 1, 1})));
+  const AttrMap axis0 = {{"axis", int64_t{0}}};
+  std::vector<AnfNode*> outs = {
+      b.Op(PrimId::kFloor, {x}), b.Op(PrimId::kCeil, {x}), b.Op(PrimId::kRound, {x}),
+      b.Op(PrimId::kMod, {x, z}), b.Op(PrimId::kMod, {x, z}, {{"fmod", true}}),
+      b.Op(PrimId::kGatherElements, {x, idx}, axis0),
+      b.Op(PrimId::kScatterElements, {x, idx, z}, {{"axis", int64_t{0}}, {"reduction", std::string("add")}}),
+      b.Op(PrimId::kCumSum, {x}, {{"axis", int64_t{1}}, {"exclusive", true}, {"reverse", true}})};
+  absl::StatusOr<FuncGraph*> f = b.Return(b.Tuple(outs));
+  ASSERT_TRUE(f.ok()) << f.status();
+  const std::vector<Value> args = {F({2, 3}, {-2.5, -1.25, 0.5, 1.5, 3.75, 7}),
+                                   F({2, 3}, {2, -2, 0.75, -1, 1.5, 3})};
+  absl::StatusOr<Value> want = RunGraph(*f, args);
+  ASSERT_TRUE(want.ok()) << want.status();
+  absl::StatusOr<onnx::ModelProto> model = ExportOnnx(m, *f);
+  ASSERT_TRUE(model.ok()) << model.status();
+  OnnxImportOptions o;
+  absl::StatusOr<std::unique_ptr<Module>> back = ImportOnnx(*model, DefaultRegistry(), o);
+  ASSERT_TRUE(back.ok()) << back.status();
+  absl::StatusOr<Value> got = RunGraph((*back)->entry(), args);
+  ASSERT_TRUE(got.ok()) << got.status();
+  ASSERT_TRUE(got->is_tuple() && got->tuple().size() == outs.size()) << got->TypeString();
+  for (size_t i = 0; i < outs.size(); ++i) {
+    SCOPED_TRACE(i);
+    EXPECT_THAT(kgrad::testing::ToDoubles(got->tuple()[i].tensor()),
+                ElementsAreArray(kgrad::testing::ToDoubles(want->tuple()[i].tensor())));
+  }
+  // Spot checks of the originals: mod's signs and the reversed exclusive sum.
+  EXPECT_THAT(kgrad::testing::ToDoubles(want->tuple()[3].tensor()),
+              ElementsAreArray(std::vector<double>{1.5, -1.25, 0.5, -0.5, 0.75, 1}));
+  EXPECT_THAT(kgrad::testing::ToDoubles(want->tuple()[7].tensor()),
+              ElementsAreArray(std::vector<double>{-0.75, 0.5, 0, 10.75, 7, 0}));
+}
+
+TEST(OnnxIndexTest, ExportRefusesScatterMaxAtOpset17) {
+  Module m(DefaultRegistry());
+  GraphBuilder b(&m, "f");
+  AnfNode* x = b.Param("x", kF32, {3});
+  AnfNode* y = b.Op(PrimId::kScatterElements, {x, b.Const(Value(L({1}, {0}))), b.Const(Value(F({1}, {5})))},
+                    {{"reduction", std::string("max")}});
+  absl::StatusOr<FuncGraph*> f = b.Return(y);
+  ASSERT_TRUE(f.ok()) << f.status();
+  absl::StatusOr<onnx::ModelProto> model = ExportOnnx(m, *f);
+  ASSERT_FALSE(model.ok());
+  EXPECT_THAT(std::string(model.status().message()), HasSubstr("reduction 'max' needs opset 18"));
 }
 
 }  // namespace
