@@ -64,8 +64,7 @@ absl::StatusOr<ScatterReduction> ParseScatterReduction(const Primitive& p) {
 }
 
 absl::StatusOr<ScatterElementsSpec> ParseScatterElements(const Primitive& p, TensorType data,
-                                                         TensorType indices,
-                                                         TensorType updates) {
+                                                         TensorType indices, TensorType updates) {
   KGRAD_ASSIGN_OR_RETURN(ScatterReduction reduction, ParseScatterReduction(p));
   if (reduction != ScatterReduction::kNone) {
     KGRAD_RETURN_IF_ERROR(CheckDType(0, data, kNumericTypes));
@@ -78,8 +77,8 @@ absl::StatusOr<ScatterElementsSpec> ParseScatterElements(const Primitive& p, Ten
   }
   if (!ok) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "input 2 (updates) must have input 0's dtype and input 1's shape, got ",
-        updates.ToString(), " for data ", data.ToString(), " and indices ", indices.ToString()));
+        "input 2 (updates) must have input 0's dtype and input 1's shape, got ", updates.ToString(),
+        " for data ", data.ToString(), " and indices ", indices.ToString()));
   }
   return ScatterElementsSpec{axis, reduction, Shape(data.shape.begin(), data.shape.end())};
 }
@@ -94,8 +93,8 @@ absl::StatusOr<CumSumSpec> ParseCumSum(const Primitive& p, TensorType x) {
 absl::Status ElementIndexOutOfRange(int64_t index, int64_t position, int axis, TensorType data) {
   const int64_t dim = data.shape[axis];
   return absl::OutOfRangeError(absl::StrCat("index ", index, " (at position ", position,
-                                            " of the indices) is out of range [", -dim, ", ",
-                                            dim, ") for dim ", axis, " of ", data.ToString()));
+                                            " of the indices) is out of range [", -dim, ", ", dim,
+                                            ") for dim ", axis, " of ", data.ToString()));
 }
 
 namespace {

@@ -22,8 +22,7 @@ namespace cpu {
 namespace {
 
 int64_t IndexAt(const Tensor& indices, int64_t i) {
-  return indices.dtype() == DType::kInt32 ? indices.data<int32_t>()[i]
-                                          : indices.data<int64_t>()[i];
+  return indices.dtype() == DType::kInt32 ? indices.data<int32_t>()[i] : indices.data<int64_t>()[i];
 }
 
 // For each position of `indices` (row-major), the offset in `data` of the

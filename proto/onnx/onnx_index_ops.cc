@@ -108,9 +108,9 @@ Outputs CumSum(NodeContext& c) {
 // otherwise land in another row).
 struct NdPlan {
   int64_t batch_dims = 0, k = 0;
-  Shape data, indices;     // static shapes
-  Shape rows;              // [B * M] + rest: data as rows
-  Shape tuples;            // indices.shape[:-1]
+  Shape data, indices;  // static shapes
+  Shape rows;           // [B * M] + rest: data as rows
+  Shape tuples;         // indices.shape[:-1]
 };
 
 absl::StatusOr<NdPlan> PlanNd(NodeContext& c, const ImportedValue& data,
@@ -193,8 +193,8 @@ absl::StatusOr<ImportedValue> RowNumbers(NodeContext& c, const NdPlan& p, Import
     std::vector<int64_t> table(2 * dim);
     for (int64_t i = 0; i < 2 * dim; ++i) table[i] = i % dim;
     KGRAD_ASSIGN_OR_RETURN(comp, c.Emit(PrimId::kAdd, {comp, c.Const(Int64Tensor({}, {dim}))}));
-    KGRAD_ASSIGN_OR_RETURN(comp, c.Emit(PrimId::kGather, {c.Const(Int64Tensor({2 * dim}, table)),
-                                                         comp}));
+    KGRAD_ASSIGN_OR_RETURN(comp,
+                           c.Emit(PrimId::kGather, {c.Const(Int64Tensor({2 * dim}, table)), comp}));
     if (j == 0) {
       row = comp;
       continue;
@@ -245,8 +245,8 @@ Outputs ScatterND(NodeContext& c) {
   Shape want = p.tuples;
   want.insert(want.end(), p.rows.begin() + 1, p.rows.end());
   if (!tu->shape_known() || tu->shape() != want) {
-    return c.Error(absl::StrCat("updates must be shaped ", ShapeToString(want), ", got ",
-                                tu->ToString()));
+    return c.Error(
+        absl::StrCat("updates must be shaped ", ShapeToString(want), ", got ", tu->ToString()));
   }
   KGRAD_ASSIGN_OR_RETURN(ImportedValue rows, RowNumbers(c, p, indices));
   const int64_t n = NumElementsOf(p.tuples);
@@ -254,7 +254,8 @@ Outputs ScatterND(NodeContext& c) {
   upd_shape[0] = col_shape[0] = n;
   KGRAD_ASSIGN_OR_RETURN(rows, c.Emit(PrimId::kReshape, {rows}, {{"shape", Ints(col_shape)}}));
   KGRAD_ASSIGN_OR_RETURN(rows, c.Emit(PrimId::kBroadcastTo, {rows}, {{"shape", Ints(upd_shape)}}));
-  KGRAD_ASSIGN_OR_RETURN(updates, c.Emit(PrimId::kReshape, {updates}, {{"shape", Ints(upd_shape)}}));
+  KGRAD_ASSIGN_OR_RETURN(updates,
+                         c.Emit(PrimId::kReshape, {updates}, {{"shape", Ints(upd_shape)}}));
   KGRAD_ASSIGN_OR_RETURN(ImportedValue flat,
                          c.Emit(PrimId::kReshape, {data}, {{"shape", Ints(p.rows)}}));
   KGRAD_ASSIGN_OR_RETURN(flat, c.Emit(PrimId::kScatterElements, {flat, rows, updates},

@@ -259,7 +259,8 @@ TEST(ShapeGradTest, ScatterElementsWithoutARuleIsAnError) {
     SCOPED_TRACE(red);
     Module m(DefaultRegistry());
     std::vector<Value> args = {F64({3}, {1, 2, 3}), I64({1}, {0}), F64({1}, {5})};
-    ExpectGradError(m, OpGraph(m, PrimId::kScatterElements, args, {{"reduction", std::string(red)}}),
+    ExpectGradError(m,
+                    OpGraph(m, PrimId::kScatterElements, args, {{"reduction", std::string(red)}}),
                     {absl::StrCat("reduction '", red, "' has no gradient rule")}, true);
   }
 }

@@ -136,9 +136,11 @@ TEST(OnnxIndexTest, Mod) {
   ExpectValues(mod(0).Run({a, b}), {2, -2, -1, 1});  // the sign of b
   ExpectValues(mod(1).Run({a, b}), {-1, 1, -1, 1});  // the sign of a
   // Broadcast against a constant divisor.
-  ExpectValues(OneNode("Mod", 13).In("a", kI64, {4}).Init("b", L({}, {4})).Run({a}),
-               {1, 3, 1, 3});
-  ExpectValues(OneNode("Mod", 13).In("a", kF32, {2}).In("b", kF32, {2}).Int("fmod", 1)
+  ExpectValues(OneNode("Mod", 13).In("a", kI64, {4}).Init("b", L({}, {4})).Run({a}), {1, 3, 1, 3});
+  ExpectValues(OneNode("Mod", 13)
+                   .In("a", kF32, {2})
+                   .In("b", kF32, {2})
+                   .Int("fmod", 1)
                    .Run({F({2}, {-7.5, 7.5}), F({2}, {2, -2})}),
                {-1.5, 1.5});
   ExpectRunError(mod(0).Run({a, L({4}, {3, 0, 1, 1})}), "integer division by zero");
@@ -151,17 +153,23 @@ TEST(OnnxIndexTest, Mod) {
 TEST(OnnxIndexTest, GatherElements) {
   const Tensor data = F({3, 3}, {1, 2, 3, 4, 5, 6, 7, 8, 9});
   auto gather = [](const Tensor& idx, int64_t axis) {
-    return OneNode("GatherElements", 13).In("data", kF32, {3, 3}).Init("idx", idx).Int("axis", axis);
+    return OneNode("GatherElements", 13)
+        .In("data", kF32, {3, 3})
+        .Init("idx", idx)
+        .Int("axis", axis);
   };
   ExpectValues(gather(L({2, 3}, {1, 2, 0, 2, 0, 0}), 0).Run({data}), {4, 8, 3, 7, 2, 3});
   ExpectValues(gather(L({2, 3}, {-2, -1, 0, -1, -3, 0}), 0).Run({data}), {4, 8, 3, 7, 2, 3});
   ExpectValues(gather(L({3, 2}, {0, 0, 1, 0, 2, -1}), 1).Run({data}), {1, 1, 5, 4, 9, 9});
   ExpectValues(gather(L({3, 1}, {2, 1, 0}), -1).Run({data}), {3, 5, 7});
   ExpectValues(  // indices at run time, i32
-      OneNode("GatherElements", 13).In("data", kF32, {3, 3}).In("idx", DType::kInt32, {1, 3})
+      OneNode("GatherElements", 13)
+          .In("data", kF32, {3, 3})
+          .In("idx", DType::kInt32, {1, 3})
           .Run({data, MakeTensor(DType::kInt32, {1, 3}, {2, -3, 1})}),
       {7, 2, 6});
-  ExpectRunError(gather(L({1, 3}, {0, 3, 0}), 0).Run({data}), "index 3 (at position 1 of the indices) is out of range [-3, 3)");
+  ExpectRunError(gather(L({1, 3}, {0, 3, 0}), 0).Run({data}),
+                 "index 3 (at position 1 of the indices) is out of range [-3, 3)");
   ExpectRunError(gather(L({1, 3}, {-4, 0, 0}), 0).Run({data}), "out of range");
   ExpectImportError(gather(L({1, 3}, {0, 0, 0}), 2), "node 'n' (GatherElements)");
   ExpectImportError(gather(L({1, 3}, {0, 0, 0}), 2), "'axis'");
@@ -185,8 +193,10 @@ TEST(OnnxIndexTest, ScatterElementsModes) {
   ExpectValues(scatter(twice, "mul", 16).Run({data, upd}), {1, 2, 600, 4, 5});
   ExpectValues(scatter(twice, "max", 18).Run({data, upd}), {1, 2, 20, 4, 5});
   ExpectValues(scatter(twice, "min", 18).Run({data, F({1, 2}, {-1, 7})}), {1, 2, -1, 4, 5});
-  ExpectImportError(scatter(twice, "mean", 18), "attribute 'reduction' must be none, add, mul, max or min");
-  ExpectRunError(scatter(L({1, 2}, {5, 0}), "", 13).Run({data, upd}), "index 5 (at position 0 of the indices) is out of range [-5, 5)");
+  ExpectImportError(scatter(twice, "mean", 18),
+                    "attribute 'reduction' must be none, add, mul, max or min");
+  ExpectRunError(scatter(L({1, 2}, {5, 0}), "", 13).Run({data, upd}),
+                 "index 5 (at position 0 of the indices) is out of range [-5, 5)");
   OneNode bad_axis("ScatterElements", 13);
   bad_axis.In("data", kF32, {1, 5}).Init("idx", L({1, 2}, {0, 0})).In("upd", kF32, {1, 2});
   ExpectImportError(bad_axis.Int("axis", 2), "node 'n' (ScatterElements)");
@@ -216,7 +226,10 @@ TEST(OnnxIndexTest, ScatterOpset10AndReference) {
     }
   }
   OneNode add("ScatterElements", 16);
-  add.In("data", kF32, {4, 5}).Init("idx", L({3, 5}, idx)).In("upd", kF32, {3, 5}).Str("reduction", "add");
+  add.In("data", kF32, {4, 5})
+      .Init("idx", L({3, 5}, idx))
+      .In("upd", kF32, {3, 5})
+      .Str("reduction", "add");
   ExpectValues(add.Run({F({4, 5}, data), F({3, 5}, upd)}), want);
 }
 
@@ -224,8 +237,11 @@ TEST(OnnxIndexTest, ScatterOpset10AndReference) {
 TEST(OnnxIndexTest, CumSum) {
   const Tensor x = F({2, 3}, {1, 2, 3, 4, 5, 6});
   auto cumsum = [](const Tensor& axis, int64_t exclusive, int64_t reverse) {
-    return OneNode("CumSum", 14).In("x", kF32, {2, 3}).Init("axis", axis)
-        .Int("exclusive", exclusive).Int("reverse", reverse);
+    return OneNode("CumSum", 14)
+        .In("x", kF32, {2, 3})
+        .Init("axis", axis)
+        .Int("exclusive", exclusive)
+        .Int("reverse", reverse);
   };
   ExpectValues(cumsum(L({}, {1}), 0, 0).Run({x}), {1, 3, 6, 4, 9, 15});
   ExpectValues(cumsum(L({1}, {-1}), 1, 0).Run({x}), {0, 1, 3, 0, 4, 9});
@@ -262,10 +278,14 @@ TEST(OnnxIndexTest, GatherND) {
   ExpectRunError(GatherNd(d2, L({1, 2}, {-3, 0})), "out of range");
   ExpectImportError(OneNode("GatherND", 13).In("d", kF32, {2, 2}).Init("i", L({1, 3}, {0, 0, 0})),
                     "node 'n' (GatherND): indices' last dim 3 must be in [1, 2]");
-  ExpectImportError(OneNode("GatherND", 13).In("d", kF32, {2, 2}).Init("i", L({2, 1}, {0, 0}))
+  ExpectImportError(OneNode("GatherND", 13)
+                        .In("d", kF32, {2, 2})
+                        .Init("i", L({2, 1}, {0, 0}))
                         .Int("batch_dims", 2),
                     "batch_dims 2 must be in");
-  ExpectImportError(OneNode("GatherND", 13).In("d", kF32, {2, 2}).Init("i", L({3, 1}, {0, 0, 0}))
+  ExpectImportError(OneNode("GatherND", 13)
+                        .In("d", kF32, {2, 2})
+                        .Init("i", L({3, 1}, {0, 0, 0}))
                         .Int("batch_dims", 1),
                     "batch dims");
 }
@@ -319,9 +339,9 @@ TEST(OnnxIndexTest, ScatterND) {
   ExpectValues(rt.Grad0({d2, L({1, 2}, {-1, 1}), F({1}, {9})}, F({2, 2}, {1, 2, 3, 4})),
                {1, 2, 3, 0});
   ExpectRunError(rt.Run({d2, L({1, 2}, {2, 0}), F({1}, {9})}), "out of range");
-  ExpectImportError(OneNode("ScatterND", 13).In("d", kF32, {2, 2}).Init("i", L({1, 1}, {0}))
-                        .In("u", kF32, {1}),
-                    "node 'n' (ScatterND): updates must be shaped [1,2]");
+  ExpectImportError(
+      OneNode("ScatterND", 13).In("d", kF32, {2, 2}).Init("i", L({1, 1}, {0})).In("u", kF32, {1}),
+      "node 'n' (ScatterND): updates must be shaped [1,2]");
 }
 
 // ----- Export ----------------------------------------------------------------------------------
@@ -335,10 +355,14 @@ TEST(OnnxIndexTest, ExportRoundTrip) {
   AnfNode* idx = b.Const(Value(L({2, 3}, {1, 0, -1, 0, 1, 1})));
   const AttrMap axis0 = {{"axis", int64_t{0}}};
   std::vector<AnfNode*> outs = {
-      b.Op(PrimId::kFloor, {x}), b.Op(PrimId::kCeil, {x}), b.Op(PrimId::kRound, {x}),
-      b.Op(PrimId::kMod, {x, z}), b.Op(PrimId::kMod, {x, z}, {{"fmod", true}}),
+      b.Op(PrimId::kFloor, {x}),
+      b.Op(PrimId::kCeil, {x}),
+      b.Op(PrimId::kRound, {x}),
+      b.Op(PrimId::kMod, {x, z}),
+      b.Op(PrimId::kMod, {x, z}, {{"fmod", true}}),
       b.Op(PrimId::kGatherElements, {x, idx}, axis0),
-      b.Op(PrimId::kScatterElements, {x, idx, z}, {{"axis", int64_t{0}}, {"reduction", std::string("add")}}),
+      b.Op(PrimId::kScatterElements, {x, idx, z},
+           {{"axis", int64_t{0}}, {"reduction", std::string("add")}}),
       b.Op(PrimId::kCumSum, {x}, {{"axis", int64_t{1}}, {"exclusive", true}, {"reverse", true}})};
   absl::StatusOr<FuncGraph*> f = b.Return(b.Tuple(outs));
   ASSERT_TRUE(f.ok()) << f.status();
@@ -370,8 +394,9 @@ TEST(OnnxIndexTest, ExportRefusesScatterMaxAtOpset17) {
   Module m(DefaultRegistry());
   GraphBuilder b(&m, "f");
   AnfNode* x = b.Param("x", kF32, {3});
-  AnfNode* y = b.Op(PrimId::kScatterElements, {x, b.Const(Value(L({1}, {0}))), b.Const(Value(F({1}, {5})))},
-                    {{"reduction", std::string("max")}});
+  AnfNode* y =
+      b.Op(PrimId::kScatterElements, {x, b.Const(Value(L({1}, {0}))), b.Const(Value(F({1}, {5})))},
+           {{"reduction", std::string("max")}});
   absl::StatusOr<FuncGraph*> f = b.Return(y);
   ASSERT_TRUE(f.ok()) << f.status();
   absl::StatusOr<onnx::ModelProto> model = ExportOnnx(m, *f);

@@ -75,9 +75,9 @@ struct IndexCase {
 
 const std::vector<IndexCase>& IndexCases() {
   static const auto* cases = new std::vector<IndexCase>{
-      {{5}, {7}, 0},          {{3, 4}, {2, 4}, 0},    {{3, 4}, {3, 6}, 1},
-      {{3, 4}, {2, 3}, -1},   {{2, 3, 4}, {2, 5, 4}, 1}, {{2, 3, 4}, {1, 2, 3}, 2},
-      {{4, 3}, {0, 3}, 0},    {{2, 3, 4}, {2, 3, 4}, -3},
+      {{5}, {7}, 0},        {{3, 4}, {2, 4}, 0},        {{3, 4}, {3, 6}, 1},
+      {{3, 4}, {2, 3}, -1}, {{2, 3, 4}, {2, 5, 4}, 1},  {{2, 3, 4}, {1, 2, 3}, 2},
+      {{4, 3}, {0, 3}, 0},  {{2, 3, 4}, {2, 3, 4}, -3},
   };
   return *cases;
 }
@@ -88,8 +88,8 @@ TEST(IndexKernelTest, GatherElementsMatchesReference) {
     for (DType t : {kF32, kF64, kI32, kI64, kBool}) {
       for (DType it : {kI32, kI64}) {
         const int axis = c.axis < 0 ? c.axis + static_cast<int>(c.data.size()) : c.axis;
-        std::string what = absl::StrCat(DTypeName(t), ShapeToString(c.data), " ",
-                                        DTypeName(it), ShapeToString(c.indices), " axis ", axis);
+        std::string what = absl::StrCat(DTypeName(t), ShapeToString(c.data), " ", DTypeName(it),
+                                        ShapeToString(c.indices), " axis ", axis);
         Tensor data = RandomTensor(t, c.data, rng, -10, 10);
         Tensor idx = RandomIndices(it, c.indices, c.data[axis], rng);
         std::vector<double> dv = ToDoubles(data), iv = ToDoubles(idx);
@@ -106,26 +106,28 @@ TEST(IndexKernelTest, GatherElementsMatchesReference) {
 
 // ONNX's GatherElements examples.
 TEST(IndexKernelTest, GatherElementsOnnxExamples) {
-  ExpectValues(RunOk(PrimId::kGatherElements,
-                     {F64({2, 2}, {1, 2, 3, 4}), I64({2, 2}, {0, 0, 1, 0})}, {{"axis", int64_t{1}}}),
-               kF64, {2, 2}, {1, 1, 4, 3}, "axis 1");
+  ExpectValues(
+      RunOk(PrimId::kGatherElements, {F64({2, 2}, {1, 2, 3, 4}), I64({2, 2}, {0, 0, 1, 0})},
+            {{"axis", int64_t{1}}}),
+      kF64, {2, 2}, {1, 1, 4, 3}, "axis 1");
   ExpectValues(RunOk(PrimId::kGatherElements,
                      {F64({3, 3}, {1, 2, 3, 4, 5, 6, 7, 8, 9}), I64({2, 3}, {1, 2, 0, 2, 0, 0})}),
                kF64, {2, 3}, {4, 8, 3, 7, 2, 3}, "axis 0");
-  ExpectValues(RunOk(PrimId::kGatherElements,
-                     {F64({3, 3}, {1, 2, 3, 4, 5, 6, 7, 8, 9}), I64({2, 3}, {-1, -2, 0, -2, 0, 0})}),
+  ExpectValues(RunOk(PrimId::kGatherElements, {F64({3, 3}, {1, 2, 3, 4, 5, 6, 7, 8, 9}),
+                                               I64({2, 3}, {-1, -2, 0, -2, 0, 0})}),
                kF64, {2, 3}, {7, 5, 3, 4, 2, 3}, "negative");
 }
 
 TEST(IndexKernelTest, GatherElementsIndexOutOfRange) {
   for (int64_t bad : {3, -4, 100}) {
     ExpectRunError(PrimId::kGatherElements, {F64({3}, {1, 2, 3}), I64({2}, {0, double(bad)})}, {},
-                   absl::StrCat("index ", bad, " (at position 1 of the indices) is out of range "
+                   absl::StrCat("index ", bad,
+                                " (at position 1 of the indices) is out of range "
                                 "[-3, 3) for dim 0 of f64[3]"),
                    absl::StatusCode::kOutOfRange);
   }
-  ExpectRunError(PrimId::kGatherElements, {F64({3, 2}, {1, 2, 3, 4, 5, 6}), I64({3}, {0, 0, 0})}, {},
-                 "rank of input 0");
+  ExpectRunError(PrimId::kGatherElements, {F64({3, 2}, {1, 2, 3, 4, 5, 6}), I64({3}, {0, 0, 0})},
+                 {}, "rank of input 0");
 }
 
 double Combine(const std::string& r, double out, double u) {
@@ -164,8 +166,8 @@ TEST(IndexKernelTest, ScatterElementsMatchesReference) {
 // ONNX's ScatterElements examples, with the reductions on a repeated index.
 TEST(IndexKernelTest, ScatterElementsOnnxExamples) {
   Value data = F64({3, 3}, {0, 0, 0, 0, 0, 0, 0, 0, 0});
-  ExpectValues(RunOk(PrimId::kScatterElements,
-                     {data, I64({2, 3}, {1, 0, 2, 0, 2, 1}), F64({2, 3}, {1, 1.1, 1.2, 2, 2.1, 2.2})}),
+  ExpectValues(RunOk(PrimId::kScatterElements, {data, I64({2, 3}, {1, 0, 2, 0, 2, 1}),
+                                                F64({2, 3}, {1, 1.1, 1.2, 2, 2.1, 2.2})}),
                kF64, {3, 3}, {2, 1.1, 0, 1, 0, 2.2, 0, 2.1, 1.2}, "axis 0");
   Value row = F64({1, 5}, {1, 2, 3, 4, 5});
   ExpectValues(RunOk(PrimId::kScatterElements, {row, I64({1, 2}, {1, -2}), F64({1, 2}, {1.1, 2.1})},
@@ -187,13 +189,12 @@ TEST(IndexKernelTest, ScatterElementsOnnxExamples) {
 }
 
 TEST(IndexKernelTest, ScatterElementsErrors) {
-  ExpectRunError(PrimId::kScatterElements, {F64({3}, {1, 2, 3}), I64({1}, {-4}), F64({1}, {0})},
-                 {}, "index -4 (at position 0 of the indices) is out of range [-3, 3)",
+  ExpectRunError(PrimId::kScatterElements, {F64({3}, {1, 2, 3}), I64({1}, {-4}), F64({1}, {0})}, {},
+                 "index -4 (at position 0 of the indices) is out of range [-3, 3)",
                  absl::StatusCode::kOutOfRange);
   ExpectRunError(PrimId::kScatterElements, {F64({3}, {1, 2, 3}), I64({1}, {0}), F64({2}, {0, 1})},
                  {}, "input 2 (updates)");
-  ExpectRunError(PrimId::kScatterElements,
-                 {F64({3}, {1, 2, 3}), I64({1}, {0}), F64({1}, {0})},
+  ExpectRunError(PrimId::kScatterElements, {F64({3}, {1, 2, 3}), I64({1}, {0}), F64({1}, {0})},
                  {{"reduction", std::string("avg")}}, "attribute 'reduction'");
 }
 
@@ -221,10 +222,10 @@ TEST(IndexKernelTest, CumSumMatchesReference) {
               if (in) want[i] += xv[Ravel(shape, c)];
             }
           }
-          ExpectValues(RunOk(PrimId::kCumSum, {x},
-                             {{"axis", attr_axis}, {"exclusive", exclusive}, {"reverse", reverse}},
-                             what),
-                       t, shape, want, what, t == kF32 ? 1e-4 * shape[axis] : 1e-12);
+          ExpectValues(
+              RunOk(PrimId::kCumSum, {x},
+                    {{"axis", attr_axis}, {"exclusive", exclusive}, {"reverse", reverse}}, what),
+              t, shape, want, what, t == kF32 ? 1e-4 * shape[axis] : 1e-12);
         }
       }
     }
