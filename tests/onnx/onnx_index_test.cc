@@ -290,6 +290,72 @@ TEST(OnnxIndexTest, GatherND) {
                     "batch dims");
 }
 
+// Row-major coordinates of element `flat` of `shape`, and back.
+Shape Unravel(const Shape& shape, int64_t flat) {
+  Shape c(shape.size());
+  for (int d = static_cast<int>(shape.size()) - 1; d >= 0; --d) {
+    c[d] = flat % shape[d];
+    flat /= shape[d];
+  }
+  return c;
+}
+int64_t Ravel(const Shape& shape, const Shape& c) {
+  int64_t flat = 0;
+  for (size_t d = 0; d < shape.size(); ++d) flat = flat * shape[d] + c[d];
+  return flat;
+}
+
+// Random index tuples in [-dim, dim) for the dims of `data` from `first` on.
+Tensor RandomTuples(const Shape& data, const Shape& indices, int first, std::mt19937_64& rng) {
+  const int64_t k = indices.back();
+  std::vector<double> v(NumElementsOf(indices));
+  for (size_t i = 0; i < v.size(); ++i) {
+    const int64_t dim = data[first + i % k];
+    v[i] = static_cast<double>(std::uniform_int_distribution<int64_t>(-dim, dim - 1)(rng));
+  }
+  return L(indices, v);
+}
+
+// GatherND against ONNX's definition, element by element: out[o] =
+// data[o's batch coords, the tuple at o's indices position, o's trailing coords].
+TEST(OnnxIndexTest, GatherNDMatchesReference) {
+  std::mt19937_64 rng(11);
+  const Shape data_shape = {2, 3, 4, 5};
+  struct Case {
+    Shape indices;
+    int64_t batch_dims;
+  };
+  const std::vector<Case> cases = {{{6, 1}, 0},    {{2, 3, 2}, 0}, {{4, 4}, 0},      {{2, 3}, 1},
+                                   {{2, 5, 2}, 1}, {{2, 3, 1}, 2}, {{2, 3, 4, 2}, 2}};
+  std::vector<double> dv(NumElementsOf(data_shape));
+  for (size_t i = 0; i < dv.size(); ++i) dv[i] = static_cast<double>(i);
+  const Tensor data = F(data_shape, dv);
+  for (const Case& c : cases) {
+    SCOPED_TRACE(absl::StrCat(ShapeToString(c.indices), " batch_dims ", c.batch_dims));
+    const int b = static_cast<int>(c.batch_dims), q = static_cast<int>(c.indices.size());
+    const int64_t k = c.indices.back();
+    const Tensor idx = RandomTuples(data_shape, c.indices, b, rng);
+    const std::vector<double> iv = kgrad::testing::ToDoubles(idx);
+    Shape out_shape(c.indices.begin(), c.indices.end() - 1);
+    out_shape.insert(out_shape.end(), data_shape.begin() + b + k, data_shape.end());
+    std::vector<double> want(NumElementsOf(out_shape));
+    for (size_t o = 0; o < want.size(); ++o) {
+      const Shape oc = Unravel(out_shape, o);
+      Shape dc(oc.begin(), oc.begin() + b);
+      Shape ic(oc.begin(), oc.begin() + q - 1);
+      ic.push_back(0);
+      for (int64_t j = 0; j < k; ++j) {
+        ic.back() = j;
+        const int64_t v = static_cast<int64_t>(iv[Ravel(c.indices, ic)]), dim = data_shape[b + j];
+        dc.push_back(v < 0 ? v + dim : v);
+      }
+      dc.insert(dc.end(), oc.begin() + q - 1, oc.end());
+      want[o] = dv[Ravel(data_shape, dc)];
+    }
+    ExpectValues(GatherNd(data, idx, c.batch_dims), want);
+  }
+}
+
 // Indices known only at run time: the same composition, run (and checked) by the
 // kernels; and its gradient in the data, a scatter-add of the cotangent.
 TEST(OnnxIndexTest, GatherNDWithRunTimeIndices) {
@@ -312,6 +378,42 @@ absl::StatusOr<std::vector<double>> ScatterNd(const Tensor& data, const Tensor& 
   n.In("data", kF32, data.shape()).Init("idx", idx).In("upd", kF32, upd.shape());
   if (!red.empty()) n.Str("reduction", red);
   return n.Run({data, upd});
+}
+
+// ScatterND with reduction add (repeated tuples accumulate) against ONNX's
+// definition: out[tuple t, r..] += updates[t, r..] for every tuple in order.
+TEST(OnnxIndexTest, ScatterNDMatchesReference) {
+  std::mt19937_64 rng(12);
+  const Shape data_shape = {3, 4, 2};
+  for (const Shape& indices : std::vector<Shape>{{5, 1}, {2, 3, 2}, {6, 3}}) {
+    SCOPED_TRACE(ShapeToString(indices));
+    const int64_t k = indices.back();
+    const Tensor idx = RandomTuples(data_shape, indices, 0, rng);
+    const std::vector<double> iv = kgrad::testing::ToDoubles(idx);
+    const Shape tuples(indices.begin(), indices.end() - 1);
+    const Shape rest(data_shape.begin() + k, data_shape.end());
+    Shape upd_shape = tuples;
+    upd_shape.insert(upd_shape.end(), rest.begin(), rest.end());
+    std::vector<double> dv(NumElementsOf(data_shape)), uv(NumElementsOf(upd_shape));
+    for (size_t i = 0; i < dv.size(); ++i) dv[i] = static_cast<double>(i);
+    for (size_t i = 0; i < uv.size(); ++i) uv[i] = 100.0 * static_cast<double>(i + 1);
+    std::vector<double> want = dv;
+    const int64_t n = NumElementsOf(tuples), m = NumElementsOf(rest);
+    for (int64_t t = 0; t < n; ++t) {
+      Shape dc;
+      for (int64_t j = 0; j < k; ++j) {
+        const int64_t v = static_cast<int64_t>(iv[t * k + j]), dim = data_shape[j];
+        dc.push_back(v < 0 ? v + dim : v);
+      }
+      for (int64_t r = 0; r < m; ++r) {
+        Shape full = dc;
+        const Shape rc = Unravel(rest, r);
+        full.insert(full.end(), rc.begin(), rc.end());
+        want[Ravel(data_shape, full)] += uv[t * m + r];
+      }
+    }
+    ExpectValues(ScatterNd(F(data_shape, dv), idx, F(upd_shape, uv), "add"), want);
+  }
 }
 
 TEST(OnnxIndexTest, ScatterND) {
