@@ -143,12 +143,27 @@ absl::Status BpropGatherElements(BpropContext& c) {
   return absl::OkStatus();
 }
 
+// Under reduction none, which updates reach y: with repeated indices only the
+// last write (in the indices' row-major order) survives, as the kernel applies
+// them. Each update gets its number 1, 2, ... (i64, row-major), the numbers are
+// scattered like the updates, and an update survives where the number gathered
+// back from its target is its own.
+AnfNode* Survivors(BpropContext& c, int64_t axis) {
+  AnfNode* ones = c.Cast(c.OnesLike(c.I(2)), DType::kInt64);
+  AnfNode* flat = c.Op(PrimId::kReshape, {ones}, {{"shape", std::vector<int64_t>{-1}}});
+  AnfNode* numbers = c.ReshapeLike(c.Op(PrimId::kCumSum, {flat}, {{"axis", int64_t{0}}}), c.I(2));
+  AnfNode* board =
+      c.Op(PrimId::kScatterElements, {c.Cast(c.ZerosLike(c.I(0)), DType::kInt64), c.I(1), numbers},
+           ScatterAttrs(axis, "none"));
+  AnfNode* back = c.Op(PrimId::kGatherElements, {board, c.I(1)}, {{"axis", axis}});
+  return c.Op(PrimId::kEqual, {back, numbers});
+}
+
 // Forward: y = scatter_elements(data, indices, updates){axis, reduction}.
 // Backward, reduction none: ddata = dy with the written positions zeroed,
 //   scatter_elements(dy, indices, zeros_like(updates)){axis, none};
-//   dupdates = gather_elements(dy, indices){axis}. With repeated indices only
-//   the last write reaches y, and ONNX leaves that case undefined: the rule is
-//   exact for distinct indices.
+//   dupdates = gather_elements(dy, indices){axis} where the update survives
+//   (Survivors: the last of repeated indices), 0 elsewhere.
 // Backward, reduction add: ddata = dy, dupdates = gather_elements(dy, indices).
 // mul, max and min have no rule here (their sensitivities depend on which
 // updates tie or are zero): differentiating them is an error.
@@ -160,13 +175,15 @@ absl::Status BpropScatterElements(BpropContext& c) {
                                 c.prim().GetString("reduction"),
                                 "' has no gradient rule (only none and add are differentiable)"));
   }
+  AnfNode* dupdates = c.Op(PrimId::kGatherElements, {c.Dout(), c.I(1)}, {{"axis", axis}});
   if (r == ScatterReduction::kNone) {
     c.SetGrad(0, c.Op(PrimId::kScatterElements, {c.Dout(), c.I(1), c.ZerosLike(c.I(2))},
                       ScatterAttrs(axis, "none")));
+    dupdates = c.Select(Survivors(c, axis), dupdates, c.ZerosLike(c.I(2)));
   } else {
     c.SetGrad(0, c.Dout());
   }
-  c.SetGrad(2, c.Op(PrimId::kGatherElements, {c.Dout(), c.I(1)}, {{"axis", axis}}));
+  c.SetGrad(2, dupdates);
   return absl::OkStatus();
 }
 

@@ -236,9 +236,12 @@ TEST(ShapeGradTest, ScatterElements) {
   CheckOp(PrimId::kScatterElements,
           DataIndicesUpdates({4, 3}, I64({3, 3}, {0, 3, -1, 0, 2, 0, 1, -1, 3}), {3, 3}),
           {{"axis", int64_t{0}}, {"reduction", std::string("add")}});
-  // none: distinct indices along the axis (the rule is exact only for those).
+  // none: distinct indices along the axis, then repeated ones (the last wins).
   CheckOp(PrimId::kScatterElements,
           DataIndicesUpdates({4, 3}, I64({2, 3}, {0, 3, -1, 2, 1, 0}), {2, 3}),
+          {{"axis", int64_t{0}}});
+  CheckOp(PrimId::kScatterElements,
+          DataIndicesUpdates({4, 3}, I64({3, 3}, {0, 3, -1, 0, 2, 3, 1, 3, -1}), {3, 3}),
           {{"axis", int64_t{0}}});
   CheckOp(PrimId::kScatterElements,
           DataIndicesUpdates({2, 5}, I64({2, 2}, {4, -5, 1, 2}), {2, 2}),
@@ -252,6 +255,12 @@ TEST(ShapeGradTest, ScatterElementsNoneByHand) {
   ASSERT_EQ(g.size(), 2u);
   EXPECT_THAT(g[0], ::testing::ElementsAre(0.0, 1.0, 0.0));
   EXPECT_THAT(g[1], ::testing::ElementsAre(1.0, 1.0));
+  // Repeated indices: y = [u1, 2, u2]; u0 is overwritten by u1 and gets nothing.
+  g = Gradients(PrimId::kScatterElements,
+                {F64({3}, {1, 2, 3}), I64({3}, {0, -3, 2}), F64({3}, {5, 6, 7})});
+  ASSERT_EQ(g.size(), 2u);
+  EXPECT_THAT(g[0], ::testing::ElementsAre(0.0, 1.0, 0.0));
+  EXPECT_THAT(g[1], ::testing::ElementsAre(0.0, 1.0, 1.0));
 }
 
 TEST(ShapeGradTest, ScatterElementsWithoutARuleIsAnError) {
