@@ -180,6 +180,15 @@ absl::StatusOr<ImportedValue> RowNumbers(NodeContext& c, const NdPlan& p, Import
   if (ti->dtype() != DType::kInt64) {
     KGRAD_ASSIGN_OR_RETURN(indices, c.Emit(PrimId::kCast, {indices}, {{"dtype", DType::kInt64}}));
   }
+  // The tables and offsets below are constants: bounded like folded values.
+  const int64_t limit = c.importer().options().max_folded_elements;
+  for (int64_t d = p.batch_dims; d < p.batch_dims + p.k; ++d) {
+    if (2 * p.data[d] > limit) {
+      return c.Error(absl::StrCat("dim ", d, " of data (", p.data[d], ") is too large for the ",
+                                  "index tables (2 * dim must be <= max_folded_elements, ", limit,
+                                  ")"));
+    }
+  }
   const int64_t last = static_cast<int64_t>(p.indices.size()) - 1;
   ImportedValue row;
   for (int64_t j = 0; j < p.k; ++j) {
@@ -208,6 +217,11 @@ absl::StatusOr<ImportedValue> RowNumbers(NodeContext& c, const NdPlan& p, Import
   int64_t batches = 1, m = 1;
   for (int64_t d = 0; d < p.batch_dims; ++d) batches *= p.data[d];
   for (int64_t j = 0; j < p.k; ++j) m *= p.data[p.batch_dims + j];
+  if (batches > limit) {
+    return c.Error(absl::StrCat("the batch dims of data ", ShapeToString(p.data), " hold ", batches,
+                                " batches, more than max_folded_elements (", limit,
+                                ") for the offsets table"));
+  }
   Shape offset_shape(p.data.begin(), p.data.begin() + p.batch_dims);
   offset_shape.resize(p.tuples.size(), 1);
   std::vector<int64_t> offsets(batches);

@@ -356,6 +356,16 @@ TEST(OnnxIndexTest, GatherNDMatchesReference) {
   }
 }
 
+// The composition's constant tables are bounded: a huge declared dim is refused.
+TEST(OnnxIndexTest, GatherNDRefusesHugeIndexedDims) {
+  OneNode n("GatherND", 13);
+  n.In("data", kF32, {int64_t{1} << 30, 2}).In("idx", kI64, {1, 1});
+  ExpectImportError(n, "node 'n' (GatherND): dim 0 of data (1073741824) is too large");
+  OneNode b("GatherND", 13);
+  b.In("data", kF32, {1 << 19, 1 << 19, 2}).In("idx", kI64, {1 << 19, 1 << 19, 1});
+  ExpectImportError(b.Int("batch_dims", 2), "hold 274877906944 batches");
+}
+
 // Indices known only at run time: the same composition, run (and checked) by the
 // kernels; and its gradient in the data, a scatter-add of the cotangent.
 TEST(OnnxIndexTest, GatherNDWithRunTimeIndices) {
