@@ -290,6 +290,23 @@ absl::Status BpropSelect(BpropContext& c) {
   return absl::OkStatus();
 }
 
+// Forward: y = mod(a, b){fmod} = a - b * q, with q = floor(a / b) (fmod false:
+// the sign of b, Python's %) or q = trunc(a / b) (fmod true: C's fmod, the sign
+// of a). q is piecewise constant, so away from the jumps (a / b an integer)
+// Backward: da = sum_to(dy, a), db = sum_to(-dy * q, b). trunc is written as
+// q < 0 ? ceil(q) : floor(q) of the quotient.
+absl::Status BpropMod(BpropContext& c) {
+  KGRAD_SCALAR(zero, 0.0, 0);
+  AnfNode* ratio = c.Div(c.I(0), c.I(1));
+  AnfNode* q = c.Op(PrimId::kFloor, {ratio});
+  if (c.prim().GetBool("fmod")) {
+    q = c.Select(c.Op(PrimId::kLess, {ratio, zero}), c.Op(PrimId::kCeil, {ratio}), q);
+  }
+  c.SetGrad(0, c.SumToInput(c.Dout(), 0));
+  c.SetGrad(1, c.SumToInput(c.Neg(c.Mul(c.Dout(), q)), 1));
+  return absl::OkStatus();
+}
+
 #undef KGRAD_SCALAR
 
 // ----- Registration -----------------------------------------------------------------
@@ -336,6 +353,11 @@ void RegisterUnary(std::vector<PrimitiveDef>* defs) {
   defs->push_back(OpDef(PrimId::kReciprocal, 1, 1, InferUnary).Bprop(BpropReciprocal));
   // erf(x) = 2/sqrt(pi) * integral_0^x e^(-t^2) dt.
   defs->push_back(OpDef(PrimId::kErf, 1, 1, InferUnary).Bprop(BpropErf));
+  // floor(x), ceil(x), round(x) (halves to even, as ONNX Round and IEEE
+  // roundeven); piecewise constant, so no gradient.
+  defs->push_back(OpDef(PrimId::kFloor, 1, 1, InferUnary).ZeroGradient());
+  defs->push_back(OpDef(PrimId::kCeil, 1, 1, InferUnary).ZeroGradient());
+  defs->push_back(OpDef(PrimId::kRound, 1, 1, InferUnary).ZeroGradient());
   // logical_not(x) = !x (bool only).
   defs->push_back(OpDef(PrimId::kLogicalNot, 1, 1, InferUnary).ZeroGradient());
 }
@@ -357,6 +379,12 @@ void RegisterBinary(std::vector<PrimitiveDef>* defs) {
   defs->push_back(OpDef(PrimId::kMaximum, 2, 2, InferBinary).Bprop(BpropMaximum));
   // minimum(x, y) = min(x, y), NaN if either is NaN.
   defs->push_back(OpDef(PrimId::kMinimum, 2, 2, InferBinary).Bprop(BpropMinimum));
+  // mod(x, y){fmod} = x - y * floor(x / y), the sign of y (Python's %, ONNX Mod
+  // fmod=0), or with fmod x - y * trunc(x / y), the sign of x (C's fmod). Integer
+  // y == 0 is an error, as for div; MIN mod -1 is 0.
+  defs->push_back(OpDef(PrimId::kMod, 2, 2, InferBinary, {BoolAttr("fmod", false)})
+                      .Bprop(BpropMod)
+                      .ZeroIfAny({0}));
 
   // Comparisons: bool outputs carry no gradient. equal/not_equal take any dtype,
   // the orderings any numeric dtype.

@@ -33,6 +33,7 @@ constexpr DTypeSet ElementwiseDTypes(PrimId id) {
     case PrimId::kDiv:
     case PrimId::kMaximum:
     case PrimId::kMinimum:
+    case PrimId::kMod:
     case PrimId::kLess:
     case PrimId::kLessEqual:
     case PrimId::kGreater:
@@ -62,6 +63,9 @@ constexpr DTypeSet ElementwiseDTypes(PrimId id) {
     case PrimId::kReciprocal:
     case PrimId::kErf:
     case PrimId::kPow:
+    case PrimId::kFloor:
+    case PrimId::kCeil:
+    case PrimId::kRound:
       return kFloatTypes;
     default:  // not an elementwise primitive
       return 0;

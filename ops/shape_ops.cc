@@ -359,6 +359,7 @@ void RegisterShapeOps(std::vector<PrimitiveDef>* defs) {
   defs->push_back(OpDef(PrimId::kFill, 0, 0, InferFill,
                         {shape, FloatAttr("value", 0.0), DTypeAttr("dtype", DType::kFloat32)})
                       .ZeroGradient());
+  RegisterIndexOps(defs);
 }
 
 }  // namespace ops

@@ -19,6 +19,9 @@ namespace kgrad {
 namespace cpu {
 
 KGRAD_KERNEL_FAMILIES(KGRAD_DECLARE_REGISTER_KERNELS)
+// Part of the shape family, in its own file (index_kernels.cc): gather_elements,
+// scatter_elements, cumsum. RegisterShapeKernels calls it.
+void RegisterIndexKernels(KernelTable* table);
 
 // ----- Wrapping integer arithmetic ------------------------------------------------------
 // Signed overflow is undefined in C++; through the unsigned type it wraps (two's

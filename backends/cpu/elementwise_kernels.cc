@@ -86,6 +86,17 @@ struct ReluOp : PointwiseUnary<ReluOp> {
   // `x < 0` rather than max(x, 0), so that NaN passes through.
   template <typename T> static T Apply(T x) { return x < 0 ? T(0) : x; }
 };
+struct FloorOp : PointwiseUnary<FloorOp> {
+  template <typename T> static T Apply(T x) { return std::floor(x); }
+};
+struct CeilOp : PointwiseUnary<CeilOp> {
+  template <typename T> static T Apply(T x) { return std::ceil(x); }
+};
+struct RoundOp : PointwiseUnary<RoundOp> {
+  // nearbyint rounds in the current mode, round-to-nearest-even unless a caller
+  // changed it (nothing in kgrad does): ONNX Round's halves to even.
+  template <typename T> static T Apply(T x) { return std::nearbyint(x); }
+};
 struct LogicalNotOp : PointwiseUnary<LogicalNotOp> {
   static uint8_t Apply(uint8_t x) { return x == 0; }
 };
@@ -346,6 +357,30 @@ struct MaximumOp {
 struct MinimumOp {
   template <typename T> static T Apply(T a, T b) { return (a < b || a != a) ? a : b; }
 };
+struct FModOp {
+  // The sign of a (C's % and fmod). b == 0 was rejected for integers; MIN % -1
+  // overflows in C++, and its value is 0.
+  template <typename T> static T Apply(T a, T b) {
+    if constexpr (std::is_integral_v<T>) {
+      return b == -1 ? T(0) : a % b;
+    } else {
+      return std::fmod(a, b);
+    }
+  }
+};
+struct ModOp {
+  // The sign of b (Python's %): C's remainder moved by b when the signs differ.
+  // A zero float result takes b's sign, as Python's does.
+  template <typename T> static T Apply(T a, T b) {
+    const T r = FModOp::Apply(a, b);
+    if (r != 0 && ((r < 0) != (b < 0))) return r + b;
+    if constexpr (std::is_integral_v<T>) {
+      return r;
+    } else {
+      return r == 0 ? std::copysign(T(0), b) : r;
+    }
+  }
+};
 struct EqualOp {
   template <typename T> static bool Apply(T a, T b) { return a == b; }
 };
@@ -393,7 +428,8 @@ absl::StatusOr<Value> BinaryKernel(KernelContext& ctx) {
   KGRAD_ASSIGN_OR_RETURN(const Tensor* a, ctx.TensorAt(0));
   KGRAD_ASSIGN_OR_RETURN(const Tensor* b, ctx.TensorAt(1));
   KGRAD_ASSIGN_OR_RETURN(Shape shape, ops::BinaryShape(kId, *a, *b, ops::CheckedBy::kKernel));
-  if (kId == PrimId::kDiv && IsInteger(b->dtype()) && NumElementsOf(shape) > 0) {
+  if ((kId == PrimId::kDiv || kId == PrimId::kMod) && IsInteger(b->dtype()) &&
+      NumElementsOf(shape) > 0) {
     KGRAD_RETURN_IF_ERROR(CheckNonZeroDivisor(*b));
   }
   const DType out_dtype = kBoolOut ? DType::kBool : a->dtype();
@@ -414,6 +450,11 @@ absl::StatusOr<Value> BinaryKernel(KernelContext& ctx) {
     }
   });
   return Value(std::move(out));
+}
+
+absl::StatusOr<Value> ModKernel(KernelContext& ctx) {
+  return ctx.prim().GetBool("fmod") ? BinaryKernel<PrimId::kMod, FModOp>(ctx)
+                                    : BinaryKernel<PrimId::kMod, ModOp>(ctx);
 }
 
 // ----- Select ------------------------------------------------------------------------------
@@ -510,6 +551,9 @@ void RegisterElementwiseKernels(KernelTable* t) {
   SetUnary<PrimId::kRsqrt, RsqrtOp>(t);
   SetUnary<PrimId::kReciprocal, ReciprocalOp>(t);
   SetUnary<PrimId::kErf, ErfOp>(t);
+  SetUnary<PrimId::kFloor, FloorOp>(t);
+  SetUnary<PrimId::kCeil, CeilOp>(t);
+  SetUnary<PrimId::kRound, RoundOp>(t);
   SetUnary<PrimId::kLogicalNot, LogicalNotOp>(t);
   SetBinary<PrimId::kAdd, AddOp>(t);
   SetBinary<PrimId::kSub, SubOp>(t);
@@ -518,6 +562,7 @@ void RegisterElementwiseKernels(KernelTable* t) {
   SetBinary<PrimId::kPow, PowOp>(t);
   SetBinary<PrimId::kMaximum, MaximumOp>(t);
   SetBinary<PrimId::kMinimum, MinimumOp>(t);
+  t->Set(PrimId::kMod, ModKernel);
   SetBinary<PrimId::kEqual, EqualOp>(t);
   SetBinary<PrimId::kNotEqual, NotEqualOp>(t);
   SetBinary<PrimId::kLess, LessOp>(t);

@@ -447,6 +447,7 @@ void RegisterShapeKernels(KernelTable* table) {
   table->Set(PrimId::kOneHot, OneHot);
   table->Set(PrimId::kCast, Cast);
   table->Set(PrimId::kFill, Fill);
+  RegisterIndexKernels(table);
 }
 
 }  // namespace cpu

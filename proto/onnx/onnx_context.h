@@ -137,6 +137,7 @@ void AddActivationOps(OpTable* t);
 void AddLossOps(OpTable* t);
 void AddNormOps(OpTable* t);
 void AddRnnOps(OpTable* t);  // onnx_rnn_ops.cc
+void AddIndexOps(OpTable* t);  // onnx_index_ops.cc
 
 class Importer {
  public:

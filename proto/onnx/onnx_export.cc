@@ -108,6 +108,9 @@ class Exporter {
                                               const AbstractTensor& tx, const AbstractTensor& tdy,
                                               const ops::Window& w);
   absl::StatusOr<std::string> EmitSumTo(CNode* c, const std::vector<std::string>& a, const Shape& target);
+  std::string EmitMod(const Primitive& p, const std::vector<std::string>& a, DType dt);
+  absl::StatusOr<std::string> EmitScatterElements(CNode* c, const Primitive& p,
+                                                  const std::vector<std::string>& a);
   void Flatten(const Val& v, std::vector<std::string>* leaves) const {
     if (!v.is_tuple) {
       leaves->push_back(v.name);
@@ -441,7 +444,8 @@ absl::StatusOr<std::string> Exporter::EmitPrim(CNode* c, const Primitive& p,
           {PrimId::kMaximum, "Max"}, {PrimId::kMinimum, "Min"}, {PrimId::kEqual, "Equal"},
           {PrimId::kLess, "Less"}, {PrimId::kLessEqual, "LessOrEqual"}, {PrimId::kGreater, "Greater"},
           {PrimId::kGreaterEqual, "GreaterOrEqual"}, {PrimId::kLogicalAnd, "And"},
-          {PrimId::kLogicalOr, "Or"}, {PrimId::kSelect, "Where"}};
+          {PrimId::kLogicalOr, "Or"}, {PrimId::kSelect, "Where"}, {PrimId::kFloor, "Floor"},
+          {PrimId::kCeil, "Ceil"}, {PrimId::kRound, "Round"}};
   auto it = direct->find(p.id());
   if (it != direct->end()) return Op(it->second, a);
   const AbstractTensor* out = AsTensor(c->abstract());
@@ -649,9 +653,58 @@ absl::StatusOr<std::string> Exporter::EmitPrim(CNode* c, const Primitive& p,
     }
     case PrimId::kMaxPool2dGrad:
     case PrimId::kAvgPool2dGrad: return EmitPoolGrad(c, p, a);
+    case PrimId::kMod: return EmitMod(p, a, dt);
+    case PrimId::kGatherElements: {
+      NodeProto* n = Add("GatherElements", a);
+      SetInt(n, "axis", p.GetInt("axis"));
+      return n->output(0);
+    }
+    case PrimId::kScatterElements: return EmitScatterElements(c, p, a);
+    case PrimId::kCumSum: {
+      NodeProto* n = Add("CumSum", {a[0], Const(Tensor::FromScalar<int64_t>(p.GetInt("axis")))});
+      SetInt(n, "exclusive", p.GetBool("exclusive"));
+      SetInt(n, "reverse", p.GetBool("reverse"));
+      return n->output(0);
+    }
     default: break;
   }
   return Error(c, "no standard ONNX form for this primitive");
+}
+
+// mod{fmod} = Mod{fmod=1} for fmod and integers' Python mod (Mod{fmod=0}). ONNX
+// has no floating Python mod: r = Mod{fmod=1}(a, b), moved by b where r != 0 and
+// its sign differs from b's, as the kernel computes it (a zero result keeps a's
+// sign there, where the kernel gives it b's).
+std::string Exporter::EmitMod(const Primitive& p, const std::vector<std::string>& a, DType dt) {
+  const bool fmod = p.GetBool("fmod");
+  if (fmod || !IsFloating(dt)) {
+    NodeProto* n = Add("Mod", a);
+    SetInt(n, "fmod", fmod);
+    return n->output(0);
+  }
+  NodeProto* n = Add("Mod", a);
+  SetInt(n, "fmod", 1);
+  const std::string r = n->output(0);
+  const std::string zero = Scalar(dt, 0);
+  const std::string nonzero = Op("Not", {Op("Equal", {r, zero})});
+  const std::string signs_differ =
+      Op("Not", {Op("Equal", {Op("Less", {r, zero}), Op("Less", {a[1], zero})})});
+  return Op("Where", {Op("And", {nonzero, signs_differ}), Op("Add", {r, a[1]}), r});
+}
+
+// ScatterElements{axis, reduction}: none and add/mul exist at the exported opset
+// (reduction from opset 16); max and min need opset 18.
+absl::StatusOr<std::string> Exporter::EmitScatterElements(CNode* c, const Primitive& p,
+                                                         const std::vector<std::string>& a) {
+  const std::string& reduction = p.GetString("reduction");
+  if (reduction == "max" || reduction == "min") {
+    return Error(c, absl::StrCat("ScatterElements with reduction '", reduction,
+                                 "' needs opset 18; export writes opset ", kOnnxExportOpset));
+  }
+  NodeProto* n = Add("ScatterElements", a);
+  SetInt(n, "axis", p.GetInt("axis"));
+  if (reduction != "none") SetString(n, "reduction", reduction);
+  return n->output(0);
 }
 
 absl::Status Exporter::Run() {

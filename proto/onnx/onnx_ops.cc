@@ -22,6 +22,7 @@ const OpTable& AllOpMappings() {
     AddLossOps(t);
     AddNormOps(t);
     AddRnnOps(t);
+    AddIndexOps(t);
     return t;
   }();
   return *table;

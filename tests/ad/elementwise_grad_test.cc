@@ -196,6 +196,64 @@ TEST(ElementwiseGradTest, Pow) {
 TEST(ElementwiseGradTest, Maximum) { CheckBinary(PrimId::kMaximum, Separated); }
 TEST(ElementwiseGradTest, Minimum) { CheckBinary(PrimId::kMinimum, Separated); }
 
+// mod is piecewise linear in (x, z): the points keep x / z at least 0.1 from an
+// integer (its jumps) and |z| >= 0.4, so that no finite-difference step crosses
+// a jump; and some |x / z| > 1, else trunc(x / z) = 0 and dz vanishes.
+std::vector<Value> AwayFromJumps(const ShapePair& p, std::mt19937_64& rng) {
+  for (;;) {
+    Value x = RandomF64(p.x, rng, -5, 5);
+    Value z = RandomF64Away(p.z, rng, -2, 2, {0.0}, 0.4);
+    absl::StatusOr<Value> q = RunCpuKernel(PrimId::kDiv, {x, z});
+    EXPECT_TRUE(q.ok()) << q.status();
+    if (!q.ok()) return {x, z};
+    std::vector<double> v = ToDoubles(q->tensor());
+    const bool off_jumps = std::all_of(v.begin(), v.end(), [](double r) {
+      double f = r - std::floor(r);
+      return f > 0.1 && f < 0.9;
+    });
+    if (off_jumps && std::any_of(v.begin(), v.end(), [](double r) { return std::abs(r) > 1; })) {
+      return {x, z};
+    }
+  }
+}
+
+TEST(ElementwiseGradTest, Mod) {
+  for (bool fmod : {false, true}) {
+    uint64_t seed = 1;
+    for (const ShapePair& p : kPairs) {
+      SCOPED_TRACE(absl::StrCat("mod fmod=", fmod, " ", ShapeToString(p.x), " with ",
+                                ShapeToString(p.z), " seed ", seed));
+      std::mt19937_64 rng(seed);
+      CheckOp(PrimId::kMod, AwayFromJumps(p, rng), {{"fmod", fmod}}, seed);
+      ++seed;
+    }
+  }
+}
+
+// d/dx = 1, d/dz = -floor(x / z) (fmod: -trunc(x / z)), by hand.
+TEST(ElementwiseGradTest, ModByHand) {
+  Value x = F64({3}, {7.5, -7.5, 7.5});
+  Value z = F64({3}, {2.0, 2.0, -2.0});
+  auto g = Gradients(PrimId::kMod, {x, z});
+  ASSERT_EQ(g.size(), 2u);
+  EXPECT_THAT(g[0], ::testing::ElementsAre(1.0, 1.0, 1.0));
+  EXPECT_THAT(g[1], ::testing::ElementsAre(-3.0, 4.0, 4.0));
+  g = Gradients(PrimId::kMod, {x, z}, {{"fmod", true}});
+  ASSERT_EQ(g.size(), 2u);
+  EXPECT_THAT(g[0], ::testing::ElementsAre(1.0, 1.0, 1.0));
+  EXPECT_THAT(g[1], ::testing::ElementsAre(-3.0, 3.0, 3.0));
+}
+
+// floor, ceil and round are piecewise constant: zero gradients, no rule.
+TEST(ElementwiseGradTest, RoundingHasZeroGradient) {
+  for (PrimId id : {PrimId::kFloor, PrimId::kCeil, PrimId::kRound}) {
+    SCOPED_TRACE(PrimIdName(id));
+    auto g = Gradients(id, {F64({3}, {-1.3, 0.2, 2.7})});
+    ASSERT_EQ(g.size(), 1u);
+    EXPECT_THAT(g[0], ::testing::ElementsAre(0.0, 0.0, 0.0));
+  }
+}
+
 TEST(ElementwiseGradTest, Select) {
   struct Triple {
     Shape cond, a, b;

@@ -209,6 +209,81 @@ TEST(ShapeGradTest, ScatterAddSecondOrderInTheUpdates) {
   }
 }
 
+// ----- gather_elements / scatter_elements / cumsum ------------------------------------------
+// Data random, indices (negative and repeated ones included) constant.
+ArgsFn DataAnd(Shape data, Value indices) {
+  return [data, indices](std::mt19937_64& rng) {
+    return std::vector<Value>{RandomF64(data, rng), indices};
+  };
+}
+ArgsFn DataIndicesUpdates(Shape data, Value indices, Shape updates) {
+  return [data, indices, updates](std::mt19937_64& rng) {
+    Value x = RandomF64(data, rng);
+    return std::vector<Value>{x, indices, RandomF64(updates, rng)};
+  };
+}
+
+TEST(ShapeGradTest, GatherElements) {
+  CheckOp(PrimId::kGatherElements, DataAnd({4, 3}, I64({5, 3}, {0, 3, -1, 2, 2, 0, 1, -4, 3,
+                                                                 0, 0, 0, 3, 1, 2})),
+          {{"axis", int64_t{0}}});
+  CheckOp(PrimId::kGatherElements, DataAnd({2, 3, 2}, I64({2, 2, 2}, {2, 0, -1, 1, 0, 0, 1, 2})),
+          {{"axis", int64_t{-2}}});
+}
+
+TEST(ShapeGradTest, ScatterElements) {
+  // add: repeated indices accumulate.
+  CheckOp(PrimId::kScatterElements,
+          DataIndicesUpdates({4, 3}, I64({3, 3}, {0, 3, -1, 0, 2, 0, 1, -1, 3}), {3, 3}),
+          {{"axis", int64_t{0}}, {"reduction", std::string("add")}});
+  // none: distinct indices along the axis, then repeated ones (the last wins).
+  CheckOp(PrimId::kScatterElements,
+          DataIndicesUpdates({4, 3}, I64({2, 3}, {0, 3, -1, 2, 1, 0}), {2, 3}),
+          {{"axis", int64_t{0}}});
+  CheckOp(PrimId::kScatterElements,
+          DataIndicesUpdates({4, 3}, I64({3, 3}, {0, 3, -1, 0, 2, 3, 1, 3, -1}), {3, 3}),
+          {{"axis", int64_t{0}}});
+  CheckOp(PrimId::kScatterElements,
+          DataIndicesUpdates({2, 5}, I64({2, 2}, {4, -5, 1, 2}), {2, 2}),
+          {{"axis", int64_t{1}}, {"reduction", std::string("none")}});
+}
+
+// By hand: x = [1, 2, 3], scatter (none) updates [u0, u1] to [2, 0]: y = [u1, 2, u0].
+TEST(ShapeGradTest, ScatterElementsNoneByHand) {
+  auto g = Gradients(PrimId::kScatterElements,
+                     {F64({3}, {1, 2, 3}), I64({2}, {2, 0}), F64({2}, {5, 6})});
+  ASSERT_EQ(g.size(), 2u);
+  EXPECT_THAT(g[0], ::testing::ElementsAre(0.0, 1.0, 0.0));
+  EXPECT_THAT(g[1], ::testing::ElementsAre(1.0, 1.0));
+  // Repeated indices: y = [u1, 2, u2]; u0 is overwritten by u1 and gets nothing.
+  g = Gradients(PrimId::kScatterElements,
+                {F64({3}, {1, 2, 3}), I64({3}, {0, -3, 2}), F64({3}, {5, 6, 7})});
+  ASSERT_EQ(g.size(), 2u);
+  EXPECT_THAT(g[0], ::testing::ElementsAre(0.0, 1.0, 0.0));
+  EXPECT_THAT(g[1], ::testing::ElementsAre(0.0, 1.0, 1.0));
+}
+
+TEST(ShapeGradTest, ScatterElementsWithoutARuleIsAnError) {
+  for (const char* red : {"mul", "max", "min"}) {
+    SCOPED_TRACE(red);
+    Module m(DefaultRegistry());
+    std::vector<Value> args = {F64({3}, {1, 2, 3}), I64({1}, {0}), F64({1}, {5})};
+    ExpectGradError(m,
+                    OpGraph(m, PrimId::kScatterElements, args, {{"reduction", std::string(red)}}),
+                    {absl::StrCat("reduction '", red, "' has no gradient rule")}, true);
+  }
+}
+
+TEST(ShapeGradTest, CumSum) {
+  for (bool exclusive : {false, true}) {
+    for (bool reverse : {false, true}) {
+      AttrMap attrs = {{"axis", int64_t{1}}, {"exclusive", exclusive}, {"reverse", reverse}};
+      CheckOp(PrimId::kCumSum, Uniform({{2, 4, 3}}), attrs);
+    }
+  }
+  CheckOp(PrimId::kCumSum, Uniform({{5}}), {{"axis", int64_t{-1}}, {"reverse", true}});
+}
+
 // ----- pad -------------------------------------------------------------------------------------
 TEST(ShapeGradTest, Pad) {
   CheckOp(PrimId::kPad, Uniform({{2, 3}}), {{"pads", Ints{1, 2, 0, 1}}});

@@ -40,6 +40,8 @@ const std::vector<OpCase>& UnaryCases() {
       {PrimId::kSoftplus, kFloat},    {PrimId::kSqrt, kFloat},
       {PrimId::kRsqrt, kFloat},       {PrimId::kReciprocal, kFloat},
       {PrimId::kErf, kFloat},         {PrimId::kLogicalNot, {kBool}},
+      {PrimId::kFloor, kFloat},       {PrimId::kCeil, kFloat},
+      {PrimId::kRound, kFloat},
   };
   return *cases;
 }
@@ -60,7 +62,7 @@ const std::vector<BinaryCase>& BinaryCases() {
       {PrimId::kNotEqual, kAllDTypes, true},   {PrimId::kLess, kNumeric, true},
       {PrimId::kLessEqual, kNumeric, true},    {PrimId::kGreater, kNumeric, true},
       {PrimId::kGreaterEqual, kNumeric, true}, {PrimId::kLogicalAnd, {kBool}, true},
-      {PrimId::kLogicalOr, {kBool}, true},
+      {PrimId::kLogicalOr, {kBool}, true},     {PrimId::kMod, kNumeric, false},
   };
   return *cases;
 }
@@ -227,11 +229,25 @@ TEST(ElementwiseInferTest, SelectErrors) {
               "input 0 must be a tensor");
 }
 
+TEST(ElementwiseInferTest, ModTakesFmodAndBroadcasts) {
+  ExpectTensor(InferOp(PrimId::kMod, {T(kI32, {2, 1}), T(kI32, {3})}, {{"fmod", true}}), kI32,
+               {2, 3});
+  ExpectTensor(InferOp(PrimId::kMod, {T(kF64, {kU}), T(kF64, {})}), kF64, {kU});
+  ExpectError(InferOp(PrimId::kMod, {T(kF32, {2}), T(kF64, {2})}), "same dtype");
+  ExpectError(InferOp(PrimId::kMod, {T(kI64, {2}), T(kI64, {3})}), "broadcast");
+  ExpectError(InferOp(PrimId::kMod, {T(kF32, {2}), T(kF32, {2})}, {{"fmod", int64_t{1}}}),
+              "fmod");
+  const PrimitiveDef* def = DefaultRegistry().Find(PrimId::kMod);
+  ASSERT_NE(def, nullptr);
+  EXPECT_NE(def->bprop, nullptr);
+}
+
 TEST(ElementwiseInferTest, GradientFlags) {
   const std::vector<PrimId> zero_grad = {
       PrimId::kSign,         PrimId::kLogicalNot, PrimId::kEqual,     PrimId::kNotEqual,
       PrimId::kLess,         PrimId::kLessEqual,  PrimId::kGreater,   PrimId::kGreaterEqual,
-      PrimId::kLogicalAnd,   PrimId::kLogicalOr};
+      PrimId::kLogicalAnd,   PrimId::kLogicalOr,  PrimId::kFloor,     PrimId::kCeil,
+      PrimId::kRound};
   const std::vector<PrimId> linear = {PrimId::kNeg, PrimId::kAdd, PrimId::kSub,
                                       PrimId::kSelect};
   for (int i = static_cast<int>(PrimId::kNeg); i <= static_cast<int>(PrimId::kSelect); ++i) {

@@ -338,6 +338,59 @@ TEST(ShapeOpsTest, ScatterAdd) {
               "numeric");
 }
 
+// ----- gather_elements / scatter_elements / cumsum ------------------------------------------
+TEST(ShapeOpsTest, GatherElements) {
+  auto r = [](DType dt, const Shape& d, DType it, const Shape& i, int64_t axis) {
+    return InferOp(PrimId::kGatherElements, {T(dt, d), T(it, i)}, {{"axis", axis}});
+  };
+  ExpectTensor(r(kF32, {5, 3}, kI32, {7, 2}, 0), kF32, {7, 2});
+  ExpectTensor(r(kBool, {5, 3}, kI64, {5, 9}, -1), kBool, {5, 9});
+  ExpectTensor(r(kI64, {kU, 3}, kI64, {4, 3}, 0), kI64, {4, 3});
+  ExpectTensor(r(kF64, {5, 3}, kI64, {kU, kU}, 1), kF64, {kU, kU});
+  ExpectError(r(kF32, {5, 3}, kF32, {2, 3}, 0), "input 1 must be an i32 or i64 index tensor");
+  ExpectError(r(kF32, {5, 3}, kI32, {2}, 0), "rank of input 0");
+  ExpectError(r(kF32, {5, 3}, kI32, {2, 4}, 0), "no dim larger");
+  ExpectError(r(kF32, {5, 3}, kI32, {2, 3}, 2), "'axis'");
+  ExpectError(r(kF32, {}, kI32, {}, 0), "out of range");
+  const PrimitiveDef* def = DefaultRegistry().Find(PrimId::kGatherElements);
+  EXPECT_TRUE(def->linear);
+  EXPECT_NE(def->bprop, nullptr);
+}
+
+TEST(ShapeOpsTest, ScatterElements) {
+  auto r = [](DType dt, const Shape& d, const Shape& i, DType ut, const Shape& u,
+              AttrMap attrs = {}) {
+    return InferOp(PrimId::kScatterElements, {T(dt, d), T(kI64, i), T(ut, u)}, attrs);
+  };
+  ExpectTensor(r(kF32, {5, 3}, {2, 3}, kF32, {2, 3}), kF32, {5, 3});
+  ExpectTensor(r(kBool, {5, 3}, {5, 1}, kBool, {5, 1}, {{"axis", int64_t{1}}}), kBool, {5, 3});
+  ExpectTensor(r(kI32, {kU, 3}, {2, kU}, kI32, {kU, 3}, {{"reduction", std::string("max")}}),
+               kI32, {kU, 3});
+  for (const char* red : {"none", "add", "mul", "max", "min"}) {
+    ExpectTensor(r(kF64, {4}, {6}, kF64, {6}, {{"reduction", std::string(red)}}), kF64, {4});
+  }
+  ExpectError(r(kF32, {5, 3}, {2, 3}, kF32, {2, 3}, {{"reduction", std::string("sum")}}),
+              "attribute 'reduction' must be none, add, mul, max or min, got 'sum'");
+  ExpectError(r(kBool, {5}, {2}, kBool, {2}, {{"reduction", std::string("add")}}), "input 0");
+  ExpectError(r(kF32, {5, 3}, {2, 3}, kF64, {2, 3}), "input 2 (updates)");
+  ExpectError(r(kF32, {5, 3}, {2, 3}, kF32, {3, 2}), "input 2 (updates)");
+  ExpectError(r(kF32, {5, 3}, {2, 4}, kF32, {2, 4}), "no dim larger");
+  ExpectError(r(kF32, {5, 3}, {2, 3}, kF32, {2, 3}, {{"axis", int64_t{-3}}}), "'axis'");
+  EXPECT_FALSE(DefaultRegistry().Find(PrimId::kScatterElements)->linear);
+}
+
+TEST(ShapeOpsTest, CumSum) {
+  ExpectTensor(InferOp(PrimId::kCumSum, {T(kF32, {2, kU})}, {{"axis", int64_t{1}}}), kF32,
+               {2, kU});
+  ExpectTensor(InferOp(PrimId::kCumSum, {T(kI32, {4})},
+                       {{"axis", int64_t{-1}}, {"exclusive", true}, {"reverse", true}}),
+               kI32, {4});
+  ExpectError(InferOp(PrimId::kCumSum, {T(kBool, {4})}), "input 0");
+  ExpectError(InferOp(PrimId::kCumSum, {T(kF32, {4})}, {{"axis", int64_t{1}}}), "'axis'");
+  ExpectError(InferOp(PrimId::kCumSum, {T(kF32, {})}), "'axis'");
+  EXPECT_TRUE(DefaultRegistry().Find(PrimId::kCumSum)->linear);
+}
+
 // ----- pad / one_hot / cast / fill
 // -----------------------------------------------------------------------------
 TEST(ShapeOpsTest, Pad) {

@@ -121,6 +121,11 @@ std::vector<UnaryCase> UnaryCases() {
       {PrimId::kReciprocal, [](double x) { return 1 / x; }, -3, 3, flt, {}},
       {PrimId::kErf, [](double x) { return std::erf(x); }, -3, 3, flt, {}},
       {PrimId::kLogicalNot, [](double x) { return x != 0 ? 0.0 : 1.0; }, 0, 1, {kBool}, {}},
+      {PrimId::kFloor, [](double x) { return std::floor(x); }, -10, 10, flt, {}},
+      {PrimId::kCeil, [](double x) { return std::ceil(x); }, -10, 10, flt, {}},
+      // Random floats are never halfway: nearbyint agrees with any rounding of
+      // halves here; RoundHalvesToEven checks those.
+      {PrimId::kRound, [](double x) { return std::nearbyint(x); }, -10, 10, flt, {}},
   };
 }
 
@@ -361,6 +366,79 @@ TEST(ElementwiseKernelTest, IntegerDivisionByZeroIsAnError) {
   Tensor f = RunOk(PrimId::kDiv, {MakeTensor(kF32, {3}, {1, -1, 0}), MakeTensor(kF32, {}, {0})},
                    {}, "f32 div by zero");
   ExpectClose(f, {kInf, -kInf, kNaN}, {0, 0}, "f32 div by zero");
+}
+
+TEST(ElementwiseKernelTest, RoundHalvesToEven) {
+  for (DType t : {kF32, kF64}) {
+    Tensor x = MakeTensor(t, {9}, {0.5, 1.5, 2.5, -0.5, -1.5, -2.5, 2.4999, -3.7, kNaN});
+    Tensor y = RunOk(PrimId::kRound, {x}, {}, "round");
+    ExpectClose(y, {0, 2, 2, -0.0, -2, -2, 2, -4, kNaN}, {0, 0}, "round");
+    if (y.defined()) {
+      EXPECT_TRUE(std::signbit(y.ElementAsDouble(3)));  // -0.5 -> -0
+    }
+    ExpectClose(RunOk(PrimId::kFloor, {x}, {}, "floor"), {0, 1, 2, -1, -2, -3, 2, -4, kNaN},
+                {0, 0}, "floor");
+    ExpectClose(RunOk(PrimId::kCeil, {x}, {}, "ceil"), {1, 2, 3, -0.0, -1, -2, 3, -3, kNaN},
+                {0, 0}, "ceil");
+  }
+}
+
+// Python's % (the sign of b) and C's fmod (the sign of a), in double.
+double PyMod(double a, double b) {
+  double r = std::fmod(a, b);
+  return r != 0 && ((r < 0) != (b < 0)) ? r + b : r;
+}
+
+TEST(ElementwiseKernelTest, ModMatchesBroadcastReference) {
+  std::mt19937_64 rng(kSeed);
+  for (bool fmod : {false, true}) {
+    for (DType t : {kF32, kF64, kI32, kI64}) {
+      const bool is_int = t == kI32 || t == kI64;
+      for (const ShapeCase& s : BinaryShapes()) {
+        std::string what = Describe(PrimId::kMod, t, {s.a, s.b}) + (fmod ? " fmod" : "");
+        Tensor a = RandomTensor(t, s.a, rng, is_int ? -100 : -5, is_int ? 100 : 5);
+        std::vector<double> bv =
+            ToDoubles(RandomTensor(t, s.b, rng, is_int ? -9 : -2, is_int ? 9 : 2));
+        for (double& d : bv) d = d == 0 ? 3 : d;
+        Tensor b = MakeTensor(t, s.b, bv);
+        std::vector<double> av = ToDoubles(a), want(NumElementsOf(s.out));
+        for (int64_t i = 0; i < static_cast<int64_t>(want.size()); ++i) {
+          double x = av[SourceIndex(s.a, s.out, i)], y = bv[SourceIndex(s.b, s.out, i)];
+          want[i] = fmod ? std::fmod(x, y) : PyMod(x, y);
+        }
+        Tensor out = RunOk(PrimId::kMod, {a, b}, {{"fmod", fmod}}, what);
+        ASSERT_TRUE(out.defined()) << what;
+        EXPECT_EQ(out.dtype(), t) << what;
+        EXPECT_EQ(out.shape(), s.out) << what;
+        ExpectClose(out, want, TolFor(t), what);
+      }
+    }
+  }
+}
+
+TEST(ElementwiseKernelTest, ModSignsAndZeroDivisors) {
+  const double min32 = std::numeric_limits<int32_t>::min();
+  for (DType t : {kI32, kI64}) {
+    Tensor a = MakeTensor(t, {6}, {-7, 7, -7, 7, 0, min32});
+    Tensor b = MakeTensor(t, {6}, {3, -3, -3, 3, 5, -1});
+    ExpectClose(RunOk(PrimId::kMod, {a, b}, {}, "mod"), {2, -2, -1, 1, 0, 0}, {0, 0}, "mod");
+    ExpectClose(RunOk(PrimId::kMod, {a, b}, {{"fmod", true}}, "fmod"), {-1, 1, -1, 1, 0, 0},
+                {0, 0}, "fmod");
+    for (bool fmod : {false, true}) {
+      ExpectRunError(PrimId::kMod, {MakeTensor(t, {3}, {1, 2, 3}), MakeTensor(t, {3}, {1, 0, 1})},
+                     {{"fmod", fmod}}, "integer division by zero");
+    }
+  }
+  Tensor a = MakeTensor(kF64, {5}, {-7.5, 7.5, -7.5, 4, 1});
+  Tensor b = MakeTensor(kF64, {5}, {2, -2, -2, -2, 0});
+  ExpectClose(RunOk(PrimId::kMod, {a, b}, {}, "f64 mod"), {0.5, -0.5, -1.5, -0.0, kNaN}, {0, 0},
+              "f64 mod");
+  ExpectClose(RunOk(PrimId::kMod, {a, b}, {{"fmod", true}}, "f64 fmod"),
+              {-1.5, 1.5, -1.5, 0, kNaN}, {0, 0}, "f64 fmod");
+  Tensor z = RunOk(PrimId::kMod, {a, b}, {}, "f64 mod");
+  if (z.defined()) {
+    EXPECT_TRUE(std::signbit(z.ElementAsDouble(3)));  // 4 mod -2 = -0, as Python
+  }
 }
 
 TEST(ElementwiseKernelTest, MaximumAndMinimumPropagateNaN) {
