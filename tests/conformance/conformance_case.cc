@@ -16,6 +16,8 @@
 #include "backends/executor.h"
 #include "core/shape.h"
 #include "core/status_macros.h"
+#include "ops/registry.h"
+#include "proto/onnx/onnx_import.h"
 #include "proto/onnx/onnx_tensor.h"
 #include "tools/cli_common.h"
 #include "tools/float64.h"
@@ -140,26 +142,42 @@ std::string CompareValues(const Tensor& got, const Tensor& want, const Tolerance
   return s + ")";
 }
 
-absl::StatusOr<Value> ReadInput(const std::string& path, const onnx::TypeProto& type) {
-  if (!type.has_tensor_type()) {
-    return absl::UnimplementedError(absl::StrCat("the runner feeds only tensor inputs (", path, ")"));
+// One data set's input files, in order, as protos (tensors only).
+absl::StatusOr<std::vector<onnx::TensorProto>> ReadInputProtos(const onnx::GraphProto& graph,
+                                                               const std::string& set) {
+  std::vector<onnx::TensorProto> protos;
+  for (int i = 0; i < graph.input_size(); ++i) {
+    std::string path = absl::StrCat(set, "/input_", i, ".pb");
+    if (!Exists(path)) break;
+    if (!graph.input(i).type().has_tensor_type()) {
+      return absl::UnimplementedError(absl::StrCat("input ", i, ": the runner feeds only tensor inputs"));
+    }
+    absl::StatusOr<onnx::TensorProto> p = ReadProto<onnx::TensorProto>(path);
+    if (!p.ok()) return absl::Status(p.status().code(), absl::StrCat("input ", i, ": ", p.status().message()));
+    protos.push_back(*std::move(p));
   }
-  KGRAD_ASSIGN_OR_RETURN(onnx::TensorProto p, ReadProto<onnx::TensorProto>(path));
-  KGRAD_ASSIGN_OR_RETURN(Tensor t, TensorFromOnnx(p, LoadLimits{}));
-  return Value(std::move(t));
+  return protos;
 }
 
-// Runs one data set on `e`; the verdict for it.
-Verdict RunDataSet(const Executor& e, const onnx::GraphProto& graph, const std::string& set,
-                   const Tolerance& tol, std::vector<Value>* inputs_out) {
+bool IsIntegerInput(const onnx::TensorProto& p) {
+  return p.data_type() == onnx::TensorProto::INT64 || p.data_type() == onnx::TensorProto::INT32;
+}
+
+// Runs `module` on `protos` (less those folded into it) and compares the outputs.
+Verdict RunAndCompare(Module& module, const onnx::GraphProto& graph, const std::vector<onnx::TensorProto>& protos,
+                      bool skip_integer, const std::string& set, const Tolerance& tol,
+                      std::vector<Value>* inputs_out) {
   std::vector<Value> inputs;
-  for (int i = 0; i < graph.input_size() && Exists(absl::StrCat(set, "/input_", i, ".pb")); ++i) {
-    absl::StatusOr<Value> v = ReadInput(absl::StrCat(set, "/input_", i, ".pb"), graph.input(i).type());
-    if (!v.ok()) return Refused(v.status(), absl::StrCat("input ", i, ": "));
-    inputs.push_back(*std::move(v));
+  for (size_t i = 0; i < protos.size(); ++i) {
+    if (skip_integer && IsIntegerInput(protos[i])) continue;
+    absl::StatusOr<Tensor> t = TensorFromOnnx(protos[i], LoadLimits{});
+    if (!t.ok()) return Refused(t.status(), absl::StrCat("input ", i, ": "));
+    inputs.push_back(Value(*std::move(t)));
   }
   if (inputs_out != nullptr) *inputs_out = inputs;
-  absl::StatusOr<Value> result = e.Run(std::move(inputs));
+  absl::StatusOr<std::unique_ptr<Executor>> e = Executor::Create(module.entry());
+  if (!e.ok()) return Refused(e.status());
+  absl::StatusOr<Value> result = (*e)->Run(std::move(inputs));
   if (!result.ok()) return Refused(result.status());
   int n = graph.output_size();
   if (n != 1 && (!result->is_tuple() || static_cast<int>(result->tuple().size()) != n)) {
@@ -173,6 +191,27 @@ Verdict RunDataSet(const Executor& e, const onnx::GraphProto& graph, const std::
     return Verdict{Outcome::kWrong, absl::StrCat("output ", j, " (", graph.output(j).name(), "): ", diff)};
   }
   return Verdict{};
+}
+
+// The importer names the file first; the table groups by the rest.
+Verdict ImportRefused(const absl::Status& s, const std::string& model_path) {
+  std::string m = FirstLine(s);
+  if (absl::StartsWith(m, model_path + ": ")) m = m.substr(model_path.size() + 2);
+  return Verdict{Outcome::kRefused, m};
+}
+
+// `model` with the integer inputs of one data set as initializers of the same
+// name (the importer takes an initializer listed as an input as a constant).
+onnx::ModelProto WithIntegerInputsFolded(const onnx::ModelProto& model,
+                                         const std::vector<onnx::TensorProto>& protos) {
+  onnx::ModelProto folded = model;
+  for (size_t i = 0; i < protos.size(); ++i) {
+    if (!IsIntegerInput(protos[i])) continue;
+    onnx::TensorProto* init = folded.mutable_graph()->add_initializer();
+    *init = protos[i];
+    init->set_name(model.graph().input(static_cast<int>(i)).name());
+  }
+  return folded;
 }
 
 }  // namespace
@@ -231,7 +270,7 @@ std::string CompareOutput(const Value& got, const std::string& want_file, const 
   return CompareTensor(got, *want, tol);
 }
 
-CaseRun RunTest(const std::string& dir, const Tolerance& tol) {
+CaseRun RunTest(const std::string& dir, const Tolerance& tol, bool fold_integer_inputs) {
   CaseRun run;
   std::string model_path = dir + "/model.onnx";
   absl::StatusOr<onnx::ModelProto> model = ReadProto<onnx::ModelProto>(model_path);
@@ -239,33 +278,44 @@ CaseRun RunTest(const std::string& dir, const Tolerance& tol) {
     run.verdict = Refused(model.status());
     return run;
   }
-  absl::StatusOr<std::unique_ptr<Module>> module = cli::LoadModule(model_path);
-  if (!module.ok()) {
-    // The importer names the file first; the table groups by the rest.
-    std::string m = FirstLine(module.status());
-    if (absl::StartsWith(m, model_path + ": ")) m = m.substr(model_path.size() + 2);
-    run.verdict = Verdict{Outcome::kRefused, m};
-    return run;
-  }
-  run.module = *std::move(module);
-  absl::StatusOr<std::unique_ptr<Executor>> e = Executor::Create(run.module->entry());
-  if (!e.ok()) {
-    run.verdict = Refused(e.status());
-    return run;
-  }
   std::vector<std::string> sets = DataSets(dir);
   if (sets.empty()) {
     run.verdict = Verdict{Outcome::kRefused, "runner: no test_data_set_* directory"};
     return run;
   }
+  // Plain: the file imported once, as `kgrad run` imports it. Folded: each data
+  // set's integers are part of the model, so each set is imported anew.
+  std::unique_ptr<Module> plain;
   for (size_t i = 0; i < sets.size(); ++i) {
-    Verdict v = RunDataSet(**e, model->graph(), sets[i], tol, i == 0 ? &run.first_inputs : nullptr);
+    std::string where = sets.size() > 1 ? absl::StrCat("test_data_set_", i, ": ") : "";
+    absl::StatusOr<std::vector<onnx::TensorProto>> protos = ReadInputProtos(model->graph(), sets[i]);
+    if (!protos.ok()) {
+      run.verdict = Refused(protos.status(), where);
+      return run;
+    }
+    std::unique_ptr<Module> folded;
+    if (fold_integer_inputs || plain == nullptr) {
+      absl::StatusOr<std::unique_ptr<Module>> imported =
+          fold_integer_inputs
+              ? ImportOnnx(WithIntegerInputsFolded(*model, *protos), DefaultRegistry(), {}, model_path)
+              : cli::LoadModule(model_path);
+      if (!imported.ok()) {
+        run.verdict = ImportRefused(imported.status(), model_path);
+        return run;
+      }
+      (fold_integer_inputs ? folded : plain) = *std::move(imported);
+    }
+    Module& m = fold_integer_inputs ? *folded : *plain;
+    Verdict v = RunAndCompare(m, model->graph(), *protos, fold_integer_inputs, sets[i], tol,
+                              i == 0 ? &run.first_inputs : nullptr);
     if (v.outcome != Outcome::kPass) {
-      if (sets.size() > 1) v.detail = absl::StrCat("test_data_set_", i, ": ", v.detail);
+      v.detail = where + v.detail;
       run.verdict = v;
       return run;
     }
+    if (i == 0 && fold_integer_inputs) run.module = std::move(folded);
   }
+  if (!fold_integer_inputs) run.module = std::move(plain);
   return run;
 }
 

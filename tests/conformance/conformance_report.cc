@@ -141,6 +141,9 @@ bool PrintReport(const std::vector<TestResult>& results, const ReportOptions& op
     PrintList(results, "gradient check failures",
               [](const TestResult& r) { return r.check.outcome == CheckOutcome::kFail; }, out);
   }
+  if (options.fold_integer_inputs) {
+    out << "\nmode: integer inputs folded into the model as constants (--fold-integer-inputs)";
+  }
   out << "\noverall: " << TotalsLine(all) << "\n";
   if (options.exporter_ops.empty()) {
     out << "exporter subset: not available (no exporter op set: generate.py writes it when torch is installed)\n";
@@ -169,7 +172,8 @@ absl::Status WriteJson(const std::vector<TestResult>& results, const ReportOptio
   std::ofstream out(path);
   if (!out) return absl::InvalidArgumentError(absl::StrCat("--json: cannot write ", path));
   out << "{\n  \"totals\": " << JsonCounts(all) << ",\n  \"exporter_totals\": "
-      << (options.exporter_ops.empty() ? "null" : JsonCounts(exporter)) << ",\n  \"seconds\": " << options.seconds
+      << (options.exporter_ops.empty() ? "null" : JsonCounts(exporter)) << ",\n  \"fold_integer_inputs\": "
+      << (options.fold_integer_inputs ? "true" : "false") << ",\n  \"seconds\": " << options.seconds
       << ",\n  \"tests\": [";
   for (size_t i = 0; i < results.size(); ++i) {
     const TestResult& r = results[i];

@@ -34,6 +34,7 @@ struct ReportOptions {
   int exporter_op_count = 0;
   double seconds = 0;        // the whole run
   bool check = true;         // gradient checks were run
+  bool fold_integer_inputs = false;
 };
 
 // Prints the table, the wrong and crashed tests, the gradient-check failures,

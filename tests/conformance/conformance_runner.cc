@@ -2,6 +2,7 @@
 //
 // usage: conformance_runner DIR [--only=REGEX] [--verbose] [--json=FILE]
 //            [--ops=FILE] [--timeout=SECONDS] [--jobs=N] [--no-check]
+//            [--fold-integer-inputs]
 //
 // DIR is what generate.py wrote (DIR/node/<test>/model.onnx, test_data_set_*/,
 // DIR/exporter_ops.txt) or a folder of test folders (e.g. onnx's shipped
@@ -10,6 +11,10 @@
 // per-op table and totals, overall and for the tests whose op types PyTorch's
 // exporter can all emit; exits 1 on any wrong result or crash, 0 otherwise
 // (refusals are counted, not failures), 2 on bad arguments.
+//
+// --fold-integer-inputs makes each data set's integer inputs constants before
+// import (conformance_case.h): how the tests fare when shapes and axes are
+// constants, as in the models PyTorch's exporter writes.
 #include <dirent.h>
 #include <poll.h>
 #include <regex.h>
@@ -55,6 +60,7 @@ struct Options {
   double timeout_s = 60;
   int jobs = 1;
   bool check = true;
+  bool fold_integer_inputs = false;
 };
 
 bool IsDir(const std::string& path) {
@@ -165,14 +171,14 @@ void WriteAll(int fd, const std::string& s) {
   }
 }
 
-[[noreturn]] void ChildMain(const TestInfo& test, bool check, int fd) {
+[[noreturn]] void ChildMain(const TestInfo& test, const Options& opts, int fd) {
   dup2(fd, STDOUT_FILENO);
   dup2(fd, STDERR_FILENO);
-  CaseRun run = RunTest(test.dir, Tolerance{});
+  CaseRun run = RunTest(test.dir, Tolerance{}, opts.fold_integer_inputs);
   // The run's verdict goes out before the check, so that a check that crashes
   // does not take the run's result with it.
   WriteAll(fd, absl::StrCat(kRunTag, OutcomeName(run.verdict.outcome), "\t", OneLine(run.verdict.detail), "\n"));
-  if (check) {
+  if (opts.check) {
     CheckVerdict c = CheckTest(run);
     WriteAll(fd, absl::StrCat(kCheckTag, CheckOutcomeName(c.outcome), "\t", OneLine(c.detail), "\n"));
   }
@@ -260,7 +266,7 @@ bool Spawn(const TestInfo& test, size_t index, const Options& opts, Child* c) {
   }
   if (pid == 0) {
     close(fds[0]);
-    ChildMain(test, opts.check, fds[1]);
+    ChildMain(test, opts, fds[1]);
   }
   close(fds[1]);
   c->pid = pid;
@@ -347,7 +353,7 @@ std::vector<TestResult> RunAll(const std::vector<TestInfo>& tests, const Options
 
 absl::StatusOr<Options> ParseOptions(const std::vector<std::string>& argv) {
   KGRAD_ASSIGN_OR_RETURN(cli::ParsedArgs args,
-                         cli::ParseArgs(argv, {"only", "json", "ops", "timeout", "jobs"}, {"verbose", "no-check"}));
+                         cli::ParseArgs(argv, {"only", "json", "ops", "timeout", "jobs"}, {"verbose", "no-check", "fold-integer-inputs"}));
   if (args.positional.size() != 1) return absl::InvalidArgumentError("conformance_runner takes one DIR");
   Options o;
   o.dir = args.positional[0];
@@ -355,6 +361,7 @@ absl::StatusOr<Options> ParseOptions(const std::vector<std::string>& argv) {
   o.verbose = args.Has("verbose");
   o.json = args.Get("json");
   o.check = !args.Has("no-check");
+  o.fold_integer_inputs = args.Has("fold-integer-inputs");
   o.ops_file = args.Get("ops", o.dir + "/exporter_ops.txt");
   if (args.Has("timeout") && (!absl::SimpleAtod(args.Get("timeout"), &o.timeout_s) || !(o.timeout_s > 0))) {
     return absl::InvalidArgumentError("--timeout wants a positive number of seconds");
@@ -414,6 +421,7 @@ int Main(const std::vector<std::string>& argv) {
   report.exporter_op_count = static_cast<int>(exporter_ops.size());
   report.seconds = seconds;
   report.check = opts->check;
+  report.fold_integer_inputs = opts->fold_integer_inputs;
   bool failed = PrintReport(results, report, std::cout);
   if (!opts->json.empty()) {
     absl::Status s = WriteJson(results, report, opts->json);

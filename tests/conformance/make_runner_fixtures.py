@@ -2,7 +2,7 @@
 """Writes testdata/: small tests in ONNX's node-test layout whose outcomes the
 runner must classify as runner_test.sh expects (a pass, values out of and
 within tolerance, a wrong dtype, a wrong shape, NaN placement, exact integers,
-an unsupported op, a loop that never ends). Run once by hand (the files are
+an unsupported op, a shape fed as an input, a loop that never ends). Run once by hand (the files are
 checked in, so the test needs no Python):
 
     /usr/bin/python3 tests/conformance/make_runner_fixtures.py
@@ -68,6 +68,11 @@ def main():
     a = np.array([[1, 2, 3]], np.int64)
     binary("test_pass_int", "Add", a, a, a + a, I64)
     binary("test_wrong_int", "Add", a, a, a + a + np.array([[0, 0, 1]], np.int64), I64)
+    # A shape fed as an input: refused unless --fold-integer-inputs makes it a
+    # constant.
+    write("test_fold_reshape", [helper.make_node("Reshape", ["x", "shape"], ["z"])],
+          [("x", F, [2, 3]), ("shape", I64, [2])], [("z", F, [3, 2])],
+          [x, np.array([3, 2], np.int64)], [x.reshape(3, 2)])
     write("test_refused_op", [helper.make_node("Det", ["x"], ["z"])],
           [("x", F, [2, 2])], [("z", F, [])],
           [np.eye(2, dtype=np.float32)], [np.array(1, np.float32)])

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Generates ONNX's node tests with Debian's python3-onnx and runs
 # conformance_runner on them (see BUILD.bazel). The runner's exit status is the
-# test's: 1 on any wrong result or crash.
+# test's: 1 on any wrong result or crash. Arguments go to the runner.
 set -uo pipefail
 here="$TEST_SRCDIR/$TEST_WORKSPACE/tests/conformance"
 python=/usr/bin/python3
@@ -24,4 +24,4 @@ skip() {
 
 # Anything else going wrong in generation is a failure, not a skip.
 "$python" "$here/generate.py" "$tmp/onnx" || { echo "FAIL: generate.py failed"; exit 1; }
-"$here/conformance_runner" "$tmp/onnx" --jobs=2 --timeout=30 --json="${TEST_UNDECLARED_OUTPUTS_DIR:-$tmp}/conformance.json"
+"$here/conformance_runner" "$tmp/onnx" --jobs=2 --timeout=30 --json="${TEST_UNDECLARED_OUTPUTS_DIR:-$tmp}/conformance.json" "$@"

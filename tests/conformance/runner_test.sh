@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # conformance_runner on testdata/ (make_runner_fixtures.py): each fixture's
-# outcome, the exit status (1 with a wrong or crashed test, 0 without, 2 on bad
+# outcome, --fold-integer-inputs, the exit status (1 with a wrong or crashed test, 0 without, 2 on bad
 # arguments), the time limit, --only and the exporter subset.
 set -uo pipefail
 here="$TEST_SRCDIR/$TEST_WORKSPACE/tests/conformance"
@@ -36,13 +36,20 @@ expect test_wrong_nan wrong - 'first at [0,0]: expected 0, got nan'
 expect test_wrong_int wrong - 'expected 7, got 6'
 expect test_refused_op refused - '1 unsupported ONNX op: Det'
 expect test_crash_endless_loop crash - 'timeout after 2 s'
+expect test_fold_reshape refused - "input 1 'shape' must be known at import time"
 
-grep -qF 'overall: 11 tests: 4 pass (36.4%), 5 wrong, 1 refused, 1 crash' "$tmp/all.out" \
+grep -qF 'overall: 12 tests: 4 pass (33.3%), 5 wrong, 2 refused, 1 crash' "$tmp/all.out" \
   && ok "overall totals" || { fail "overall totals"; cat "$tmp/all.out"; }
 # Add and Div only: the Det test and the loop (Constant, Loop, ...) are outside.
 grep -qF 'exporter subset (every op type among the 2 ' "$tmp/all.out" \
   && grep -qF '): 9 tests: 4 pass (44.4%), 5 wrong, 0 refused, 0 crash' "$tmp/all.out" \
   && ok "exporter subset" || { fail "exporter subset"; cat "$tmp/all.out"; }
+
+# The shape as a constant: the reshape passes, and its gradient checks (x only).
+"$runner" "$here/testdata" --only=fold --fold-integer-inputs --json="$tmp/fold.json" > "$tmp/fold.out" 2>&1
+rc=$?
+[ $rc -eq 0 ] && grep -qF '"name": "test_fold_reshape", "op": "Reshape", "ops": ["Reshape"], "exporter": false, "outcome": "pass", "detail": "", "check": "pass"' "$tmp/fold.json" \
+  && ok "--fold-integer-inputs" || { fail "--fold-integer-inputs: exit $rc"; cat "$tmp/fold.out" "$tmp/fold.json"; }
 
 "$runner" "$here/testdata" --only='^test_(pass|refused)' > "$tmp/pass.out" 2>&1
 rc=$?
