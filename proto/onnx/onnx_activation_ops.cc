@@ -1,11 +1,13 @@
 // ONNX op mappings: the activation functions PyTorch's exporter emits that kgrad
 // has no primitive for, each an exact composition of primitives (so each inherits
-// their gradient rules), and the variadic Mean and Xor.
+// their gradient rules), the variadic Mean, Xor, IsNaN, IsInf and Tan.
 //
 // Branches that are not taken still run and are then masked by select, and
 // select's adjoint hands them a zero cotangent; an exp in such a branch is
 // therefore clamped to its own domain (expm1(min(x, 0))) so that a large x cannot
 // produce inf * 0 = NaN in the gradient.
+#include <limits>
+
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "core/status_macros.h"
@@ -213,6 +215,34 @@ Outputs Xor(NodeContext& c) {
   return OneOutput(c.Emit(PrimId::kNotEqual, {a, b}));
 }
 
+// IsNaN(x) = x != x.
+Outputs IsNaN(NodeContext& c) {
+  KGRAD_ASSIGN_OR_RETURN(ImportedValue x, OnlyInput(c));
+  return OneOutput(c.Emit(PrimId::kNotEqual, {x, x}));
+}
+
+// IsInf(x){detect_negative=1, detect_positive=1} = (x == inf) or (x == -inf), as
+// selected; neither: x < -inf (false everywhere).
+Outputs IsInf(NodeContext& c) {
+  KGRAD_ASSIGN_OR_RETURN(ImportedValue x, OnlyInput(c));
+  KGRAD_ASSIGN_OR_RETURN(int64_t neg, c.Int("detect_negative", 1));
+  KGRAD_ASSIGN_OR_RETURN(int64_t pos, c.Int("detect_positive", 1));
+  const double inf = std::numeric_limits<double>::infinity();
+  if (neg == 0 && pos == 0) return OneOutput(Compare(c, PrimId::kLess, x, -inf));
+  if (neg == 0) return OneOutput(Compare(c, PrimId::kEqual, x, inf));
+  if (pos == 0) return OneOutput(Compare(c, PrimId::kEqual, x, -inf));
+  KGRAD_ASSIGN_OR_RETURN(ImportedValue a, c.Emit(PrimId::kAbs, {x}));
+  return OneOutput(Compare(c, PrimId::kEqual, a, inf));
+}
+
+// Tan(x) = sin(x) / cos(x).
+Outputs Tan(NodeContext& c) {
+  KGRAD_ASSIGN_OR_RETURN(ImportedValue x, OnlyInput(c));
+  KGRAD_ASSIGN_OR_RETURN(ImportedValue s, c.Emit(PrimId::kSin, {x}));
+  KGRAD_ASSIGN_OR_RETURN(ImportedValue co, c.Emit(PrimId::kCos, {x}));
+  return OneOutput(c.Emit(PrimId::kDiv, {s, co}));
+}
+
 }  // namespace
 
 void AddActivationOps(OpTable* t) {
@@ -229,6 +259,9 @@ void AddActivationOps(OpTable* t) {
   (*t)["Shrink"] = Shrink;
   (*t)["Mean"] = Mean;
   (*t)["Xor"] = Xor;
+  (*t)["IsNaN"] = IsNaN;
+  (*t)["IsInf"] = IsInf;
+  (*t)["Tan"] = Tan;
 }
 
 }  // namespace onnx_import

@@ -111,6 +111,9 @@ class NodeContext {
 using Outputs = absl::StatusOr<std::vector<ImportedValue>>;
 using OpMapping = Outputs (*)(NodeContext& c);
 using OpTable = absl::flat_hash_map<std::string, OpMapping>;
+// The node's form is one the importer reads at its opset (before opset 7, only
+// ops whose meaning did not change since).
+absl::Status CheckLegacyForm(const NodeContext& c);
 // The outputs of a mapping with one output.
 Outputs OneOutput(absl::StatusOr<ImportedValue> v);
 // The mapping for `op_type` (default domain), or null when unsupported.

@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "absl/container/btree_set.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -234,6 +235,34 @@ absl::StatusOr<ImportedValue> NodeContext::Item(const ImportedValue& tuple, int6
 }
 
 // ----- Importer -------------------------------------------------------------------
+namespace {
+
+// Ops whose opset 1-6 forms mean what their opset 7 forms mean (the later versions
+// only widened types or dropped the unused consumed_inputs attribute).
+bool SameBeforeOpset7(const std::string& op) {
+  static const absl::flat_hash_set<std::string>* const ops = new absl::flat_hash_set<std::string>{
+      "Abs", "Add", "And", "Ceil", "Clip", "Div", "Elu", "Equal", "Exp", "Floor", "Greater",
+      "HardSigmoid", "Identity", "LeakyRelu", "Less", "Log", "LogSoftmax", "Max", "Mean", "Min",
+      "Mul", "Neg", "Not", "Or", "Reciprocal", "Relu", "Selu", "Sigmoid", "Softmax", "Softplus",
+      "Softsign", "Sqrt", "Sub", "Sum", "Tanh", "ThresholdedRelu", "Xor"};
+  return ops->contains(op);
+}
+
+}  // namespace
+
+// Opsets 1-6: only the ops listed above, and NumPy-style broadcasting only (the
+// legacy `broadcast` attribute with an `axis` aligns dims differently).
+absl::Status CheckLegacyForm(const NodeContext& c) {
+  if (c.opset() >= 7) return absl::OkStatus();
+  if (!SameBeforeOpset7(c.node().op_type())) {
+    return c.Error(absl::StrCat("is not supported at opset ", c.opset(), " (its form before opset 7)"));
+  }
+  if (c.HasAttr("broadcast") && c.HasAttr("axis")) {
+    return c.Error("legacy broadcasting with 'axis' (before opset 7) is not supported");
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::vector<ImportedValue>> Importer::ImportNodes(const onnx::GraphProto& graph,
                                                                  Scope& scope, int depth) {
   if (depth > options_.limits.max_nesting_depth) {
@@ -246,6 +275,7 @@ absl::StatusOr<std::vector<ImportedValue>> Importer::ImportNodes(const onnx::Gra
     NodeContext c(*this, scope, node);
     OpMapping mapping = FindOpMapping(node.op_type());
     if (mapping == nullptr) return c.Error("unsupported op");  // the pre-scan lists them all
+    KGRAD_RETURN_IF_ERROR(CheckLegacyForm(c));
     KGRAD_ASSIGN_OR_RETURN(std::vector<ImportedValue> outs, mapping(c));
     for (int i = 0; i < node.output_size(); ++i) {
       if (node.output(i).empty()) continue;
@@ -329,8 +359,8 @@ void ScanOps(const onnx::GraphProto& g, int depth, int max_depth,
 absl::StatusOr<int64_t> DefaultOpset(const onnx::ModelProto& model) {
   for (const onnx::OperatorSetIdProto& o : model.opset_import()) {
     if (o.domain().empty() || o.domain() == "ai.onnx") {
-      if (o.version() < 7 || o.version() > 21) {
-        return absl::UnimplementedError(absl::StrCat("opset ", o.version(), " is not supported (7 to 21 are; "
+      if (o.version() < 1 || o.version() > 21) {
+        return absl::UnimplementedError(absl::StrCat("opset ", o.version(), " is not supported (1 to 21 are; "
                                                      "13 to 17 are tested)"));
       }
       return o.version();

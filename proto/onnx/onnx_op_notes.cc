@@ -32,6 +32,7 @@ constexpr OnnxOpNote kNotes[] = {
     {"ConvTranspose", "conv2d_backprop_input (+ bias); output_padding, output_shape, auto_pad, dilations, group, 1-D", "3-D windows; dynamic channel or spatial dims"},
     {"Cos", "cos", ""},
     {"CumSum", "cumsum{exclusive, reverse}", "an axis computed at run time"},
+    {"DepthToSpace", "reshape, transpose, reshape (DCR, CRD)", "dynamic C, H, W"},
     {"Div", "div", ""},
     {"Dropout", "identity, or dropout{rate, seed} and its mask in training mode", "a ratio computed at run time"},
     {"Einsum", "einsum", ""},
@@ -40,6 +41,7 @@ constexpr OnnxOpNote kNotes[] = {
     {"Erf", "erf", ""},
     {"Exp", "exp", ""},
     {"Expand", "broadcast_to", "a shape computed at run time"},
+    {"EyeLike", "a constant", "dynamic shapes"},
     {"Flatten", "reshape", "dynamic dims on both sides of axis"},
     {"Floor", "floor", ""},
     {"GRU", "a kgrad loop over time (input projection as one matmul; linear_before_reset 0 and 1)", "a sequence_lens computed at run time; dynamic X dims"},
@@ -57,6 +59,8 @@ constexpr OnnxOpNote kNotes[] = {
     {"Identity", "its input", "sequences and optionals"},
     {"If", "switch over two nested graphs", ""},
     {"InstanceNormalization", "reduce_mean moments over the spatial dims, affine map", ""},
+    {"IsInf", "equal(|x|, inf) (or the selected sign)", ""},
+    {"IsNaN", "not_equal(x, x)", ""},
     {"LSTM", "a kgrad loop over time (peepholes, input_forget, clip, every activation, layout)", "a sequence_lens computed at run time; dynamic X dims"},
     {"LayerNormalization", "layer_norm (+ Mean, InvStdDev outputs)", ""},
     {"LeakyRelu", "select(x >= 0, x, alpha * x)", ""},
@@ -113,16 +117,18 @@ constexpr OnnxOpNote kNotes[] = {
     {"SoftmaxCrossEntropyLoss", "log_softmax + the NegativeLogLikelihoodLoss form", "a class count unknown at import"},
     {"Softplus", "softplus", ""},
     {"Softsign", "x / (1 + |x|)", ""},
+    {"SpaceToDepth", "reshape, transpose, reshape", "dynamic C, H, W"},
     {"Split", "split", "sizes computed at run time"},
     {"Sqrt", "sqrt", ""},
     {"Squeeze", "squeeze", "axes computed at run time"},
     {"Sub", "sub", ""},
     {"Sum", "add, folded over the inputs", ""},
+    {"Tan", "sin / cos", ""},
     {"Tanh", "tanh", ""},
     {"ThresholdedRelu", "select(x > alpha, x, 0)", ""},
     {"Tile", "gathers along the repeated dims", "repeats computed at run time"},
     {"Transpose", "transpose", ""},
-    {"Trilu", "select with a constant mask", "a k computed at run time"},
+    {"Trilu", "select with a mask (constant, or compared with a run-time k)", "dynamic matrix dims"},
     {"Unsqueeze", "expand_dims", "axes computed at run time"},
     {"Upsample", "the Resize form", "scales computed at run time"},
     {"Where", "select", ""},
@@ -149,8 +155,8 @@ std::vector<std::string> DocumentedOnnxOps() {
 }
 
 std::string SupportedOnnxOpsMarkdown() {
-  std::string out = absl::StrCat("Opsets 7 to 21 (", SupportedOnnxOps().size(),
-                                 " ops):\n\n| ONNX op | kgrad form | refused |\n|---|---|---|\n");
+  std::string out = absl::StrCat("Opsets 7 to 21, and 1 to 6 for the elementwise ops whose meaning has not "
+                                 "changed since (", SupportedOnnxOps().size(), " ops):\n\n| ONNX op | kgrad form | refused |\n|---|---|---|\n");
   for (const onnx_import::OnnxOpNote& n : onnx_import::OpNotes()) {
     absl::StrAppend(&out, "| ", n.op, " | ", n.form, " | ", n.refused, " |\n");
   }

@@ -96,21 +96,33 @@ Outputs Variadic(NodeContext& c) {
   return std::vector<ImportedValue>{acc};
 }
 
-// Pow(x, k): square / sqrt / x for the constant exponents 2, 0.5 and 1 (exact, and
-// their gradients need no log x); pow otherwise.
+// Pow(x, y) in x's dtype (ONNX: the exponent may have another numeric type).
+// Float x: y cast to x's dtype; square / sqrt / x for the constant exponents 2, 0.5
+// and 1 (exact, and their gradients need no log x); pow otherwise. Integer x: the
+// power in float64, cast back (truncated, as ONNX's reference casts NumPy's float
+// result), exact while the result stays below 2^53.
 Outputs Pow(NodeContext& c) {
   KGRAD_RETURN_IF_ERROR(c.ExpectInputs(2, 2));
   KGRAD_ASSIGN_OR_RETURN(ImportedValue x, c.Input(0));
   KGRAD_ASSIGN_OR_RETURN(ImportedValue y, c.Input(1));
-  const AbstractTensor* tx = AsTensor(x.type);
-  if (y.constant.has_value() && y.constant->NumElements() == 1 && tx != nullptr &&
-      y.constant->rank() <= tx->rank()) {
+  KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* tx, c.TensorType(x));
+  KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* ty, c.TensorType(y));
+  if (!IsFloating(tx->dtype())) {
+    if (tx->dtype() == DType::kBool || ty->dtype() == DType::kBool) return c.Error("needs numeric inputs");
+    KGRAD_ASSIGN_OR_RETURN(x, c.Emit(PrimId::kCast, {x}, {{"dtype", DType::kFloat64}}));
+    KGRAD_ASSIGN_OR_RETURN(y, c.Emit(PrimId::kCast, {y}, {{"dtype", DType::kFloat64}}));
+    KGRAD_ASSIGN_OR_RETURN(ImportedValue z, c.Emit(PrimId::kPow, {x, y}));
+    return OneOutput(c.Emit(PrimId::kCast, {z}, {{"dtype", tx->dtype()}}));
+  }
+  if (y.constant.has_value() && y.constant->NumElements() == 1 && y.constant->rank() <= tx->rank()) {
     double k = y.constant->ElementAsDouble(0);
     if (k == 2) return One(c.Emit(PrimId::kSquare, {x}));
     if (k == 0.5) return One(c.Emit(PrimId::kSqrt, {x}));
     if (k == 1 && y.constant->rank() == 0) return std::vector<ImportedValue>{x};
   }
-  KGRAD_RETURN_IF_ERROR(AlignConstantDType(c, x, y));
+  if (ty->dtype() != tx->dtype()) {
+    KGRAD_ASSIGN_OR_RETURN(y, c.Emit(PrimId::kCast, {y}, {{"dtype", tx->dtype()}}));
+  }
   return One(c.Emit(PrimId::kPow, {x, y}));
 }
 

@@ -445,30 +445,97 @@ Outputs Tile(NodeContext& c) {
 }
 
 // Trilu(x[, k]){upper=1}: x where column - row >= k (upper) or <= k (lower) over
-// the last two dims, else 0: a select with a constant mask.
+// the last two dims, else 0: a select with a mask, constant for a constant k,
+// else compared at run time from the constant column - row table.
 Outputs Trilu(NodeContext& c) {
   KGRAD_RETURN_IF_ERROR(c.ExpectInputs(1, 2));
   KGRAD_ASSIGN_OR_RETURN(ImportedValue x, c.Input(0));
   KGRAD_ASSIGN_OR_RETURN(int64_t upper, c.Int("upper", 1));
-  int64_t k = 0;
-  if (c.HasInput(1)) {
-    KGRAD_ASSIGN_OR_RETURN(Tensor kt, c.ConstInput(1));
-    if (kt.NumElements() != 1) return c.Error("k must hold one element");
-    k = static_cast<int64_t>(kt.ElementAsDouble(0));
-  }
   KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* t, c.TensorType(x));
   if (t->rank() < 2) return c.Error(absl::StrCat("needs rank >= 2, got ", t->ToString()));
   KGRAD_ASSIGN_OR_RETURN(int64_t rows, c.StaticDim(x, -2, "row count"));
   KGRAD_ASSIGN_OR_RETURN(int64_t cols, c.StaticDim(x, -1, "column count"));
   if (rows * cols > c.importer().options().max_folded_elements) return c.Error("matrix too large");
-  std::vector<bool> keep;
+  std::vector<int64_t> diff;
   for (int64_t i = 0; i < rows; ++i) {
-    for (int64_t j = 0; j < cols; ++j) keep.push_back(upper != 0 ? j - i >= k : j - i <= k);
+    for (int64_t j = 0; j < cols; ++j) diff.push_back(j - i);
   }
-  KGRAD_ASSIGN_OR_RETURN(Tensor mask, Tensor::Create(DType::kBool, {rows, cols}));
-  for (size_t i = 0; i < keep.size(); ++i) mask.mutable_data<bool>()[i] = keep[i];
+  ImportedValue k;
+  if (c.HasInput(1)) {
+    KGRAD_ASSIGN_OR_RETURN(k, c.Input(1));
+    KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* tk, c.TensorType(k));
+    if (tk->dtype() != DType::kInt64 || (tk->shape_known() && NumElementsOf(tk->shape()) != 1)) {
+      return c.Error(absl::StrCat("k must be a one-element i64 tensor, got ", tk->ToString()));
+    }
+    KGRAD_ASSIGN_OR_RETURN(k, c.Emit(PrimId::kReshape, {k}, {{"shape", std::vector<int64_t>{}}}));
+  } else {
+    k = c.Const(Tensor::FromScalar<int64_t>(0));
+  }
+  ImportedValue table = c.Const(Tensor::FromVector<int64_t>({rows, cols}, diff));
+  KGRAD_ASSIGN_OR_RETURN(ImportedValue mask,
+                         c.Emit(upper != 0 ? PrimId::kGreaterEqual : PrimId::kLessEqual, {table, k}));
   KGRAD_ASSIGN_OR_RETURN(ImportedValue zero, c.ScalarLike(x, 0));
-  return One(c.Emit(PrimId::kSelect, {c.Const(std::move(mask)), x, zero}));
+  return One(c.Emit(PrimId::kSelect, {mask, x, zero}));
+}
+
+// EyeLike(x){dtype, k=0}: ones where column - row == k over x's static 2-D shape.
+Outputs EyeLike(NodeContext& c) {
+  KGRAD_RETURN_IF_ERROR(c.ExpectInputs(1, 1));
+  KGRAD_ASSIGN_OR_RETURN(ImportedValue x, c.Input(0));
+  KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* t, StaticShape(c, x));
+  if (t->rank() != 2) return c.Error(absl::StrCat("needs a 2-D input, got ", t->ToString()));
+  KGRAD_ASSIGN_OR_RETURN(int64_t k, c.Int("k", 0));
+  DType dtype = t->dtype();
+  if (c.HasAttr("dtype")) {
+    KGRAD_ASSIGN_OR_RETURN(int64_t code, c.Int("dtype", 0));
+    absl::StatusOr<DType> d = DTypeFromOnnx(static_cast<int32_t>(code));
+    if (!d.ok()) return c.Error(absl::StrCat("attribute 'dtype': ", d.status().message()));
+    dtype = *d;
+  }
+  const int64_t rows = t->shape()[0], cols = t->shape()[1];
+  if (rows * cols > c.importer().options().max_folded_elements) return c.Error("matrix too large");
+  std::vector<double> eye(static_cast<size_t>(rows * cols), 0.0);
+  for (int64_t i = 0; i < rows; ++i) {
+    if (i + k >= 0 && i + k < cols) eye[i * cols + i + k] = 1;
+  }
+  ImportedValue v = c.Const(Tensor::FromVector<double>({rows, cols}, eye));
+  if (dtype == DType::kFloat64) return std::vector<ImportedValue>{v};
+  return One(c.Emit(PrimId::kCast, {v}, {{"dtype", dtype}}));
+}
+
+// reshape -> transpose -> reshape, the form of DepthToSpace and SpaceToDepth.
+absl::StatusOr<ImportedValue> Shuffle(NodeContext& c, const ImportedValue& x, std::vector<int64_t> split,
+                                      std::vector<int64_t> perm, std::vector<int64_t> out) {
+  KGRAD_ASSIGN_OR_RETURN(ImportedValue y, c.Emit(PrimId::kReshape, {x}, {{"shape", split}}));
+  KGRAD_ASSIGN_OR_RETURN(y, c.Emit(PrimId::kTranspose, {y}, {{"perm", perm}}));
+  return c.Emit(PrimId::kReshape, {y}, {{"shape", out}});
+}
+
+// DepthToSpace(x){blocksize b, mode=DCR|CRD}: [N, C, H, W] -> [N, C/b^2, H*b, W*b];
+// SpaceToDepth(x){blocksize b}: the inverse of DCR. N may be dynamic.
+template <bool kToSpace>
+Outputs BlockShuffle(NodeContext& c) {
+  KGRAD_RETURN_IF_ERROR(c.ExpectInputs(1, 1));
+  KGRAD_ASSIGN_OR_RETURN(ImportedValue x, c.Input(0));
+  KGRAD_ASSIGN_OR_RETURN(int64_t b, c.Int("blocksize", 0));
+  KGRAD_ASSIGN_OR_RETURN(std::string mode, c.String("mode", "DCR"));
+  KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* t, c.TensorType(x));
+  if (t->rank() != 4) return c.Error(absl::StrCat("needs [N, C, H, W], got ", t->ToString()));
+  KGRAD_ASSIGN_OR_RETURN(int64_t ch, c.StaticDim(x, 1, "channel count"));
+  KGRAD_ASSIGN_OR_RETURN(int64_t h, c.StaticDim(x, 2, "height"));
+  KGRAD_ASSIGN_OR_RETURN(int64_t w, c.StaticDim(x, 3, "width"));
+  if (b < 1 || (kToSpace && ch % (b * b) != 0) || (!kToSpace && (h % b != 0 || w % b != 0))) {
+    return c.Error(absl::StrCat("blocksize ", b, " does not divide ", t->ToString()));
+  }
+  if (!kToSpace) {
+    return OneOutput(Shuffle(c, x, {-1, ch, h / b, b, w / b, b}, {0, 3, 5, 1, 2, 4}, {-1, ch * b * b, h / b, w / b}));
+  }
+  const int64_t co = ch / (b * b);
+  if (mode == "DCR") {
+    return OneOutput(Shuffle(c, x, {-1, b, b, co, h, w}, {0, 3, 4, 1, 5, 2}, {-1, co, h * b, w * b}));
+  }
+  if (mode != "CRD") return c.Error(absl::StrCat("mode must be DCR or CRD, got '", mode, "'"));
+  return OneOutput(Shuffle(c, x, {-1, co, b, b, h, w}, {0, 1, 4, 2, 5, 3}, {-1, co, h * b, w * b}));
 }
 
 // Range(start, limit, delta), all constants: max(ceil((limit - start) / delta), 0)
@@ -542,6 +609,9 @@ void AddShapeOps(OpTable* t) {
   (*t)["Pad"] = Pad;
   (*t)["Tile"] = Tile;
   (*t)["Trilu"] = Trilu;
+  (*t)["EyeLike"] = EyeLike;
+  (*t)["DepthToSpace"] = BlockShuffle<true>;
+  (*t)["SpaceToDepth"] = BlockShuffle<false>;
   (*t)["Range"] = Range;
   (*t)["OneHot"] = OneHot;
 }
