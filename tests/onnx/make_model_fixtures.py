@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """Writes the PyTorch model fixtures under tests/onnx/data/ (run from the repo root
 with Debian's /usr/bin/python3 and python3-torch, python3-torchvision, python3-onnx;
-the test suite itself needs none of them). Same file convention as make_fixtures.py:
+the test suite itself needs none of them; `make_model_fixtures.py NAME...` writes
+only those). Same file convention as make_fixtures.py:
 
   NAME.onnx            the model as torch.onnx.export writes it (default settings
                        except where a fixture says: training mode, opset)
@@ -146,6 +147,33 @@ class GroupNormNet(nn.Module):
         return self.inorm(F.leaky_relu(self.gn(self.conv(x)), 0.2))
 
 
+class UNet(nn.Module):
+    """A two-level U-Net: GroupNorm + LeakyReLU blocks, max-pool down, a
+    ConvTranspose2d and a nearest Resize up, a bilinear Resize at the output."""
+
+    def __init__(self):
+        super().__init__()
+
+        def block(cin, cout):
+            return nn.Sequential(nn.Conv2d(cin, cout, 3, padding=1), nn.GroupNorm(2, cout),
+                                 nn.LeakyReLU(0.1))
+
+        self.down1, self.down2 = block(3, 8), block(8, 16)
+        self.bottom = block(16, 16)
+        self.up2 = nn.ConvTranspose2d(16, 8, 2, stride=2)
+        self.dec2 = block(24, 8)
+        self.dec1 = block(16, 8)
+        self.head = nn.Conv2d(8, 2, 1)
+
+    def forward(self, x):
+        d1 = self.down1(x)
+        d2 = self.down2(F.max_pool2d(d1, 2))
+        b = self.bottom(F.max_pool2d(d2, 2))
+        u2 = self.dec2(torch.cat([self.up2(b), d2], 1))
+        u1 = self.dec1(torch.cat([F.interpolate(u2, scale_factor=2, mode="nearest"), d1], 1))
+        return F.interpolate(self.head(u1), scale_factor=2, mode="bilinear", align_corners=False)
+
+
 def zero_dropout(model):
     for m in model.modules():
         if isinstance(m, nn.Dropout):
@@ -222,6 +250,11 @@ def targets(n, classes):
 
 def main():
     os.makedirs(OUT, exist_ok=True)
+    only = set(sys.argv[1:])  # model names to write (default: all)
+    global export
+    if only:
+        write = export
+        export = lambda name, *a, **k: write(name, *a, **k) if name in only else None
     tv = torchvision.models
     torch.manual_seed(0)
     export("resnet_train", WithLoss(randomize_norms(SmallResNet())),
@@ -252,6 +285,8 @@ def main():
     export("embedding", Embedder(), [ids, targets(3, 4)])
     torch.manual_seed(0)
     export("groupnorm", randomize_norms(GroupNormNet()), [torch.randn(2, 3, 6, 6)], training=True)
+    torch.manual_seed(0)
+    export("unet", randomize_norms(UNet()), [torch.randn(2, 3, 16, 16)], training=True)
 
 
 if __name__ == "__main__":

@@ -42,7 +42,7 @@ INSTANTIATE_TEST_SUITE_P(
                     Model{"shufflenet_v2_train", 1}, Model{"squeezenet", 1},
                     Model{"mnasnet_train", 1}, Model{"transformer_encoder", 1},
                     Model{"act_zoo", 1}, Model{"loss_zoo", 3}, Model{"embedding", 2},
-                    Model{"groupnorm", 1}),
+                    Model{"groupnorm", 1}, Model{"unet", 1}),
     [](const testing::TestParamInfo<Model>& i) { return std::string(i.param.name); });
 
 }  // namespace

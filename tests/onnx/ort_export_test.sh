@@ -53,6 +53,7 @@ check act_zoo all act_zoo_in0.npy
 check loss_zoo 0 loss_zoo_in0.npy loss_zoo_in1.npy loss_zoo_in2.npy
 check embedding weights embedding_in0.npy embedding_in1.npy
 check groupnorm weights groupnorm_in0.npy
+check unet weights unet_in0.npy
 check win_bilinear all win_bilinear_in0.npy
 check win_maxpool_ceil all win_maxpool_ceil_in0.npy
 check win_avgpool_ceil all win_avgpool_ceil_in0.npy
