@@ -127,7 +127,9 @@ inline void CheckFixtureGradients(const std::string& name, int n, bool optimize,
   // Grad's result: dx (one argnum) or their tuple; with weights, (dx, dw), or dw
   // alone when no input is differentiated.
   const bool both = !names.empty() && !o.argnums.empty();
-  if (both) ASSERT_TRUE(r->is_tuple() && r->tuple().size() == 2) << r->TypeString();
+  if (both) {
+    ASSERT_TRUE(r->is_tuple() && r->tuple().size() == 2) << r->TypeString();
+  }
   if (!o.argnums.empty()) {
     const Value& dx = both ? r->tuple()[0] : *r;
     for (size_t k = 0; k < o.argnums.size(); ++k) {
