@@ -312,7 +312,7 @@ absl::Status DefineInitializers(const onnx::GraphProto& graph, Module& module, S
     return absl::UnimplementedError(absl::StrCat("graph '", graph.name(), "': sparse initializers are not supported"));
   }
   for (const onnx::TensorProto& init : graph.initializer()) {
-    absl::StatusOr<Tensor> t = TensorFromOnnx(init, limits);
+    absl::StatusOr<Tensor> t = ConstantFromOnnx(init, limits);
     if (!t.ok()) {
       return absl::Status(t.status().code(), absl::StrCat("graph '", graph.name(), "': initializer: ",
                                                           t.status().message()));

@@ -199,11 +199,13 @@ Outputs Dropout(NodeContext& c) {
   KGRAD_RETURN_IF_ERROR(c.ExpectInputs(1, c.opset() >= 12 ? 3 : 1));
   KGRAD_RETURN_IF_ERROR(c.ExpectOutputs(2));
   KGRAD_ASSIGN_OR_RETURN(ImportedValue x, c.Input(0));
-  KGRAD_ASSIGN_OR_RETURN(double ratio, ScalarInput(c, 1, 0.5));
   KGRAD_ASSIGN_OR_RETURN(double training, ScalarInput(c, 2, 0));
   KGRAD_ASSIGN_OR_RETURN(int64_t seed, c.Int("seed", 0));
+  double ratio = 0;  // in inference mode the ratio (perhaps computed at run time) is unused
   if (c.opset() < 12) {
     KGRAD_ASSIGN_OR_RETURN(ratio, c.Float("ratio", 0.5));
+  } else if (training != 0) {
+    KGRAD_ASSIGN_OR_RETURN(ratio, ScalarInput(c, 1, 0.5));
   }
   if (!(ratio >= 0 && ratio < 1)) return c.Error(absl::StrCat("ratio must be in [0, 1), got ", ratio));
   std::vector<ImportedValue> outs = {x};

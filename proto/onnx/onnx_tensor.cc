@@ -1,6 +1,7 @@
 #include "proto/onnx/onnx_tensor.h"
 
 #include <cstring>
+#include <limits>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -108,6 +109,109 @@ absl::StatusOr<Tensor> TensorFromOnnx(const TensorProto& p, const LoadLimits& li
     }
   }
   return t;
+}
+
+namespace {
+
+// IEEE half -> float, exactly (subnormals, infinities and NaN included).
+float HalfToFloat(uint16_t h) {
+  uint32_t sign = static_cast<uint32_t>(h & 0x8000) << 16, exp = (h >> 10) & 0x1f, man = h & 0x3ff;
+  uint32_t bits;
+  if (exp == 0x1f) {
+    bits = sign | 0x7f800000 | (man << 13);
+  } else if (exp != 0) {
+    bits = sign | ((exp + 112) << 23) | (man << 13);
+  } else if (man == 0) {
+    bits = sign;
+  } else {  // subnormal: normalise
+    int e = -1;
+    do {
+      man <<= 1;
+      ++e;
+    } while ((man & 0x400) == 0);
+    bits = sign | ((112 - e) << 23) | ((man & 0x3ff) << 13);
+  }
+  float f;
+  std::memcpy(&f, &bits, sizeof(f));
+  return f;
+}
+
+struct NarrowType {
+  int32_t onnx;
+  int bytes;       // stored width
+  DType widened;
+};
+
+constexpr NarrowType kNarrow[] = {
+    {TensorProto::FLOAT16, 2, DType::kFloat32}, {TensorProto::BFLOAT16, 2, DType::kFloat32},
+    {TensorProto::INT8, 1, DType::kInt32},      {TensorProto::UINT8, 1, DType::kInt32},
+    {TensorProto::INT16, 2, DType::kInt32},     {TensorProto::UINT16, 2, DType::kInt32},
+    {TensorProto::UINT32, 4, DType::kInt64},    {TensorProto::UINT64, 8, DType::kInt64},
+};
+
+// Stored element i (its bits, zero-extended) from raw_data or the typed field
+// (int32_data for the narrow types, uint64_data for UINT32/UINT64).
+uint64_t StoredBits(const TensorProto& p, const NarrowType& t, int64_t i) {
+  if (p.has_raw_data()) {
+    uint64_t v = 0;
+    std::memcpy(&v, p.raw_data().data() + i * t.bytes, t.bytes);
+    return v;
+  }
+  if (t.bytes >= 4) return p.uint64_data(static_cast<int>(i));
+  return static_cast<uint32_t>(p.int32_data(static_cast<int>(i))) & ((1u << (8 * t.bytes)) - 1);
+}
+
+absl::StatusOr<Tensor> WidenNarrow(const TensorProto& p, const NarrowType& t, const LoadLimits& limits) {
+  std::string where = absl::StrCat("tensor '", p.name(), "'");
+  if (p.dims_size() > kMaxRank) {
+    return absl::InvalidArgumentError(absl::StrCat(where, ": rank ", p.dims_size(), " exceeds ", kMaxRank));
+  }
+  Shape shape(p.dims().begin(), p.dims().end());
+  absl::StatusOr<int64_t> n = CheckedNumElements(shape);
+  if (!n.ok()) return absl::InvalidArgumentError(absl::StrCat(where, ": bad dims: ", n.status().message()));
+  if (*n * static_cast<int64_t>(DTypeSize(t.widened)) > limits.max_tensor_bytes) {
+    return absl::ResourceExhaustedError(absl::StrCat(where, ": too large"));
+  }
+  int64_t have = p.has_raw_data() ? static_cast<int64_t>(p.raw_data().size()) / t.bytes
+                 : t.bytes >= 4   ? p.uint64_data_size()
+                                  : p.int32_data_size();
+  if ((p.has_raw_data() && static_cast<int64_t>(p.raw_data().size()) != *n * t.bytes) || have != *n) {
+    return absl::InvalidArgumentError(absl::StrCat(where, ": holds ", have, " values, dims ",
+                                                   ShapeToString(shape), " need ", *n));
+  }
+  KGRAD_ASSIGN_OR_RETURN(Tensor out, Tensor::Create(t.widened, shape));
+  for (int64_t i = 0; i < *n; ++i) {
+    uint64_t b = StoredBits(p, t, i);
+    switch (t.onnx) {
+      case TensorProto::FLOAT16: out.mutable_data<float>()[i] = HalfToFloat(static_cast<uint16_t>(b)); break;
+      case TensorProto::BFLOAT16: {
+        uint32_t bits = static_cast<uint32_t>(b) << 16;
+        std::memcpy(out.mutable_data<float>() + i, &bits, sizeof(float));
+        break;
+      }
+      case TensorProto::INT8: out.mutable_data<int32_t>()[i] = static_cast<int8_t>(b); break;
+      case TensorProto::INT16: out.mutable_data<int32_t>()[i] = static_cast<int16_t>(b); break;
+      case TensorProto::UINT8:
+      case TensorProto::UINT16: out.mutable_data<int32_t>()[i] = static_cast<int32_t>(b); break;
+      default:
+        if (b > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+          return absl::OutOfRangeError(absl::StrCat(where, ": value ", b, " does not fit i64"));
+        }
+        out.mutable_data<int64_t>()[i] = static_cast<int64_t>(b);
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+absl::StatusOr<Tensor> ConstantFromOnnx(const TensorProto& p, const LoadLimits& limits) {
+  for (const NarrowType& t : kNarrow) {
+    if (p.data_type() == t.onnx && !(p.has_data_location() && p.data_location() == TensorProto::EXTERNAL)) {
+      return WidenNarrow(p, t, limits);
+    }
+  }
+  return TensorFromOnnx(p, limits);
 }
 
 void TensorToOnnx(const Tensor& t, const std::string& name, TensorProto* out) {

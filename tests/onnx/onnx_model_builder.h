@@ -33,6 +33,7 @@ class OnnxModelBuilder {
     v->set_name(name);
     onnx::TypeProto::Tensor* tt = v->mutable_type()->mutable_tensor_type();
     tt->set_elem_type(DTypeToOnnx(dtype));
+    tt->mutable_shape();  // rank 0 has a shape with no dims
     for (int64_t d : shape) {
       if (d < 0) {
         tt->mutable_shape()->add_dim()->set_dim_param("n");
@@ -71,6 +72,7 @@ class OnnxModelBuilder {
   }
 
   const onnx::ModelProto& model() const { return model_; }
+  onnx::ModelProto* mutable_model() { return &model_; }
   absl::StatusOr<std::unique_ptr<Module>> Import() const {
     OnnxImportOptions o;
     return ImportOnnx(model_, DefaultRegistry(), o, "<test>");

@@ -91,6 +91,25 @@ TEST(OnnxDropout, InferenceAndZeroRatioAreTheIdentityWithAFullMask) {
   }
 }
 
+TEST(OnnxDropout, InferenceIgnoresARatioComputedAtRunTime) {
+  OnnxModelBuilder b(13);
+  b.Input("x", DType::kFloat32, {2, 3}).Input("r", DType::kFloat32, {});
+  b.Node("Dropout", {"x", "r"}, {"y", "mask"});
+  b.Output("y").Output("mask");
+  Tensor x = Floats({2, 3}, Ramp(6, 1, 0));
+  absl::StatusOr<std::vector<Tensor>> out = b.Run({x, Tensor::FromScalar<float>(0.3f)});
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_TRUE(TensorsEqual((*out)[0], x));
+  for (int64_t i = 0; i < 6; ++i) EXPECT_TRUE((*out)[1].data<bool>()[i]);
+  // In training mode the ratio must be known.
+  OnnxModelBuilder t(13);
+  t.Input("x", DType::kFloat32, {2, 3}).Input("r", DType::kFloat32, {});
+  t.Constant("training", Tensor::FromScalar<bool>(true));
+  t.Node("Dropout", {"x", "r", "training"}, {"y"});
+  t.Output("y");
+  EXPECT_THAT(std::string(t.Import().status().message()), HasSubstr("must be known at import time"));
+}
+
 TEST(OnnxDropout, BadRatioIsAnError) {
   OnnxModelBuilder b = DropoutModel(1.0, true, 1);
   absl::Status s = b.Import().status();
