@@ -215,6 +215,50 @@ absl::Status BpropErf(BpropContext& c) {
   return Chain(c, c.Mul(two_rsqrt_pi, c.Exp(c.Neg(c.Square(c.I(0))))));
 }
 
+// Forward: y = asin x.  Backward: dx = dy / sqrt(1 - x^2).
+absl::Status BpropAsin(BpropContext& c) {
+  KGRAD_SCALAR(one, 1.0, 0);
+  return Chain(c, c.Op(PrimId::kRsqrt, {c.Sub(one, c.Square(c.I(0)))}));
+}
+
+// Forward: y = acos x.  Backward: dx = -dy / sqrt(1 - x^2).
+absl::Status BpropAcos(BpropContext& c) {
+  KGRAD_SCALAR(one, 1.0, 0);
+  return Chain(c, c.Neg(c.Op(PrimId::kRsqrt, {c.Sub(one, c.Square(c.I(0)))})));
+}
+
+// Forward: y = atan x.  Backward: dx = dy / (1 + x^2).
+absl::Status BpropAtan(BpropContext& c) {
+  KGRAD_SCALAR(one, 1.0, 0);
+  c.SetGrad(0, c.Div(c.Dout(), c.Add(one, c.Square(c.I(0)))));
+  return absl::OkStatus();
+}
+
+// Forward: y = sinh x.  Backward: dx = dy * cosh x.
+absl::Status BpropSinh(BpropContext& c) { return Chain(c, c.Op(PrimId::kCosh, {c.I(0)})); }
+
+// Forward: y = cosh x.  Backward: dx = dy * sinh x.
+absl::Status BpropCosh(BpropContext& c) { return Chain(c, c.Op(PrimId::kSinh, {c.I(0)})); }
+
+// Forward: y = asinh x.  Backward: dx = dy / sqrt(x^2 + 1).
+absl::Status BpropAsinh(BpropContext& c) {
+  KGRAD_SCALAR(one, 1.0, 0);
+  return Chain(c, c.Op(PrimId::kRsqrt, {c.Add(c.Square(c.I(0)), one)}));
+}
+
+// Forward: y = acosh x (x >= 1).  Backward: dx = dy / sqrt(x^2 - 1).
+absl::Status BpropAcosh(BpropContext& c) {
+  KGRAD_SCALAR(one, 1.0, 0);
+  return Chain(c, c.Op(PrimId::kRsqrt, {c.Sub(c.Square(c.I(0)), one)}));
+}
+
+// Forward: y = atanh x.  Backward: dx = dy / (1 - x^2).
+absl::Status BpropAtanh(BpropContext& c) {
+  KGRAD_SCALAR(one, 1.0, 0);
+  c.SetGrad(0, c.Div(c.Dout(), c.Sub(one, c.Square(c.I(0)))));
+  return absl::OkStatus();
+}
+
 // Forward: y = x + z.  Backward: dx = sum_to(dy, x), dz = sum_to(dy, z).
 absl::Status BpropAdd(BpropContext& c) {
   c.SetGrad(0, c.SumToInput(c.Dout(), 0));
@@ -358,6 +402,16 @@ void RegisterUnary(std::vector<PrimitiveDef>* defs) {
   defs->push_back(OpDef(PrimId::kFloor, 1, 1, InferUnary).ZeroGradient());
   defs->push_back(OpDef(PrimId::kCeil, 1, 1, InferUnary).ZeroGradient());
   defs->push_back(OpDef(PrimId::kRound, 1, 1, InferUnary).ZeroGradient());
+  // The inverse trigonometric and the hyperbolic functions (NaN outside their
+  // domains, as in C).
+  defs->push_back(OpDef(PrimId::kAsin, 1, 1, InferUnary).Bprop(BpropAsin));
+  defs->push_back(OpDef(PrimId::kAcos, 1, 1, InferUnary).Bprop(BpropAcos));
+  defs->push_back(OpDef(PrimId::kAtan, 1, 1, InferUnary).Bprop(BpropAtan));
+  defs->push_back(OpDef(PrimId::kSinh, 1, 1, InferUnary).Bprop(BpropSinh));
+  defs->push_back(OpDef(PrimId::kCosh, 1, 1, InferUnary).Bprop(BpropCosh));
+  defs->push_back(OpDef(PrimId::kAsinh, 1, 1, InferUnary).Bprop(BpropAsinh));
+  defs->push_back(OpDef(PrimId::kAcosh, 1, 1, InferUnary).Bprop(BpropAcosh));
+  defs->push_back(OpDef(PrimId::kAtanh, 1, 1, InferUnary).Bprop(BpropAtanh));
   // logical_not(x) = !x (bool only).
   defs->push_back(OpDef(PrimId::kLogicalNot, 1, 1, InferUnary).ZeroGradient());
 }

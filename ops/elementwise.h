@@ -66,6 +66,14 @@ constexpr DTypeSet ElementwiseDTypes(PrimId id) {
     case PrimId::kFloor:
     case PrimId::kCeil:
     case PrimId::kRound:
+    case PrimId::kAsin:
+    case PrimId::kAcos:
+    case PrimId::kAtan:
+    case PrimId::kSinh:
+    case PrimId::kCosh:
+    case PrimId::kAsinh:
+    case PrimId::kAcosh:
+    case PrimId::kAtanh:
       return kFloatTypes;
     default:  // not an elementwise primitive
       return 0;

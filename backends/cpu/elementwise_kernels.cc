@@ -89,6 +89,30 @@ struct ReluOp : PointwiseUnary<ReluOp> {
 struct FloorOp : PointwiseUnary<FloorOp> {
   template <typename T> static T Apply(T x) { return std::floor(x); }
 };
+struct AsinOp : PointwiseUnary<AsinOp> {
+  template <typename T> static T Apply(T x) { return std::asin(x); }
+};
+struct AcosOp : PointwiseUnary<AcosOp> {
+  template <typename T> static T Apply(T x) { return std::acos(x); }
+};
+struct AtanOp : PointwiseUnary<AtanOp> {
+  template <typename T> static T Apply(T x) { return std::atan(x); }
+};
+struct SinhOp : PointwiseUnary<SinhOp> {
+  template <typename T> static T Apply(T x) { return std::sinh(x); }
+};
+struct CoshOp : PointwiseUnary<CoshOp> {
+  template <typename T> static T Apply(T x) { return std::cosh(x); }
+};
+struct AsinhOp : PointwiseUnary<AsinhOp> {
+  template <typename T> static T Apply(T x) { return std::asinh(x); }
+};
+struct AcoshOp : PointwiseUnary<AcoshOp> {
+  template <typename T> static T Apply(T x) { return std::acosh(x); }
+};
+struct AtanhOp : PointwiseUnary<AtanhOp> {
+  template <typename T> static T Apply(T x) { return std::atanh(x); }
+};
 struct CeilOp : PointwiseUnary<CeilOp> {
   template <typename T> static T Apply(T x) { return std::ceil(x); }
 };
@@ -554,6 +578,14 @@ void RegisterElementwiseKernels(KernelTable* t) {
   SetUnary<PrimId::kFloor, FloorOp>(t);
   SetUnary<PrimId::kCeil, CeilOp>(t);
   SetUnary<PrimId::kRound, RoundOp>(t);
+  SetUnary<PrimId::kAsin, AsinOp>(t);
+  SetUnary<PrimId::kAcos, AcosOp>(t);
+  SetUnary<PrimId::kAtan, AtanOp>(t);
+  SetUnary<PrimId::kSinh, SinhOp>(t);
+  SetUnary<PrimId::kCosh, CoshOp>(t);
+  SetUnary<PrimId::kAsinh, AsinhOp>(t);
+  SetUnary<PrimId::kAcosh, AcoshOp>(t);
+  SetUnary<PrimId::kAtanh, AtanhOp>(t);
   SetUnary<PrimId::kLogicalNot, LogicalNotOp>(t);
   SetBinary<PrimId::kAdd, AddOp>(t);
   SetBinary<PrimId::kSub, SubOp>(t);

@@ -145,6 +145,9 @@ absl::StatusOr<std::string> Exporter::EmitPrim(CNode* c, const Primitive& p,
           {PrimId::kLess, "Less"}, {PrimId::kLessEqual, "LessOrEqual"}, {PrimId::kGreater, "Greater"},
           {PrimId::kGreaterEqual, "GreaterOrEqual"}, {PrimId::kLogicalAnd, "And"},
           {PrimId::kLogicalOr, "Or"}, {PrimId::kSelect, "Where"}, {PrimId::kFloor, "Floor"},
+          {PrimId::kAsin, "Asin"}, {PrimId::kAcos, "Acos"}, {PrimId::kAtan, "Atan"},
+          {PrimId::kSinh, "Sinh"}, {PrimId::kCosh, "Cosh"}, {PrimId::kAsinh, "Asinh"},
+          {PrimId::kAcosh, "Acosh"}, {PrimId::kAtanh, "Atanh"},
           {PrimId::kCeil, "Ceil"}, {PrimId::kRound, "Round"}};
   auto it = direct->find(p.id());
   if (it != direct->end()) return Op(it->second, a);

@@ -15,10 +15,16 @@ namespace {
 // {op, kgrad form, refused (empty: nothing beyond the opset range)}.
 constexpr OnnxOpNote kNotes[] = {
     {"Abs", "abs", ""},
+    {"Acos", "acos", ""},
+    {"Acosh", "acosh", ""},
     {"Add", "add", ""},
     {"And", "logical_and", ""},
     {"ArgMax", "argmax (select_last_index: over the reversed axis)", "select_last_index=1 on a dynamic axis"},
     {"ArgMin", "argmin (select_last_index: over the reversed axis)", "select_last_index=1 on a dynamic axis"},
+    {"Asin", "asin", ""},
+    {"Asinh", "asinh", ""},
+    {"Atan", "atan", ""},
+    {"Atanh", "atanh", ""},
     {"AveragePool", "avg_pool2d x KH*KW / a constant count map (ceil_mode, count_include_pad, dilations via strided slices); 1-D lifted to 2-D", "3-D windows; dynamic spatial dims"},
     {"BatchNormalization", "inference: affine map; training: batch_norm + running statistics", "spatial=0"},
     {"Cast", "cast", "float16, bfloat16, 8/16-bit and string targets"},
@@ -31,6 +37,7 @@ constexpr OnnxOpNote kNotes[] = {
     {"Conv", "conv2d (+ bias); every auto_pad, asymmetric pads, dilations, group; 1-D lifted to 2-D", "3-D windows"},
     {"ConvTranspose", "conv2d_backprop_input (+ bias); output_padding, output_shape, auto_pad, dilations, group, 1-D", "3-D windows; dynamic channel or spatial dims"},
     {"Cos", "cos", ""},
+    {"Cosh", "cosh", ""},
     {"CumSum", "cumsum{exclusive, reverse}", "an axis computed at run time"},
     {"DepthToSpace", "reshape, transpose, reshape (DCR, CRD)", "dynamic C, H, W"},
     {"Div", "div", ""},
@@ -111,6 +118,7 @@ constexpr OnnxOpNote kNotes[] = {
     {"Sigmoid", "sigmoid", ""},
     {"Sign", "sign", ""},
     {"Sin", "sin", ""},
+    {"Sinh", "sinh", ""},
     {"Size", "a constant", "dynamic dims"},
     {"Slice", "slice (positive steps), gather (negative steps)", "bounds computed at run time"},
     {"Softmax", "softmax", "opset < 13 with an axis other than the last"},
@@ -155,8 +163,8 @@ std::vector<std::string> DocumentedOnnxOps() {
 }
 
 std::string SupportedOnnxOpsMarkdown() {
-  std::string out = absl::StrCat("Opsets 7 to 21, and 1 to 6 for the elementwise ops whose meaning has not "
-                                 "changed since (", SupportedOnnxOps().size(), " ops):\n\n| ONNX op | kgrad form | refused |\n|---|---|---|\n");
+  std::string out = absl::StrCat("Opsets 7 to 21, and 1 to 6 for the elementwise ops, global pools and "
+                                 "InstanceNormalization, whose meaning has not changed since (", SupportedOnnxOps().size(), " ops):\n\n| ONNX op | kgrad form | refused |\n|---|---|---|\n");
   for (const onnx_import::OnnxOpNote& n : onnx_import::OpNotes()) {
     absl::StrAppend(&out, "| ", n.op, " | ", n.form, " | ", n.refused, " |\n");
   }

@@ -268,6 +268,14 @@ void AddElementwiseOps(OpTable* t) {
   (*t)["Sign"] = Unary<PrimId::kSign>;
   (*t)["Reciprocal"] = Unary<PrimId::kReciprocal>;
   (*t)["Erf"] = Unary<PrimId::kErf>;
+  (*t)["Asin"] = Unary<PrimId::kAsin>;
+  (*t)["Acos"] = Unary<PrimId::kAcos>;
+  (*t)["Atan"] = Unary<PrimId::kAtan>;
+  (*t)["Sinh"] = Unary<PrimId::kSinh>;
+  (*t)["Cosh"] = Unary<PrimId::kCosh>;
+  (*t)["Asinh"] = Unary<PrimId::kAsinh>;
+  (*t)["Acosh"] = Unary<PrimId::kAcosh>;
+  (*t)["Atanh"] = Unary<PrimId::kAtanh>;
   (*t)["Not"] = Unary<PrimId::kLogicalNot>;
   (*t)["Gelu"] = Gelu;
   (*t)["Add"] = Binary<PrimId::kAdd>;

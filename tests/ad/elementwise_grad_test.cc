@@ -70,6 +70,14 @@ std::vector<UnaryCase> UnaryCases() {
       {"square", PrimId::kSquare, {}, -2, 2, {}},
       {"reciprocal", PrimId::kReciprocal, {}, -2, 2, {0.0}},
       {"erf", PrimId::kErf, {}, -2, 2, {}},
+      {"asin", PrimId::kAsin, {}, -0.8, 0.8, {}},
+      {"acos", PrimId::kAcos, {}, -0.8, 0.8, {}},
+      {"atan", PrimId::kAtan, {}, -2, 2, {}},
+      {"sinh", PrimId::kSinh, {}, -2, 2, {}},
+      {"cosh", PrimId::kCosh, {}, -2, 2, {}},
+      {"asinh", PrimId::kAsinh, {}, -2, 2, {}},
+      {"acosh", PrimId::kAcosh, {}, 1.2, 3, {}},
+      {"atanh", PrimId::kAtanh, {}, -0.8, 0.8, {}},
   };
 }
 

@@ -41,7 +41,11 @@ const std::vector<OpCase>& UnaryCases() {
       {PrimId::kRsqrt, kFloat},       {PrimId::kReciprocal, kFloat},
       {PrimId::kErf, kFloat},         {PrimId::kLogicalNot, {kBool}},
       {PrimId::kFloor, kFloat},       {PrimId::kCeil, kFloat},
-      {PrimId::kRound, kFloat},
+      {PrimId::kRound, kFloat},       {PrimId::kAsin, kFloat},
+      {PrimId::kAcos, kFloat},        {PrimId::kAtan, kFloat},
+      {PrimId::kSinh, kFloat},        {PrimId::kCosh, kFloat},
+      {PrimId::kAsinh, kFloat},       {PrimId::kAcosh, kFloat},
+      {PrimId::kAtanh, kFloat},
   };
   return *cases;
 }

@@ -126,6 +126,14 @@ std::vector<UnaryCase> UnaryCases() {
       // Random floats are never halfway: nearbyint agrees with any rounding of
       // halves here; RoundHalvesToEven checks those.
       {PrimId::kRound, [](double x) { return std::nearbyint(x); }, -10, 10, flt, {}},
+      {PrimId::kAsin, [](double x) { return std::asin(x); }, -0.99, 0.99, flt, {}},
+      {PrimId::kAcos, [](double x) { return std::acos(x); }, -0.99, 0.99, flt, {}},
+      {PrimId::kAtan, [](double x) { return std::atan(x); }, -5, 5, flt, {}},
+      {PrimId::kSinh, [](double x) { return std::sinh(x); }, -4, 4, flt, {}},
+      {PrimId::kCosh, [](double x) { return std::cosh(x); }, -4, 4, flt, {}},
+      {PrimId::kAsinh, [](double x) { return std::asinh(x); }, -5, 5, flt, {}},
+      {PrimId::kAcosh, [](double x) { return std::acosh(x); }, 1.01, 6, flt, {}},
+      {PrimId::kAtanh, [](double x) { return std::atanh(x); }, -0.99, 0.99, flt, {}},
   };
 }
 
