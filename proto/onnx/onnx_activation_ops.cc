@@ -57,6 +57,41 @@ absl::StatusOr<ImportedValue> PositiveOr(NodeContext& c, const ImportedValue& x,
   return Scale(c, y, gamma);
 }
 
+}  // namespace
+
+// max(0, min(1, alpha * x + beta)).
+absl::StatusOr<ImportedValue> HardSigmoidOf(NodeContext& c, const ImportedValue& x,
+                                            double alpha, double beta) {
+  KGRAD_ASSIGN_OR_RETURN(ImportedValue y, Scale(c, x, alpha));
+  KGRAD_ASSIGN_OR_RETURN(ImportedValue b, c.ScalarLike(x, beta));
+  KGRAD_ASSIGN_OR_RETURN(y, c.Emit(PrimId::kAdd, {y, b}));
+  KGRAD_ASSIGN_OR_RETURN(ImportedValue one, c.ScalarLike(x, 1));
+  KGRAD_ASSIGN_OR_RETURN(y, c.Emit(PrimId::kMinimum, {y, one}));
+  KGRAD_ASSIGN_OR_RETURN(ImportedValue zero, c.ScalarLike(x, 0));
+  return c.Emit(PrimId::kMaximum, {y, zero});
+}
+
+absl::StatusOr<ImportedValue> LeakyReluOf(NodeContext& c, const ImportedValue& x, double alpha) {
+  KGRAD_ASSIGN_OR_RETURN(ImportedValue pos, Compare(c, PrimId::kGreaterEqual, x, 0));
+  KGRAD_ASSIGN_OR_RETURN(ImportedValue neg, Scale(c, x, alpha));
+  return c.Emit(PrimId::kSelect, {pos, x, neg});
+}
+
+absl::StatusOr<ImportedValue> ThresholdedReluOf(NodeContext& c, const ImportedValue& x, double alpha) {
+  KGRAD_ASSIGN_OR_RETURN(ImportedValue above, Compare(c, PrimId::kGreater, x, alpha));
+  KGRAD_ASSIGN_OR_RETURN(ImportedValue zero, c.ScalarLike(x, 0));
+  return c.Emit(PrimId::kSelect, {above, x, zero});
+}
+
+absl::StatusOr<ImportedValue> SoftsignOf(NodeContext& c, const ImportedValue& x) {
+  KGRAD_ASSIGN_OR_RETURN(ImportedValue a, c.Emit(PrimId::kAbs, {x}));
+  KGRAD_ASSIGN_OR_RETURN(ImportedValue one, c.ScalarLike(x, 1));
+  KGRAD_ASSIGN_OR_RETURN(a, c.Emit(PrimId::kAdd, {a, one}));
+  return c.Emit(PrimId::kDiv, {x, a});
+}
+
+namespace {
+
 // Elu(x){alpha=1} = x if x > 0 else alpha * (exp(x) - 1).
 Outputs Elu(NodeContext& c) {
   KGRAD_ASSIGN_OR_RETURN(ImportedValue x, OnlyInput(c));
@@ -88,9 +123,7 @@ Outputs Celu(NodeContext& c) {
 Outputs LeakyRelu(NodeContext& c) {
   KGRAD_ASSIGN_OR_RETURN(ImportedValue x, OnlyInput(c));
   KGRAD_ASSIGN_OR_RETURN(double alpha, c.Float("alpha", 0.01));
-  KGRAD_ASSIGN_OR_RETURN(ImportedValue pos, Compare(c, PrimId::kGreaterEqual, x, 0));
-  KGRAD_ASSIGN_OR_RETURN(ImportedValue neg, Scale(c, x, alpha));
-  return OneOutput(c.Emit(PrimId::kSelect, {pos, x, neg}));
+  return OneOutput(LeakyReluOf(c, x, alpha));
 }
 
 // PRelu(x, slope) = x if x >= 0 else slope * x, slope broadcast to x (ONNX's
@@ -119,18 +152,6 @@ Outputs PRelu(NodeContext& c) {
   return OneOutput(c.Emit(PrimId::kSelect, {pos, x, neg}));
 }
 
-// max(0, min(1, alpha * x + beta)).
-absl::StatusOr<ImportedValue> HardSigmoidOf(NodeContext& c, const ImportedValue& x,
-                                            double alpha, double beta) {
-  KGRAD_ASSIGN_OR_RETURN(ImportedValue y, Scale(c, x, alpha));
-  KGRAD_ASSIGN_OR_RETURN(ImportedValue b, c.ScalarLike(x, beta));
-  KGRAD_ASSIGN_OR_RETURN(y, c.Emit(PrimId::kAdd, {y, b}));
-  KGRAD_ASSIGN_OR_RETURN(ImportedValue one, c.ScalarLike(x, 1));
-  KGRAD_ASSIGN_OR_RETURN(y, c.Emit(PrimId::kMinimum, {y, one}));
-  KGRAD_ASSIGN_OR_RETURN(ImportedValue zero, c.ScalarLike(x, 0));
-  return c.Emit(PrimId::kMaximum, {y, zero});
-}
-
 // HardSigmoid(x){alpha=0.2, beta=0.5} = max(0, min(1, alpha * x + beta)).
 Outputs HardSigmoid(NodeContext& c) {
   KGRAD_ASSIGN_OR_RETURN(ImportedValue x, OnlyInput(c));
@@ -149,10 +170,7 @@ Outputs HardSwish(NodeContext& c) {
 // Softsign(x) = x / (1 + |x|).
 Outputs Softsign(NodeContext& c) {
   KGRAD_ASSIGN_OR_RETURN(ImportedValue x, OnlyInput(c));
-  KGRAD_ASSIGN_OR_RETURN(ImportedValue a, c.Emit(PrimId::kAbs, {x}));
-  KGRAD_ASSIGN_OR_RETURN(ImportedValue one, c.ScalarLike(x, 1));
-  KGRAD_ASSIGN_OR_RETURN(a, c.Emit(PrimId::kAdd, {a, one}));
-  return OneOutput(c.Emit(PrimId::kDiv, {x, a}));
+  return OneOutput(SoftsignOf(c, x));
 }
 
 // Mish(x) = x * tanh(softplus(x)).
@@ -167,9 +185,7 @@ Outputs Mish(NodeContext& c) {
 Outputs ThresholdedRelu(NodeContext& c) {
   KGRAD_ASSIGN_OR_RETURN(ImportedValue x, OnlyInput(c));
   KGRAD_ASSIGN_OR_RETURN(double alpha, c.Float("alpha", 1.0));
-  KGRAD_ASSIGN_OR_RETURN(ImportedValue above, Compare(c, PrimId::kGreater, x, alpha));
-  KGRAD_ASSIGN_OR_RETURN(ImportedValue zero, c.ScalarLike(x, 0));
-  return OneOutput(c.Emit(PrimId::kSelect, {above, x, zero}));
+  return OneOutput(ThresholdedReluOf(c, x, alpha));
 }
 
 // Shrink(x){bias=0, lambd=0.5} = x + bias if x < -lambd, x - bias if x > lambd,

@@ -114,6 +114,15 @@ using OpTable = absl::flat_hash_map<std::string, OpMapping>;
 // The node's form is one the importer reads at its opset (before opset 7, only
 // ops whose meaning did not change since).
 absl::Status CheckLegacyForm(const NodeContext& c);
+// Activations shared by the activation ops and the recurrent cells
+// (onnx_activation_ops.cc), each an exact composition of primitives.
+absl::StatusOr<ImportedValue> HardSigmoidOf(NodeContext& c, const ImportedValue& x, double alpha,
+                                            double beta);  // max(0, min(1, alpha x + beta))
+absl::StatusOr<ImportedValue> LeakyReluOf(NodeContext& c, const ImportedValue& x,
+                                          double alpha);  // x >= 0 ? x : alpha x
+absl::StatusOr<ImportedValue> ThresholdedReluOf(NodeContext& c, const ImportedValue& x,
+                                                double alpha);  // x > alpha ? x : 0
+absl::StatusOr<ImportedValue> SoftsignOf(NodeContext& c, const ImportedValue& x);  // x / (1 + |x|)
 // The outputs of a mapping with one output.
 Outputs OneOutput(absl::StatusOr<ImportedValue> v);
 // The mapping for `op_type` (default domain), or null when unsupported.

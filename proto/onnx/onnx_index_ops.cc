@@ -18,20 +18,6 @@ namespace kgrad {
 namespace onnx_import {
 namespace {
 
-Outputs One(absl::StatusOr<ImportedValue> v) {
-  if (!v.ok()) return v.status();
-  return std::vector<ImportedValue>{*std::move(v)};
-}
-
-// Floor / Ceil / Round(x) = floor / ceil / round(x) (Round: halves to even).
-template <PrimId id>
-Outputs Rounding(NodeContext& c) {
-  KGRAD_RETURN_IF_ERROR(c.ExpectInputs(1, 1));
-  KGRAD_RETURN_IF_ERROR(c.ExpectOutputs(1));
-  KGRAD_ASSIGN_OR_RETURN(ImportedValue x, c.Input(0));
-  return One(c.Emit(id, {x}));
-}
-
 // Mod(a, b){fmod=0} = mod(a, b){fmod}. ONNX requires fmod=1 for floats.
 Outputs Mod(NodeContext& c) {
   KGRAD_RETURN_IF_ERROR(c.ExpectInputs(2, 2));
@@ -45,7 +31,7 @@ Outputs Mod(NodeContext& c) {
     return c.Error(absl::StrCat("fmod must be 1 for a floating-point input, got fmod=0 with ",
                                 ta->ToString()));
   }
-  return One(c.Emit(PrimId::kMod, {a, b}, {{"fmod", fmod == 1}}));
+  return OneOutput(c.Emit(PrimId::kMod, {a, b}, {{"fmod", fmod == 1}}));
 }
 
 // GatherElements(data, indices){axis=0} = gather_elements(data, indices){axis};
@@ -56,7 +42,7 @@ Outputs GatherElements(NodeContext& c) {
   KGRAD_ASSIGN_OR_RETURN(ImportedValue data, c.Input(0));
   KGRAD_ASSIGN_OR_RETURN(ImportedValue indices, c.Input(1));
   KGRAD_ASSIGN_OR_RETURN(int64_t axis, c.Int("axis", 0));
-  return One(c.Emit(PrimId::kGatherElements, {data, indices}, {{"axis", axis}}));
+  return OneOutput(c.Emit(PrimId::kGatherElements, {data, indices}, {{"axis", axis}}));
 }
 
 // ScatterElements(data, indices, updates){axis=0, reduction=none} (reduction from
@@ -73,7 +59,7 @@ Outputs ScatterElements(NodeContext& c) {
   if (c.node().op_type() == "ScatterElements") {
     KGRAD_ASSIGN_OR_RETURN(reduction, c.String("reduction", "none"));
   }
-  return One(c.Emit(PrimId::kScatterElements, {data, indices, updates},
+  return OneOutput(c.Emit(PrimId::kScatterElements, {data, indices, updates},
                     {{"axis", axis}, {"reduction", reduction}}));
 }
 
@@ -94,7 +80,7 @@ Outputs CumSum(NodeContext& c) {
   KGRAD_ASSIGN_OR_RETURN(int64_t exclusive, c.Int("exclusive", 0));
   KGRAD_ASSIGN_OR_RETURN(int64_t reverse, c.Int("reverse", 0));
   const int64_t axis = static_cast<int64_t>(a.ElementAsDouble(0));
-  return One(c.Emit(PrimId::kCumSum, {x},
+  return OneOutput(c.Emit(PrimId::kCumSum, {x},
                     {{"axis", axis}, {"exclusive", exclusive != 0}, {"reverse", reverse != 0}}));
 }
 
@@ -240,7 +226,7 @@ Outputs GatherND(NodeContext& c) {
   KGRAD_ASSIGN_OR_RETURN(NdPlan p, PlanNd(c, data, indices, batch_dims));
   KGRAD_ASSIGN_OR_RETURN(ImportedValue rows, RowNumbers(c, p, indices));
   KGRAD_ASSIGN_OR_RETURN(data, c.Emit(PrimId::kReshape, {data}, {{"shape", Ints(p.rows)}}));
-  return One(c.Emit(PrimId::kGather, {data, rows}, {{"axis", int64_t{0}}}));
+  return OneOutput(c.Emit(PrimId::kGather, {data, rows}, {{"axis", int64_t{0}}}));
 }
 
 // ScatterND(data, indices, updates){reduction=none}: data with updates[t..] (of
@@ -274,15 +260,12 @@ Outputs ScatterND(NodeContext& c) {
                          c.Emit(PrimId::kReshape, {data}, {{"shape", Ints(p.rows)}}));
   KGRAD_ASSIGN_OR_RETURN(flat, c.Emit(PrimId::kScatterElements, {flat, rows, updates},
                                       {{"axis", int64_t{0}}, {"reduction", reduction}}));
-  return One(c.Emit(PrimId::kReshape, {flat}, {{"shape", Ints(p.data)}}));
+  return OneOutput(c.Emit(PrimId::kReshape, {flat}, {{"shape", Ints(p.data)}}));
 }
 
 }  // namespace
 
 void AddIndexOps(OpTable* t) {
-  (*t)["Floor"] = Rounding<PrimId::kFloor>;
-  (*t)["Ceil"] = Rounding<PrimId::kCeil>;
-  (*t)["Round"] = Rounding<PrimId::kRound>;
   (*t)["Mod"] = Mod;
   (*t)["GatherElements"] = GatherElements;
   (*t)["ScatterElements"] = ScatterElements;

@@ -10,16 +10,6 @@ namespace kgrad {
 namespace onnx_import {
 namespace {
 
-Outputs One(absl::StatusOr<ImportedValue> v) {
-  if (!v.ok()) return v.status();
-  return std::vector<ImportedValue>{*std::move(v)};
-}
-
-absl::StatusOr<ImportedValue> Scalar(NodeContext& c, DType t, double v) {
-  KGRAD_ASSIGN_OR_RETURN(Tensor k, Tensor::Full(t, {}, v));
-  return c.Const(std::move(k));
-}
-
 // MatMul(a, b), NumPy semantics: a 1-D operand gains a dim that is dropped after.
 Outputs MatMul(NodeContext& c) {
   KGRAD_RETURN_IF_ERROR(c.ExpectInputs(2, 2));
@@ -58,13 +48,13 @@ Outputs Gemm(NodeContext& c) {
   KGRAD_ASSIGN_OR_RETURN(ImportedValue y, c.Emit(PrimId::kMatMul, {a, b},
                                                  {{"transpose_a", ta != 0}, {"transpose_b", tb != 0}}));
   if (alpha != 1) {
-    KGRAD_ASSIGN_OR_RETURN(ImportedValue k, Scalar(c, t->dtype(), alpha));
+    KGRAD_ASSIGN_OR_RETURN(ImportedValue k, c.Scalar(t->dtype(), alpha));
     KGRAD_ASSIGN_OR_RETURN(y, c.Emit(PrimId::kMul, {y, k}));
   }
   if (c.HasInput(2) && beta != 0) {
     KGRAD_ASSIGN_OR_RETURN(ImportedValue bias, c.Input(2));
     if (beta != 1) {
-      KGRAD_ASSIGN_OR_RETURN(ImportedValue k, Scalar(c, t->dtype(), beta));
+      KGRAD_ASSIGN_OR_RETURN(ImportedValue k, c.Scalar(t->dtype(), beta));
       KGRAD_ASSIGN_OR_RETURN(bias, c.Emit(PrimId::kMul, {bias, k}));
     }
     KGRAD_ASSIGN_OR_RETURN(y, c.Emit(PrimId::kAdd, {y, bias}));
@@ -84,7 +74,7 @@ Outputs Einsum(NodeContext& c) {
   for (char ch : eq) {
     if (ch != ' ') compact.push_back(ch);
   }
-  return One(c.Emit(PrimId::kEinsum, xs, {{"equation", compact}}));
+  return OneOutput(c.Emit(PrimId::kEinsum, xs, {{"equation", compact}}));
 }
 
 // Softmax/LogSoftmax(x){axis}: opset 13 normalises along axis (default -1); older
@@ -101,7 +91,7 @@ Outputs Softmax(NodeContext& c) {
       return c.Error("before opset 13 only the last axis is supported (flattening semantics)");
     }
   }
-  return One(c.Emit(id, {x}, {{"axis", axis}}));
+  return OneOutput(c.Emit(id, {x}, {{"axis", axis}}));
 }
 
 }  // namespace

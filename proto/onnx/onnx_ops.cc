@@ -36,18 +36,13 @@ OpMapping FindOpMapping(const std::string& op_type) {
 
 namespace {
 
-Outputs One(absl::StatusOr<ImportedValue> v) {
-  if (!v.ok()) return v.status();
-  return std::vector<ImportedValue>{*std::move(v)};
-}
-
 // y = op(x).
 template <PrimId id>
 Outputs Unary(NodeContext& c) {
   KGRAD_RETURN_IF_ERROR(c.ExpectInputs(1, 1));
   KGRAD_RETURN_IF_ERROR(c.ExpectOutputs(1));
   KGRAD_ASSIGN_OR_RETURN(ImportedValue x, c.Input(0));
-  return One(c.Emit(id, {x}));
+  return OneOutput(c.Emit(id, {x}));
 }
 
 // Identity(x) = x.
@@ -79,7 +74,7 @@ Outputs Binary(NodeContext& c) {
   KGRAD_ASSIGN_OR_RETURN(ImportedValue x, c.Input(0));
   KGRAD_ASSIGN_OR_RETURN(ImportedValue y, c.Input(1));
   KGRAD_RETURN_IF_ERROR(AlignConstantDType(c, x, y));
-  return One(c.Emit(id, {x, y}));
+  return OneOutput(c.Emit(id, {x, y}));
 }
 
 // Max/Min/Sum(x0, x1, ...) = op(op(x0, x1), ...).
@@ -116,14 +111,14 @@ Outputs Pow(NodeContext& c) {
   }
   if (y.constant.has_value() && y.constant->NumElements() == 1 && y.constant->rank() <= tx->rank()) {
     double k = y.constant->ElementAsDouble(0);
-    if (k == 2) return One(c.Emit(PrimId::kSquare, {x}));
-    if (k == 0.5) return One(c.Emit(PrimId::kSqrt, {x}));
+    if (k == 2) return OneOutput(c.Emit(PrimId::kSquare, {x}));
+    if (k == 0.5) return OneOutput(c.Emit(PrimId::kSqrt, {x}));
     if (k == 1 && y.constant->rank() == 0) return std::vector<ImportedValue>{x};
   }
   if (ty->dtype() != tx->dtype()) {
     KGRAD_ASSIGN_OR_RETURN(y, c.Emit(PrimId::kCast, {y}, {{"dtype", tx->dtype()}}));
   }
-  return One(c.Emit(PrimId::kPow, {x, y}));
+  return OneOutput(c.Emit(PrimId::kPow, {x, y}));
 }
 
 // Gelu(x){approximate = none | tanh} (opset 20).
@@ -132,14 +127,7 @@ Outputs Gelu(NodeContext& c) {
   KGRAD_ASSIGN_OR_RETURN(std::string approx, c.String("approximate", "none"));
   if (approx != "none" && approx != "tanh") return c.Error("approximate must be 'none' or 'tanh'");
   KGRAD_ASSIGN_OR_RETURN(ImportedValue x, c.Input(0));
-  return One(c.Emit(PrimId::kGelu, {x}, {{"approximate", approx == "tanh"}}));
-}
-
-// A scalar constant of `like`'s dtype.
-absl::StatusOr<ImportedValue> ScalarLike(NodeContext& c, const ImportedValue& like, double v) {
-  KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* t, c.TensorType(like));
-  KGRAD_ASSIGN_OR_RETURN(Tensor k, Tensor::Full(t->dtype(), {}, v));
-  return c.Const(std::move(k));
+  return OneOutput(c.Emit(PrimId::kGelu, {x}, {{"approximate", approx == "tanh"}}));
 }
 
 // Clip(x, min, max) = minimum(maximum(x, min), max); the bounds are optional inputs
@@ -153,7 +141,7 @@ Outputs Clip(NodeContext& c) {
       KGRAD_ASSIGN_OR_RETURN(bound, c.Input(i));
     } else if (c.HasAttr(i == 1 ? "min" : "max")) {
       KGRAD_ASSIGN_OR_RETURN(double v, c.Float(i == 1 ? "min" : "max", 0));
-      KGRAD_ASSIGN_OR_RETURN(bound, ScalarLike(c, y, v));
+      KGRAD_ASSIGN_OR_RETURN(bound, c.ScalarLike(y, v));
     } else {
       continue;
     }
@@ -170,7 +158,7 @@ Outputs Where(NodeContext& c) {
   KGRAD_ASSIGN_OR_RETURN(ImportedValue x, c.Input(1));
   KGRAD_ASSIGN_OR_RETURN(ImportedValue y, c.Input(2));
   KGRAD_RETURN_IF_ERROR(AlignConstantDType(c, x, y));
-  return One(c.Emit(PrimId::kSelect, {cond, x, y}));
+  return OneOutput(c.Emit(PrimId::kSelect, {cond, x, y}));
 }
 
 // The reduction of a Reduce* node: axes from the input (ReduceSum from opset 13,
@@ -247,7 +235,7 @@ Outputs Cast(NodeContext& c) {
   if (!t.ok()) return c.Error(absl::StrCat("attribute 'to': ", t.status().message()));
   const AbstractTensor* tx = AsTensor(x.type);
   if (tx != nullptr && tx->dtype() == *t) return std::vector<ImportedValue>{x};
-  return One(c.Emit(PrimId::kCast, {x}, {{"dtype", *t}}));
+  return OneOutput(c.Emit(PrimId::kCast, {x}, {{"dtype", *t}}));
 }
 
 }  // namespace
@@ -268,6 +256,9 @@ void AddElementwiseOps(OpTable* t) {
   (*t)["Sign"] = Unary<PrimId::kSign>;
   (*t)["Reciprocal"] = Unary<PrimId::kReciprocal>;
   (*t)["Erf"] = Unary<PrimId::kErf>;
+  (*t)["Floor"] = Unary<PrimId::kFloor>;
+  (*t)["Ceil"] = Unary<PrimId::kCeil>;
+  (*t)["Round"] = Unary<PrimId::kRound>;  // halves to even
   (*t)["Asin"] = Unary<PrimId::kAsin>;
   (*t)["Acos"] = Unary<PrimId::kAcos>;
   (*t)["Atan"] = Unary<PrimId::kAtan>;

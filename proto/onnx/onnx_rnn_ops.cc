@@ -148,18 +148,12 @@ absl::Status ParseActivations(NodeContext& c, RnnSpec& s) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<ImportedValue> Scalar(NodeContext& c, DType dtype, double v) {
-  KGRAD_ASSIGN_OR_RETURN(Tensor k, Tensor::Full(dtype, {}, v));
-  return c.Const(std::move(k));
-}
-
 // f(x) for one ONNX activation, an exact composition of primitives.
 absl::StatusOr<ImportedValue> Apply(NodeContext& c, const Activation& a, DType dt,
                                     const ImportedValue& x) {
-  KGRAD_ASSIGN_OR_RETURN(ImportedValue alpha, Scalar(c, dt, a.alpha));
-  KGRAD_ASSIGN_OR_RETURN(ImportedValue beta, Scalar(c, dt, a.beta));
-  KGRAD_ASSIGN_OR_RETURN(ImportedValue zero, Scalar(c, dt, 0));
-  KGRAD_ASSIGN_OR_RETURN(ImportedValue one, Scalar(c, dt, 1));
+  KGRAD_ASSIGN_OR_RETURN(ImportedValue alpha, c.Scalar(dt, a.alpha));
+  KGRAD_ASSIGN_OR_RETURN(ImportedValue beta, c.Scalar(dt, a.beta));
+  KGRAD_ASSIGN_OR_RETURN(ImportedValue zero, c.Scalar(dt, 0));
   switch (a.fn) {
     case ActFn::kSigmoid:
       return c.Emit(PrimId::kSigmoid, {x});
@@ -169,21 +163,10 @@ absl::StatusOr<ImportedValue> Apply(NodeContext& c, const Activation& a, DType d
       return c.Emit(PrimId::kRelu, {x});
     case ActFn::kSoftplus:
       return c.Emit(PrimId::kSoftplus, {x});  // ln(1 + e^x)
-    case ActFn::kHardSigmoid: {               // max(0, min(1, alpha x + beta))
-      KGRAD_ASSIGN_OR_RETURN(ImportedValue y, c.Emit(PrimId::kMul, {x, alpha}));
-      KGRAD_ASSIGN_OR_RETURN(y, c.Emit(PrimId::kAdd, {y, beta}));
-      KGRAD_ASSIGN_OR_RETURN(y, c.Emit(PrimId::kMinimum, {y, one}));
-      return c.Emit(PrimId::kMaximum, {y, zero});
-    }
-    case ActFn::kLeakyRelu: {  // x < 0 ? alpha x : x
-      KGRAD_ASSIGN_OR_RETURN(ImportedValue neg, c.Emit(PrimId::kLess, {x, zero}));
-      KGRAD_ASSIGN_OR_RETURN(ImportedValue ax, c.Emit(PrimId::kMul, {x, alpha}));
-      return c.Emit(PrimId::kSelect, {neg, ax, x});
-    }
-    case ActFn::kThresholdedRelu: {  // x > alpha ? x : 0
-      KGRAD_ASSIGN_OR_RETURN(ImportedValue above, c.Emit(PrimId::kGreater, {x, alpha}));
-      return c.Emit(PrimId::kSelect, {above, x, zero});
-    }
+    case ActFn::kHardSigmoid:  // the shared forms of onnx_activation_ops.cc
+      return HardSigmoidOf(c, x, a.alpha, a.beta);
+    case ActFn::kLeakyRelu: return LeakyReluOf(c, x, a.alpha);
+    case ActFn::kThresholdedRelu: return ThresholdedReluOf(c, x, a.alpha);
     case ActFn::kElu: {  // x < 0 ? alpha (e^x - 1) : x; expm1 of min(x, 0) so that
                          // the branch not taken never overflows (inf * 0 in the gradient)
       KGRAD_ASSIGN_OR_RETURN(ImportedValue neg, c.Emit(PrimId::kLess, {x, zero}));
@@ -192,11 +175,7 @@ absl::StatusOr<ImportedValue> Apply(NodeContext& c, const Activation& a, DType d
       KGRAD_ASSIGN_OR_RETURN(e, c.Emit(PrimId::kMul, {e, alpha}));
       return c.Emit(PrimId::kSelect, {neg, e, x});
     }
-    case ActFn::kSoftsign: {  // x / (1 + |x|)
-      KGRAD_ASSIGN_OR_RETURN(ImportedValue d, c.Emit(PrimId::kAbs, {x}));
-      KGRAD_ASSIGN_OR_RETURN(d, c.Emit(PrimId::kAdd, {d, one}));
-      return c.Emit(PrimId::kDiv, {x, d});
-    }
+    case ActFn::kSoftsign: return SoftsignOf(c, x);
     case ActFn::kAffine: {  // alpha x + beta
       KGRAD_ASSIGN_OR_RETURN(ImportedValue y, c.Emit(PrimId::kMul, {x, alpha}));
       return c.Emit(PrimId::kAdd, {y, beta});
@@ -214,8 +193,8 @@ absl::StatusOr<ImportedValue> Apply(NodeContext& c, const Activation& a, DType d
 absl::StatusOr<ImportedValue> Activate(NodeContext& c, const RnnSpec& s, const Activation& a,
                                        ImportedValue x) {
   if (s.clip.has_value()) {
-    KGRAD_ASSIGN_OR_RETURN(ImportedValue lo, Scalar(c, s.dtype, -*s.clip));
-    KGRAD_ASSIGN_OR_RETURN(ImportedValue hi, Scalar(c, s.dtype, *s.clip));
+    KGRAD_ASSIGN_OR_RETURN(ImportedValue lo, c.Scalar(s.dtype, -*s.clip));
+    KGRAD_ASSIGN_OR_RETURN(ImportedValue hi, c.Scalar(s.dtype, *s.clip));
     KGRAD_ASSIGN_OR_RETURN(x, c.Emit(PrimId::kMaximum, {x, lo}));
     KGRAD_ASSIGN_OR_RETURN(x, c.Emit(PrimId::kMinimum, {x, hi}));
   }
@@ -345,7 +324,7 @@ absl::StatusOr<CellState> LstmStep(NodeContext& b, const RnnSpec& s, const Direc
   KGRAD_ASSIGN_OR_RETURN(ImportedValue i, Activate(b, s, d.acts[0], gi));
   ImportedValue f;
   if (s.input_forget) {
-    KGRAD_ASSIGN_OR_RETURN(ImportedValue one, Scalar(b, s.dtype, 1));
+    KGRAD_ASSIGN_OR_RETURN(ImportedValue one, b.Scalar(s.dtype, 1));
     KGRAD_ASSIGN_OR_RETURN(f, b.Emit(PrimId::kSub, {one, i}));
   } else {
     KGRAD_ASSIGN_OR_RETURN(ImportedValue gf, Peep(b, q[2], d.p_f, prev.c));
@@ -390,7 +369,7 @@ absl::StatusOr<CellState> GruStep(NodeContext& b, const RnnSpec& s, const Direct
   }
   KGRAD_ASSIGN_OR_RETURN(gh, b.Emit(PrimId::kAdd, {xs[2], gh}));
   KGRAD_ASSIGN_OR_RETURN(ImportedValue hh, Activate(b, s, d.acts[1], gh));
-  KGRAD_ASSIGN_OR_RETURN(ImportedValue one, Scalar(b, s.dtype, 1));
+  KGRAD_ASSIGN_OR_RETURN(ImportedValue one, b.Scalar(s.dtype, 1));
   KGRAD_ASSIGN_OR_RETURN(ImportedValue zc, b.Emit(PrimId::kSub, {one, z}));
   KGRAD_ASSIGN_OR_RETURN(ImportedValue a, b.Emit(PrimId::kMul, {zc, hh}));
   KGRAD_ASSIGN_OR_RETURN(ImportedValue zh, b.Emit(PrimId::kMul, {z, prev.h}));
@@ -439,7 +418,7 @@ absl::StatusOr<std::vector<AnfNode*>> StepBody(NodeContext& c, const RnnSpec& s,
   ImportedValue out = next->h;
   if (lens.has_value()) {  // past a sequence's end: state carried, output zero
     KGRAD_ASSIGN_OR_RETURN(ImportedValue m, b.Emit(PrimId::kLess, {idx, *lens}));
-    KGRAD_ASSIGN_OR_RETURN(ImportedValue zero, Scalar(b, s.dtype, 0));
+    KGRAD_ASSIGN_OR_RETURN(ImportedValue zero, b.Scalar(s.dtype, 0));
     KGRAD_ASSIGN_OR_RETURN(out, b.Emit(PrimId::kSelect, {m, next->h, zero}));
     KGRAD_ASSIGN_OR_RETURN(next->h, b.Emit(PrimId::kSelect, {m, next->h, prev.h}));
     KGRAD_ASSIGN_OR_RETURN(next->c, b.Emit(PrimId::kSelect, {m, next->c, prev.c}));

@@ -14,11 +14,6 @@ namespace kgrad {
 namespace onnx_import {
 namespace {
 
-Outputs One(absl::StatusOr<ImportedValue> v) {
-  if (!v.ok()) return v.status();
-  return std::vector<ImportedValue>{*std::move(v)};
-}
-
 absl::StatusOr<const AbstractTensor*> StaticShape(NodeContext& c, const ImportedValue& v) {
   KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* t, c.TensorType(v));
   if (!t->shape_known()) return c.Error(absl::StrCat("needs a static input shape, got ", t->ToString()));
@@ -78,7 +73,7 @@ Outputs ConstantOfShape(NodeContext& c) {
     dtype = t->dtype();
     value = t->ElementAsDouble(0);
   }
-  return One(c.Emit(PrimId::kFill, {}, {{"shape", shape}, {"value", value}, {"dtype", dtype}}));
+  return OneOutput(c.Emit(PrimId::kFill, {}, {{"shape", shape}, {"value", value}, {"dtype", dtype}}));
 }
 
 // Shape(x){start, end}: the static dims of x as an int64 constant.
@@ -119,7 +114,7 @@ Outputs Reshape(NodeContext& c) {
       return c.Error(absl::StrCat("bad target dim ", shape[i]));
     }
   }
-  return One(c.Emit(PrimId::kReshape, {x}, {{"shape", shape}}));
+  return OneOutput(c.Emit(PrimId::kReshape, {x}, {{"shape", shape}}));
 }
 
 // Flatten(x){axis=1} = reshape to [prod(dims[:axis]), prod(dims[axis:])].
@@ -132,14 +127,14 @@ Outputs Flatten(NodeContext& c) {
   if (axis < 0 || axis > t->rank()) return c.Error(absl::StrCat("axis out of range for ", t->ToString()));
   int64_t outer = NumElementsOf(absl::MakeConstSpan(t->shape()).subspan(0, axis));
   int64_t inner = NumElementsOf(absl::MakeConstSpan(t->shape()).subspan(axis));
-  return One(c.Emit(PrimId::kReshape, {x}, {{"shape", std::vector<int64_t>{outer, inner}}}));
+  return OneOutput(c.Emit(PrimId::kReshape, {x}, {{"shape", std::vector<int64_t>{outer, inner}}}));
 }
 
 Outputs Transpose(NodeContext& c) {
   KGRAD_RETURN_IF_ERROR(c.ExpectInputs(1, 1));
   KGRAD_ASSIGN_OR_RETURN(ImportedValue x, c.Input(0));
   KGRAD_ASSIGN_OR_RETURN(std::vector<int64_t> perm, c.Ints("perm", {}));
-  return One(c.Emit(PrimId::kTranspose, {x}, {{"perm", perm}}));
+  return OneOutput(c.Emit(PrimId::kTranspose, {x}, {{"perm", perm}}));
 }
 
 // Axes from input 1 (opset 13+) or the attribute (before).
@@ -171,7 +166,7 @@ Outputs Squeeze(NodeContext& c) {
   KGRAD_RETURN_IF_ERROR(c.ExpectInputs(1, 2));
   KGRAD_ASSIGN_OR_RETURN(ImportedValue x, c.Input(0));
   KGRAD_ASSIGN_OR_RETURN(std::vector<int64_t> axes, AxesArg(c));
-  return One(c.Emit(PrimId::kSqueeze, {x}, {{"axes", axes}}));
+  return OneOutput(c.Emit(PrimId::kSqueeze, {x}, {{"axes", axes}}));
 }
 
 Outputs Concat(NodeContext& c) {
@@ -182,7 +177,7 @@ Outputs Concat(NodeContext& c) {
     KGRAD_ASSIGN_OR_RETURN(ImportedValue x, c.Input(i));
     xs.push_back(x);
   }
-  return One(c.Emit(PrimId::kConcat, xs, {{"axis", axis}}));
+  return OneOutput(c.Emit(PrimId::kConcat, xs, {{"axis", axis}}));
 }
 
 // Split(x[, split]){axis, split (before opset 13), num_outputs (18)}: equal parts
@@ -249,7 +244,7 @@ Outputs Gather(NodeContext& c) {
     KGRAD_ASSIGN_OR_RETURN(ImportedValue wrapped, c.Emit(PrimId::kAdd, {idx, n}));
     KGRAD_ASSIGN_OR_RETURN(idx, c.Emit(PrimId::kSelect, {neg, wrapped, idx}));
   }
-  return One(c.Emit(PrimId::kGather, {x, idx}, {{"axis", axis}}));
+  return OneOutput(c.Emit(PrimId::kGather, {x, idx}, {{"axis", axis}}));
 }
 
 // Expand(x, shape) = broadcast_to(x){broadcast(x.shape, shape)} (bidirectional).
@@ -262,7 +257,7 @@ Outputs Expand(NodeContext& c) {
   absl::StatusOr<Shape> out = BroadcastShapes(t->shape(), shape);
   if (!out.ok()) return c.Error(out.status().message());
   if (*out == t->shape()) return std::vector<ImportedValue>{x};
-  return One(c.Emit(PrimId::kBroadcastTo, {x}, {{"shape", std::vector<int64_t>(out->begin(), out->end())}}));
+  return OneOutput(c.Emit(PrimId::kBroadcastTo, {x}, {{"shape", std::vector<int64_t>(out->begin(), out->end())}}));
 }
 
 // The positions a negative-step slice reads along a dim of length `dim`, NumPy's
@@ -416,7 +411,7 @@ Outputs Pad(NodeContext& c) {
     all_zero = all_zero && pads[i] == 0 && pads[i + rank] == 0;
   }
   if (all_zero) return std::vector<ImportedValue>{x};
-  return One(c.Emit(PrimId::kPad, {x}, {{"pads", interleaved}, {"value", value}}));
+  return OneOutput(c.Emit(PrimId::kPad, {x}, {{"pads", interleaved}, {"value", value}}));
 }
 
 // Tile(x, repeats): each dim with repeats r > 1 gathers [0..d) r times.
@@ -475,7 +470,7 @@ Outputs Trilu(NodeContext& c) {
   KGRAD_ASSIGN_OR_RETURN(ImportedValue mask,
                          c.Emit(upper != 0 ? PrimId::kGreaterEqual : PrimId::kLessEqual, {table, k}));
   KGRAD_ASSIGN_OR_RETURN(ImportedValue zero, c.ScalarLike(x, 0));
-  return One(c.Emit(PrimId::kSelect, {mask, x, zero}));
+  return OneOutput(c.Emit(PrimId::kSelect, {mask, x, zero}));
 }
 
 // EyeLike(x){dtype, k=0}: ones where column - row == k over x's static 2-D shape.
@@ -500,7 +495,7 @@ Outputs EyeLike(NodeContext& c) {
   }
   ImportedValue v = c.Const(Tensor::FromVector<double>({rows, cols}, eye));
   if (dtype == DType::kFloat64) return std::vector<ImportedValue>{v};
-  return One(c.Emit(PrimId::kCast, {v}, {{"dtype", dtype}}));
+  return OneOutput(c.Emit(PrimId::kCast, {v}, {{"dtype", dtype}}));
 }
 
 // reshape -> transpose -> reshape, the form of DepthToSpace and SpaceToDepth.
@@ -560,7 +555,7 @@ Outputs Range(NodeContext& c) {
   for (size_t i = 0; i < out.size(); ++i) out[i] = v[0] + static_cast<double>(i) * v[2];
   ImportedValue r = c.Const(Tensor::FromVector<double>({static_cast<int64_t>(out.size())}, out));
   if (dtype == DType::kFloat64) return std::vector<ImportedValue>{r};
-  return One(c.Emit(PrimId::kCast, {r}, {{"dtype", dtype}}));
+  return OneOutput(c.Emit(PrimId::kCast, {r}, {{"dtype", dtype}}));
 }
 
 // OneHot(indices, depth, values){axis=-1} = one_hot(indices mod depth){depth,
@@ -584,7 +579,7 @@ Outputs OneHot(NodeContext& c) {
   KGRAD_ASSIGN_OR_RETURN(ImportedValue neg, c.Emit(PrimId::kLess, {idx, zero}));
   KGRAD_ASSIGN_OR_RETURN(ImportedValue wrapped, c.Emit(PrimId::kAdd, {idx, n}));
   KGRAD_ASSIGN_OR_RETURN(idx, c.Emit(PrimId::kSelect, {neg, wrapped, idx}));
-  return One(c.Emit(PrimId::kOneHot, {idx},
+  return OneOutput(c.Emit(PrimId::kOneHot, {idx},
                     {{"depth", depth}, {"axis", axis}, {"dtype", values.dtype()},
                      {"off_value", values.ElementAsDouble(0)}, {"on_value", values.ElementAsDouble(1)}}));
 }

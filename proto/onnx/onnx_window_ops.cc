@@ -30,11 +30,6 @@ namespace kgrad {
 namespace onnx_import {
 namespace {
 
-Outputs One(absl::StatusOr<ImportedValue> v) {
-  if (!v.ok()) return v.status();
-  return std::vector<ImportedValue>{*std::move(v)};
-}
-
 // The window of one node, lifted to 2-D: index 0 is the height (1 for 1-D ops),
 // index 1 the width (the length for 1-D ops).
 struct Window2d {
@@ -143,7 +138,7 @@ Outputs AddBiasAndUnlift(NodeContext& c, ImportedValue y, int nsp) {
     KGRAD_ASSIGN_OR_RETURN(bias, c.Emit(PrimId::kReshape, {bias}, {{"shape", std::vector<int64_t>{-1, 1, 1}}}));
     KGRAD_ASSIGN_OR_RETURN(y, c.Emit(PrimId::kAdd, {y, bias}));
   }
-  return One(Unlift(c, y, nsp));
+  return OneOutput(Unlift(c, y, nsp));
 }
 
 // The filter's spatial sizes (empty when unknown).
@@ -489,7 +484,7 @@ Outputs Pool(NodeContext& c) {
     KGRAD_ASSIGN_OR_RETURN(y, Rescale(c, y, tx->dtype(), PoolCounts(win, 0, in[0], out[0], include_pad != 0),
                                       PoolCounts(win, 1, in[1], out[1], include_pad != 0), numerator));
   }
-  return One(Unlift(c, y, nsp));
+  return OneOutput(Unlift(c, y, nsp));
 }
 
 // GlobalAveragePool / GlobalMaxPool(x) = reduce over the spatial dims, kept (any
@@ -503,7 +498,7 @@ Outputs GlobalPool(NodeContext& c) {
   if (t->rank() < 3) return c.Error(absl::StrCat("needs rank >= 3 (N, C, spatial...), got ", t->ToString()));
   std::vector<int64_t> axes;
   for (int i = 2; i < t->rank(); ++i) axes.push_back(i);
-  return One(c.Emit(id, {x}, {{"axes", axes}, {"keepdims", true}}));
+  return OneOutput(c.Emit(id, {x}, {{"axes", axes}, {"keepdims", true}}));
 }
 
 }  // namespace

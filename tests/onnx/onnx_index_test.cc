@@ -23,6 +23,8 @@ namespace onnx_test {
 namespace {
 
 using ::kgrad::testing::MakeTensor;
+using ::kgrad::testing::Ravel;
+using ::kgrad::testing::Unravel;
 using ::testing::ElementsAreArray;
 using ::testing::HasSubstr;
 
@@ -288,21 +290,6 @@ TEST(OnnxIndexTest, GatherND) {
                         .Init("i", L({3, 1}, {0, 0, 0}))
                         .Int("batch_dims", 1),
                     "batch dims");
-}
-
-// Row-major coordinates of element `flat` of `shape`, and back.
-Shape Unravel(const Shape& shape, int64_t flat) {
-  Shape c(shape.size());
-  for (int d = static_cast<int>(shape.size()) - 1; d >= 0; --d) {
-    c[d] = flat % shape[d];
-    flat /= shape[d];
-  }
-  return c;
-}
-int64_t Ravel(const Shape& shape, const Shape& c) {
-  int64_t flat = 0;
-  for (size_t d = 0; d < shape.size(); ++d) flat = flat * shape[d] + c[d];
-  return flat;
 }
 
 // Random index tuples in [-dim, dim) for the dims of `data` from `first` on.

@@ -147,6 +147,21 @@ std::vector<double> ToDoubles(const Tensor& t) {
   return out;
 }
 
+Shape Unravel(const Shape& shape, int64_t flat) {
+  Shape c(shape.size());
+  for (int d = static_cast<int>(shape.size()) - 1; d >= 0; --d) {
+    c[d] = flat % shape[d];
+    flat /= shape[d];
+  }
+  return c;
+}
+
+int64_t Ravel(const Shape& shape, const Shape& coords) {
+  int64_t flat = 0;
+  for (size_t d = 0; d < shape.size(); ++d) flat = flat * shape[d] + coords[d];
+  return flat;
+}
+
 Tensor MakeTensor(DType dtype, Shape shape, const std::vector<double>& values) {
   Tensor t = Tensor::Create(dtype, shape).value();
   DispatchDType(dtype, [&](auto zero) {

@@ -110,6 +110,11 @@ Tensor RandomTensor(DType dtype, Shape shape, std::mt19937_64& rng, double lo = 
                     double hi = 1.0);
 // Row-major contents as doubles.
 std::vector<double> ToDoubles(const Tensor& t);
+
+// Row-major coordinates of element `flat` of `shape`, and back (for reference
+// implementations of indexing ops).
+Shape Unravel(const Shape& shape, int64_t flat);
+int64_t Ravel(const Shape& shape, const Shape& coords);
 // A host tensor of `dtype` with `values` (converted).
 Tensor MakeTensor(DType dtype, Shape shape, const std::vector<double>& values);
 // An int64 scalar, and a float64 vector.

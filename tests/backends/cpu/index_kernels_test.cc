@@ -24,21 +24,6 @@ namespace {
 
 constexpr uint64_t kSeed = 20261124;
 
-// Row-major coordinates of element `flat` of `shape`, and back.
-Shape Unravel(const Shape& shape, int64_t flat) {
-  Shape c(shape.size());
-  for (int d = static_cast<int>(shape.size()) - 1; d >= 0; --d) {
-    c[d] = flat % shape[d];
-    flat /= shape[d];
-  }
-  return c;
-}
-int64_t Ravel(const Shape& shape, const Shape& c) {
-  int64_t flat = 0;
-  for (size_t d = 0; d < shape.size(); ++d) flat = flat * shape[d] + c[d];
-  return flat;
-}
-
 // Random indices in [-dim, dim) shaped `shape`.
 Tensor RandomIndices(DType t, const Shape& shape, int64_t dim, std::mt19937_64& rng) {
   std::uniform_int_distribution<int64_t> pick(-dim, dim - 1);
