@@ -365,12 +365,44 @@ absl::Status CheckArgument(const Parameter* p, const Value& v, const FuncGraph* 
   const Tensor& t = v.tensor();
   bool ok = t.dtype() == want->dtype() && t.rank() == want->rank();
   for (int i = 0; ok && i < t.rank(); ++i) {
-    ok = want->shape()[i] == kUnknownDim || want->shape()[i] == t.dim(i);
+    ok = want->shape()[i] < 0 || want->shape()[i] == t.dim(i);
   }
   if (!ok) {
     return absl::InvalidArgumentError(absl::StrCat("graph '", g->name(), "', input '",
                                                    p->DebugName(), "' must be ", want->ToString(),
                                                    ", got ", t.TypeString()));
+  }
+  return absl::OkStatus();
+}
+
+// Every dim symbol of the declared input types takes one size per run: the first
+// input that carries it fixes it, and an input that disagrees is refused, named
+// with the input that fixed the symbol.
+absl::Status CheckSymbols(const std::vector<Parameter*>& params, const std::vector<Value>& args,
+                          const FuncGraph* g) {
+  struct Binding {
+    int64_t symbol, size;
+    size_t param;
+    int dim;
+  };
+  absl::InlinedVector<Binding, 4> seen;
+  for (size_t p = 0; p < params.size(); ++p) {
+    const AbstractTensor* want = AsTensor(params[p]->declared());
+    if (want == nullptr || !args[p].is_tensor()) continue;
+    for (int i = 0; i < want->rank(); ++i) {
+      const int64_t sym = want->shape()[i];
+      if (!IsSymbolDim(sym)) continue;
+      const int64_t size = args[p].tensor().dim(i);
+      auto it = std::find_if(seen.begin(), seen.end(), [&](const Binding& b) { return b.symbol == sym; });
+      if (it == seen.end()) {
+        seen.push_back({sym, size, p, i});
+      } else if (it->size != size) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "graph '", g->name(), "': inputs '", params[it->param]->DebugName(), "' (dim ", it->dim,
+            " = ", it->size, ") and '", params[p]->DebugName(), "' (dim ", i, " = ", size,
+            ") must agree on the size '", DimToString(sym), "'"));
+      }
+    }
   }
   return absl::OkStatus();
 }
@@ -388,6 +420,7 @@ absl::StatusOr<Value> Executor::Run(std::vector<Value> args,
   for (size_t i = 0; i < args.size(); ++i) {
     KGRAD_RETURN_IF_ERROR(CheckArgument(params[i], args[i], entry_));
   }
+  KGRAD_RETURN_IF_ERROR(CheckSymbols(params, args, entry_));
   if (options_.check_types && !types_checked_) KGRAD_RETURN_IF_ERROR(CheckSignature(args));
   for (size_t i = 0; i < args.size(); ++i) {
     KGRAD_ASSIGN_OR_RETURN(args[i], ValueToDevice(args[i], device_));

@@ -13,7 +13,13 @@
 namespace kgrad {
 
 std::string AbstractTensor::ToString() const {
-  return absl::StrCat(DTypeName(dtype_), ShapeToString(shape_));
+  std::string s = absl::StrCat(DTypeName(dtype_), ShapeToString(shape_));
+  if (!value_.has_value()) return s;
+  absl::StrAppend(&s, "=");
+  if (shape_.empty()) return absl::StrCat(s, DimToString((*value_)[0]));
+  return absl::StrCat(s, "[", absl::StrJoin(*value_, ",", [](std::string* o, int64_t v) {
+                        o->append(DimToString(v));
+                      }), "]");
 }
 
 std::string AbstractScalar::ToString() const {
@@ -74,6 +80,16 @@ std::string AbstractFunction::ToString() const {
 
 AbstractPtr MakeAbstractTensor(DType dtype, Shape shape) {
   return std::make_shared<const AbstractTensor>(dtype, std::move(shape));
+}
+
+AbstractPtr MakeAbstractShapeValue(DType dtype, Shape shape, Shape value) {
+  const size_t n = shape.empty() ? 1 : shape.size() == 1 && shape[0] >= 0 ? shape[0] : 0;
+  const bool any_known = std::any_of(value.begin(), value.end(),
+                                     [](int64_t v) { return v != kUnknownValue; });
+  if (!IsInteger(dtype) || n == 0 || n > kMaxShapeValue || value.size() != n || !any_known) {
+    return MakeAbstractTensor(dtype, std::move(shape));
+  }
+  return std::make_shared<const AbstractTensor>(dtype, std::move(shape), std::move(value));
 }
 AbstractPtr MakeAbstractScalar(DType dtype) {
   return std::make_shared<const AbstractScalar>(dtype);
@@ -146,7 +162,7 @@ bool AbstractEquals(const AbstractPtr& a, const AbstractPtr& b) {
     case AbstractKind::kTensor: {
       auto* x = AsTensor(a);
       auto* y = AsTensor(b);
-      return x->dtype() == y->dtype() && x->shape() == y->shape();
+      return x->dtype() == y->dtype() && x->shape() == y->shape() && x->value() == y->value();
     }
     case AbstractKind::kScalar: {
       auto* x = AsScalar(a);
@@ -190,6 +206,9 @@ size_t AbstractHash(const AbstractPtr& a) {
       auto* t = AsTensor(a);
       h = absl::HashOf(h, static_cast<int>(t->dtype()));
       for (int64_t d : t->shape()) h = absl::HashOf(h, d);
+      if (t->value().has_value()) {
+        for (int64_t v : *t->value()) h = absl::HashOf(h, v);
+      }
       return h;
     }
     case AbstractKind::kScalar: {
@@ -236,12 +255,19 @@ absl::StatusOr<AbstractPtr> Join(const AbstractPtr& a, const AbstractPtr& b) {
       auto* y = AsTensor(b);
       if (x->dtype() != y->dtype()) return JoinError(a, b, "dtypes");
       if (x->rank() != y->rank()) return JoinError(a, b, "ranks");
-      if (x->shape() == y->shape()) return a;
+      if (x->shape() == y->shape() && x->value() == y->value()) return a;
       Shape s = x->shape();
       for (int i = 0; i < x->rank(); ++i) {
         if (s[i] != y->shape()[i]) s[i] = kUnknownDim;
       }
-      return MakeAbstractTensor(x->dtype(), std::move(s));
+      if (!x->value().has_value() || !y->value().has_value()) {
+        return MakeAbstractTensor(x->dtype(), std::move(s));
+      }
+      Shape v = *x->value();  // same length: the shapes agree where values exist
+      for (size_t i = 0; i < v.size(); ++i) {
+        if (v[i] != (*y->value())[i]) v[i] = kUnknownValue;
+      }
+      return MakeAbstractShapeValue(x->dtype(), std::move(s), std::move(v));
     }
     case AbstractKind::kScalar: {
       auto* x = AsScalar(a);
@@ -288,6 +314,9 @@ AbstractPtr Broaden(const AbstractPtr& a) {
   if (a == nullptr) return a;
   if (const AbstractScalar* s = AsScalar(a)) {
     return s->value().has_value() ? MakeAbstractScalar(s->dtype()) : a;
+  }
+  if (const AbstractTensor* t = AsTensor(a)) {
+    return t->value().has_value() ? MakeAbstractTensor(t->dtype(), t->shape()) : a;
   }
   if (const AbstractTuple* t = AsTuple(a)) {
     std::vector<AbstractPtr> elems;

@@ -49,19 +49,33 @@ class Abstract {
   int depth_;
 };
 
+// Shape values: what inference knows of the elements of a small integer tensor
+// (a shape, a size, axes or indices computed at run time, e.g. ONNX's
+// Shape -> Gather -> Concat -> Reshape chains): rank 0 or 1, at most
+// kMaxShapeValue elements, each a number, a dim symbol (the size it is known to
+// equal) or kUnknownValue. It lets a run-time shape keep the static and symbolic
+// dims it carries; it is never needed to run.
+inline constexpr int kMaxShapeValue = 64;
+
 class AbstractTensor final : public Abstract {
  public:
-  AbstractTensor(DType dtype, Shape shape)
-      : Abstract(AbstractKind::kTensor), dtype_(dtype), shape_(std::move(shape)) {}
+  AbstractTensor(DType dtype, Shape shape, std::optional<Shape> value = std::nullopt)
+      : Abstract(AbstractKind::kTensor),
+        dtype_(dtype),
+        shape_(std::move(shape)),
+        value_(std::move(value)) {}
   DType dtype() const { return dtype_; }
   const Shape& shape() const { return shape_; }
   int rank() const { return static_cast<int>(shape_.size()); }
   bool shape_known() const { return IsFullyKnown(shape_); }
+  // The shape value (above), or nullopt.
+  const std::optional<Shape>& value() const { return value_; }
   std::string ToString() const override;
 
  private:
   DType dtype_;
   Shape shape_;
+  std::optional<Shape> value_;
 };
 
 class AbstractScalar final : public Abstract {
@@ -142,6 +156,9 @@ class AbstractFunction final : public Abstract {
 
 // Constructors.
 AbstractPtr MakeAbstractTensor(DType dtype, Shape shape);
+// An integer tensor of rank 0 or 1 with a shape value; the value is dropped when
+// the dtype, rank or length does not admit one, or when nothing in it is known.
+AbstractPtr MakeAbstractShapeValue(DType dtype, Shape shape, Shape value);
 AbstractPtr MakeAbstractScalar(DType dtype);
 AbstractPtr MakeAbstractScalarValue(Scalar value);
 AbstractPtr MakeAbstractTuple(std::vector<AbstractPtr> elements);
@@ -168,8 +185,8 @@ bool FuncAtomEquals(const FuncAtom& a, const FuncAtom& b);
 // Error when the kinds, dtypes, ranks or tuple lengths differ.
 absl::StatusOr<AbstractPtr> Join(const AbstractPtr& a, const AbstractPtr& b);
 
-// Drops constant scalar values (recursively), so that loop counters do not create
-// a new inference context per iteration.
+// Drops constant scalar values and shape values (recursively), so that loop
+// counters do not create a new inference context per iteration.
 AbstractPtr Broaden(const AbstractPtr& a);
 
 // "null" for the bottom element.

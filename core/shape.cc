@@ -41,11 +41,7 @@ std::string ShapeToString(absl::Span<const int64_t> dims) {
   std::string s = "[";
   for (size_t i = 0; i < dims.size(); ++i) {
     if (i) s += ",";
-    if (dims[i] < 0) {
-      s += "?";
-    } else {
-      absl::StrAppend(&s, dims[i]);
-    }
+    s += DimToString(dims[i]);
   }
   return s + "]";
 }
@@ -63,9 +59,11 @@ absl::StatusOr<Shape> BroadcastShapes(absl::Span<const int64_t> a,
       out[i] = db;
     } else if (db == 1) {
       out[i] = da;
-    } else if (da == kUnknownDim) {
+    } else if (da < 0 && db < 0) {  // ? or symbols: either may be 1
+      out[i] = da == kUnknownDim ? db : db == kUnknownDim ? da : kUnknownDim;
+    } else if (da < 0) {
       out[i] = db;
-    } else if (db == kUnknownDim) {
+    } else if (db < 0) {
       out[i] = da;
     } else {
       return absl::InvalidArgumentError(

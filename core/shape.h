@@ -1,5 +1,5 @@
 // Shapes of tensors. A concrete tensor shape has only known dims; an abstract
-// shape (AbstractTensor) may hold kUnknownDim.
+// shape (AbstractTensor) may also hold kUnknownDim or a dim symbol (below).
 #ifndef KGRAD_CORE_SHAPE_H_
 #define KGRAD_CORE_SHAPE_H_
 
@@ -9,12 +9,12 @@
 #include "absl/container/inlined_vector.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "core/dim_symbol.h"
 
 namespace kgrad {
 
 using Shape = absl::InlinedVector<int64_t, 6>;
 
-inline constexpr int64_t kUnknownDim = -1;
 // Bounds for hostile input (graph files, .npy headers): no tensor has more than
 // kMaxRank dims or more than kMaxElements elements.
 inline constexpr int kMaxRank = 16;
@@ -26,11 +26,12 @@ absl::StatusOr<int64_t> CheckedNumElements(absl::Span<const int64_t> dims);
 int64_t NumElementsOf(absl::Span<const int64_t> dims);
 bool IsFullyKnown(absl::Span<const int64_t> dims);
 
-// "[2,3]" ("[2,?]" for unknown dims).
+// "[2,3]" ("[2,?]" for unknown dims, "[batch,3]" for symbols).
 std::string ShapeToString(absl::Span<const int64_t> dims);
 
 // NumPy broadcasting of two shapes (unknown dims allowed: ? with 1 gives ?, ? with n
-// gives n). Error text names both shapes.
+// gives n; a symbol with itself or 1 gives the symbol, two different symbols ?).
+// Error text names both shapes.
 absl::StatusOr<Shape> BroadcastShapes(absl::Span<const int64_t> a,
                                       absl::Span<const int64_t> b);
 

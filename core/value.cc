@@ -273,11 +273,24 @@ bool ValuesEqual(const Value& a, const Value& b) {
 namespace {
 
 // The abstract of `v` given the abstracts of its parts (NumParts/Part order).
+// A small integer tensor on the host also carries its elements as a shape value
+// (numbers in the symbol range, which no shape holds, are left unknown).
+AbstractPtr AbstractOfTensor(const Tensor& t) {
+  const bool small = IsInteger(t.dtype()) && t.rank() <= 1 && t.NumElements() > 0 &&
+                     t.NumElements() <= kMaxShapeValue && t.device() == DeviceType::kCpu;
+  if (!small) return MakeAbstractTensor(t.dtype(), t.shape());
+  Shape value;
+  for (int64_t i = 0; i < t.NumElements(); ++i) {
+    const int64_t v = t.dtype() == DType::kInt64 ? t.data<int64_t>()[i] : t.data<int32_t>()[i];
+    value.push_back(IsSymbolDim(v) ? kUnknownValue : v);
+  }
+  return MakeAbstractShapeValue(t.dtype(), t.shape(), std::move(value));
+}
+
 AbstractPtr AbstractOfParts(const Value& v, std::vector<AbstractPtr> parts) {
   switch (v.kind()) {
     case Value::Kind::kNone: return MakeAbstractNone();
-    case Value::Kind::kTensor:
-      return MakeAbstractTensor(v.tensor().dtype(), v.tensor().shape());
+    case Value::Kind::kTensor: return AbstractOfTensor(v.tensor());
     case Value::Kind::kScalar: return MakeAbstractScalarValue(v.scalar());
     case Value::Kind::kString: return MakeAbstractString(v.str());
     case Value::Kind::kTuple: return MakeAbstractTuple(std::move(parts));

@@ -22,7 +22,7 @@ namespace kgrad {
 namespace ops {
 namespace {
 
-bool Known(int64_t d) { return d != kUnknownDim; }
+bool Known(int64_t d) { return d >= 0; }
 
 // The dtype of the inputs of `c` (see InputNames), rank-4 f32/f64 tensors of
 // input 0's dtype; `shapes` gets their shapes.

@@ -16,7 +16,7 @@ constexpr const char* kAxisNames[2] = {"height", "width"};
 // Attribute values beyond this are nonsense and could overflow int64 arithmetic.
 constexpr int64_t kMaxAttrValue = kMaxElements;
 
-bool Known(int64_t d) { return d != kUnknownDim; }
+bool Known(int64_t d) { return d >= 0; }
 
 // ----- Attributes -----------------------------------------------------------------
 absl::Status BadAttr(const std::string& name, const std::vector<int64_t>& v,

@@ -45,8 +45,7 @@ absl::Status CheckMatMulOperand(TensorType t, int i, CheckedBy by) {
 // Two dims that must be equal: the known one when one is unknown; error when both
 // are known and differ.
 absl::StatusOr<int64_t> MergeDim(int64_t a, int64_t b, absl::string_view what) {
-  if (a == kUnknownDim) return b;
-  if (b == kUnknownDim || a == b) return a;
+  if (std::optional<int64_t> d = UnifyDims(a, b)) return *d;
   return absl::InvalidArgumentError(absl::StrCat(what, " must agree, got ", a, " and ", b));
 }
 
@@ -67,7 +66,7 @@ absl::StatusOr<EinsumSizes> EinsumLetterSizes(const std::string& eq, const Einsu
     for (size_t d = 0; d < sub.size(); ++d) {
       int ch = static_cast<unsigned char>(sub[d]);
       int64_t n = t.shape[d];
-      if (n == kUnknownDim) continue;
+      if (n < 0) continue;
       if (size[ch] == kUnknownDim) {
         size[ch] = n;
         where[ch] = static_cast<int>(i);
@@ -286,7 +285,7 @@ std::optional<int64_t> EinsumLetterSize(const BpropContext& c, const EinsumSpec&
     const AbstractTensor* t = AsTensor(a);
     if (t == nullptr || t->rank() != static_cast<int>(sub.size())) return std::nullopt;
     for (size_t d = 0; d < sub.size(); ++d) {
-      if (sub[d] == ch && t->shape()[d] != kUnknownDim) return t->shape()[d];
+      if (sub[d] == ch && t->shape()[d] >= 0) return t->shape()[d];
     }
     return std::nullopt;
   };

@@ -33,11 +33,9 @@ std::optional<Shape> MergeShapes(TensorType a, TensorType b) {
   if (a.rank() != b.rank()) return std::nullopt;
   Shape out(a.shape.begin(), a.shape.end());
   for (int i = 0; i < a.rank(); ++i) {
-    if (out[i] == kUnknownDim) {
-      out[i] = b.shape[i];
-    } else if (b.shape[i] != kUnknownDim && b.shape[i] != out[i]) {
-      return std::nullopt;
-    }
+    std::optional<int64_t> d = UnifyDims(out[i], b.shape[i]);
+    if (!d.has_value()) return std::nullopt;
+    out[i] = *d;
   }
   return out;
 }
@@ -57,7 +55,7 @@ absl::Status CheckAffine(const Primitive& p, int i, TensorType x, TensorType t,
   KGRAD_RETURN_IF_ERROR(CheckLikeX(p, i, x, t));
   bool ok = t.rank() == static_cast<int>(want.size());
   for (int d = 0; ok && d < t.rank(); ++d) {
-    ok = t.shape[d] == kUnknownDim || want[d] == kUnknownDim || t.shape[d] == want[d];
+    ok = t.shape[d] < 0 || want[d] < 0 || t.shape[d] == want[d];
   }
   if (ok) return absl::OkStatus();
   const bool inference = by == CheckedBy::kInference;
@@ -106,13 +104,13 @@ absl::StatusOr<Shape> SparseSoftmaxCrossEntropyShape(TensorType logits, TensorTy
   const int64_t n = logits.shape[0];
   const int64_t m = labels.rank() == 1 ? labels.shape[0] : kUnknownDim;
   if (!IsInteger(labels.dtype) || labels.rank() != 1 ||
-      (n != kUnknownDim && m != kUnknownDim && n != m)) {
+      !UnifyDims(n, m).has_value()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "input 1 must be i32 or i64 labels ", ShapeToString({n}), ", got ", labels.ToString(),
         " (labels of rank 1 with one entry per row of logits: logits ", logits.ToString(),
         ", labels ", labels.ToString(), ")"));
   }
-  return Shape{n == kUnknownDim ? m : n};
+  return Shape{*UnifyDims(n, m)};
 }
 
 absl::Status LabelOutOfRange(int64_t label, int64_t position, int64_t classes) {
@@ -298,7 +296,7 @@ absl::Status BpropSparseSoftmaxCrossEntropy(BpropContext& c) {
   KGRAD_ASSIGN_OR_RETURN(Shape shape, c.InShape(0));
   KGRAD_ASSIGN_OR_RETURN(DType dtype, c.InDType(0));
   int64_t classes = shape.size() == 2 ? shape[1] : kUnknownDim;
-  if (classes == kUnknownDim) {
+  if (classes < 0) {
     return c.Error(
         "the gradient rule needs the number of classes (dim 1 of the logits) for one_hot, "
         "which inference did not determine (declare the graph's parameter types)");

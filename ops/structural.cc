@@ -198,7 +198,7 @@ absl::StatusOr<AbstractPtr> InferScalarToTensor(const InferCall& c) {
 absl::StatusOr<AbstractPtr> InferTensorToScalar(const InferCall& c) {
   KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* t, TensorArg(c, 0));
   for (int64_t d : t->shape()) {
-    if (d != 1 && d != kUnknownDim) return ArgError(c, 0, "a tensor with one element");
+    if (d != 1 && d >= 0) return ArgError(c, 0, "a tensor with one element");
   }
   return MakeAbstractScalar(t->dtype());
 }

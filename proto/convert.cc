@@ -1,5 +1,6 @@
 #include "proto/convert.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "absl/status/status.h"
@@ -258,8 +259,13 @@ absl::StatusOr<Value> ValueFromProto(const proto::ValueProto& p, const Primitive
 
 absl::Status TypeToProto(const AbstractPtr& a, proto::TypeProto* out) {
   if (const AbstractTensor* t = AsTensor(a)) {
-    out->mutable_tensor()->set_dtype(DTypeToProto(t->dtype()));
-    for (int64_t d : t->shape()) out->mutable_tensor()->add_dims(d);
+    proto::TypeProto::Tensor* tp = out->mutable_tensor();
+    tp->set_dtype(DTypeToProto(t->dtype()));
+    const bool named = std::any_of(t->shape().begin(), t->shape().end(), IsSymbolDim);
+    for (int64_t d : t->shape()) {
+      tp->add_dims(d >= 0 ? d : kUnknownDim);
+      if (named) tp->add_dim_params(IsSymbolDim(d) ? DimToString(d) : "");
+    }
     return absl::OkStatus();
   }
   if (const AbstractScalar* s = AsScalar(a)) {
@@ -284,10 +290,25 @@ absl::StatusOr<AbstractPtr> TypeFromProto(const proto::TypeProto& p, int depth) 
         return absl::InvalidArgumentError(absl::StrCat("rank ", p.tensor().dims_size(),
                                                        " exceeds the limit ", kMaxRank));
       }
+      const auto& names = p.tensor().dim_params();
+      if (!names.empty() && names.size() != p.tensor().dims_size()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            names.size(), " dim_params for ", p.tensor().dims_size(), " dims (one per dim, or none)"));
+      }
       Shape s;
-      for (int64_t d : p.tensor().dims()) {
+      for (int i = 0; i < p.tensor().dims_size(); ++i) {
+        const int64_t d = p.tensor().dims(i);
         if (d < -1) return absl::InvalidArgumentError(absl::StrCat("bad dimension ", d, " (use -1 for unknown)"));
-        s.push_back(d);
+        if (names.empty() || names[i].empty()) {
+          s.push_back(d);
+          continue;
+        }
+        if (d != -1) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              "dim ", i, " has both the size ", d, " and the name '", names[i], "' (use -1 with a name)"));
+        }
+        KGRAD_ASSIGN_OR_RETURN(int64_t sym, ParseDim(names[i]));
+        s.push_back(sym);
       }
       Shape known;
       for (int64_t d : s) known.push_back(d < 0 ? 1 : d);

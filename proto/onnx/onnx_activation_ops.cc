@@ -144,7 +144,7 @@ Outputs PRelu(NodeContext& c) {
   KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* tn, c.TensorType(neg));
   bool keeps_x = tn->rank() == tx->rank();
   for (int i = 0; keeps_x && i < tx->rank(); ++i) {
-    keeps_x = tx->shape()[i] == kUnknownDim || tn->shape()[i] == tx->shape()[i];
+    keeps_x = tx->shape()[i] < 0 || tn->shape()[i] == tx->shape()[i];
   }
   if (!keeps_x) {
     return c.Error(absl::StrCat("slope ", ts->ToString(), " must broadcast to X ", tx->ToString()));

@@ -176,7 +176,7 @@ absl::StatusOr<int64_t> NodeContext::StaticDim(const ImportedValue& v, int64_t a
                                                const char* what) const {
   KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* t, TensorType(v));
   absl::StatusOr<int> a = NormalizeAxis(axis, t->rank());
-  if (!a.ok() || t->shape()[*a] == kUnknownDim) {
+  if (!a.ok() || t->shape()[*a] < 0) {
     return Error(absl::StrCat("needs a static ", what, " (dim ", axis, ") of ", t->ToString()));
   }
   return t->shape()[*a];

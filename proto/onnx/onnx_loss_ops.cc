@@ -41,7 +41,7 @@ absl::Status CheckShapes(NodeContext& c, const LossInputs& in) {
   }
   for (int i = 0; i < t->rank(); ++i) {
     int64_t a = x->shape()[i == 0 ? 0 : i + 1], b = t->shape()[i];
-    if (a != kUnknownDim && b != kUnknownDim && a != b) {
+    if (!UnifyDims(a, b).has_value()) {
       return c.Error(absl::StrCat("the target ", t->ToString(), " does not match the scores ",
                                   x->ToString()));
     }
@@ -49,8 +49,7 @@ absl::Status CheckShapes(NodeContext& c, const LossInputs& in) {
   if (in.weight.has_value()) {
     KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* w, c.TensorType(*in.weight));
     if (w->rank() != 1 || w->dtype() != x->dtype() ||
-        (w->shape()[0] != kUnknownDim && x->shape()[1] != kUnknownDim &&
-         w->shape()[0] != x->shape()[1])) {
+        !UnifyDims(w->shape()[0], x->shape()[1]).has_value()) {
       return c.Error(absl::StrCat("the weight must be a [C] tensor of the scores' dtype, got ",
                                   w->ToString(), " for scores ", x->ToString()));
     }

@@ -199,7 +199,7 @@ Outputs Split(NodeContext& c) {
     absl::StatusOr<int> a = NormalizeAxis(axis, t->rank());
     if (!a.ok()) return c.Error(a.status().message());
     int64_t dim = t->shape()[*a];
-    if (dim == kUnknownDim) return c.Error("needs the split axis's size");
+    if (dim < 0) return c.Error("needs the split axis's size");
     int64_t part = (dim + n - 1) / n;  // the last part may be smaller (opset 18)
     for (int i = 0; i < n; ++i) sizes.push_back(std::min(part, dim - part * i));
     if (sizes.back() <= 0) return c.Error(absl::StrCat("cannot split ", dim, " into ", n, " parts"));
@@ -227,7 +227,7 @@ Outputs Gather(NodeContext& c) {
   absl::StatusOr<int> a = NormalizeAxis(axis, t->rank());
   if (!a.ok()) return c.Error(a.status().message());
   int64_t dim = t->shape()[*a];
-  if (idx.constant.has_value() && dim != kUnknownDim &&
+  if (idx.constant.has_value() && dim >= 0 &&
       (idx.constant->dtype() == DType::kInt64 || idx.constant->dtype() == DType::kInt32)) {
     Tensor fixed = Tensor::Create(DType::kInt64, idx.constant->shape()).value();
     for (int64_t k = 0; k < fixed.NumElements(); ++k) {
@@ -236,7 +236,7 @@ Outputs Gather(NodeContext& c) {
       fixed.mutable_data<int64_t>()[k] = i < 0 ? i + dim : i;
     }
     idx = c.Const(std::move(fixed));
-  } else if (!idx.constant.has_value() && dim != kUnknownDim) {
+  } else if (!idx.constant.has_value() && dim >= 0) {
     // idx + dim where idx < 0, computed at run time.
     KGRAD_ASSIGN_OR_RETURN(ImportedValue zero, c.ScalarLike(idx, 0));
     KGRAD_ASSIGN_OR_RETURN(ImportedValue n, c.ScalarLike(idx, static_cast<double>(dim)));

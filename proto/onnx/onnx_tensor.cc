@@ -235,7 +235,7 @@ absl::StatusOr<AbstractPtr> TypeFromOnnx(const onnx::TypeProto& t) {
       if (d.dim_value() < 0) return absl::InvalidArgumentError(absl::StrCat("negative dim ", d.dim_value()));
       shape.push_back(d.dim_value());
     } else {
-      shape.push_back(kUnknownDim);
+      shape.push_back(d.dim_param().empty() ? kUnknownDim : DimSymbol(d.dim_param()));
     }
   }
   absl::StatusOr<int64_t> n = CheckedNumElements(shape);
@@ -249,7 +249,9 @@ void TypeToOnnx(const AbstractTensor& t, onnx::TypeProto* out) {
   onnx::TensorShapeProto* s = tt->mutable_shape();
   for (int64_t d : t.shape()) {
     if (d == kUnknownDim) {
-      s->add_dim()->set_dim_param("?");
+      s->add_dim();  // neither a value nor a name: unknown
+    } else if (IsSymbolDim(d)) {
+      s->add_dim()->set_dim_param(DimToString(d));
     } else {
       s->add_dim()->set_dim_value(d);
     }

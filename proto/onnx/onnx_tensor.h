@@ -30,7 +30,8 @@ absl::StatusOr<Tensor> ConstantFromOnnx(const onnx::TensorProto& p, const LoadLi
 // raw_data, little-endian (the host order on every supported machine).
 void TensorToOnnx(const Tensor& t, const std::string& name, onnx::TensorProto* out);
 
-// A value_info's tensor type; unknown or symbolic dims become kUnknownDim.
+// A value_info's tensor type; a dim_param becomes the dim symbol of that name,
+// a dim with neither value nor name kUnknownDim.
 absl::StatusOr<AbstractPtr> TypeFromOnnx(const onnx::TypeProto& t);
 void TypeToOnnx(const AbstractTensor& t, onnx::TypeProto* out);
 
