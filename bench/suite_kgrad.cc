@@ -196,10 +196,33 @@ absl::StatusOr<double> MaxScaledDiff(const Value& a, const Value& b) {
   return diff / (scale > 0 ? scale : 1.0);
 }
 
+// The MLP's step again with its batch declared as the symbol "batch": one graph
+// for every batch size should cost nothing at run time (mlp.dyn_step_ms against
+// mlp.step_ms, the same inputs and weights).
+absl::Status MeasureSymbolicBatchStep(const KgradRun& run, FuncGraph* static_f, Metrics* out) {
+  Module m(DefaultRegistry());
+  FuncGraph* f = programs::Mlp(&m, DimSymbol("batch"), run.shapes.mlp_sizes, DType::kFloat32);
+  m.set_constant_evaluator(&CpuConstantEvaluator::Get());
+  ValueAndGradOptions vo;
+  vo.argnums.clear();
+  vo.weights = Weights(m);
+  KGRAD_ASSIGN_OR_RETURN(FuncGraph* step, ValueAndGrad(m, f, vo));
+  KGRAD_RETURN_IF_ERROR(Optimize(m, step).status());
+  ExecutorOptions eo;
+  eo.device = run.device;
+  KGRAD_ASSIGN_OR_RETURN(std::unique_ptr<Executor> es, Executor::Create(step, eo));
+  std::vector<Value> args = programs::RandomInputs(static_f, run.shapes.seed);
+  KGRAD_RETURN_IF_ERROR(Check(*es, args, "mlp step (symbolic batch)"));
+  (*out)["mlp.dyn_step_ms"] = MedianMs([&] { (void)es->Run(args); }, run.budget);
+  run.progress->Done("MLP step, symbolic batch (kgrad)");
+  return absl::OkStatus();
+}
+
 absl::Status MeasureMlp(const KgradRun& run, Metrics* out, TensorManifest* tensors) {
   Module m(DefaultRegistry());
   FuncGraph* f = programs::Mlp(&m, run.shapes.mlp_batch, run.shapes.mlp_sizes, DType::kFloat32);
-  return MeasureModel(run, {"mlp", "MLP", true}, m, f, out, tensors);
+  KGRAD_RETURN_IF_ERROR(MeasureModel(run, {"mlp", "MLP", true}, m, f, out, tensors));
+  return MeasureSymbolicBatchStep(run, f, out);
 }
 
 absl::Status MeasureConvNet(const KgradRun& run, Metrics* out, TensorManifest* tensors) {

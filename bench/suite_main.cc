@@ -139,7 +139,7 @@ int Main(int argc, char** argv) {
   }
   std::string work = *work_dir;
   run.tensor_dir = work;
-  int stages = 1 + 3 + 2 + 3 + static_cast<int>(run.shapes.build_sizes.size());
+  int stages = 1 + 4 + 2 + 3 + static_cast<int>(run.shapes.build_sizes.size());  // MLP: 4
   Progress progress(args->torch ? 2 * stages : stages);
   run.progress = &progress;
 

@@ -91,6 +91,9 @@ void MlpRows(const SuiteShapes& s, Rows& rows) {
                       "mlp.step_pct_sgemm", 100 * k / sgemm, 100 * t / sgemm);
   pct.target = ">= 60%";
   pct.pass = Judge(pct.kgrad, pct.kgrad >= 60);
+  AtMost(rows.Add(sc, "step with a symbolic batch / static batch", "mlp.dyn_over_static",
+                  rows.K("mlp.dyn_step_ms") / rows.K("mlp.step_ms"), kNaN),
+         1.10, "<= 1.10");
   LossRow(rows, sc, "mlp");
 }
 

@@ -100,12 +100,12 @@ std::optional<int64_t> UnifyDims(int64_t a, int64_t b) {
 absl::StatusOr<int64_t> ParseDim(absl::string_view text) {
   if (text == "?") return kUnknownDim;
   int64_t n = 0;
-  if (!text.empty() && absl::ascii_isdigit(text[0])) {
+  const size_t tilde = text.find('~');
+  if (tilde == absl::string_view::npos && !text.empty() && absl::ascii_isdigit(text[0])) {
     if (absl::SimpleAtoi(text, &n) && n >= 0) return n;
     return absl::InvalidArgumentError(
         absl::StrCat("bad dimension '", text, "' (a size, ? or a name)"));
   }
-  const size_t tilde = text.find('~');
   if (tilde == absl::string_view::npos) {
     if (IsExactName(text)) return DimSymbol(text);
     return absl::InvalidArgumentError(absl::StrCat(
