@@ -167,6 +167,40 @@ Shape Gathered(absl::Span<const int64_t> params, int axis, absl::Span<const int6
   return out;
 }
 
+// The -1 of a reshape from `x` to `target` (the -1 left out of `target`), solved by
+// cancelling dim symbols: when x has no kUnknownDim and the symbols of `target`
+// are a sub-multiset of x's, the -1 is the known quotient if no symbol is left
+// over, the one left-over symbol if the known products are equal, and kUnknownDim
+// otherwise.  [batch,512,1,1] -> [-1,512]: batch.  [batch,seq,4] -> [batch,-1,2]:
+// ? (2 seq).  Error (the counts certainly differ) only when nothing is left over
+// and the quotient is not whole.
+absl::StatusOr<int64_t> CancelSymbols(absl::Span<const int64_t> x,
+                                      absl::Span<const int64_t> target) {
+  Shape left, xk, tk;
+  for (int64_t d : x) {
+    if (d == kUnknownDim) return kUnknownDim;
+    (d >= 0 ? xk : left).push_back(d);
+  }
+  for (int64_t d : target) {
+    if (d >= 0) {
+      tk.push_back(d);
+      continue;
+    }
+    auto it = std::find(left.begin(), left.end(), d);
+    if (it == left.end()) return kUnknownDim;  // a symbol x lacks, or ?
+    left.erase(it);
+  }
+  KGRAD_ASSIGN_OR_RETURN(int64_t nx, CheckedNumElements(xk));
+  KGRAD_ASSIGN_OR_RETURN(int64_t nt, CheckedNumElements(tk));
+  if (left.size() == 1) return nx == nt ? left[0] : kUnknownDim;
+  if (!left.empty()) return kUnknownDim;
+  if (nt == 0 || nx % nt != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("cannot hold the elements of ",
+                                                   ShapeToString(x)));
+  }
+  return nx / nt;
+}
+
 }  // namespace
 
 // ----- The checks and formulas of ops/shape_ops.h -------------------------------------
@@ -208,7 +242,16 @@ absl::StatusOr<Shape> ReshapeShape(const Primitive& p, TensorType x) {
     return AttrError(p, "shape", absl::StrCat(Ints(attr), ": the -1 is ambiguous next to a 0"));
   }
   *minus = kUnknownDim;
-  if (!IsFullyKnown(x.shape)) return out;
+  if (!IsFullyKnown(x.shape)) {
+    Shape rest_dims(out.begin(), minus);
+    rest_dims.insert(rest_dims.end(), minus + 1, out.end());
+    absl::StatusOr<int64_t> solved = CancelSymbols(x.shape, rest_dims);
+    if (!solved.ok()) {
+      return AttrError(p, "shape", absl::StrCat(Ints(attr), " ", solved.status().message()));
+    }
+    *minus = *solved;
+    return out;
+  }
   const int64_t n = NumElementsOf(x.shape);
   if (n % rest != 0) {
     return AttrError(p, "shape", absl::StrCat(Ints(attr), " cannot hold the ", n,

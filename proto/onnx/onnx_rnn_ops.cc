@@ -10,7 +10,10 @@
 // (backpropagation through time) with the rules of gather and scatter_add.
 // A constant sequence_lens masks the steps past each sequence's end: there the
 // state is carried and Y is zero, as the spec says (for reverse, the masked steps
-// come first and leave the initial state untouched). Shapes must be static.
+// come first and leave the initial state untouched). The sequence length and the
+// batch may be dim symbols (or unknown): then the zero states and Y's start are
+// zeros_like(X) summed down and broadcast, and the trip count is the number of
+// rows of X counted at run time (see DynamicOperands); the other dims are static.
 // Activations are exact compositions of primitives (see Apply).
 #include <optional>
 #include <string>
@@ -21,6 +24,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "core/dim_symbol.h"
 #include "core/status_macros.h"
 #include "proto/onnx/onnx_context.h"
 
@@ -83,7 +87,7 @@ struct RnnSpec {
   bool input_forget = false;
   bool linear_before_reset = false;
   int64_t layout = 0;
-  int64_t seq = 0, batch = 0, input = 0;
+  int64_t seq = 0, batch = 0, input = 0;  // seq and batch may be symbols or ?
   DType dtype = DType::kFloat32;
 };
 
@@ -237,6 +241,8 @@ struct RnnInputs {
   std::optional<ImportedValue> lens;    // int64 [B, 1] when some sequence is short
   std::optional<ImportedValue> h0, c0;  // [D, B, H]
   std::optional<ImportedValue> p;       // [D, 3*H]
+  ImportedValue steps, last;            // int64 scalars: S and S - 1
+  ImportedValue zero_h, zero_y;         // zeros [B, H] and [S, B, H]
 };
 
 // One direction's operands, computed before its loop.
@@ -249,6 +255,8 @@ struct Direction {
   std::optional<ImportedValue> rbh;            // GRU with linear_before_reset: Rb of the h gate
   std::optional<ImportedValue> p_i, p_o, p_f;  // LSTM peepholes [H]
   ImportedValue h0, c0;                        // [B, H]
+  ImportedValue y0;                            // [S, B, H] zeros
+  ImportedValue steps, last;                   // int64 scalars: S and S - 1
 };
 
 absl::StatusOr<Direction> MakeDirection(NodeContext& c, const RnnSpec& s, const RnnInputs& in,
@@ -259,9 +267,12 @@ absl::StatusOr<Direction> MakeDirection(NodeContext& c, const RnnSpec& s, const 
   dir.acts = &s.acts[d * NumActivations(s.kind)];
   KGRAD_ASSIGN_OR_RETURN(ImportedValue w, Take(c, in.w, d));
   KGRAD_ASSIGN_OR_RETURN(dir.r, Take(c, in.r, d));
-  KGRAD_ASSIGN_OR_RETURN(ImportedValue x2,
-                         c.Emit(PrimId::kReshape, {in.x},
-                                {{"shape", std::vector<int64_t>{s.seq * s.batch, s.input}}}));
+  const bool fixed = s.seq >= 0 && s.batch >= 0;
+  ImportedValue x2 = in.x;  // [S, B, I]: a batched matmul when S and B are not static
+  if (fixed) {
+    KGRAD_ASSIGN_OR_RETURN(x2, c.Emit(PrimId::kReshape, {in.x},
+                                      {{"shape", std::vector<int64_t>{s.seq * s.batch, s.input}}}));
+  }
   KGRAD_ASSIGN_OR_RETURN(ImportedValue xp, MatMulT(c, x2, w));
   if (in.b.has_value()) {
     KGRAD_ASSIGN_OR_RETURN(ImportedValue bd, Take(c, *in.b, d));
@@ -277,8 +288,11 @@ absl::StatusOr<Direction> MakeDirection(NodeContext& c, const RnnSpec& s, const 
     KGRAD_ASSIGN_OR_RETURN(ImportedValue bias, c.Emit(PrimId::kAdd, {wr[0], rb}));
     KGRAD_ASSIGN_OR_RETURN(xp, c.Emit(PrimId::kAdd, {xp, bias}));
   }
-  KGRAD_ASSIGN_OR_RETURN(dir.xp, c.Emit(PrimId::kReshape, {xp},
-                                        {{"shape", std::vector<int64_t>{s.seq, s.batch, gh}}}));
+  dir.xp = xp;
+  if (fixed) {
+    KGRAD_ASSIGN_OR_RETURN(dir.xp, c.Emit(PrimId::kReshape, {xp},
+                                          {{"shape", std::vector<int64_t>{s.seq, s.batch, gh}}}));
+  }
   if (s.kind == Cell::kGru) {
     KGRAD_ASSIGN_OR_RETURN(std::vector<ImportedValue> parts, Split(c, dir.r, 0, {2 * h, h}));
     dir.r_zr = parts[0];
@@ -295,9 +309,12 @@ absl::StatusOr<Direction> MakeDirection(NodeContext& c, const RnnSpec& s, const 
     if (init->has_value()) {
       KGRAD_ASSIGN_OR_RETURN(*out, Take(c, **init, d));
     } else {
-      KGRAD_ASSIGN_OR_RETURN(*out, Zeros(c, s.dtype, {s.batch, s.hidden}));
+      *out = in.zero_h;
     }
   }
+  dir.y0 = in.zero_y;
+  dir.steps = in.steps;
+  dir.last = in.last;
   return dir;
 }
 
@@ -405,8 +422,7 @@ absl::StatusOr<std::vector<AnfNode*>> StepBody(NodeContext& c, const RnnSpec& s,
   ImportedValue y{st[3], ty.y, std::nullopt};
   ImportedValue idx = t;
   if (d.reverse) {
-    KGRAD_ASSIGN_OR_RETURN(
-        idx, b.Emit(PrimId::kSub, {b.Const(Tensor::FromScalar<int64_t>(s.seq - 1)), t}));
+    KGRAD_ASSIGN_OR_RETURN(idx, b.Emit(PrimId::kSub, {d.last, t}));
   }
   KGRAD_ASSIGN_OR_RETURN(ImportedValue x,
                          b.Emit(PrimId::kGather, {d.xp, idx}, {{"axis", int64_t{0}}}));
@@ -434,9 +450,9 @@ absl::StatusOr<std::vector<ImportedValue>> RunDirection(NodeContext& c, const Rn
                                                         const Direction& d,
                                                         const std::optional<ImportedValue>& lens) {
   ImportedValue t0 = c.Const(Tensor::FromScalar<int64_t>(0));
-  KGRAD_ASSIGN_OR_RETURN(ImportedValue y0, Zeros(c, s.dtype, {s.seq, s.batch, s.hidden}));
+  const ImportedValue& y0 = d.y0;
   LoopTypes ty{t0.type, d.h0.type, d.c0.type, y0.type};
-  ImportedValue seq = c.Const(Tensor::FromScalar<int64_t>(s.seq));
+  const ImportedValue& seq = d.steps;
   absl::Status err;
   auto keep = [&](absl::Status st) {
     if (err.ok()) err = std::move(st);
@@ -469,11 +485,16 @@ absl::StatusOr<std::vector<ImportedValue>> RunDirection(NodeContext& c, const Rn
                                     {final_state[2], ty.c, std::nullopt}};
 }
 
-// `v` must be a tensor of s.dtype and exactly `shape`.
+// `v` must be a tensor of s.dtype and `shape`: exactly its static dims; where
+// `shape` has a symbol or ?, a dim that may equal it.
 absl::Status ExpectShape(NodeContext& c, const RnnSpec& s, const ImportedValue& v, const char* what,
                          const Shape& shape) {
   KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* t, c.TensorType(v));
-  if (t->dtype() != s.dtype || !t->shape_known() || t->shape() != shape) {
+  bool ok = t->dtype() == s.dtype && t->rank() == static_cast<int>(shape.size());
+  for (int i = 0; ok && i < t->rank(); ++i) {
+    ok = shape[i] >= 0 ? t->shape()[i] == shape[i] : UnifyDims(shape[i], t->shape()[i]).has_value();
+  }
+  if (!ok) {
     return c.Error(absl::StrCat(what, " must be ", DTypeName(s.dtype), ShapeToString(shape),
                                 ", got ", t->ToString()));
   }
@@ -507,6 +528,9 @@ absl::StatusOr<std::optional<ImportedValue>> SequenceLengths(NodeContext& c, con
         "sequence_lens must be known at import time (a constant or an initializer); "
         "a computed sequence_lens is not supported");
   }
+  if (s.seq < 0 || s.batch < 0) {
+    return c.Error("sequence_lens needs a static sequence length and batch size");
+  }
   const Tensor& lens = *v.constant;
   if ((lens.dtype() != DType::kInt32 && lens.dtype() != DType::kInt64) ||
       lens.shape() != Shape{s.batch}) {
@@ -526,6 +550,43 @@ absl::StatusOr<std::optional<ImportedValue>> SequenceLengths(NodeContext& c, con
   std::vector<int64_t> v64(s.batch);
   for (int64_t b = 0; b < s.batch; ++b) v64[b] = static_cast<int64_t>(lens.ElementAsDouble(b));
   return std::optional<ImportedValue>(c.Const(Tensor::FromVector<int64_t>({s.batch, 1}, v64)));
+}
+
+// The trip count and the zeros of a static [S, B, ...].
+absl::Status StaticOperands(NodeContext& c, const RnnSpec& s, RnnInputs& in) {
+  in.steps = c.Const(Tensor::FromScalar<int64_t>(s.seq));
+  in.last = c.Const(Tensor::FromScalar<int64_t>(s.seq - 1));
+  KGRAD_ASSIGN_OR_RETURN(in.zero_h, Zeros(c, s.dtype, {s.batch, s.hidden}));
+  KGRAD_ASSIGN_OR_RETURN(in.zero_y, Zeros(c, s.dtype, {s.seq, s.batch, s.hidden}));
+  return absl::OkStatus();
+}
+
+// The same when S or B is a symbol, from X [S, B, I] at run time, exactly (zeros
+// summed are zeros; ones counted in int64 are S) and without a gradient path
+// (zeros_like and ones_like have none):
+//   zero_y = reduce_sum(zeros_like(X), {2}, keepdims) + zeros[H]       [S, B, H]
+//   zero_h = expand_dims(reduce_sum(zeros_like(X), {0, 2}), 1) + zeros[H]  [B, H]
+//   steps  = reduce_sum(cast<i64>(ones_like(reduce_sum(zeros_like(X), {1, 2}))))
+// The symbols stay in the types. (With a shape_of primitive, steps would be
+// gather(shape_of(X), 0).)
+absl::Status DynamicOperands(NodeContext& c, const RnnSpec& s, RnnInputs& in) {
+  auto sum = [&](const ImportedValue& v, std::vector<int64_t> axes, bool keep) {
+    return c.Emit(PrimId::kReduceSum, {v}, {{"axes", std::move(axes)}, {"keepdims", keep}});
+  };
+  KGRAD_ASSIGN_OR_RETURN(ImportedValue zx, c.Emit(PrimId::kZerosLike, {in.x}));
+  KGRAD_ASSIGN_OR_RETURN(ImportedValue zh, Zeros(c, s.dtype, {s.hidden}));
+  KGRAD_ASSIGN_OR_RETURN(ImportedValue zsb, sum(zx, {2}, true));
+  KGRAD_ASSIGN_OR_RETURN(in.zero_y, c.Emit(PrimId::kAdd, {zsb, zh}));
+  KGRAD_ASSIGN_OR_RETURN(ImportedValue zb, sum(zx, {0, 2}, false));
+  KGRAD_ASSIGN_OR_RETURN(zb, c.Emit(PrimId::kExpandDims, {zb}, {{"axis", int64_t{1}}}));
+  KGRAD_ASSIGN_OR_RETURN(in.zero_h, c.Emit(PrimId::kAdd, {zb, zh}));
+  KGRAD_ASSIGN_OR_RETURN(ImportedValue rows, sum(zx, {1, 2}, false));
+  KGRAD_ASSIGN_OR_RETURN(rows, c.Emit(PrimId::kOnesLike, {rows}));
+  KGRAD_ASSIGN_OR_RETURN(rows, c.Emit(PrimId::kCast, {rows}, {{"dtype", DType::kInt64}}));
+  KGRAD_ASSIGN_OR_RETURN(in.steps, sum(rows, {0}, false));
+  KGRAD_ASSIGN_OR_RETURN(
+      in.last, c.Emit(PrimId::kSub, {in.steps, c.Const(Tensor::FromScalar<int64_t>(1))}));
+  return absl::OkStatus();
 }
 
 // The attributes (except the activations) and X's dims.
@@ -571,8 +632,8 @@ absl::StatusOr<RnnInputs> ReadInputs(NodeContext& c, RnnSpec& s) {
   if (tx->dtype() != DType::kFloat32 && tx->dtype() != DType::kFloat64) {
     return c.Error(absl::StrCat("X must be float32 or float64, got ", tx->ToString()));
   }
-  if (tx->rank() != 3 || !tx->shape_known()) {
-    return c.Error(absl::StrCat("X must have a static rank-3 shape, got ", tx->ToString()));
+  if (tx->rank() != 3 || tx->shape()[2] < 0) {
+    return c.Error(absl::StrCat("X must have rank 3 and a static input size, got ", tx->ToString()));
   }
   s.dtype = tx->dtype();
   s.seq = tx->shape()[s.layout == 0 ? 0 : 1];
@@ -591,7 +652,8 @@ absl::StatusOr<RnnInputs> ReadInputs(NodeContext& c, RnnSpec& s) {
   KGRAD_RETURN_IF_ERROR(ExpectShape(c, s, in.w, "W", {s.dirs, gh, s.input}));
   // The largest tensor formed is XP [S, B, G*H] (declared shapes may be hostile).
   int64_t xp = 0;
-  if (__builtin_mul_overflow(s.seq, s.batch, &xp) || __builtin_mul_overflow(xp, gh, &xp)) {
+  if (s.seq >= 0 && s.batch >= 0 &&
+      (__builtin_mul_overflow(s.seq, s.batch, &xp) || __builtin_mul_overflow(xp, gh, &xp))) {
     return c.Error(absl::StrCat("X ", tx->ToString(), " with ", gh, " gate units is too large"));
   }
   KGRAD_RETURN_IF_ERROR(ExpectShape(c, s, in.r, "R", {s.dirs, gh, s.hidden}));
@@ -612,6 +674,8 @@ absl::StatusOr<RnnInputs> ReadInputs(NodeContext& c, RnnSpec& s) {
     KGRAD_ASSIGN_OR_RETURN(
         in.x, c.Emit(PrimId::kTranspose, {in.x}, {{"perm", std::vector<int64_t>{1, 0, 2}}}));
   }
+  KGRAD_RETURN_IF_ERROR(s.seq >= 0 && s.batch >= 0 ? StaticOperands(c, s, in)
+                                                   : DynamicOperands(c, s, in));
   return in;
 }
 

@@ -2,6 +2,7 @@
 // known at import time (constants, or Shape chains folded on static shapes).
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -106,10 +107,21 @@ Outputs Reshape(NodeContext& c) {
   KGRAD_ASSIGN_OR_RETURN(int64_t allowzero, c.Int("allowzero", 0));
   KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* t, c.TensorType(x));
   if (shape.size() > static_cast<size_t>(kMaxRank)) return c.Error("target rank too large");
+  bool has_minus = std::count(shape.begin(), shape.end(), int64_t{-1}) > 0;
   for (size_t i = 0; i < shape.size(); ++i) {
     if (shape[i] == 0 && allowzero == 0) {
       if (static_cast<int>(i) >= t->rank()) return c.Error("a 0 in the shape names a missing input dim");
       shape[i] = t->shape()[i];
+      if (shape[i] >= 0) continue;
+      // A copied symbolic dim becomes the -1 (reshape solves it by cancelling
+      // symbols); a second one needs the shape at run time.
+      if (has_minus) {
+        return c.Error(absl::StrCat("the target copies dim ", i, " of ", t->ToString(),
+                                    ", which is not static, next to another inferred dim ",
+                                    "(needs dynamic_reshape)"));
+      }
+      shape[i] = -1;
+      has_minus = true;
     } else if (shape[i] < -1) {
       return c.Error(absl::StrCat("bad target dim ", shape[i]));
     }
@@ -117,16 +129,25 @@ Outputs Reshape(NodeContext& c) {
   return OneOutput(c.Emit(PrimId::kReshape, {x}, {{"shape", shape}}));
 }
 
-// Flatten(x){axis=1} = reshape to [prod(dims[:axis]), prod(dims[axis:])].
+// Flatten(x){axis=1} = reshape to [prod(dims[:axis]), prod(dims[axis:])]; one side
+// may hold symbolic dims (it becomes the -1: [batch,512,1,1] -> [-1,512], which
+// reshape infers as [batch,512]).
 Outputs Flatten(NodeContext& c) {
   KGRAD_RETURN_IF_ERROR(c.ExpectInputs(1, 1));
   KGRAD_ASSIGN_OR_RETURN(ImportedValue x, c.Input(0));
-  KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* t, StaticShape(c, x));
+  KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* t, c.TensorType(x));
   KGRAD_ASSIGN_OR_RETURN(int64_t axis, c.Int("axis", 1));
   if (axis < 0) axis += t->rank();
   if (axis < 0 || axis > t->rank()) return c.Error(absl::StrCat("axis out of range for ", t->ToString()));
-  int64_t outer = NumElementsOf(absl::MakeConstSpan(t->shape()).subspan(0, axis));
-  int64_t inner = NumElementsOf(absl::MakeConstSpan(t->shape()).subspan(axis));
+  absl::Span<const int64_t> dims = t->shape();
+  const bool outer_known = IsFullyKnown(dims.subspan(0, axis));
+  const bool inner_known = IsFullyKnown(dims.subspan(axis));
+  if (!outer_known && !inner_known) {
+    return c.Error(absl::StrCat("needs static dims on one side of axis ", axis, ", got ",
+                                t->ToString(), " (needs dynamic_reshape)"));
+  }
+  const int64_t outer = outer_known ? NumElementsOf(dims.subspan(0, axis)) : -1;
+  const int64_t inner = inner_known ? NumElementsOf(dims.subspan(axis)) : -1;
   return OneOutput(c.Emit(PrimId::kReshape, {x}, {{"shape", std::vector<int64_t>{outer, inner}}}));
 }
 
@@ -252,11 +273,15 @@ Outputs Expand(NodeContext& c) {
   KGRAD_RETURN_IF_ERROR(c.ExpectInputs(2, 2));
   KGRAD_ASSIGN_OR_RETURN(ImportedValue x, c.Input(0));
   KGRAD_ASSIGN_OR_RETURN(std::vector<int64_t> shape, c.ConstInts(1));
-  KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* t, StaticShape(c, x));
+  KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* t, c.TensorType(x));
   if (shape.size() > static_cast<size_t>(kMaxRank)) return c.Error("target rank too large");
   absl::StatusOr<Shape> out = BroadcastShapes(t->shape(), shape);
   if (!out.ok()) return c.Error(out.status().message());
   if (*out == t->shape()) return std::vector<ImportedValue>{x};
+  if (!IsFullyKnown(*out)) {  // x's symbolic dims meet target dims > 1
+    return c.Error(absl::StrCat("expanding ", t->ToString(), " to ", ShapeToString(*out),
+                                " needs a static shape (needs dynamic_broadcast_to)"));
+  }
   return OneOutput(c.Emit(PrimId::kBroadcastTo, {x}, {{"shape", std::vector<int64_t>(out->begin(), out->end())}}));
 }
 
@@ -275,11 +300,12 @@ std::vector<int64_t> ReversedPositions(int64_t start, int64_t end, int64_t step,
 
 // Slice(x, starts, ends[, axes, steps]) = slice(x){begin, end, strides} over the dims
 // with positive steps (bounds clamped NumPy-style), then a gather of the positions
-// each negative-step dim reads.
+// each negative-step dim reads. A dim that is not static keeps the bounds as given
+// (slice clamps them at run time the same way); a negative step there is refused.
 Outputs Slice(NodeContext& c) {
   KGRAD_RETURN_IF_ERROR(c.ExpectInputs(3, 5));
   KGRAD_ASSIGN_OR_RETURN(ImportedValue x, c.Input(0));
-  KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* t, StaticShape(c, x));
+  KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* t, c.TensorType(x));
   KGRAD_ASSIGN_OR_RETURN(std::vector<int64_t> starts, c.ConstInts(1));
   KGRAD_ASSIGN_OR_RETURN(std::vector<int64_t> ends, c.ConstInts(2));
   std::vector<int64_t> axes, steps(starts.size(), 1);
@@ -295,6 +321,9 @@ Outputs Slice(NodeContext& c) {
   }
   int rank = t->rank();
   std::vector<int64_t> begin(rank, 0), end(t->shape().begin(), t->shape().end()), stride(rank, 1);
+  for (int64_t& e : end) {
+    if (e < 0) e = std::numeric_limits<int64_t>::max();  // the whole dim
+  }
   std::vector<std::pair<int, std::vector<int64_t>>> reversed;
   std::vector<bool> seen(rank, false);
   for (size_t i = 0; i < starts.size(); ++i) {
@@ -304,6 +333,16 @@ Outputs Slice(NodeContext& c) {
     seen[*a] = true;
     if (steps[i] == 0) return c.Error("steps must be non-zero");
     int64_t dim = t->shape()[*a];
+    if (dim < 0) {
+      if (steps[i] < 0) {
+        return c.Error(absl::StrCat("a negative step needs a static dim, got dim ", *a, " of ",
+                                    t->ToString(), " (needs dynamic_slice)"));
+      }
+      begin[*a] = starts[i];
+      end[*a] = ends[i];
+      stride[*a] = steps[i];
+      continue;
+    }
     if (steps[i] < 0) {
       reversed.emplace_back(*a, ReversedPositions(starts[i], ends[i], steps[i], dim));
       continue;

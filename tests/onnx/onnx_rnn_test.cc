@@ -16,6 +16,7 @@
 #include "absl/strings/ascii.h"
 #include "ad/grad_operation.h"
 #include "backends/executor.h"
+#include "core/infer.h"
 #include "core/passes/optimize.h"
 #include "tests/onnx/onnx_test_util.h"
 #include "tests/testing/grad_test_util.h"
@@ -123,6 +124,7 @@ struct Case {
   std::vector<int32_t> lens;  // empty: no sequence_lens
   int64_t opset = 14;
   int64_t seq = 4, batch = 2, input = 3, hidden = 3;
+  bool symbolic = false;  // X, H0, C0 declare dim_params "seq", "batch"
 };
 
 std::ostream& operator<<(std::ostream& os, const Case& c) { return os << c.name; }
@@ -176,12 +178,21 @@ onnx::TensorProto DoubleTensor(const std::string& name, std::vector<int64_t> dim
   return t;
 }
 
-void AddInput(onnx::GraphProto* g, const std::string& name, std::vector<int64_t> dims) {
+// A double input; where `params` names a dim, it is that dim_param instead.
+void AddInput(onnx::GraphProto* g, const std::string& name, std::vector<int64_t> dims,
+              std::vector<std::string> params = {}) {
   onnx::ValueInfoProto* vi = g->add_input();
   vi->set_name(name);
   onnx::TypeProto::Tensor* t = vi->mutable_type()->mutable_tensor_type();
   t->set_elem_type(onnx::TensorProto::DOUBLE);
-  for (int64_t d : dims) t->mutable_shape()->add_dim()->set_dim_value(d);
+  params.resize(dims.size());
+  for (size_t i = 0; i < dims.size(); ++i) {
+    if (params[i].empty()) {
+      t->mutable_shape()->add_dim()->set_dim_value(dims[i]);
+    } else {
+      t->mutable_shape()->add_dim()->set_dim_param(params[i]);
+    }
+  }
 }
 
 // The node's attributes: those of `c` that differ from the defaults (hidden_size
@@ -238,9 +249,13 @@ onnx::ModelProto BuildModel(const Case& c, const Data& x) {
   onnx::NodeProto* n = g->add_node();
   n->set_name("rnn");
   n->set_op_type(c.op);
+  using Names = std::vector<std::string>;
+  const Names x_params = !c.symbolic ? Names{} : l1 ? Names{"batch", "seq"} : Names{"seq", "batch"};
+  const Names state_params = !c.symbolic ? Names{} : l1 ? Names{"batch"} : Names{"", "batch"};
   AddInput(g, "X",
            l1 ? std::vector<int64_t>{c.batch, c.seq, c.input}
-              : std::vector<int64_t>{c.seq, c.batch, c.input});
+              : std::vector<int64_t>{c.seq, c.batch, c.input},
+           x_params);
   std::vector<int64_t> state =
       l1 ? std::vector<int64_t>{c.batch, d, c.hidden} : std::vector<int64_t>{d, c.batch, c.hidden};
   *g->add_initializer() = DoubleTensor("W", {d, gh, c.input}, x.w);
@@ -253,8 +268,8 @@ onnx::ModelProto BuildModel(const Case& c, const Data& x) {
     t->add_dims(c.batch);
     for (int32_t l : c.lens) t->add_int32_data(l);
   }
-  if (c.init_h) AddInput(g, "H0", state);
-  if (c.init_c) AddInput(g, "C0", state);
+  if (c.init_h) AddInput(g, "H0", state, state_params);
+  if (c.init_c) AddInput(g, "C0", state, state_params);
   if (c.peepholes) *g->add_initializer() = DoubleTensor("P", {d, 3 * c.hidden}, x.p);
   for (const char* in : {"X", "W", "R"}) n->add_input(in);
   n->add_input(c.bias ? "B" : "");
@@ -579,12 +594,68 @@ std::vector<Case> Cases() {
              c.direction = "reverse";
              c.lens = {2, 3};
            }),
+      // Symbolic sequence length and batch: zero states and trip count at run time.
+      Make("lstm_symbolic_bidirectional", "LSTM",
+           [](Case& c) {
+             c.symbolic = true;
+             c.direction = "bidirectional";
+           }),
+      Make("lstm_symbolic_layout1_initial_states", "LSTM",
+           [](Case& c) {
+             c.symbolic = true;
+             c.layout = 1;
+             c.init_h = c.init_c = true;
+           }),
+      Make("gru_symbolic_reverse", "GRU",
+           [](Case& c) {
+             c.symbolic = true;
+             c.direction = "reverse";
+             c.linear_before_reset = 1;
+           }),
+      Make("rnn_symbolic_initial_state", "RNN",
+           [](Case& c) {
+             c.symbolic = true;
+             c.init_h = true;
+           }),
   };
   return v;
 }
 
 INSTANTIATE_TEST_SUITE_P(Modes, HandBuiltRnnTest, ::testing::ValuesIn(Cases()),
                          [](const ::testing::TestParamInfo<Case>& i) { return i.param.name; });
+
+// One import of a model with symbolic "seq" and "batch", compiled once, runs at
+// several sizes; the outputs keep the symbols.
+TEST(RnnImport, SymbolicSequenceAndBatchRunAtSeveralSizes) {
+  Case c = Make("symbolic", "LSTM", [](Case& c) {
+    c.symbolic = true;
+    c.direction = "bidirectional";
+  });
+  const Data weights = MakeData(c, 3);
+  absl::StatusOr<std::unique_ptr<Module>> m = Import(BuildModel(c, weights));
+  ASSERT_TRUE(m.ok()) << m.status();
+  absl::StatusOr<AbstractPtr> type = InferGraph((*m)->entry());
+  ASSERT_TRUE(type.ok()) << type.status();
+  EXPECT_EQ((*type)->ToString(),
+            "(f64[seq,2,batch,3], f64[2,batch,3], f64[2,batch,3])");
+  absl::StatusOr<std::unique_ptr<Executor>> run = Executor::Create((*m)->entry());
+  ASSERT_TRUE(run.ok()) << run.status();
+  for (auto [seq, batch] : {std::pair{1, 1}, std::pair{6, 3}, std::pair{2, 5}}) {
+    c.seq = seq;
+    c.batch = batch;
+    Data x = MakeData(c, 9);
+    x.w = weights.w;
+    x.r = weights.r;
+    x.b = weights.b;
+    absl::StatusOr<Value> out = (*run)->Run(ModelArgs(c, x));
+    ASSERT_TRUE(out.ok()) << out.status();
+    const std::vector<Tensor> want = ExpectedOutputs(c, Reference(c, x));
+    for (size_t k = 0; k < want.size(); ++k) {
+      ExpectClose(out->tuple()[k], want[k], 1e-12,
+                  absl::StrCat("seq ", seq, " batch ", batch, " output ", k));
+    }
+  }
+}
 
 // The recurrence is a loop: the imported graph does not grow with the sequence, and
 // a long sequence still matches the reference.
@@ -663,6 +734,16 @@ TEST(RnnImportErrors, BadDirectionAndLeftOverAlphas) {
   c = Make("alpha", "RNN", [](Case& c) { c.acts = {"Tanh"}, c.alphas = {0.5f}; });
   ExpectImportError(BuildModel(c, MakeData(c, 1)), "node 'rnn' (RNN)",
                     "activation_alpha/activation_beta have 1/0 values");
+}
+
+TEST(RnnImportErrors, SequenceLensWithSymbolicDimsIsRefused) {
+  Case c = Plain("LSTM");
+  c.symbolic = true;
+  c.lens = {1, 2};
+  absl::StatusOr<std::unique_ptr<Module>> m = Import(BuildModel(c, MakeData(c, 1)));
+  ASSERT_FALSE(m.ok());
+  EXPECT_THAT(std::string(m.status().message()),
+              ::testing::HasSubstr("static sequence length and batch"));
 }
 
 TEST(RnnImportErrors, SequenceLensOutOfRange) {

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "ad/grad_operation.h"
@@ -144,6 +145,40 @@ inline void CheckFixtureGradients(const std::string& name, int n, bool optimize,
     const Tensor& w = want[o.argnums.size() + k];
     ExpectClose(dw.tuple()[k], w, tol, absl::StrCat("d ", names[k]), floor(w));
   }
+}
+
+// Fixture `name` exported with dynamic axes (make_dynamic_fixtures.py): imported
+// once, differentiated once (d<ct, out>/d input 0) and compiled once, then run at
+// every size in `sizes` (NAME_<size>_in0.npy ...) against torch. Neither the
+// module nor the executors gain a graph while the sizes change.
+inline void CheckDynamicFixture(const std::string& name, const std::vector<std::string>& sizes,
+                                double tol) {
+  absl::StatusOr<std::unique_ptr<Module>> m = ImportFixture(name);
+  ASSERT_TRUE(m.ok()) << m.status();
+  GradOptions o;
+  o.sens_param = true;
+  absl::StatusOr<FuncGraph*> g = Grad(**m, (*m)->entry(), o);
+  ASSERT_TRUE(g.ok()) << g.status();
+  absl::StatusOr<std::unique_ptr<Executor>> fwd = Executor::Create((*m)->entry());
+  ASSERT_TRUE(fwd.ok()) << fwd.status();
+  absl::StatusOr<std::unique_ptr<Executor>> bwd = Executor::Create(*g);
+  ASSERT_TRUE(bwd.ok()) << bwd.status();
+  const size_t graphs = (*m)->graphs().size();
+  const int fwd_plans = (*fwd)->stats().graphs, bwd_plans = (*bwd)->stats().graphs;
+  for (const std::string& size : sizes) {
+    SCOPED_TRACE(size);
+    const std::string prefix = absl::StrCat(name, "_", size, "_");
+    Tensor x = Npy(prefix + "in0.npy");
+    absl::StatusOr<Value> out = (*fwd)->Run({x});
+    ASSERT_TRUE(out.ok()) << out.status();
+    ExpectClose(*out, Npy(prefix + "out.npy"), tol, "output");
+    absl::StatusOr<Value> dx = (*bwd)->Run({x, Npy(prefix + "ct.npy")});
+    ASSERT_TRUE(dx.ok()) << dx.status();
+    ExpectClose(*dx, Npy(prefix + "din0.npy"), tol, "d input 0");
+  }
+  EXPECT_EQ((*m)->graphs().size(), graphs) << "a graph was added while running";
+  EXPECT_EQ((*fwd)->stats().graphs, fwd_plans);
+  EXPECT_EQ((*bwd)->stats().graphs, bwd_plans);
 }
 
 }  // namespace onnx_test

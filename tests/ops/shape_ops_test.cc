@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "core/abstract.h"
+#include "core/dim_symbol.h"
 #include "core/primitive.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -66,6 +67,23 @@ TEST(ShapeOpsTest, ReshapeUnknownDims) {
   ExpectError(InferOp(PrimId::kReshape, {T(kF32, {kU, 3})}, {{"shape", Ints{4, 2}}}), "elements");
   // A known 0 dim means 0 elements.
   ExpectError(InferOp(PrimId::kReshape, {T(kF32, {kU, 0})}, {{"shape", Ints{2}}}), "elements");
+}
+
+// A -1 next to dim symbols: the symbols cancel where the known products allow.
+TEST(ShapeOpsTest, ReshapeSolvesMinusOneBySymbols) {
+  const int64_t b = DimSymbol("batch"), s = DimSymbol("seq");
+  auto reshape = [](Shape in, Ints shape) {
+    return InferOp(PrimId::kReshape, {T(kF32, in)}, {{"shape", shape}});
+  };
+  ExpectTensor(reshape({b, 512, 1, 1}, {-1, 512}), kF32, {b, 512});  // Flatten
+  ExpectTensor(reshape({b, 4, 3}, {-1, 12}), kF32, {b, 12});
+  ExpectTensor(reshape({2, b, 6}, {4, -1, 3}), kF32, {4, b, 3});
+  ExpectTensor(reshape({s, b, 16}, {-1, 16}), kF32, {kU, 16});  // seq * batch: not one symbol
+  ExpectTensor(reshape({b, 6}, {-1, 3}), kF32, {kU, 3});        // 2 batch
+  ExpectTensor(reshape({b, kU, 2}, {-1, 2}), kF32, {kU, 2});    // an unknown dim in x
+  ExpectTensor(reshape({b, b}, {-1}), kF32, {kU});
+  ExpectTensor(reshape({b, 6}, {4, -1}), kF32, {4, kU});        // batch * 6 / 4
+  ExpectError(reshape({b, 6}, {-1, 0}), "ambiguous");
 }
 
 TEST(ShapeOpsTest, ReshapeErrors) {
