@@ -239,7 +239,8 @@ bool WholeDim(int64_t start, int64_t end, int64_t step) {
 
 absl::Status CheckLengths(const Primitive& p, const SliceOperands& s) {
   const size_t n = s.starts.size();
-  if (s.ends.size() == n && (!s.axes || s.axes->size() == n) && (!s.steps || s.steps->size() == n)) {
+  if (s.ends.size() == n && (!s.axes || s.axes->size() == n) &&
+      (!s.steps || s.steps->size() == n)) {
     return absl::OkStatus();
   }
   std::string lengths = absl::StrCat("starts ", Elements(s.starts), ", ends ", Elements(s.ends));

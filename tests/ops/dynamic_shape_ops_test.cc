@@ -209,7 +209,8 @@ Tensor Iota(DType dtype, Shape shape) {
 
 TEST(DynamicShapeKernelTest, ShapeSizeReshapeFill) {
   const Value x(Iota(kF32, {2, 3, 4}));
-  ExpectTensorNear(RunCpuKernel(PrimId::kShapeOf, {x}), kI64, {3}, {2, 3, 4}, [](size_t) { return 0; });
+  ExpectTensorNear(RunCpuKernel(PrimId::kShapeOf, {x}), kI64, {3}, {2, 3, 4},
+                   [](size_t) { return 0; });
   ExpectTensorNear(RunCpuKernel(PrimId::kSizeOf, {x}), kI64, {}, {24}, [](size_t) { return 0; });
   std::vector<double> iota = ToDoubles(x.tensor());
   ExpectTensorNear(RunCpuKernel(PrimId::kDynamicReshape, {x, I64({2}, {0, -1})}), kF32, {2, 12},
@@ -355,7 +356,8 @@ TEST(DynamicShapeKernelTest, RangeIntegersAndFloats) {
 TEST(DynamicShapeKernelTest, BadShapeTensorsAreStatuses) {
   const Value x(Iota(kF32, {2, 3}));
   ExpectRunError(PrimId::kDynamicReshape, {x, F64({2}, {3, 2})}, {},
-                 "dynamic_reshape: input 1 (shape) must be an i32 or i64 tensor of rank 1, got f64[2]");
+                 "dynamic_reshape: input 1 (shape) must be an i32 or i64 tensor of rank 1, "
+                 "got f64[2]");
   ExpectRunError(PrimId::kDynamicReshape, {x, I64({2, 1}, {3, 2})}, {}, "of rank 1, got i64[2,1]");
   ExpectRunError(PrimId::kDynamicReshape, {x, I64({2}, {-1, -1})}, {}, "more than one -1");
   ExpectRunError(PrimId::kDynamicReshape, {x, I64({2}, {-2, -3})}, {}, "negative entry");
