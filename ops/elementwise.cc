@@ -15,6 +15,7 @@
 #include "ops/bprop_context.h"
 #include "ops/op_def.h"
 #include "ops/op_util.h"
+#include "ops/shape_value.h"
 
 namespace kgrad {
 namespace ops {
@@ -47,7 +48,7 @@ namespace {
 absl::StatusOr<AbstractPtr> InferUnary(const InferCall& c) {
   KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* x, TensorArg(c, 0));
   KGRAD_RETURN_IF_ERROR(CheckUnary(c.prim.id(), *x));
-  return MakeAbstractTensor(x->dtype(), x->shape());
+  return WithShapeValue(MakeAbstractTensor(x->dtype(), x->shape()), ArithValue(c));
 }
 
 // z = f(x, y) with NumPy broadcasting; both inputs of one dtype the primitive
@@ -57,7 +58,8 @@ absl::StatusOr<AbstractPtr> InferBinary(const InferCall& c) {
   KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* y, TensorArg(c, 1));
   KGRAD_ASSIGN_OR_RETURN(Shape shape, BinaryShape(c.prim.id(), *x, *y, CheckedBy::kInference));
   const bool bool_out = ElementwiseBoolOutput(c.prim.id());
-  return MakeAbstractTensor(bool_out ? DType::kBool : x->dtype(), std::move(shape));
+  return WithShapeValue(MakeAbstractTensor(bool_out ? DType::kBool : x->dtype(), std::move(shape)),
+                        ArithValue(c));
 }
 
 // select(cond, a, b) = cond ? a : b elementwise; the three shapes broadcast together.

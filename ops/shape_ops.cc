@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <array>
 #include <limits>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <utility>
@@ -22,6 +23,7 @@
 #include "ops/bprop_context.h"
 #include "ops/op_def.h"
 #include "ops/op_util.h"
+#include "ops/shape_value.h"
 
 namespace kgrad {
 namespace ops {
@@ -40,9 +42,12 @@ const Shape& OutOf(const AxisShape& s) { return s.out; }
 const Shape& OutOf(const SliceSpec& s) { return s.out; }
 const Shape& OutOf(const Padding& s) { return s.out; }
 
+// No shape value (ops/shape_value.h) for the output.
+std::optional<Shape> NoValue(const InferCall&) { return std::nullopt; }
+
 // An op whose output has input 0's dtype and the shape that kFn(prim, input 0,
-// ..., input N-1) gives, each input a tensor.
-template <size_t N, auto kFn>
+// ..., input N-1) gives, each input a tensor, and the shape value kValue gives.
+template <size_t N, auto kFn, auto kValue = NoValue>
 absl::StatusOr<AbstractPtr> InferWith(const InferCall& c) {
   std::array<const AbstractTensor*, N> in;
   for (size_t i = 0; i < N; ++i) {
@@ -50,11 +55,11 @@ absl::StatusOr<AbstractPtr> InferWith(const InferCall& c) {
   }
   auto r = std::apply([&](auto*... t) { return kFn(c.prim, *t...); }, in);
   if (!r.ok()) return r.status();
-  return TensorLike(in[0], OutOf(*r));
+  return WithShapeValue(TensorLike(in[0], OutOf(*r)), kValue(c));
 }
 
 // reshape(x){shape}: x's elements in row-major order with a new shape.
-constexpr InferFn InferReshape = InferWith<1, ReshapeShape>;
+constexpr InferFn InferReshape = InferWith<1, ReshapeShape, SameElementsValue>;
 // reshape_like(x, ref): x reshaped to ref's shape.
 constexpr InferFn InferReshapeLike = InferWith<2, ReshapeLikeShape>;
 // broadcast_to(x){shape} / broadcast_to_like(x, ref): x repeated along its size-1
@@ -66,12 +71,10 @@ constexpr InferFn InferBroadcastToLike = InferWith<2, BroadcastToLikeShape>;
 constexpr InferFn InferSumTo = InferWith<1, SumToShape>;
 constexpr InferFn InferSumToLike = InferWith<2, SumToLikeShape>;
 // expand_dims(x){axis} / squeeze(x){axes}: a size-1 dim added / removed.
-constexpr InferFn InferExpandDims = InferWith<1, ExpandDimsShape>;
-constexpr InferFn InferSqueeze = InferWith<1, SqueezeShape>;
-// slice(x){begin, end, strides}: x[begin:end:strides] per dim, NumPy-style bounds.
-constexpr InferFn InferSlice = InferWith<1, ParseSlice>;
+constexpr InferFn InferExpandDims = InferWith<1, ExpandDimsShape, SameElementsValue>;
+constexpr InferFn InferSqueeze = InferWith<1, SqueezeShape, SameElementsValue>;
 // gather(params, indices){axis}: out[a.., j.., b..] = params[a.., indices[j..], b..].
-constexpr InferFn InferGather = InferWith<2, GatherShape>;
+constexpr InferFn InferGather = InferWith<2, GatherShape, GatherValue>;
 // scatter_add(input, indices, updates){axis}: input with updates[a.., j.., b..]
 // added at [a.., indices[j..], b..] (the adjoint of gather in params).
 constexpr InferFn InferScatterAdd = InferWith<3, ScatterAddShape>;
@@ -92,7 +95,16 @@ absl::StatusOr<AbstractPtr> InferTranspose(const InferCall& c) {
 absl::StatusOr<AbstractPtr> InferConcat(const InferCall& c) {
   KGRAD_ASSIGN_OR_RETURN(std::vector<TensorType> xs, TensorArgs(c));
   KGRAD_ASSIGN_OR_RETURN(AxisShape s, ConcatShape(c.prim, xs));
-  return MakeAbstractTensor(xs[0].dtype, std::move(s.out));
+  return WithShapeValue(MakeAbstractTensor(xs[0].dtype, std::move(s.out)), ConcatValue(c));
+}
+
+// slice(x){begin, end, strides}: x[begin:end:strides] per dim, NumPy-style bounds.
+absl::StatusOr<AbstractPtr> InferSlice(const InferCall& c) {
+  KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* x, TensorArg(c, 0));
+  KGRAD_ASSIGN_OR_RETURN(SliceSpec s, ParseSlice(c.prim, *x));
+  std::optional<Shape> value;
+  if (s.out.size() == 1) value = SliceValue(c, s.begin[0], s.stride[0], s.out[0]);
+  return WithShapeValue(TensorLike(x, std::move(s.out)), value);
 }
 
 // split(x){axis, sizes}: a tuple of consecutive pieces of x along `axis`.
@@ -124,7 +136,7 @@ absl::StatusOr<AbstractPtr> InferOneHot(const InferCall& c) {
 // cast(x){dtype}: x converted elementwise (float->int truncates, ->bool is != 0).
 absl::StatusOr<AbstractPtr> InferCast(const InferCall& c) {
   KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* x, TensorArg(c, 0));
-  return MakeAbstractTensor(c.prim.GetDType("dtype"), x->shape());
+  return WithShapeValue(MakeAbstractTensor(c.prim.GetDType("dtype"), x->shape()), CastValue(c));
 }
 
 // fill(){shape, value, dtype}: a tensor of `shape` with every element `value`.
@@ -360,6 +372,7 @@ void RegisterShapeOps(std::vector<PrimitiveDef>* defs) {
                         {shape, FloatAttr("value", 0.0), DTypeAttr("dtype", DType::kFloat32)})
                       .ZeroGradient());
   RegisterIndexOps(defs);
+  RegisterDynamicShapeOps(defs);
 }
 
 }  // namespace ops

@@ -16,12 +16,30 @@
 #define KGRAD_DECLARE_REGISTER_KERNELS(Family) void Register##Family##Kernels(KernelTable* table);
 
 namespace kgrad {
+
+struct StridedView;  // backends/view_kernels.h
+
 namespace cpu {
 
 KGRAD_KERNEL_FAMILIES(KGRAD_DECLARE_REGISTER_KERNELS)
 // Part of the shape family, in its own file (index_kernels.cc): gather_elements,
 // scatter_elements, cumsum. RegisterShapeKernels calls it.
 void RegisterIndexKernels(KernelTable* table);
+// Part of the shape family, in its own file (dynamic_shape_kernels.cc): the
+// run-time shape primitives (shape_of, dynamic_reshape, ...). RegisterShapeKernels
+// calls it.
+void RegisterDynamicShapeKernels(KernelTable* table);
+
+// The CPU's copies for the data-movement kernels (backends/view_kernels.h's
+// `Mover`: a strided view to or from a dense tensor, a fill), defined in
+// shape_kernels.cc and shared by the shape family's files.
+struct CpuMover {
+  static absl::Status ViewToDense(KernelContext& ctx, const StridedView& v, const Tensor& src,
+                                  const Tensor& dst);
+  static absl::Status DenseToView(KernelContext& ctx, const Tensor& src, const StridedView& v,
+                                  const Tensor& dst);
+  static absl::Status Fill(KernelContext& ctx, const Tensor& t, double value);
+};
 
 // ----- Wrapping integer arithmetic ------------------------------------------------------
 // Signed overflow is undefined in C++; through the unsigned type it wraps (two's

@@ -178,23 +178,25 @@ CopyPlan DenseRead(const StridedView& v) {
   return p;
 }
 
-// The copies of the moves:: kernels (backends/view_kernels.h).
-struct CpuMover {
-  static absl::Status ViewToDense(KernelContext&, const StridedView& v, const Tensor& src,
-                                  const Tensor& dst) {
-    StridedCopy(DenseWrite(v), src, dst);
-    return absl::OkStatus();
-  }
-  static absl::Status DenseToView(KernelContext&, const Tensor& src, const StridedView& v,
-                                  const Tensor& dst) {
-    StridedCopy(DenseRead(v), src, dst);
-    return absl::OkStatus();
-  }
-  static absl::Status Fill(KernelContext&, const Tensor& t, double value) {
-    FillValue(t, value);
-    return absl::OkStatus();
-  }
-};
+}  // namespace
+
+// ----- CpuMover (cpu_kernels.h): the copies of the moves:: kernels ---------------------
+absl::Status CpuMover::ViewToDense(KernelContext&, const StridedView& v, const Tensor& src,
+                                   const Tensor& dst) {
+  StridedCopy(DenseWrite(v), src, dst);
+  return absl::OkStatus();
+}
+absl::Status CpuMover::DenseToView(KernelContext&, const Tensor& src, const StridedView& v,
+                                   const Tensor& dst) {
+  StridedCopy(DenseRead(v), src, dst);
+  return absl::OkStatus();
+}
+absl::Status CpuMover::Fill(KernelContext&, const Tensor& t, double value) {
+  FillValue(t, value);
+  return absl::OkStatus();
+}
+
+namespace {
 
 // ----- sum_to -------------------------------------------------------------------------------
 // x's dims merged into alternating groups that are kept (out has them) or
@@ -448,6 +450,7 @@ void RegisterShapeKernels(KernelTable* table) {
   table->Set(PrimId::kCast, Cast);
   table->Set(PrimId::kFill, Fill);
   RegisterIndexKernels(table);
+  RegisterDynamicShapeKernels(table);
 }
 
 }  // namespace cpu
