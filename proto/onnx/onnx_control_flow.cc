@@ -180,11 +180,13 @@ Outputs Loop(NodeContext& c) {
   }
   ImportedValue i0 = c.Const(Tensor::FromScalar<int64_t>(0));
   std::vector<AnfNode*> init = {c.NodeOf(i0), c.NodeOf(cond0)};
-  spec.types = {i0.type, cond0.type};
+  // Broadened: a state's initial value (a constant counter) is not its value in
+  // the body or after the loop.
+  spec.types = {Broaden(i0.type), Broaden(cond0.type)};
   for (int k = 0; k < n; ++k) {
     KGRAD_ASSIGN_OR_RETURN(ImportedValue v, c.Input(2 + k));
     init.push_back(c.NodeOf(v));
-    spec.types.push_back(v.type);
+    spec.types.push_back(Broaden(v.type));
   }
   absl::Status err;
   std::vector<AnfNode*> final_state = c.b().While(

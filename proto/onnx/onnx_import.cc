@@ -1,5 +1,6 @@
 #include "proto/onnx/onnx_import.h"
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 
@@ -192,6 +193,28 @@ AnfNode* NodeContext::NodeOf(const ImportedValue& v) const {
   return b().Const(Value(*v.constant));
 }
 
+namespace {
+
+// The tensor a shape value stands for, when every element is a number.
+std::optional<Tensor> KnownShapeValue(const AbstractTensor* t) {
+  if (t == nullptr || !t->value().has_value()) return std::nullopt;
+  const Shape& v = *t->value();
+  if (std::any_of(v.begin(), v.end(), [](int64_t e) { return e == kUnknownValue || IsSymbolDim(e); })) {
+    return std::nullopt;
+  }
+  Tensor out = Tensor::Create(t->dtype(), t->shape()).value();
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (t->dtype() == DType::kInt64) {
+      out.mutable_data<int64_t>()[i] = v[i];
+    } else {
+      out.mutable_data<int32_t>()[i] = static_cast<int32_t>(v[i]);
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
 absl::StatusOr<ImportedValue> NodeContext::Emit(PrimId id, const std::vector<ImportedValue>& args,
                                                 AttrMap attrs) const {
   absl::StatusOr<PrimitivePtr> prim = importer_.module().registry().Make(id, std::move(attrs));
@@ -215,6 +238,9 @@ absl::StatusOr<ImportedValue> NodeContext::Emit(PrimId id, const std::vector<Imp
     if (!r.ok()) return Error(r.status().message());
     if (r->is_tensor()) return Const(r->tensor());
   }
+  // A run-time shape computation whose every element inference knows (Gather of a
+  // static dim of shape_of(x) on [batch,512]) is a constant from here on.
+  if (std::optional<Tensor> v = KnownShapeValue(t)) return Const(*std::move(v));
   std::vector<AnfNode*> nodes;
   for (const ImportedValue& a : args) nodes.push_back(NodeOf(a));
   ImportedValue out;

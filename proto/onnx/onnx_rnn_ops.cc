@@ -11,9 +11,9 @@
 // A constant sequence_lens masks the steps past each sequence's end: there the
 // state is carried and Y is zero, as the spec says (for reverse, the masked steps
 // come first and leave the initial state untouched). The sequence length and the
-// batch may be dim symbols (or unknown): then the zero states and Y's start are
-// zeros_like(X) summed down and broadcast, and the trip count is the number of
-// rows of X counted at run time (see DynamicOperands); the other dims are static.
+// batch may be dim symbols (or unknown): then the zero states, Y's start and the
+// trip count come from shape_of(X) at run time (see DynamicOperands); the other
+// dims are static.
 // Activations are exact compositions of primitives (see Apply).
 #include <optional>
 #include <string>
@@ -451,7 +451,8 @@ absl::StatusOr<std::vector<ImportedValue>> RunDirection(NodeContext& c, const Rn
                                                         const std::optional<ImportedValue>& lens) {
   ImportedValue t0 = c.Const(Tensor::FromScalar<int64_t>(0));
   const ImportedValue& y0 = d.y0;
-  LoopTypes ty{t0.type, d.h0.type, d.c0.type, y0.type};
+  // Broadened: the counter starts as the constant 0 but is not 0 in the body.
+  LoopTypes ty{Broaden(t0.type), Broaden(d.h0.type), Broaden(d.c0.type), Broaden(y0.type)};
   const ImportedValue& seq = d.steps;
   absl::Status err;
   auto keep = [&](absl::Status st) {
@@ -561,29 +562,29 @@ absl::Status StaticOperands(NodeContext& c, const RnnSpec& s, RnnInputs& in) {
   return absl::OkStatus();
 }
 
-// The same when S or B is a symbol, from X [S, B, I] at run time, exactly (zeros
-// summed are zeros; ones counted in int64 are S) and without a gradient path
-// (zeros_like and ones_like have none):
-//   zero_y = reduce_sum(zeros_like(X), {2}, keepdims) + zeros[H]       [S, B, H]
-//   zero_h = expand_dims(reduce_sum(zeros_like(X), {0, 2}), 1) + zeros[H]  [B, H]
-//   steps  = reduce_sum(cast<i64>(ones_like(reduce_sum(zeros_like(X), {1, 2}))))
-// The symbols stay in the types. (With a shape_of primitive, steps would be
-// gather(shape_of(X), 0).)
+// The same when S or B is a symbol, from X's shape [S, B, I] at run time (no
+// gradient path: shape_of has none); the symbols stay in the types:
+//   zero_y = dynamic_fill([S, B, H]), zero_h = dynamic_fill([B, H]), steps = S.
 absl::Status DynamicOperands(NodeContext& c, const RnnSpec& s, RnnInputs& in) {
-  auto sum = [&](const ImportedValue& v, std::vector<int64_t> axes, bool keep) {
-    return c.Emit(PrimId::kReduceSum, {v}, {{"axes", std::move(axes)}, {"keepdims", keep}});
+  auto dims = [&](const ImportedValue& shape, int64_t begin, int64_t end) {
+    return c.Emit(PrimId::kSlice, {shape},
+                  {{"begin", std::vector<int64_t>{begin}}, {"end", std::vector<int64_t>{end}},
+                   {"strides", std::vector<int64_t>{1}}});
   };
-  KGRAD_ASSIGN_OR_RETURN(ImportedValue zx, c.Emit(PrimId::kZerosLike, {in.x}));
-  KGRAD_ASSIGN_OR_RETURN(ImportedValue zh, Zeros(c, s.dtype, {s.hidden}));
-  KGRAD_ASSIGN_OR_RETURN(ImportedValue zsb, sum(zx, {2}, true));
-  KGRAD_ASSIGN_OR_RETURN(in.zero_y, c.Emit(PrimId::kAdd, {zsb, zh}));
-  KGRAD_ASSIGN_OR_RETURN(ImportedValue zb, sum(zx, {0, 2}, false));
-  KGRAD_ASSIGN_OR_RETURN(zb, c.Emit(PrimId::kExpandDims, {zb}, {{"axis", int64_t{1}}}));
-  KGRAD_ASSIGN_OR_RETURN(in.zero_h, c.Emit(PrimId::kAdd, {zb, zh}));
-  KGRAD_ASSIGN_OR_RETURN(ImportedValue rows, sum(zx, {1, 2}, false));
-  KGRAD_ASSIGN_OR_RETURN(rows, c.Emit(PrimId::kOnesLike, {rows}));
-  KGRAD_ASSIGN_OR_RETURN(rows, c.Emit(PrimId::kCast, {rows}, {{"dtype", DType::kInt64}}));
-  KGRAD_ASSIGN_OR_RETURN(in.steps, sum(rows, {0}, false));
+  auto zeros = [&](const ImportedValue& leading) -> absl::StatusOr<ImportedValue> {
+    ImportedValue hidden = c.Const(Tensor::FromVector<int64_t>({1}, {s.hidden}));
+    KGRAD_ASSIGN_OR_RETURN(ImportedValue shape,
+                           c.Emit(PrimId::kConcat, {leading, hidden}, {{"axis", int64_t{0}}}));
+    return c.Emit(PrimId::kDynamicFill, {shape}, {{"value", 0.0}, {"dtype", s.dtype}});
+  };
+  KGRAD_ASSIGN_OR_RETURN(ImportedValue shape, c.Emit(PrimId::kShapeOf, {in.x}));  // [T, B, I]
+  KGRAD_ASSIGN_OR_RETURN(ImportedValue tb, dims(shape, 0, 2));
+  KGRAD_ASSIGN_OR_RETURN(ImportedValue b, dims(shape, 1, 2));
+  KGRAD_ASSIGN_OR_RETURN(in.zero_y, zeros(tb));
+  KGRAD_ASSIGN_OR_RETURN(in.zero_h, zeros(b));
+  KGRAD_ASSIGN_OR_RETURN(in.steps,
+                         c.Emit(PrimId::kGather, {shape, c.Const(Tensor::FromScalar<int64_t>(0))},
+                                {{"axis", int64_t{0}}}));
   KGRAD_ASSIGN_OR_RETURN(
       in.last, c.Emit(PrimId::kSub, {in.steps, c.Const(Tensor::FromScalar<int64_t>(1))}));
   return absl::OkStatus();

@@ -1,5 +1,7 @@
-// ONNX op mappings: constants, shapes and data movement. Shape arguments must be
-// known at import time (constants, or Shape chains folded on static shapes).
+// ONNX op mappings: constants, shapes and data movement. Shape arguments known at
+// import time (constants, or Shape chains folded on static dims) become
+// attributes; those computed at run time go to the run-time forms of
+// onnx_dynamic_shape_ops.cc.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -9,6 +11,7 @@
 #include "core/shape.h"
 #include "core/status_macros.h"
 #include "proto/onnx/onnx_context.h"
+#include "proto/onnx/onnx_dynamic_shape_ops.h"
 #include "proto/onnx/onnx_tensor.h"
 
 namespace kgrad {
@@ -63,7 +66,6 @@ Outputs Constant(NodeContext& c) {
 // ConstantOfShape(shape){value: one-element tensor, default float 0}.
 Outputs ConstantOfShape(NodeContext& c) {
   KGRAD_RETURN_IF_ERROR(c.ExpectInputs(1, 1));
-  KGRAD_ASSIGN_OR_RETURN(std::vector<int64_t> shape, c.ConstInts(0));
   DType dtype = DType::kFloat32;
   double value = 0;
   if (const onnx::AttributeProto* a = c.Attr("value")) {
@@ -74,20 +76,23 @@ Outputs ConstantOfShape(NodeContext& c) {
     dtype = t->dtype();
     value = t->ElementAsDouble(0);
   }
+  if (!IsConstantInput(c, 0)) return DynamicConstantOfShape(c, dtype, value);
+  KGRAD_ASSIGN_OR_RETURN(std::vector<int64_t> shape, c.ConstInts(0));
   return OneOutput(c.Emit(PrimId::kFill, {}, {{"shape", shape}, {"value", value}, {"dtype", dtype}}));
 }
 
-// Shape(x){start, end}: the static dims of x as an int64 constant.
+// Shape(x){start, end}: the static dims of x as an int64 constant, else shape_of.
 Outputs ShapeOp(NodeContext& c) {
   KGRAD_RETURN_IF_ERROR(c.ExpectInputs(1, 1));
   KGRAD_ASSIGN_OR_RETURN(ImportedValue x, c.Input(0));
-  KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* t, StaticShape(c, x));
+  KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* t, c.TensorType(x));
   int64_t rank = t->rank();
   KGRAD_ASSIGN_OR_RETURN(int64_t start, c.Int("start", 0));
   KGRAD_ASSIGN_OR_RETURN(int64_t end, c.Int("end", rank));
   auto clamp = [rank](int64_t i) { return std::clamp(i < 0 ? i + rank : i, int64_t{0}, rank); };
   start = clamp(start);
   end = std::max(clamp(end), start);
+  if (!t->shape_known()) return DynamicShape(c, x, start, end);
   return std::vector<ImportedValue>{
       c.Const(Int64s(std::vector<int64_t>(t->shape().begin() + start, t->shape().begin() + end)))};
 }
@@ -95,16 +100,21 @@ Outputs ShapeOp(NodeContext& c) {
 Outputs Size(NodeContext& c) {
   KGRAD_RETURN_IF_ERROR(c.ExpectInputs(1, 1));
   KGRAD_ASSIGN_OR_RETURN(ImportedValue x, c.Input(0));
-  KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* t, StaticShape(c, x));
+  KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* t, c.TensorType(x));
+  if (!t->shape_known()) return DynamicSize(c, x);
   return std::vector<ImportedValue>{c.Const(Tensor::FromScalar<int64_t>(NumElementsOf(t->shape())))};
 }
 
-// Reshape(x, shape){allowzero=0}: a 0 copies x's dim (unless allowzero), one -1 is inferred.
+// Reshape(x, shape){allowzero=0}: a 0 copies x's dim (unless allowzero), one -1 is
+// inferred. A target computed at run time, or one that copies two dims that are
+// not static, is read at run time (dynamic_reshape).
 Outputs Reshape(NodeContext& c) {
   KGRAD_RETURN_IF_ERROR(c.ExpectInputs(2, 2));
   KGRAD_ASSIGN_OR_RETURN(ImportedValue x, c.Input(0));
-  KGRAD_ASSIGN_OR_RETURN(std::vector<int64_t> shape, c.ConstInts(1));
   KGRAD_ASSIGN_OR_RETURN(int64_t allowzero, c.Int("allowzero", 0));
+  KGRAD_ASSIGN_OR_RETURN(ImportedValue target, c.Input(1));
+  if (!target.constant.has_value()) return DynamicReshape(c, x, target, allowzero != 0);
+  KGRAD_ASSIGN_OR_RETURN(std::vector<int64_t> shape, c.ConstInts(1));
   KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* t, c.TensorType(x));
   if (shape.size() > static_cast<size_t>(kMaxRank)) return c.Error("target rank too large");
   bool has_minus = std::count(shape.begin(), shape.end(), int64_t{-1}) > 0;
@@ -115,11 +125,7 @@ Outputs Reshape(NodeContext& c) {
       if (shape[i] >= 0) continue;
       // A copied symbolic dim becomes the -1 (reshape solves it by cancelling
       // symbols); a second one needs the shape at run time.
-      if (has_minus) {
-        return c.Error(absl::StrCat("the target copies dim ", i, " of ", t->ToString(),
-                                    ", which is not static, next to another inferred dim ",
-                                    "(needs dynamic_reshape)"));
-      }
+      if (has_minus) return DynamicReshape(c, x, target, allowzero != 0);
       shape[i] = -1;
       has_minus = true;
     } else if (shape[i] < -1) {
@@ -131,7 +137,8 @@ Outputs Reshape(NodeContext& c) {
 
 // Flatten(x){axis=1} = reshape to [prod(dims[:axis]), prod(dims[axis:])]; one side
 // may hold symbolic dims (it becomes the -1: [batch,512,1,1] -> [-1,512], which
-// reshape infers as [batch,512]).
+// reshape infers as [batch,512]); with both sides not static, the products are
+// taken at run time.
 Outputs Flatten(NodeContext& c) {
   KGRAD_RETURN_IF_ERROR(c.ExpectInputs(1, 1));
   KGRAD_ASSIGN_OR_RETURN(ImportedValue x, c.Input(0));
@@ -142,10 +149,7 @@ Outputs Flatten(NodeContext& c) {
   absl::Span<const int64_t> dims = t->shape();
   const bool outer_known = IsFullyKnown(dims.subspan(0, axis));
   const bool inner_known = IsFullyKnown(dims.subspan(axis));
-  if (!outer_known && !inner_known) {
-    return c.Error(absl::StrCat("needs static dims on one side of axis ", axis, ", got ",
-                                t->ToString(), " (needs dynamic_reshape)"));
-  }
+  if (!outer_known && !inner_known) return DynamicFlatten(c, x, axis);
   const int64_t outer = outer_known ? NumElementsOf(dims.subspan(0, axis)) : -1;
   const int64_t inner = inner_known ? NumElementsOf(dims.subspan(axis)) : -1;
   return OneOutput(c.Emit(PrimId::kReshape, {x}, {{"shape", std::vector<int64_t>{outer, inner}}}));
@@ -272,16 +276,14 @@ Outputs Gather(NodeContext& c) {
 Outputs Expand(NodeContext& c) {
   KGRAD_RETURN_IF_ERROR(c.ExpectInputs(2, 2));
   KGRAD_ASSIGN_OR_RETURN(ImportedValue x, c.Input(0));
+  if (!IsConstantInput(c, 1)) return DynamicExpand(c);
   KGRAD_ASSIGN_OR_RETURN(std::vector<int64_t> shape, c.ConstInts(1));
   KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* t, c.TensorType(x));
   if (shape.size() > static_cast<size_t>(kMaxRank)) return c.Error("target rank too large");
   absl::StatusOr<Shape> out = BroadcastShapes(t->shape(), shape);
   if (!out.ok()) return c.Error(out.status().message());
   if (*out == t->shape()) return std::vector<ImportedValue>{x};
-  if (!IsFullyKnown(*out)) {  // x's symbolic dims meet target dims > 1
-    return c.Error(absl::StrCat("expanding ", t->ToString(), " to ", ShapeToString(*out),
-                                " needs a static shape (needs dynamic_broadcast_to)"));
-  }
+  if (!IsFullyKnown(*out)) return DynamicExpand(c);  // x's dims not static meet dims > 1
   return OneOutput(c.Emit(PrimId::kBroadcastTo, {x}, {{"shape", std::vector<int64_t>(out->begin(), out->end())}}));
 }
 
@@ -301,9 +303,13 @@ std::vector<int64_t> ReversedPositions(int64_t start, int64_t end, int64_t step,
 // Slice(x, starts, ends[, axes, steps]) = slice(x){begin, end, strides} over the dims
 // with positive steps (bounds clamped NumPy-style), then a gather of the positions
 // each negative-step dim reads. A dim that is not static keeps the bounds as given
-// (slice clamps them at run time the same way); a negative step there is refused.
+// (slice clamps them at run time the same way); a negative step there, or bounds
+// computed at run time, make it a dynamic_slice.
 Outputs Slice(NodeContext& c) {
   KGRAD_RETURN_IF_ERROR(c.ExpectInputs(3, 5));
+  for (int i = 1; i <= 4; ++i) {
+    if (!IsConstantInput(c, i)) return DynamicSlice(c);
+  }
   KGRAD_ASSIGN_OR_RETURN(ImportedValue x, c.Input(0));
   KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* t, c.TensorType(x));
   KGRAD_ASSIGN_OR_RETURN(std::vector<int64_t> starts, c.ConstInts(1));
@@ -334,10 +340,7 @@ Outputs Slice(NodeContext& c) {
     if (steps[i] == 0) return c.Error("steps must be non-zero");
     int64_t dim = t->shape()[*a];
     if (dim < 0) {
-      if (steps[i] < 0) {
-        return c.Error(absl::StrCat("a negative step needs a static dim, got dim ", *a, " of ",
-                                    t->ToString(), " (needs dynamic_slice)"));
-      }
+      if (steps[i] < 0) return DynamicSlice(c);
       begin[*a] = starts[i];
       end[*a] = ends[i];
       stride[*a] = steps[i];
@@ -410,13 +413,14 @@ Outputs Pad(NodeContext& c) {
   KGRAD_ASSIGN_OR_RETURN(ImportedValue x, c.Input(0));
   KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* t, c.TensorType(x));
   const int rank = t->rank();
-  KGRAD_ASSIGN_OR_RETURN(std::vector<int64_t> pads, ReadPads(c, rank));
   KGRAD_ASSIGN_OR_RETURN(double value, c.Float("value", 0));
   if (c.HasInput(2)) {
     KGRAD_ASSIGN_OR_RETURN(Tensor v, c.ConstInput(2));
     if (v.NumElements() != 1) return c.Error("constant_value must hold one element");
     value = v.ElementAsDouble(0);
   }
+  if (mode == "constant" && !IsConstantInput(c, 1)) return DynamicPad(c, value);
+  KGRAD_ASSIGN_OR_RETURN(std::vector<int64_t> pads, ReadPads(c, rank));
   for (int i = 0; i < rank; ++i) {
     int64_t before = pads[i], after = pads[i + rank];
     if (before == 0 && after == 0) continue;
@@ -576,6 +580,9 @@ Outputs BlockShuffle(NodeContext& c) {
 // values start + i * delta, in the inputs' dtype.
 Outputs Range(NodeContext& c) {
   KGRAD_RETURN_IF_ERROR(c.ExpectInputs(3, 3));
+  for (int i = 0; i < 3; ++i) {
+    if (!IsConstantInput(c, i)) return DynamicRange(c);
+  }
   double v[3];
   DType dtype = DType::kFloat32;
   for (int i = 0; i < 3; ++i) {

@@ -1,8 +1,12 @@
 // Models exported with dynamic axes (tests/onnx/make_dynamic_fixtures.py): one
-// import, one gradient graph and one executor serve every batch size, matching
-// torch at each; inputs that disagree on a dim symbol are refused by name.
-// The transformer and LSTM fixtures, which need run-time shape primitives, are in
-// onnx_dynamic_blocked_test.cc.
+// import, one gradient graph and one executor serve every batch size (and
+// sequence length), matching torch at each; inputs that disagree on a dim symbol
+// are refused by name. The ResNet needs only symbolic dims (Flatten of
+// [batch,64,1,1]); the transformer reads its sizes at run time (Shape of the
+// [seq,batch,16] activations feeds 10 Reshapes and 10 Slices: shape_of,
+// dynamic_reshape, dynamic_slice), and the LSTM builds h0/c0 with
+// ConstantOfShape(Concat(2, Gather(Shape(x), 1), 12)) (dynamic_fill) and loops
+// over a symbolic sequence length.
 #include <string>
 #include <vector>
 
@@ -22,6 +26,14 @@ constexpr double kTol = 1e-4;  // as onnx_models_test
 // torchvision's ResNet forward (Flatten of [batch,64,1,1]) at batch 1, 3 and 8.
 TEST(OnnxDynamicModelTest, ResNetAtThreeBatchSizes) {
   CheckDynamicFixture("dyn_resnet", {"b1", "b3", "b8"}, kTol);
+}
+
+TEST(OnnxDynamicModelTest, TransformerEncoderAtThreeSizes) {
+  CheckDynamicFixture("dyn_transformer", {"b1s5", "b3s17", "b8s5"}, kTol);
+}
+
+TEST(OnnxDynamicModelTest, LstmAtThreeSizes) {
+  CheckDynamicFixture("dyn_lstm", {"b1s5", "b3s17", "b8s5"}, kTol);
 }
 
 TEST(OnnxDynamicModelTest, ResNetImportKeepsTheBatchSymbol) {

@@ -1,0 +1,141 @@
+// The run-time forms of ONNX's shape ops (see onnx_dynamic_shape_ops.h).
+#include "proto/onnx/onnx_dynamic_shape_ops.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "core/shape.h"
+#include "core/status_macros.h"
+
+namespace kgrad {
+namespace onnx_import {
+namespace {
+
+// Input `i` as a 1-D integer tensor whose length inference knows (the rank or
+// the number of entries an op reads from it).
+absl::StatusOr<ImportedValue> IntVector(NodeContext& c, int i, const char* what) {
+  KGRAD_ASSIGN_OR_RETURN(ImportedValue v, c.Input(i));
+  KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* t, c.TensorType(v));
+  if (!IsInteger(t->dtype()) || t->rank() != 1 || t->shape()[0] < 0) {
+    return c.Error(absl::StrCat("input ", i, " (", what,
+                                ") must be a 1-D integer tensor of static length, got ",
+                                t->ToString()));
+  }
+  return v;
+}
+
+// Input `i` as a one-element tensor (ONNX's scalars may be [] or [1]).
+absl::StatusOr<ImportedValue> ScalarInput(NodeContext& c, int i, const char* what) {
+  KGRAD_ASSIGN_OR_RETURN(ImportedValue v, c.Input(i));
+  KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* t, c.TensorType(v));
+  if (t->rank() == 0) return v;
+  if (t->rank() == 1 && t->shape()[0] == 1) {
+    return c.Emit(PrimId::kReshape, {v}, {{"shape", std::vector<int64_t>{}}});
+  }
+  return c.Error(absl::StrCat("input ", i, " (", what, ") must be a scalar, got ", t->ToString()));
+}
+
+Tensor Int64s(const std::vector<int64_t>& v) {
+  return Tensor::FromVector<int64_t>({static_cast<int64_t>(v.size())}, v);
+}
+
+// prod(shape_of(x)[begin:end]) as a 1-element i64 vector (1 for an empty range).
+absl::StatusOr<ImportedValue> DimProduct(NodeContext& c, const ImportedValue& shape, int64_t begin,
+                                         int64_t end) {
+  if (begin == end) return c.Const(Int64s({1}));
+  KGRAD_ASSIGN_OR_RETURN(ImportedValue part,
+                         c.Emit(PrimId::kSlice, {shape},
+                                {{"begin", std::vector<int64_t>{begin}},
+                                 {"end", std::vector<int64_t>{end}},
+                                 {"strides", std::vector<int64_t>{1}}}));
+  return c.Emit(PrimId::kReduceProd, {part},
+                {{"axes", std::vector<int64_t>{0}}, {"keepdims", true}});
+}
+
+}  // namespace
+
+bool IsConstantInput(const NodeContext& c, int i) {
+  if (!c.HasInput(i)) return true;
+  absl::StatusOr<ImportedValue> v = c.Input(i);
+  return v.ok() && v->constant.has_value();
+}
+
+Outputs DynamicShape(NodeContext& c, const ImportedValue& x, int64_t start, int64_t end) {
+  KGRAD_ASSIGN_OR_RETURN(ImportedValue shape, c.Emit(PrimId::kShapeOf, {x}));
+  KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* t, c.TensorType(x));
+  if (start == 0 && end == t->rank()) return std::vector<ImportedValue>{shape};
+  return OneOutput(c.Emit(PrimId::kSlice, {shape},
+                          {{"begin", std::vector<int64_t>{start}},
+                           {"end", std::vector<int64_t>{end}},
+                           {"strides", std::vector<int64_t>{1}}}));
+}
+
+Outputs DynamicSize(NodeContext& c, const ImportedValue& x) {
+  return OneOutput(c.Emit(PrimId::kSizeOf, {x}));
+}
+
+Outputs DynamicReshape(NodeContext& c, const ImportedValue& x, const ImportedValue& shape,
+                       bool allowzero) {
+  return OneOutput(c.Emit(PrimId::kDynamicReshape, {x, shape}, {{"allowzero", allowzero}}));
+}
+
+// [prod(dims[:axis]), prod(dims[axis:])] computed from shape_of(x) at run time.
+Outputs DynamicFlatten(NodeContext& c, const ImportedValue& x, int64_t axis) {
+  KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* t, c.TensorType(x));
+  KGRAD_ASSIGN_OR_RETURN(ImportedValue shape, c.Emit(PrimId::kShapeOf, {x}));
+  KGRAD_ASSIGN_OR_RETURN(ImportedValue outer, DimProduct(c, shape, 0, axis));
+  KGRAD_ASSIGN_OR_RETURN(ImportedValue inner, DimProduct(c, shape, axis, t->rank()));
+  KGRAD_ASSIGN_OR_RETURN(ImportedValue target,
+                         c.Emit(PrimId::kConcat, {outer, inner}, {{"axis", int64_t{0}}}));
+  return DynamicReshape(c, x, target, /*allowzero=*/true);
+}
+
+Outputs DynamicExpand(NodeContext& c) {
+  KGRAD_ASSIGN_OR_RETURN(ImportedValue x, c.Input(0));
+  KGRAD_ASSIGN_OR_RETURN(ImportedValue shape, IntVector(c, 1, "shape"));
+  return OneOutput(c.Emit(PrimId::kDynamicBroadcastTo, {x, shape}));
+}
+
+// Omitted axes (with steps given) are 0..n-1 for the n starts.
+Outputs DynamicSlice(NodeContext& c) {
+  KGRAD_ASSIGN_OR_RETURN(ImportedValue x, c.Input(0));
+  KGRAD_ASSIGN_OR_RETURN(ImportedValue starts, IntVector(c, 1, "starts"));
+  KGRAD_ASSIGN_OR_RETURN(ImportedValue ends, IntVector(c, 2, "ends"));
+  std::vector<ImportedValue> args = {x, starts, ends};
+  if (c.HasInput(3)) {
+    KGRAD_ASSIGN_OR_RETURN(ImportedValue axes, IntVector(c, 3, "axes"));
+    args.push_back(axes);
+  } else if (c.HasInput(4)) {
+    std::vector<int64_t> axes(AsTensor(starts.type)->shape()[0]);
+    for (size_t i = 0; i < axes.size(); ++i) axes[i] = static_cast<int64_t>(i);
+    args.push_back(c.Const(Int64s(axes)));
+  }
+  if (c.HasInput(4)) {
+    KGRAD_ASSIGN_OR_RETURN(ImportedValue steps, IntVector(c, 4, "steps"));
+    args.push_back(steps);
+  }
+  return OneOutput(c.Emit(PrimId::kDynamicSlice, args));
+}
+
+Outputs DynamicConstantOfShape(NodeContext& c, DType dtype, double value) {
+  KGRAD_ASSIGN_OR_RETURN(ImportedValue shape, IntVector(c, 0, "shape"));
+  return OneOutput(c.Emit(PrimId::kDynamicFill, {shape}, {{"value", value}, {"dtype", dtype}}));
+}
+
+Outputs DynamicPad(NodeContext& c, double value) {
+  if (c.HasInput(3)) return c.Error("pads computed at run time with an axes input are not supported");
+  KGRAD_ASSIGN_OR_RETURN(ImportedValue x, c.Input(0));
+  KGRAD_ASSIGN_OR_RETURN(ImportedValue pads, IntVector(c, 1, "pads"));
+  return OneOutput(c.Emit(PrimId::kDynamicPad, {x, pads}, {{"value", value}}));
+}
+
+Outputs DynamicRange(NodeContext& c) {
+  KGRAD_ASSIGN_OR_RETURN(ImportedValue start, ScalarInput(c, 0, "start"));
+  KGRAD_ASSIGN_OR_RETURN(ImportedValue limit, ScalarInput(c, 1, "limit"));
+  KGRAD_ASSIGN_OR_RETURN(ImportedValue delta, ScalarInput(c, 2, "delta"));
+  return OneOutput(c.Emit(PrimId::kDynamicRange, {start, limit, delta}));
+}
+
+}  // namespace onnx_import
+}  // namespace kgrad

@@ -1,0 +1,40 @@
+// The run-time forms of ONNX's shape ops: used by their mappings
+// (onnx_shape_ops.cc) when a shape, bounds, pads or range input is computed at
+// run time (a graph input, or a Shape chain on symbolic dims that did not fold),
+// each emits the primitive that reads that input as a tensor (ops/
+// dynamic_shape_ops.cc). Inference keeps whatever the input's shape value knows
+// (numbers and dim symbols), so static dims stay static downstream.
+#ifndef KGRAD_PROTO_ONNX_ONNX_DYNAMIC_SHAPE_OPS_H_
+#define KGRAD_PROTO_ONNX_ONNX_DYNAMIC_SHAPE_OPS_H_
+
+#include "proto/onnx/onnx_context.h"
+
+namespace kgrad {
+namespace onnx_import {
+
+// Whether input `i` (if present) is known at import time.
+bool IsConstantInput(const NodeContext& c, int i);
+
+// Shape(x){start, end} / Size(x) as shape_of / size_of.
+Outputs DynamicShape(NodeContext& c, const ImportedValue& x, int64_t start, int64_t end);
+Outputs DynamicSize(NodeContext& c, const ImportedValue& x);
+// Reshape(x, shape){allowzero}.
+Outputs DynamicReshape(NodeContext& c, const ImportedValue& x, const ImportedValue& shape,
+                       bool allowzero);
+// Flatten(x){axis} when both sides of the axis hold dims that are not static.
+Outputs DynamicFlatten(NodeContext& c, const ImportedValue& x, int64_t axis);
+// Expand(x, shape).
+Outputs DynamicExpand(NodeContext& c);
+// Slice(x, starts, ends[, axes, steps]).
+Outputs DynamicSlice(NodeContext& c);
+// ConstantOfShape(shape){value}.
+Outputs DynamicConstantOfShape(NodeContext& c, DType dtype, double value);
+// Pad(x, pads[, constant_value]){mode=constant}.
+Outputs DynamicPad(NodeContext& c, double value);
+// Range(start, limit, delta).
+Outputs DynamicRange(NodeContext& c);
+
+}  // namespace onnx_import
+}  // namespace kgrad
+
+#endif  // KGRAD_PROTO_ONNX_ONNX_DYNAMIC_SHAPE_OPS_H_
