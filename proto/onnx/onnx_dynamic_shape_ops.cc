@@ -123,11 +123,30 @@ Outputs DynamicConstantOfShape(NodeContext& c, DType dtype, double value) {
   return OneOutput(c.Emit(PrimId::kDynamicFill, {shape}, {{"value", value}, {"dtype", dtype}}));
 }
 
-Outputs DynamicPad(NodeContext& c, double value) {
-  if (c.HasInput(3)) return c.Error("pads computed at run time with an axes input are not supported");
+// A constant_value computed at run time pads with zeros and adds the value where
+// the zero-padded ones are not (exact; its gradient is the sum over the padding):
+//   y = dynamic_pad(x, pads) + v * (1 - dynamic_pad(ones_like(x), pads)).
+Outputs DynamicPad(NodeContext& c) {
+  if (c.HasInput(3)) return c.Error("pads or a value computed at run time with an axes input are not supported");
   KGRAD_ASSIGN_OR_RETURN(ImportedValue x, c.Input(0));
   KGRAD_ASSIGN_OR_RETURN(ImportedValue pads, IntVector(c, 1, "pads"));
-  return OneOutput(c.Emit(PrimId::kDynamicPad, {x, pads}, {{"value", value}}));
+  if (!c.HasInput(2) || IsConstantInput(c, 2)) {
+    double value = 0;
+    if (c.HasInput(2)) {
+      KGRAD_ASSIGN_OR_RETURN(Tensor v, c.ConstInput(2));
+      if (v.NumElements() != 1) return c.Error("constant_value must hold one element");
+      value = v.ElementAsDouble(0);
+    }
+    return OneOutput(c.Emit(PrimId::kDynamicPad, {x, pads}, {{"value", value}}));
+  }
+  KGRAD_ASSIGN_OR_RETURN(ImportedValue v, ScalarInput(c, 2, "constant_value"));
+  KGRAD_ASSIGN_OR_RETURN(ImportedValue padded, c.Emit(PrimId::kDynamicPad, {x, pads}));
+  KGRAD_ASSIGN_OR_RETURN(ImportedValue ones, c.Emit(PrimId::kOnesLike, {x}));
+  KGRAD_ASSIGN_OR_RETURN(ImportedValue inside, c.Emit(PrimId::kDynamicPad, {ones, pads}));
+  KGRAD_ASSIGN_OR_RETURN(ImportedValue one, c.ScalarLike(x, 1));
+  KGRAD_ASSIGN_OR_RETURN(ImportedValue outside, c.Emit(PrimId::kSub, {one, inside}));
+  KGRAD_ASSIGN_OR_RETURN(ImportedValue fill, c.Emit(PrimId::kMul, {v, outside}));
+  return OneOutput(c.Emit(PrimId::kAdd, {padded, fill}));
 }
 
 Outputs DynamicRange(NodeContext& c) {

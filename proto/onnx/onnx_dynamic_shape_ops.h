@@ -29,8 +29,8 @@ Outputs DynamicExpand(NodeContext& c);
 Outputs DynamicSlice(NodeContext& c);
 // ConstantOfShape(shape){value}.
 Outputs DynamicConstantOfShape(NodeContext& c, DType dtype, double value);
-// Pad(x, pads[, constant_value]){mode=constant}.
-Outputs DynamicPad(NodeContext& c, double value);
+// Pad(x, pads[, constant_value]){mode=constant} (opset 11+).
+Outputs DynamicPad(NodeContext& c);
 // Range(start, limit, delta).
 Outputs DynamicRange(NodeContext& c);
 

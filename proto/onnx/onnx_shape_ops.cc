@@ -413,13 +413,13 @@ Outputs Pad(NodeContext& c) {
   KGRAD_ASSIGN_OR_RETURN(ImportedValue x, c.Input(0));
   KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* t, c.TensorType(x));
   const int rank = t->rank();
+  if (mode == "constant" && (!IsConstantInput(c, 1) || !IsConstantInput(c, 2))) return DynamicPad(c);
   KGRAD_ASSIGN_OR_RETURN(double value, c.Float("value", 0));
   if (c.HasInput(2)) {
     KGRAD_ASSIGN_OR_RETURN(Tensor v, c.ConstInput(2));
     if (v.NumElements() != 1) return c.Error("constant_value must hold one element");
     value = v.ElementAsDouble(0);
   }
-  if (mode == "constant" && !IsConstantInput(c, 1)) return DynamicPad(c, value);
   KGRAD_ASSIGN_OR_RETURN(std::vector<int64_t> pads, ReadPads(c, rank));
   for (int i = 0; i < rank; ++i) {
     int64_t before = pads[i], after = pads[i + rank];
