@@ -71,6 +71,10 @@ class NodeContext {
   absl::StatusOr<ImportedValue> Input(int i) const;
   absl::StatusOr<Tensor> ConstInput(int i) const;  // must be known at import time
   absl::StatusOr<std::vector<int64_t>> ConstInts(int i) const;
+  // A 1-D integer input as far as import knows it: a constant's entries, or the
+  // shape value of one computed at run time (entries that are numbers, dim
+  // symbols or kUnknownValue; [batch, 4, 16, 16] for Concat(Shape(x)[:2], [16, 16])).
+  absl::StatusOr<std::vector<int64_t>> KnownInts(int i) const;
   // The input's static tensor type (error for tuples and scalars).
   absl::StatusOr<const AbstractTensor*> TensorType(const ImportedValue& v) const;
   absl::Status ExpectInputs(int min, int max) const;

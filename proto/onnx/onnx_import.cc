@@ -77,6 +77,14 @@ absl::StatusOr<std::vector<int64_t>> NodeContext::ConstInts(int i) const {
   return out;
 }
 
+absl::StatusOr<std::vector<int64_t>> NodeContext::KnownInts(int i) const {
+  KGRAD_ASSIGN_OR_RETURN(ImportedValue v, Input(i));
+  if (v.constant.has_value()) return ConstInts(i);
+  const AbstractTensor* t = AsTensor(v.type);
+  if (t == nullptr || t->rank() != 1 || !t->value().has_value()) return ConstInts(i);  // its error
+  return std::vector<int64_t>(t->value()->begin(), t->value()->end());
+}
+
 absl::StatusOr<const AbstractTensor*> NodeContext::TensorType(const ImportedValue& v) const {
   const AbstractTensor* t = AsTensor(v.type);
   if (t == nullptr) return Error(absl::StrCat("expected a tensor, got ", v.type->ToString()));

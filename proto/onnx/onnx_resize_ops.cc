@@ -292,11 +292,8 @@ absl::StatusOr<ResizeInputs> ReadInputs(NodeContext& c, bool crop) {
     KGRAD_ASSIGN_OR_RETURN(r.roi, ConstFloats(c, 1));
   }
   KGRAD_ASSIGN_OR_RETURN(r.scales, ConstFloats(c, 2));
-  if (c.HasInput(3)) {
-    KGRAD_ASSIGN_OR_RETURN(Tensor t, c.ConstInput(3));
-    if (t.NumElements() > 0) {
-      KGRAD_ASSIGN_OR_RETURN(r.sizes, c.ConstInts(3));
-    }
+  if (c.HasInput(3)) {  // may keep dims that are not static: Concat(Shape(x)[:2], [H, W])
+    KGRAD_ASSIGN_OR_RETURN(r.sizes, c.KnownInts(3));
   }
   if (r.scales.empty() == r.sizes.empty()) return c.Error("exactly one of scales and sizes must be given");
   return r;
@@ -342,6 +339,11 @@ absl::StatusOr<std::vector<AxisResize>> ResizedAxes(NodeContext& c, const Abstra
       a.scale = r.scales[k];
       if (!(a.scale > 0)) return c.Error(absl::StrCat("scales must be > 0, got ", a.scale));
       if (a.scale == 1 && crop == 1 && m.transform != "tf_crop_and_resize") continue;
+    } else if (r.sizes[k] == a.in && a.in < 0 && a.in != kUnknownDim) {
+      continue;  // a dim symbol kept as it is (the batch of a dynamic-batch model)
+    } else if (r.sizes[k] == kUnknownValue || IsSymbolDim(r.sizes[k])) {
+      return c.Error(absl::StrCat("the output size of axis ", a.axis, " is ", DimToString(r.sizes[k]),
+                                  " at import (resizing needs it static)"));
     } else if (r.sizes[k] <= 0) {
       return c.Error(absl::StrCat("sizes must be > 0, got ", r.sizes[k]));
     }

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/executor.h"
 #include "core/dim_symbol.h"
 #include "core/infer.h"
 #include "tests/onnx/onnx_model_builder.h"
@@ -44,6 +45,41 @@ TEST(OnnxDynamicModelTest, ResNetImportKeepsTheBatchSymbol) {
   const AbstractTensor* out = AsTensor(*type);
   ASSERT_NE(out, nullptr) << (*type)->ToString();
   EXPECT_EQ(out->shape(), (Shape{DimSymbol("batch"), 10}));
+}
+
+// F.interpolate(x, size=(4, 4)) with a dynamic batch: torch computes the sizes as
+// Concat(Shape(x)[0:2], [4, 4]), whose batch entry is the symbol; the resized
+// axes are static, so one import serves every batch (nearest: each input pixel
+// becomes a 2x2 block).
+TEST(OnnxDynamicModelTest, ResizeSizesFromAShapeChainKeepTheBatchSymbol) {
+  OnnxModelBuilder b(13);
+  b.Input("x", DType::kFloat32, {-1, 1, 2, 2});
+  b.Constant("starts", Tensor::FromVector<int64_t>({1}, {0}));
+  b.Constant("ends", Tensor::FromVector<int64_t>({1}, {2}));
+  b.Constant("hw", Tensor::FromVector<int64_t>({2}, {4, 4}));
+  b.Node("Shape", {"x"}, {"shape"});
+  b.Node("Slice", {"shape", "starts", "ends"}, {"nc"});
+  SetAttr(b.Node("Concat", {"nc", "hw"}, {"sizes"}), "axis", int64_t{0});
+  onnx::NodeProto& resize = b.Node("Resize", {"x", "", "", "sizes"}, {"y"});
+  SetAttr(resize, "mode", std::string("nearest"));
+  SetAttr(resize, "coordinate_transformation_mode", std::string("asymmetric"));
+  SetAttr(resize, "nearest_mode", std::string("floor"));
+  b.Output("y");
+  absl::StatusOr<std::unique_ptr<Module>> m = b.Import();
+  ASSERT_TRUE(m.ok()) << m.status();
+  absl::StatusOr<std::unique_ptr<Executor>> ex = Executor::Create((*m)->entry());
+  ASSERT_TRUE(ex.ok()) << ex.status();
+  for (int64_t n : {1, 3}) {
+    std::vector<float> x(n * 4);
+    for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i);
+    absl::StatusOr<Value> y = (*ex)->Run({Value(Tensor::FromVector<float>({n, 1, 2, 2}, x))});
+    ASSERT_TRUE(y.ok()) << y.status();
+    ASSERT_EQ(y->tensor().shape(), (Shape{n, 1, 4, 4}));
+    for (int64_t k = 0; k < n * 16; ++k) {
+      const int64_t img = k / 16, r = k % 16 / 4, col = k % 4;
+      EXPECT_EQ(y->tensor().data<float>()[k], x[img * 4 + (r / 2) * 2 + col / 2]) << k;
+    }
+  }
 }
 
 // Two inputs sharing dim_param "batch" given different sizes.
