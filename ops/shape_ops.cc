@@ -198,9 +198,27 @@ absl::Status BpropSumTo(BpropContext& c) {
   return absl::OkStatus();
 }
 
+// The pieces of dy along `axis` when some input's size there is not static:
+// dx_i = dynamic_slice(dy, [o_i], [o_i + n_i], [axis]) with n_i = shape_of(x_i)[axis]
+// and o_i the running sum, all at run time.
+void ConcatAdjointAtRunTime(BpropContext& c, int axis) {
+  auto i64 = [&](int64_t v) { return c.Const(Value(Tensor::FromVector<int64_t>({1}, {v}))); };
+  AnfNode* offset = i64(0);
+  AnfNode* axes = i64(axis);
+  for (int i = 0; i < c.num_inputs(); ++i) {
+    AnfNode* size = c.Op(PrimId::kSlice, {c.Op(PrimId::kShapeOf, {c.I(i)})},
+                         {{"begin", std::vector<int64_t>{axis}},
+                          {"end", std::vector<int64_t>{axis + 1}},
+                          {"strides", std::vector<int64_t>{1}}});
+    AnfNode* end = c.Op(PrimId::kAdd, {offset, size});
+    c.SetGrad(i, c.Op(PrimId::kDynamicSlice, {c.Dout(), offset, end, axes}));
+    offset = end;
+  }
+}
+
 // Forward: y = concat(x_0, ..., x_n){axis}.
-// Backward: (dx_0, ..., dx_n) = split(dy){axis, sizes = [x_i.shape[axis]...]}.
-// The sizes are static: a clear error when one is unknown.
+// Backward: (dx_0, ..., dx_n) = split(dy){axis, sizes = [x_i.shape[axis]...]}, or
+// the same pieces cut at run time when a size is not static.
 absl::Status BpropConcat(BpropContext& c) {
   absl::StatusOr<int> rank = c.InRank(0);
   if (!rank.ok()) return rank.status();
@@ -212,9 +230,8 @@ absl::Status BpropConcat(BpropContext& c) {
     if (!s.ok()) return s.status();
     int64_t d = static_cast<int>(s->size()) == *rank ? (*s)[*axis] : kUnknownDim;
     if (d < 0) {
-      return c.Error(absl::StrCat("the gradient rule splits dy into the inputs' sizes along axis ",
-                                  *axis, ", but input ", i, " has an unknown size there (",
-                                  ShapeToString(*s), "); declare it"));
+      ConcatAdjointAtRunTime(c, *axis);
+      return absl::OkStatus();
     }
     sizes.push_back(d);
   }

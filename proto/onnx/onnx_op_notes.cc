@@ -107,7 +107,7 @@ constexpr OnnxOpNote kNotes[] = {
     {"ReduceSumSquare", "reduce_sum(square(x))", "axes computed at run time"},
     {"Relu", "relu", ""},
     {"Reshape", "reshape; dynamic_reshape for a shape computed at run time", ""},
-    {"Resize", "per resized axis: gathers at constant positions times constant weights (nearest, linear, cubic; every coordinate mode)", "antialias=1; scales, sizes or roi computed at run time"},
+    {"Resize", "per resized axis: gathers at constant positions times constant weights (nearest, linear, cubic; every coordinate mode)", "antialias=1; scales, roi or the resized axes' sizes computed at run time"},
     {"Round", "round (half to even)", ""},
     {"Scatter", "scatter_elements (opsets 9, 10)", ""},
     {"ScatterElements", "scatter_elements{none, add, mul, max, min}", "gradients of mul, max, min"},
