@@ -205,6 +205,7 @@ absl::StatusOr<std::string> Exporter::EmitPrim(CNode* c, const Primitive& p,
     case PrimId::kReshape: return Op("Reshape", {a[0], Ints(p.GetInts("shape"))});
     case PrimId::kReshapeLike:
     case PrimId::kBroadcastToLike: {
+      if (!StaticType(c, c->arg(1)).ok()) return EmitDynamicPrim(c, p, a);
       KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* ref, StaticType(c, c->arg(1)));
       std::vector<int64_t> s(ref->shape().begin(), ref->shape().end());
       return Op(p.id() == PrimId::kReshapeLike ? "Reshape" : "Expand", {a[0], Ints(s)});
@@ -215,6 +216,7 @@ absl::StatusOr<std::string> Exporter::EmitPrim(CNode* c, const Primitive& p,
       return EmitSumTo(c, a, Shape(s.begin(), s.end()));
     }
     case PrimId::kSumToLike: {
+      if (!StaticType(c, c->arg(1)).ok() || !StaticType(c, c->arg(0)).ok()) return EmitDynamicPrim(c, p, a);
       KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* ref, StaticType(c, c->arg(1)));
       return EmitSumTo(c, a, ref->shape());
     }
@@ -276,6 +278,7 @@ absl::StatusOr<std::string> Exporter::EmitPrim(CNode* c, const Primitive& p,
     case PrimId::kFill:
     case PrimId::kZerosLike:
     case PrimId::kOnesLike: {
+      if (p.id() != PrimId::kFill && !StaticType(c, c).ok()) return EmitDynamicPrim(c, p, a);
       KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* t, StaticType(c, c));
       double v = p.id() == PrimId::kFill ? p.GetFloat("value") : p.id() == PrimId::kOnesLike ? 1 : 0;
       return Const(Tensor::Full(t->dtype(), t->shape(), v).value());

@@ -277,7 +277,7 @@ absl::StatusOr<std::string> Exporter::EmitNnPrim(CNode* c, const Primitive& p,
     case PrimId::kAvgPool2dGrad: return EmitPoolGrad(c, p, a);
     default: break;
   }
-  return Error(c, "no standard ONNX form for this primitive");
+  return EmitDynamicPrim(c, p, a);
 }
 
 }  // namespace onnx_export_internal

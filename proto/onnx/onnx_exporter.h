@@ -108,6 +108,17 @@ class Exporter {
                                               const AbstractTensor& tx, const AbstractTensor& tdy,
                                               const ops::Window& w);
   absl::StatusOr<std::string> EmitSumTo(CNode* c, const std::vector<std::string>& a, const Shape& target);
+  // Run-time shapes (onnx_export_dynamic.cc): the dynamic_* primitives, and the
+  // *_like ones whose reference is not static, through Shape.
+  absl::StatusOr<std::string> EmitDynamicPrim(CNode* c, const Primitive& p, const std::vector<std::string>& a);
+  absl::StatusOr<std::string> EmitSumToLikeAtRunTime(CNode* c, const std::vector<std::string>& a);
+  // A tensor-valued attribute of n.
+  onnx::TensorProto* AddAttr(NodeProto* n, const std::string& name) {
+    onnx::AttributeProto* at = n->add_attribute();
+    at->set_name(name);
+    at->set_type(onnx::AttributeProto::TENSOR);
+    return at->mutable_t();
+  }
   std::string EmitMod(const Primitive& p, const std::vector<std::string>& a, DType dt);
   absl::StatusOr<std::string> EmitScatterElements(CNode* c, const Primitive& p,
                                                   const std::vector<std::string>& a);

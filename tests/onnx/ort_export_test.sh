@@ -43,6 +43,30 @@ check() {
   echo "ok $name --wrt $wrt: $n outputs agree"
 }
 
+# check_sizes NAME SIZE...: a dynamic-axes fixture imported and exported once (its
+# dim symbols as dim_params, its run-time shapes as Shape/Reshape/...), run at each
+# size in kgrad and in ONNX Runtime.
+check_sizes() {
+  local name="$1"; shift
+  local dir="$work/$name-sizes"
+  mkdir -p "$dir"
+  if ! "$kgrad" import-onnx "$data/$name.onnx" -o "$dir/m.pb" >"$dir/log" 2>&1 ||
+     ! "$kgrad" export-onnx "$dir/m.pb" -o "$dir/m.onnx" >>"$dir/log" 2>&1; then
+    echo "FAILED $name (export):"; cat "$dir/log"; failed=$((failed + 1)); return
+  fi
+  for size in "$@"; do
+    local in="$data/${name}_${size}_in0.npy"
+    mkdir -p "$dir/$size/kgrad" "$dir/$size/ort"
+    if ! "$kgrad" run "$dir/m.pb" --input "x0=$in" --output "$dir/$size/kgrad" >>"$dir/log" 2>&1 ||
+       ! node "$tools/ort_run.js" run "$dir/m.onnx" "$dir/$size/ort" "$in" >>"$dir/log" 2>&1 ||
+       ! node "$tools/ort_run.js" compare 1e-4 "$dir/$size/ort" "$dir/$size/kgrad" >>"$dir/log" 2>&1; then
+      echo "FAILED $name at $size:"; cat "$dir/log"; failed=$((failed + 1)); return
+    fi
+    compared=$((compared + 1))
+  done
+  echo "ok $name at $*: the one exported graph agrees at every size"
+}
+
 check mlp all mlp_in0.npy
 check cnn weights cnn_in0.npy
 check block17 all block17_in0.npy
@@ -59,6 +83,8 @@ check win_maxpool_ceil all win_maxpool_ceil_in0.npy
 check win_avgpool_ceil all win_avgpool_ceil_in0.npy
 check win_conv1d weights win_conv1d_in0.npy
 check win_convt weights win_convt_in0.npy
+check_sizes dyn_transformer b1s5 b3s17 b8s5
+check_sizes dyn_resnet b1 b3 b8
 
 echo "$compared outputs compared, $failed models failed"
 [ "$failed" -eq 0 ]
