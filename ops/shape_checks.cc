@@ -51,8 +51,8 @@ std::string Ints(absl::Span<const int64_t> v) {
 }
 
 bool DimsMatch(int64_t a, int64_t b) { return a == b || a < 0 || b < 0; }
-// The known one of two compatible dims.
-int64_t MergeDim(int64_t a, int64_t b) { return a >= 0 ? a : b; }
+// The more precise of two compatible dims (a number, else a symbol).
+int64_t MergeDim(int64_t a, int64_t b) { return UnifyDims(a, b).value_or(a); }
 
 // Attribute `attr` as the axis of the dim that expand_dims and one_hot insert
 // into t, so in [-rank-1, rank] (op_util's AxisAttr is for t's own axes), with

@@ -86,6 +86,24 @@ TEST(ShapeOpsTest, ReshapeSolvesMinusOneBySymbols) {
   ExpectError(reshape({b, 6}, {-1, 0}), "ambiguous");
 }
 
+// Symbols flow through concat (summed only along the axis, unified elsewhere),
+// transpose, matmul and broadcasting.
+TEST(ShapeOpsTest, SymbolsPropagate) {
+  const int64_t b = DimSymbol("batch"), s = DimSymbol("seq");
+  ExpectTensor(InferOp(PrimId::kConcat, {T(kF32, {b, 3}), T(kF32, {b, 4})}, {{"axis", int64_t{1}}}),
+               kF32, {b, 7});
+  ExpectTensor(InferOp(PrimId::kConcat, {T(kF32, {kU, 3}), T(kF32, {b, 4})}, {{"axis", int64_t{1}}}),
+               kF32, {b, 7});
+  ExpectTensor(InferOp(PrimId::kConcat, {T(kF32, {b, 3}), T(kF32, {2, 3})}, {{"axis", int64_t{0}}}),
+               kF32, {kU, 3});
+  ExpectTensor(InferOp(PrimId::kTranspose, {T(kF32, {b, s, 8})}, {{"perm", Ints{1, 0, 2}}}), kF32,
+               {s, b, 8});
+  ExpectTensor(InferOp(PrimId::kMatMul, {T(kF32, {b, s, 8}), T(kF32, {8, 16})}), kF32, {b, s, 16});
+  ExpectTensor(InferOp(PrimId::kMatMul, {T(kF32, {b, s, kU}), T(kF32, {b, 8, s})}), kF32,
+               {b, s, s});
+  ExpectTensor(InferOp(PrimId::kAdd, {T(kF32, {b, 1, 8}), T(kF32, {s, 1})}), kF32, {b, s, 8});
+}
+
 TEST(ShapeOpsTest, ReshapeErrors) {
   auto r = [](const Shape& in, Ints shape) {
     return InferOp(PrimId::kReshape, {T(kF32, in)}, {{"shape", shape}});
