@@ -186,20 +186,27 @@ absl::StatusOr<Value> Concat(KernelContext& ctx) {
   return Value(std::move(out));
 }
 
+// The tuple of consecutive pieces of x along s.axis with the shapes s.parts (a
+// SplitShapes; split and dynamic_split).
+template <typename Mover, typename Shapes>
+absl::StatusOr<Value> SplitInto(KernelContext& ctx, const Tensor& x, const Shapes& s) {
+  std::vector<Value> parts;
+  int64_t offset = 0;
+  for (const Shape& part : s.parts) {
+    const StridedView block = AxisBlockView(x.shape(), s.axis, offset, part);
+    KGRAD_ASSIGN_OR_RETURN(Value v, Dense<Mover>(ctx, x, block));
+    parts.push_back(std::move(v));
+    offset += part[s.axis];
+  }
+  return Value::Tuple(std::move(parts));
+}
+
 // split; kShapeFn: SplitShape.
 template <typename Mover, auto kShapeFn>
 absl::StatusOr<Value> Split(KernelContext& ctx) {
   KGRAD_ASSIGN_OR_RETURN(const Tensor* x, ctx.TensorAt(0));
   KGRAD_ASSIGN_OR_RETURN(auto s, kShapeFn(ctx.prim(), *x));
-  std::vector<Value> parts;
-  int64_t offset = 0;
-  for (const Shape& part : s.parts) {
-    const StridedView block = AxisBlockView(x->shape(), s.axis, offset, part);
-    KGRAD_ASSIGN_OR_RETURN(Value v, Dense<Mover>(ctx, *x, block));
-    parts.push_back(std::move(v));
-    offset += part[s.axis];
-  }
-  return Value::Tuple(std::move(parts));
+  return SplitInto<Mover>(ctx, *x, s);
 }
 
 }  // namespace moves

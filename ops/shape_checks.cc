@@ -518,6 +518,12 @@ absl::StatusOr<AxisShape> OneHotShape(const Primitive& p, TensorType indices) {
   if (depth < 0 || depth > kMaxElements) {
     return AttrError(p, "depth", absl::StrCat("must be >= 0, got ", depth));
   }
+  return OneHotShapeWithDepth(p, indices, depth);
+}
+
+absl::StatusOr<AxisShape> OneHotShapeWithDepth(const Primitive& p, TensorType indices,
+                                               int64_t depth) {
+  KGRAD_RETURN_IF_ERROR(CheckIndex(indices, 0));
   KGRAD_ASSIGN_OR_RETURN(int axis, NewAxisAttr(p, "axis", indices));
   Shape out(indices.shape.begin(), indices.shape.end());
   out.insert(out.begin() + axis, depth);

@@ -390,6 +390,7 @@ void RegisterShapeOps(std::vector<PrimitiveDef>* defs) {
                       .ZeroGradient());
   RegisterIndexOps(defs);
   RegisterDynamicShapeOps(defs);
+  RegisterDynamicIndexOps(defs);
 }
 
 }  // namespace ops

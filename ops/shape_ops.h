@@ -188,6 +188,43 @@ absl::StatusOr<int64_t> RangeLength(const Primitive& p, int64_t start, int64_t l
                                     int64_t delta);
 absl::StatusOr<int64_t> RangeLength(const Primitive& p, double start, double limit, double delta);
 
+// ----- Run-time counts and axes (dynamic_index_ops.cc) -----------------------------
+// dynamic_cumsum, dynamic_one_hot, dynamic_split and dynamic_tile(_grad) (ONNX's
+// CumSum, OneHot, Split and Tile with the axis, depth, split sizes or repeats
+// computed at run time), registered by RegisterShapeOps. As for the run-time
+// shapes, the formulas take the operand's elements: numbers from the kernels;
+// numbers, dim symbols or kUnknownValue at inference.
+void RegisterDynamicIndexOps(std::vector<PrimitiveDef>* defs);
+
+// Input `i` of `p` (called `what`) as a one-element operand: an i32 or i64 tensor
+// of rank 0 or shape [1] (ONNX's scalars).
+absl::Status CheckScalarOperand(const Primitive& p, int i, const char* what, TensorType t);
+
+// dynamic_cumsum(x, axis){exclusive, reverse}: cumsum's spec with the axis an
+// element (unknown at inference: axis 0 in the spec, x's shape out).
+absl::StatusOr<CumSumSpec> DynamicCumSumSpec(const Primitive& p, TensorType x, int64_t axis);
+
+// one_hot's shape with `depth` given (a number, symbol or kUnknownDim), and
+// dynamic_one_hot(indices, depth){axis, ...}: depth >= 1 when a number.
+absl::StatusOr<AxisShape> OneHotShapeWithDepth(const Primitive& p, TensorType indices,
+                                               int64_t depth);
+absl::StatusOr<AxisShape> DynamicOneHotShape(const Primitive& p, TensorType indices,
+                                             int64_t depth);
+
+// dynamic_split(x, sizes){axis}: one piece per entry of `sizes` (entries >= 0
+// summing to x's dim at axis; an unknown entry gives an unknown piece dim).
+absl::StatusOr<SplitShapes> DynamicSplitShape(const Primitive& p, TensorType x,
+                                              absl::Span<const int64_t> sizes);
+
+// dynamic_tile(x, repeats): ONNX Tile, out_i = x_i * repeats[i] with one entry >= 0
+// per dim of x.
+absl::StatusOr<Shape> DynamicTileShape(const Primitive& p, TensorType x,
+                                       absl::Span<const int64_t> repeats);
+// dynamic_tile_grad(dy, x, repeats): dy (x's dtype) must have the tile's shape;
+// out is x's shape.
+absl::StatusOr<Shape> DynamicTileGradShape(const Primitive& p, TensorType dy, TensorType x,
+                                           absl::Span<const int64_t> repeats);
+
 }  // namespace ops
 }  // namespace kgrad
 

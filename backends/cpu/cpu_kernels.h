@@ -18,6 +18,10 @@
 namespace kgrad {
 
 struct StridedView;  // backends/view_kernels.h
+namespace ops {
+struct AxisShape;    // ops/shape_ops.h
+struct CumSumSpec;   // ops/shape_ops.h
+}  // namespace ops
 
 namespace cpu {
 
@@ -29,6 +33,16 @@ void RegisterIndexKernels(KernelTable* table);
 // run-time shape primitives (shape_of, dynamic_reshape, ...). RegisterShapeKernels
 // calls it.
 void RegisterDynamicShapeKernels(KernelTable* table);
+// Part of the shape family, in its own file (dynamic_index_kernels.cc): cumsum,
+// one_hot, split and tile with a run-time axis, depth, sizes or repeats.
+// RegisterShapeKernels calls it.
+void RegisterDynamicIndexKernels(KernelTable* table);
+
+// The loops that a static op and its run-time form share, given the parsed spec:
+// cumsum (index_kernels.cc) and one_hot (shape_kernels.cc; the output dtype and
+// on/off values from the primitive's attributes).
+absl::StatusOr<Value> CumSumOf(KernelContext& ctx, const Tensor* x, const ops::CumSumSpec& s);
+absl::StatusOr<Value> OneHotOf(KernelContext& ctx, const Tensor* indices, const ops::AxisShape& s);
 
 // The CPU's copies for the data-movement kernels (backends/view_kernels.h's
 // `Mover`: a strided view to or from a dense tensor, a fill), defined in

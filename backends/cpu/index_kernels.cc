@@ -137,6 +137,12 @@ void CumSumBlock(const T* x, T* y, int64_t len, int64_t inner, bool exclusive, b
 absl::StatusOr<Value> CumSum(KernelContext& ctx) {
   KGRAD_ASSIGN_OR_RETURN(const Tensor* x, ctx.TensorAt(0));
   KGRAD_ASSIGN_OR_RETURN(ops::CumSumSpec s, ops::ParseCumSum(ctx.prim(), *x));
+  return CumSumOf(ctx, x, s);
+}
+
+}  // namespace
+
+absl::StatusOr<Value> CumSumOf(KernelContext& ctx, const Tensor* x, const ops::CumSumSpec& s) {
   KGRAD_ASSIGN_OR_RETURN(Tensor y, ctx.Allocate(x->dtype(), s.out));
   if (y.NumElements() == 0) return Value(std::move(y));
   const ops::AxisSplit v = ops::SplitAtAxis(x->shape(), s.axis);
@@ -155,8 +161,6 @@ absl::StatusOr<Value> CumSum(KernelContext& ctx) {
   });
   return Value(std::move(y));
 }
-
-}  // namespace
 
 void RegisterIndexKernels(KernelTable* table) {
   table->Set(PrimId::kGatherElements, GatherElements);

@@ -378,6 +378,12 @@ absl::StatusOr<Value> ScatterAdd(KernelContext& ctx) {
 absl::StatusOr<Value> OneHot(KernelContext& ctx) {
   KGRAD_ASSIGN_OR_RETURN(const Tensor* indices, ctx.TensorAt(0));
   KGRAD_ASSIGN_OR_RETURN(ops::AxisShape s, ops::OneHotShape(ctx.prim(), *indices));
+  return OneHotOf(ctx, indices, s);
+}
+
+}  // namespace
+
+absl::StatusOr<Value> OneHotOf(KernelContext& ctx, const Tensor* indices, const ops::AxisShape& s) {
   KGRAD_ASSIGN_OR_RETURN(Tensor out, ctx.Allocate(ctx.prim().GetDType("dtype"), s.out));
   FillValue(out, ctx.prim().GetFloat("off_value"));
   const ops::AxisSplit v = ops::SplitAtAxis(s.out, s.axis);  // the new axis in the middle
@@ -397,6 +403,8 @@ absl::StatusOr<Value> OneHot(KernelContext& ctx) {
   });
   return Value(std::move(out));
 }
+
+namespace {
 
 template <typename To, typename From>
 void CastLoop(const From* s, To* d, int64_t n) {
@@ -451,6 +459,7 @@ void RegisterShapeKernels(KernelTable* table) {
   table->Set(PrimId::kFill, Fill);
   RegisterIndexKernels(table);
   RegisterDynamicShapeKernels(table);
+  RegisterDynamicIndexKernels(table);
 }
 
 }  // namespace cpu

@@ -34,6 +34,16 @@ Outputs DynamicPad(NodeContext& c);
 // Range(start, limit, delta).
 Outputs DynamicRange(NodeContext& c);
 
+// ----- Run-time counts and axes (onnx_dynamic_index_ops.cc) ---------------------------
+// CumSum(x, axis){exclusive, reverse}, OneHot(indices, depth, values){axis},
+// Split(x, split){axis} and Tile(x, repeats) with that input (OneHot: depth or
+// values) computed at run time: dynamic_cumsum, dynamic_one_hot, dynamic_split,
+// dynamic_tile.
+Outputs DynamicCumSum(NodeContext& c);
+Outputs DynamicOneHot(NodeContext& c);
+Outputs DynamicSplit(NodeContext& c);
+Outputs DynamicTile(NodeContext& c);
+
 }  // namespace onnx_import
 }  // namespace kgrad
 

@@ -13,6 +13,7 @@
 #include "core/shape.h"
 #include "core/status_macros.h"
 #include "proto/onnx/onnx_context.h"
+#include "proto/onnx/onnx_dynamic_shape_ops.h"
 
 namespace kgrad {
 namespace onnx_import {
@@ -63,16 +64,15 @@ Outputs ScatterElements(NodeContext& c) {
                     {{"axis", axis}, {"reduction", reduction}}));
 }
 
-// CumSum(x, axis){exclusive=0, reverse=0} = cumsum(x){axis, exclusive, reverse};
-// the axis input (a scalar or a 1-element tensor) must be known at import time.
+// CumSum(x, axis){exclusive=0, reverse=0} = cumsum(x){axis, exclusive, reverse}
+// for an axis input (a scalar or a 1-element tensor) known at import time, else
+// dynamic_cumsum(x, axis).
 Outputs CumSum(NodeContext& c) {
   KGRAD_RETURN_IF_ERROR(c.ExpectInputs(2, 2));
   KGRAD_RETURN_IF_ERROR(c.ExpectOutputs(1));
   KGRAD_ASSIGN_OR_RETURN(ImportedValue x, c.Input(0));
   KGRAD_ASSIGN_OR_RETURN(ImportedValue axis_in, c.Input(1));
-  if (!axis_in.constant.has_value()) {
-    return c.Error("the axis input must be a constant (known at import time)");
-  }
+  if (!axis_in.constant.has_value()) return DynamicCumSum(c);
   const Tensor& a = *axis_in.constant;
   if (!IsInteger(a.dtype()) || a.NumElements() != 1 || a.rank() > 1) {
     return c.Error(absl::StrCat("the axis input must be one i32 or i64, got ", a.TypeString()));

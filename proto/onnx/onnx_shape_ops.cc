@@ -213,6 +213,7 @@ Outputs Split(NodeContext& c) {
   KGRAD_ASSIGN_OR_RETURN(int64_t axis, c.Int("axis", 0));
   std::vector<int64_t> sizes;
   if (c.HasInput(1)) {
+    if (!IsConstantInput(c, 1)) return DynamicSplit(c);
     KGRAD_ASSIGN_OR_RETURN(sizes, c.ConstInts(1));
   } else {
     KGRAD_ASSIGN_OR_RETURN(sizes, c.Ints("split", {}));
@@ -457,14 +458,19 @@ Outputs Pad(NodeContext& c) {
   return OneOutput(c.Emit(PrimId::kPad, {x}, {{"pads", interleaved}, {"value", value}}));
 }
 
-// Tile(x, repeats): each dim with repeats r > 1 gathers [0..d) r times.
+// Tile(x, repeats): each dim with repeats r > 1 gathers [0..d) r times; repeats
+// computed at run time, or > 1 on a dim that is not static: dynamic_tile.
 Outputs Tile(NodeContext& c) {
   KGRAD_RETURN_IF_ERROR(c.ExpectInputs(2, 2));
+  if (!IsConstantInput(c, 1)) return DynamicTile(c);
   KGRAD_ASSIGN_OR_RETURN(ImportedValue x, c.Input(0));
   KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* t, c.TensorType(x));
   KGRAD_ASSIGN_OR_RETURN(std::vector<int64_t> repeats, c.ConstInts(1));
   if (static_cast<int>(repeats.size()) != t->rank()) {
     return c.Error(absl::StrCat(repeats.size(), " repeats for ", t->ToString()));
+  }
+  for (int i = 0; i < t->rank(); ++i) {
+    if (repeats[i] != 1 && t->shape()[i] < 0) return DynamicTile(c);
   }
   for (int i = 0; i < t->rank(); ++i) {
     if (repeats[i] < 0) return c.Error(absl::StrCat("repeats must be >= 0, got ", repeats[i]));
@@ -606,9 +612,11 @@ Outputs Range(NodeContext& c) {
 
 // OneHot(indices, depth, values){axis=-1} = one_hot(indices mod depth){depth,
 // on_value, off_value, axis} in the values' dtype; indices in [-depth, depth)
-// wrap, others give an all-off row (ONNX leaves them undefined).
+// wrap, others give an all-off row (ONNX leaves them undefined). A depth or values
+// computed at run time: dynamic_one_hot (a bool one selecting between the values).
 Outputs OneHot(NodeContext& c) {
   KGRAD_RETURN_IF_ERROR(c.ExpectInputs(3, 3));
+  if (!IsConstantInput(c, 1) || !IsConstantInput(c, 2)) return DynamicOneHot(c);
   KGRAD_ASSIGN_OR_RETURN(ImportedValue idx, c.Input(0));
   KGRAD_ASSIGN_OR_RETURN(Tensor depth_t, c.ConstInput(1));
   KGRAD_ASSIGN_OR_RETURN(Tensor values, c.ConstInput(2));

@@ -88,6 +88,22 @@ class OneNode {
     if (!v.is_tensor()) return absl::InternalError("not a tensor: " + v.TypeString());
     return kgrad::testing::ToDoubles(v.tensor());
   }
+  // A second, third ... output ("y1", "y2", ...) for a node with several.
+  OneNode& MoreOutputs(int n) {
+    for (int i = 1; i <= n; ++i) {
+      node_->add_output(absl::StrCat("y", i));
+      m_.mutable_graph()->add_output()->set_name(absl::StrCat("y", i));
+    }
+    return *this;
+  }
+  // Imported and run on `args`: each output's elements as doubles.
+  absl::StatusOr<std::vector<std::vector<double>>> RunAll(std::vector<Value> args) const {
+    KGRAD_ASSIGN_OR_RETURN(std::unique_ptr<Module> m, Import());
+    KGRAD_ASSIGN_OR_RETURN(Value v, RunGraph(m->entry(), std::move(args)));
+    std::vector<std::vector<double>> out;
+    for (const Value& e : v.tuple()) out.push_back(kgrad::testing::ToDoubles(e.tensor()));
+    return out;
+  }
   absl::StatusOr<std::vector<double>> Run(std::vector<Value> args) const {
     KGRAD_ASSIGN_OR_RETURN(std::unique_ptr<Module> m, Import());
     KGRAD_ASSIGN_OR_RETURN(Value v, RunGraph(m->entry(), std::move(args)));
@@ -250,10 +266,67 @@ TEST(OnnxIndexTest, CumSum) {
   ExpectValues(cumsum(L({}, {1}), 0, 1).Run({x}), {6, 5, 3, 15, 11, 6});
   ExpectValues(cumsum(L({}, {1}), 1, 1).Run({x}), {5, 3, 0, 11, 6, 0});
   ExpectValues(cumsum(MakeTensor(DType::kInt32, {}, {0}), 0, 0).Run({x}), {1, 2, 3, 5, 7, 9});
-  ExpectImportError(OneNode("CumSum", 14).In("x", kF32, {2, 3}).In("axis", kI64, {}),
-                    "node 'n' (CumSum): the axis input must be a constant");
   ExpectImportError(cumsum(L({}, {2}), 0, 0), "'axis'");
   ExpectImportError(cumsum(L({2}, {0, 1}), 0, 0), "the axis input must be one i32 or i64");
+}
+
+// ----- Run-time counts and axes ----------------------------------------------------------
+// CumSum's axis, OneHot's depth, Split's sizes and Tile's repeats as graph inputs:
+// the dynamic_* primitives, checked when the model runs.
+TEST(OnnxIndexTest, CumSumWithARunTimeAxis) {
+  const Tensor x = F({2, 3}, {1, 2, 3, 4, 5, 6});
+  const OneNode m =
+      OneNode("CumSum", 14).In("x", kF32, {2, 3}).In("axis", kI64, {}).Int("exclusive", 1);
+  ExpectValues(m.Run({x, L({}, {1})}), {0, 1, 3, 0, 4, 9});
+  ExpectValues(m.Run({x, L({}, {-2})}), {0, 0, 0, 1, 2, 3});
+  ExpectRunError(m.Run({x, L({}, {2})}), "input 1 (axis) 2 is out of range");
+  // The gradient: a reversed exclusive sum of the cotangent.
+  ExpectValues(m.Grad0({x, L({}, {1})}, F({2, 3}, {1, 1, 1, 1, 1, 1})), {2, 1, 0, 2, 1, 0});
+}
+
+TEST(OnnxIndexTest, OneHotWithARunTimeDepth) {
+  auto onehot = [](DType depth) {
+    return OneNode("OneHot", 11)
+        .In("i", kI64, {3})
+        .In("depth", depth, {1})
+        .Init("values", L({2}, {0, 1}));  // integer initializers are constants
+  };
+  // Negative indices wrap; a float depth is truncated (ONNX casts it to int64).
+  const std::vector<double> want = {0, 0, 1, 1, 0, 0, 0, 1, 0};
+  ExpectValues(onehot(kI64).Run({L({3}, {2, 0, -2}), L({1}, {3})}), want);
+  ExpectValues(onehot(kF32).Run({L({3}, {2, 0, -2}), F({1}, {3.7f})}), want);
+  ExpectRunError(onehot(kI64).Run({L({3}, {0, 0, 0}), L({1}, {0})}), "input 1 (depth) must be");
+  // Values computed at run time too (selected by a bool one-hot).
+  const OneNode v = OneNode("OneHot", 11).In("i", kI64, {2}).In("depth", kI64, {}).In(
+      "values", kF32, {2});
+  ExpectValues(v.Run({L({2}, {1, -1}), L({}, {2}), F({2}, {-1, 5})}), {-1, 5, -1, 5});
+}
+
+TEST(OnnxIndexTest, SplitWithRunTimeSizes) {
+  const OneNode m =
+      OneNode("Split", 13).In("x", kF32, {2, 3}).In("split", kI64, {2}).Int("axis", 1).MoreOutputs(1);
+  absl::StatusOr<std::vector<std::vector<double>>> r =
+      m.RunAll({F({2, 3}, {1, 2, 3, 4, 5, 6}), L({2}, {1, 2})});
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(r->size(), 2u);
+  EXPECT_THAT((*r)[0], ElementsAreArray({1.0, 4.0}));
+  EXPECT_THAT((*r)[1], ElementsAreArray({2.0, 3.0, 5.0, 6.0}));
+  ExpectRunError(m.RunAll({F({2, 3}, {1, 2, 3, 4, 5, 6}), L({2}, {1, 1})}), "sums to 2");
+  ExpectImportError(OneNode("Split", 13).In("x", kF32, {2, 3}).In("split", kI64, {3}),
+                    "3 split sizes for 1 outputs");
+}
+
+TEST(OnnxIndexTest, TileWithRunTimeRepeats) {
+  const OneNode m = OneNode("Tile", 13).In("x", kF32, {2, 2}).In("r", kI64, {2});
+  const Tensor x = F({2, 2}, {1, 2, 3, 4});
+  ExpectValues(m.Run({x, L({2}, {1, 2})}), {1, 2, 1, 2, 3, 4, 3, 4});
+  ExpectValues(m.Run({x, L({2}, {2, 1})}), {1, 2, 3, 4, 1, 2, 3, 4});
+  ExpectRunError(m.Run({x, L({2}, {1, -1})}), "input 1 (repeats) has an entry outside");
+  // d<ct, tile(x)>/dx: the sum of the cotangent's tiles.
+  ExpectValues(m.Grad0({x, L({2}, {1, 2})}, F({2, 4}, {1, 2, 3, 4, 5, 6, 7, 8})), {4, 6, 12, 14});
+  // Constant repeats on a dim that is not static.
+  const OneNode d = OneNode("Tile", 13).In("x", kF32, {kUnknownDim, 2}).Init("r", L({2}, {2, 1}));
+  ExpectValues(d.Run({F({1, 2}, {5, 6})}), {5, 6, 5, 6});
 }
 
 // ----- GatherND -------------------------------------------------------------------------------
