@@ -373,6 +373,7 @@ void RegisterShapeOps(std::vector<PrimitiveDef>* defs) {
                       .ZeroGradient());
   RegisterIndexOps(defs);
   RegisterDynamicShapeOps(defs);
+  RegisterDynamicAxesOps(defs);
 }
 
 }  // namespace ops

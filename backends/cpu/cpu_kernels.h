@@ -29,6 +29,10 @@ void RegisterIndexKernels(KernelTable* table);
 // run-time shape primitives (shape_of, dynamic_reshape, ...). RegisterShapeKernels
 // calls it.
 void RegisterDynamicShapeKernels(KernelTable* table);
+// Part of the shape family, in its own file (dynamic_axes_kernels.cc): the
+// run-time axes primitives (dynamic_unsqueeze, dynamic_squeeze,
+// dynamic_reduce_sum). RegisterShapeKernels calls it.
+void RegisterDynamicAxesKernels(KernelTable* table);
 
 // The CPU's copies for the data-movement kernels (backends/view_kernels.h's
 // `Mover`: a strided view to or from a dense tensor, a fill), defined in

@@ -451,6 +451,7 @@ void RegisterShapeKernels(KernelTable* table) {
   table->Set(PrimId::kFill, Fill);
   RegisterIndexKernels(table);
   RegisterDynamicShapeKernels(table);
+  RegisterDynamicAxesKernels(table);
 }
 
 }  // namespace cpu
