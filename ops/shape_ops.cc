@@ -391,6 +391,7 @@ void RegisterShapeOps(std::vector<PrimitiveDef>* defs) {
   RegisterIndexOps(defs);
   RegisterDynamicShapeOps(defs);
   RegisterDynamicIndexOps(defs);
+  RegisterDynamicAxesOps(defs);
 }
 
 }  // namespace ops

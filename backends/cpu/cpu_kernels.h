@@ -44,6 +44,11 @@ void RegisterDynamicIndexKernels(KernelTable* table);
 absl::StatusOr<Value> CumSumOf(KernelContext& ctx, const Tensor* x, const ops::CumSumSpec& s);
 absl::StatusOr<Value> OneHotOf(KernelContext& ctx, const Tensor* indices, const ops::AxisShape& s);
 
+// Part of the shape family, in its own file (dynamic_axes_kernels.cc): the
+// run-time axes primitives (dynamic_unsqueeze, dynamic_squeeze,
+// dynamic_reduce_sum). RegisterShapeKernels calls it.
+void RegisterDynamicAxesKernels(KernelTable* table);
+
 // The CPU's copies for the data-movement kernels (backends/view_kernels.h's
 // `Mover`: a strided view to or from a dense tensor, a fill), defined in
 // shape_kernels.cc and shared by the shape family's files.

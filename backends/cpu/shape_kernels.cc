@@ -460,6 +460,7 @@ void RegisterShapeKernels(KernelTable* table) {
   RegisterIndexKernels(table);
   RegisterDynamicShapeKernels(table);
   RegisterDynamicIndexKernels(table);
+  RegisterDynamicAxesKernels(table);
 }
 
 }  // namespace cpu

@@ -156,5 +156,41 @@ Outputs DynamicRange(NodeContext& c) {
   return OneOutput(c.Emit(PrimId::kDynamicRange, {start, limit, delta}));
 }
 
+Outputs DynamicUnsqueeze(NodeContext& c) {
+  KGRAD_ASSIGN_OR_RETURN(ImportedValue x, c.Input(0));
+  KGRAD_ASSIGN_OR_RETURN(ImportedValue axes, IntVector(c, 1, "axes"));
+  return OneOutput(c.Emit(PrimId::kDynamicUnsqueeze, {x, axes}));
+}
+
+Outputs DynamicSqueeze(NodeContext& c) {
+  KGRAD_ASSIGN_OR_RETURN(ImportedValue x, c.Input(0));
+  KGRAD_ASSIGN_OR_RETURN(ImportedValue axes, IntVector(c, 1, "axes"));
+  return OneOutput(c.Emit(PrimId::kDynamicSqueeze, {x, axes}));
+}
+
+// The mean divides by the count n / m (n = size_of(x), m = size_of(sum), at
+// least 1 so that an empty output divides nothing by 0): exact, as the sizes are
+// integers; an empty reduced axis gives 0 / 0 = NaN, as reduce_mean.
+absl::StatusOr<ImportedValue> DynamicReduceSum(NodeContext& c, const ImportedValue& x,
+                                               bool keepdims, bool noop, bool mean) {
+  KGRAD_ASSIGN_OR_RETURN(ImportedValue axes, c.Input(1));
+  KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* t, c.TensorType(x));
+  if (mean && !IsFloating(t->dtype())) {
+    return c.Error(absl::StrCat("the mean of ", t->ToString(), " over axes computed at run time ",
+                                "needs a floating input"));
+  }
+  KGRAD_ASSIGN_OR_RETURN(
+      ImportedValue sum,
+      c.Emit(PrimId::kDynamicReduceSum, {x, axes},
+             {{"keepdims", keepdims}, {"noop_with_empty_axes", noop}}));
+  if (!mean) return sum;
+  KGRAD_ASSIGN_OR_RETURN(ImportedValue n, c.Emit(PrimId::kSizeOf, {x}));
+  KGRAD_ASSIGN_OR_RETURN(ImportedValue m, c.Emit(PrimId::kSizeOf, {sum}));
+  KGRAD_ASSIGN_OR_RETURN(m, c.Emit(PrimId::kMaximum, {m, c.Const(Tensor::FromScalar<int64_t>(1))}));
+  KGRAD_ASSIGN_OR_RETURN(ImportedValue count, c.Emit(PrimId::kDiv, {n, m}));
+  KGRAD_ASSIGN_OR_RETURN(count, c.Emit(PrimId::kCast, {count}, {{"dtype", t->dtype()}}));
+  return c.Emit(PrimId::kDiv, {sum, count});
+}
+
 }  // namespace onnx_import
 }  // namespace kgrad

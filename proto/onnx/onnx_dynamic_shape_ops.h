@@ -44,6 +44,17 @@ Outputs DynamicOneHot(NodeContext& c);
 Outputs DynamicSplit(NodeContext& c);
 Outputs DynamicTile(NodeContext& c);
 
+// Unsqueeze(x, axes) and Squeeze(x, axes) with axes computed at run time
+// (dynamic_unsqueeze, dynamic_squeeze; ops/dynamic_axes_ops.cc).
+Outputs DynamicUnsqueeze(NodeContext& c);
+Outputs DynamicSqueeze(NodeContext& c);
+// The sum (or with `mean` the mean) of x over the axes of input 1, computed at
+// run time, as ReduceSum-13 / ReduceMean-18 with keepdims and
+// noop_with_empty_axes: dynamic_reduce_sum, over the count of summed elements
+// size_of(x) / size_of(sum) for the mean.
+absl::StatusOr<ImportedValue> DynamicReduceSum(NodeContext& c, const ImportedValue& x,
+                                               bool keepdims, bool noop, bool mean);
+
 }  // namespace onnx_import
 }  // namespace kgrad
 

@@ -4,6 +4,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/status_macros.h"
 #include "proto/onnx/onnx_context.h"
+#include "proto/onnx/onnx_dynamic_shape_ops.h"
 #include "proto/onnx/onnx_tensor.h"
 
 namespace kgrad {
@@ -186,16 +187,39 @@ absl::StatusOr<ReduceSpec> ReadReduce(NodeContext& c) {
   return r;
 }
 
+// Reduce* whose axes input is computed at run time: the sums (ReduceSum and the
+// L1, L2, SumSquare and LogSum built on it) become dynamic_reduce_sum, ReduceMean
+// that sum over its count; max, min, prod and logsumexp have no run-time form.
+absl::StatusOr<ImportedValue> RunTimeReduce(NodeContext& c, PrimId id, const ImportedValue& x) {
+  if (id != PrimId::kReduceSum && id != PrimId::kReduceMean) {
+    return c.Error("axes computed at run time (input 1 is not a constant) are supported by "
+                   "ReduceSum, ReduceMean, ReduceL1, ReduceL2, ReduceSumSquare and ReduceLogSum "
+                   "only");
+  }
+  KGRAD_ASSIGN_OR_RETURN(int64_t keepdims, c.Int("keepdims", 1));
+  KGRAD_ASSIGN_OR_RETURN(int64_t noop, c.Int("noop_with_empty_axes", 0));
+  return DynamicReduceSum(c, x, keepdims != 0, noop != 0, id == PrimId::kReduceMean);
+}
+
 // Reduce*(x[, axes]){axes, keepdims=1, noop_with_empty_axes=0} = `id` over the axes
 // of `pre`(x), then `post` (kNeg as "none" for either).
 template <PrimId id, PrimId pre = PrimId::kNeg, PrimId post = PrimId::kNeg>
 Outputs Reduce(NodeContext& c) {
-  KGRAD_ASSIGN_OR_RETURN(ReduceSpec r, ReadReduce(c));
+  const bool run_time = !IsConstantInput(c, 1);
+  ReduceSpec r;
+  if (run_time) {
+    KGRAD_RETURN_IF_ERROR(c.ExpectInputs(1, 2));
+    KGRAD_RETURN_IF_ERROR(c.ExpectOutputs(1));
+  } else {
+    KGRAD_ASSIGN_OR_RETURN(r, ReadReduce(c));
+  }
   KGRAD_ASSIGN_OR_RETURN(ImportedValue x, c.Input(0));
   if (pre != PrimId::kNeg) {
     KGRAD_ASSIGN_OR_RETURN(x, c.Emit(pre, {x}));
   }
-  if (!r.noop) {
+  if (run_time) {
+    KGRAD_ASSIGN_OR_RETURN(x, RunTimeReduce(c, id, x));
+  } else if (!r.noop) {
     KGRAD_ASSIGN_OR_RETURN(x, c.Emit(id, {x}, r.attrs));
   }
   if (post != PrimId::kNeg) {

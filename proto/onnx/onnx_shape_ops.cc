@@ -168,9 +168,11 @@ absl::StatusOr<std::vector<int64_t>> AxesArg(NodeContext& c) {
   return c.Ints("axes", {});
 }
 
-// Unsqueeze(x, axes): expand_dims at each axis of the output, in increasing order.
+// Unsqueeze(x, axes): expand_dims at each axis of the output, in increasing order
+// (dynamic_unsqueeze when the axes are computed at run time).
 Outputs Unsqueeze(NodeContext& c) {
   KGRAD_RETURN_IF_ERROR(c.ExpectInputs(1, 2));
+  if (!IsConstantInput(c, 1)) return DynamicUnsqueeze(c);
   KGRAD_ASSIGN_OR_RETURN(ImportedValue x, c.Input(0));
   KGRAD_ASSIGN_OR_RETURN(std::vector<int64_t> axes, AxesArg(c));
   KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* t, c.TensorType(x));
@@ -187,8 +189,10 @@ Outputs Unsqueeze(NodeContext& c) {
   return std::vector<ImportedValue>{x};
 }
 
+// Squeeze(x, axes): squeeze (dynamic_squeeze when the axes are computed at run time).
 Outputs Squeeze(NodeContext& c) {
   KGRAD_RETURN_IF_ERROR(c.ExpectInputs(1, 2));
+  if (!IsConstantInput(c, 1)) return DynamicSqueeze(c);
   KGRAD_ASSIGN_OR_RETURN(ImportedValue x, c.Input(0));
   KGRAD_ASSIGN_OR_RETURN(std::vector<int64_t> axes, AxesArg(c));
   return OneOutput(c.Emit(PrimId::kSqueeze, {x}, {{"axes", axes}}));

@@ -51,16 +51,17 @@ TEST(CudaDeviceTest, EveryPrimitiveWithACpuKernelHasACudaKernel) {
     }
   }
   // Every primitive has a native kernel (some fall back for particular inputs:
-  // integer matmul, shapes beyond cuDNN's int dims), but the run-time shape
-  // primitives, which read their shape operands on the host and run through the
-  // CPU (backends/cuda/README.md).
+  // integer matmul, shapes beyond cuDNN's int dims), but the run-time shape and
+  // axes primitives, which read their shape operands on the host and run through
+  // the CPU (backends/cuda/README.md).
   const std::vector<PrimId> through_cpu = {
       PrimId::kShapeOf,           PrimId::kSizeOf,      PrimId::kDynamicReshape,
       PrimId::kDynamicBroadcastTo, PrimId::kDynamicFill, PrimId::kDynamicSlice,
       PrimId::kDynamicSliceGrad,   PrimId::kDynamicPad,  PrimId::kDynamicRange,
       // Run-time counts and axes.
       PrimId::kDynamicCumSum, PrimId::kDynamicOneHot, PrimId::kDynamicSplit,
-      PrimId::kDynamicTile, PrimId::kDynamicTileGrad};
+      PrimId::kDynamicTile, PrimId::kDynamicTileGrad, PrimId::kDynamicUnsqueeze,
+      PrimId::kDynamicSqueeze, PrimId::kDynamicReduceSum};
   std::vector<std::string> names;
   for (PrimId id : CudaFallbackPrimitives()) {
     if (std::find(through_cpu.begin(), through_cpu.end(), id) == through_cpu.end()) {
