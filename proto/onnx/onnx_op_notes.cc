@@ -107,7 +107,7 @@ constexpr OnnxOpNote kNotes[] = {
     {"ReduceSumSquare", "reduce_sum(square(x)); dynamic_reduce_sum for axes computed at run time", ""},
     {"Relu", "relu", ""},
     {"Reshape", "reshape; dynamic_reshape for a shape computed at run time", ""},
-    {"Resize", "per resized axis: gathers at constant positions times constant weights (nearest, linear, cubic; every coordinate mode)", "antialias=1; scales, roi or the resized axes' sizes computed at run time"},
+    {"Resize", "per resized axis: gathers at constant positions times constant weights (nearest, linear, cubic; every coordinate mode); scales, sizes, roi or input dims known only at run time: the positions and weights computed with primitives (dynamic_range, floor, select, ...; shape_of for the input dims)", "antialias=1; align_corners with scales computed at run time"},
     {"Round", "round (half to even)", ""},
     {"Scatter", "scatter_elements (opsets 9, 10)", ""},
     {"ScatterElements", "scatter_elements{none, add, mul, max, min}", "gradients of mul, max, min"},
@@ -138,7 +138,7 @@ constexpr OnnxOpNote kNotes[] = {
     {"Transpose", "transpose", ""},
     {"Trilu", "select with a mask (constant, or compared with a run-time k)", "dynamic matrix dims"},
     {"Unsqueeze", "expand_dims; dynamic_unsqueeze for axes computed at run time", ""},
-    {"Upsample", "the Resize form", "scales computed at run time"},
+    {"Upsample", "the Resize form (scales computed at run time too)", ""},
     {"Where", "select", ""},
     {"Xor", "not_equal on bools", ""},
 };

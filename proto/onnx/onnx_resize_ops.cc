@@ -5,8 +5,10 @@
 //   y = sum_t gather(x, index_t, axis) * weight_t     (weight_t broadcast along axis)
 // with index_t and weight_t constant vectors computed here from the static sizes
 // and the attributes, following the ONNX spec's formulas (and ONNX Runtime where
-// the spec leaves a choice). Gradients come from gather's rule. Only the resized
-// axes need static sizes.
+// the spec leaves a choice). Gradients come from gather's rule. When a scale,
+// size, roi entry or input dim of a resized axis is known only at run time, the
+// run-time form (onnx_dynamic_resize_ops.cc) computes the taps with primitives;
+// its Original / Nearest / TapsAt mirror the ones here and must agree with them.
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -20,38 +22,12 @@
 #include "core/shape.h"
 #include "core/status_macros.h"
 #include "proto/onnx/onnx_context.h"
+#include "proto/onnx/onnx_dynamic_shape_ops.h"
+#include "proto/onnx/onnx_resize_ops.h"
 
 namespace kgrad {
 namespace onnx_import {
 namespace {
-
-// The attributes that shape the taps.
-struct ResizeMode {
-  std::string mode = "nearest";                // nearest | linear | cubic
-  std::string transform = "half_pixel";        // coordinate_transformation_mode
-  std::string nearest = "round_prefer_floor";  // nearest_mode; "simple" before opset 11
-  double cubic_a = -0.75;
-  bool exclude_outside = false;
-  double extrapolation = 0;
-};
-
-// One resized axis: its sizes, its scale (out / in, or the given scale), and the
-// crop region of tf_crop_and_resize.
-struct AxisResize {
-  int axis;
-  int64_t in, out;
-  double scale;
-  bool rational;  // scale is exactly out / in: divide by it as in / out
-  double roi_start = 0, roi_end = 1;
-};
-
-// taps[t][o]: the input index and weight of tap t for output o; inside[o] is
-// false where tf_crop_and_resize samples outside the input (extrapolated).
-struct Taps {
-  std::vector<std::vector<int64_t>> index;
-  std::vector<std::vector<double>> weight;
-  std::vector<bool> inside;
-};
 
 // x / scale, exact for integers when the scale is out / in.
 double Unscale(const AxisResize& a, double x) {
@@ -94,14 +70,6 @@ int64_t Nearest(const ResizeMode& m, const AxisResize& a, double x) {
   return static_cast<int64_t>(f);
 }
 
-// The cubic convolution weights of cells floor(x) - 1 ... floor(x) + 2 at
-// fraction t (Keys, coefficient a).
-std::array<double, 4> CubicWeights(double a, double t) {
-  auto outer = [a](double s) { return ((a * s - 5 * a) * s + 8 * a) * s - 4 * a; };
-  auto inner = [a](double s) { return ((a + 2) * s - (a + 3)) * s * s + 1; };
-  return {outer(1 + t), inner(t), inner(1 - t), outer(2 - t)};
-}
-
 // Output o's taps: (index, weight) pairs, in-range indices.
 void TapsAt(const ResizeMode& m, const AxisResize& a, int64_t o, Taps* taps) {
   double x = Original(m, a, o);
@@ -121,7 +89,7 @@ void TapsAt(const ResizeMode& m, const AxisResize& a, int64_t o, Taps* taps) {
     taps->weight[1][o] = keep * (x - static_cast<double>(x0));
   } else {
     const double f = std::floor(x);
-    std::array<double, 4> w = CubicWeights(m.cubic_a, x - f);
+    std::array<double, 4> w = CubicWeights<double>(m.cubic_a, x - f);
     double sum = 0;
     for (int t = 0; t < 4; ++t) {
       const int64_t i = static_cast<int64_t>(f) - 1 + t;
@@ -132,6 +100,16 @@ void TapsAt(const ResizeMode& m, const AxisResize& a, int64_t o, Taps* taps) {
     for (int t = 0; t < 4; ++t) taps->weight[t][o] = keep * (m.exclude_outside ? w[t] / sum : w[t]);
   }
 }
+
+// A constant of `dtype` from doubles (cast at import when not f64).
+absl::StatusOr<ImportedValue> FloatConst(NodeContext& c, DType dtype, const Shape& shape,
+                                         const std::vector<double>& v) {
+  ImportedValue k = c.Const(Tensor::FromVector<double>(shape, v));
+  if (dtype == DType::kFloat64) return k;
+  return c.Emit(PrimId::kCast, {k}, {{"dtype", dtype}});
+}
+
+}  // namespace
 
 Taps MakeTaps(const ResizeMode& m, const AxisResize& a) {
   const int n = m.mode == "nearest" ? 1 : m.mode == "linear" ? 2 : 4;
@@ -152,14 +130,6 @@ bool IsIdentity(const AxisResize& a, const Taps& taps) {
     if (w_o != 1.0 || rest != 0.0 || !taps.inside[o]) return false;
   }
   return true;
-}
-
-// A constant of `dtype` from doubles (cast at import when not f64).
-absl::StatusOr<ImportedValue> FloatConst(NodeContext& c, DType dtype, const Shape& shape,
-                                         const std::vector<double>& v) {
-  ImportedValue k = c.Const(Tensor::FromVector<double>(shape, v));
-  if (dtype == DType::kFloat64) return k;
-  return c.Emit(PrimId::kCast, {k}, {{"dtype", dtype}});
 }
 
 // sum_t gather(x, index_t, axis) * weight_t (the product skipped for unit weights,
@@ -187,6 +157,8 @@ absl::StatusOr<ImportedValue> ApplyTaps(NodeContext& c, const ImportedValue& x, 
   }
   return *acc;
 }
+
+namespace {
 
 // y + extrapolation * (1 - prod_axes inside_axis): tf_crop_and_resize's value for
 // samples outside the input along any axis (the taps gave them 0).
@@ -223,6 +195,11 @@ absl::StatusOr<ImportedValue> Extrapolate(NodeContext& c, const ImportedValue& y
 absl::StatusOr<ResizeMode> ReadMode(NodeContext& c, bool legacy) {
   ResizeMode m;
   KGRAD_ASSIGN_OR_RETURN(m.mode, c.String("mode", "nearest"));
+  KGRAD_ASSIGN_OR_RETURN(m.policy, c.String("keep_aspect_ratio_policy", "stretch"));
+  if (m.policy != "stretch" && m.policy != "not_larger" && m.policy != "not_smaller") {
+    return c.Error(
+        absl::StrCat("keep_aspect_ratio_policy must be stretch, not_larger or not_smaller, got '", m.policy, "'"));
+  }
   if (m.mode != "nearest" && m.mode != "linear" && !(m.mode == "cubic" && !legacy)) {
     return c.Error(absl::StrCat("mode must be nearest, linear", legacy ? "" : " or cubic", ", got '", m.mode, "'"));
   }
@@ -254,10 +231,21 @@ absl::StatusOr<ResizeMode> ReadMode(NodeContext& c, bool legacy) {
   return m;
 }
 
-// The floats of constant input i (empty when the input is omitted or empty).
-absl::StatusOr<std::vector<double>> ConstFloats(NodeContext& c, int i) {
+// The floats of input i (empty when the input is omitted or empty); an input
+// computed at run time sets *at_run_time and gives as many NaNs as it has entries
+// (its length must be static).
+absl::StatusOr<std::vector<double>> FloatsOrRunTime(NodeContext& c, int i, bool* at_run_time) {
   std::vector<double> v;
   if (!c.HasInput(i)) return v;
+  if (!IsConstantInput(c, i)) {
+    KGRAD_ASSIGN_OR_RETURN(ImportedValue in, c.Input(i));
+    KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* t, c.TensorType(in));
+    if (!IsFloating(t->dtype()) || t->rank() != 1 || t->shape()[0] < 0) {
+      return c.Error(absl::StrCat("input ", i, " must be a 1-D float tensor of static length, got ", t->ToString()));
+    }
+    *at_run_time = t->shape()[0] > 0;
+    return std::vector<double>(t->shape()[0], std::nan(""));
+  }
   KGRAD_ASSIGN_OR_RETURN(Tensor t, c.ConstInput(i));
   if (!IsFloating(t.dtype()))
     return c.Error(absl::StrCat("input ", i, " must be a float tensor, got ", t.TypeString()));
@@ -265,13 +253,20 @@ absl::StatusOr<std::vector<double>> ConstFloats(NodeContext& c, int i) {
   return v;
 }
 
-// Where the scales, sizes and roi come from, by op and opset.
-struct ResizeInputs {
-  std::vector<double> scales, roi;
-  std::vector<int64_t> sizes;
-};
+// The sizes input as import knows it (NodeContext::KnownInts); a run-time input
+// with no shape value has every entry kUnknownValue (its length must be static).
+absl::StatusOr<std::vector<int64_t>> KnownSizes(NodeContext& c, int i) {
+  KGRAD_ASSIGN_OR_RETURN(ImportedValue v, c.Input(i));
+  const AbstractTensor* t = AsTensor(v.type);
+  if (v.constant.has_value() || t == nullptr || t->value().has_value()) return c.KnownInts(i);
+  if (!IsInteger(t->dtype()) || t->rank() != 1 || t->shape()[0] < 0) {
+    return c.Error(absl::StrCat("input ", i, " must be a 1-D integer tensor of static length, got ", t->ToString()));
+  }
+  return std::vector<int64_t>(t->shape()[0], kUnknownValue);
+}
 
-// roi is read only for tf_crop_and_resize (`crop`), the one mode that uses it.
+// Where the scales, sizes and roi come from, by op and opset. roi is read only
+// for tf_crop_and_resize (`crop`), the one mode that uses it.
 absl::StatusOr<ResizeInputs> ReadInputs(NodeContext& c, bool crop) {
   ResizeInputs r;
   const bool upsample = c.node().op_type() == "Upsample";
@@ -284,32 +279,29 @@ absl::StatusOr<ResizeInputs> ReadInputs(NodeContext& c, bool crop) {
   }
   if (upsample || c.opset() < 11) {
     KGRAD_RETURN_IF_ERROR(c.ExpectInputs(2, 2));
-    KGRAD_ASSIGN_OR_RETURN(r.scales, ConstFloats(c, 1));
+    r.scales_input = 1;
+    KGRAD_ASSIGN_OR_RETURN(r.scales, FloatsOrRunTime(c, 1, &r.scales_at_run_time));
     return r;
   }
   KGRAD_RETURN_IF_ERROR(c.ExpectInputs(1, 4));
   if (crop) {
-    KGRAD_ASSIGN_OR_RETURN(r.roi, ConstFloats(c, 1));
+    KGRAD_ASSIGN_OR_RETURN(r.roi, FloatsOrRunTime(c, 1, &r.roi_at_run_time));
   }
-  KGRAD_ASSIGN_OR_RETURN(r.scales, ConstFloats(c, 2));
+  KGRAD_ASSIGN_OR_RETURN(r.scales, FloatsOrRunTime(c, 2, &r.scales_at_run_time));
   if (c.HasInput(3)) {  // may keep dims that are not static: Concat(Shape(x)[:2], [H, W])
-    KGRAD_ASSIGN_OR_RETURN(r.sizes, c.KnownInts(3));
+    KGRAD_ASSIGN_OR_RETURN(r.sizes, KnownSizes(c, 3));
   }
   if (r.scales.empty() == r.sizes.empty()) return c.Error("exactly one of scales and sizes must be given");
   return r;
 }
 
-// The resized axes (those whose size or scale changes something) with their sizes
-// and scales, from the inputs, axes (opset 18) and keep_aspect_ratio_policy.
-absl::StatusOr<std::vector<AxisResize>> ResizedAxes(NodeContext& c, const AbstractTensor* tx, const ResizeInputs& r,
-                                                    const ResizeMode& m) {
+bool KnownSize(int64_t s) { return s != kUnknownValue && !IsSymbolDim(s); }
+
+// The axes attribute (opset 18; every axis when empty), each in [0, rank), with
+// the entry counts of scales, sizes and roi checked against it.
+absl::StatusOr<std::vector<int64_t>> ReadAxes(NodeContext& c, const AbstractTensor* tx, const ResizeInputs& r) {
   const int rank = tx->rank();
   KGRAD_ASSIGN_OR_RETURN(std::vector<int64_t> axes, c.Ints("axes", {}));
-  KGRAD_ASSIGN_OR_RETURN(std::string policy, c.String("keep_aspect_ratio_policy", "stretch"));
-  if (policy != "stretch" && policy != "not_larger" && policy != "not_smaller") {
-    return c.Error(
-        absl::StrCat("keep_aspect_ratio_policy must be stretch, not_larger or not_smaller, got '", policy, "'"));
-  }
   if (axes.empty()) {
     for (int i = 0; i < rank; ++i) axes.push_back(i);
   }
@@ -322,43 +314,69 @@ absl::StatusOr<std::vector<AxisResize>> ResizedAxes(NodeContext& c, const Abstra
     return c.Error(absl::StrCat("scales or sizes must have ", n, " entries (one per axis)"));
   }
   if (!r.roi.empty() && r.roi.size() != 2 * n) return c.Error(absl::StrCat("roi must have ", 2 * n, " entries"));
-  // keep_aspect_ratio_policy: one scale for every axis, the smallest or largest.
+  return axes;
+}
+
+// keep_aspect_ratio_policy's one scale for every axis, the smallest or largest of
+// sizes / in; nullopt when a size or an input dim is known only at run time.
+absl::StatusOr<std::optional<double>> CommonScale(NodeContext& c, const AbstractTensor* tx, const ResizeInputs& r,
+                                                  const ResizeMode& m, const std::vector<int64_t>& axes) {
   double common = 0;
-  for (size_t k = 0; k < n && !r.sizes.empty() && policy != "stretch"; ++k) {
+  for (size_t k = 0; k < axes.size() && !r.sizes.empty() && m.policy != "stretch"; ++k) {
     const int64_t in = tx->shape()[axes[k]];
-    if (in <= 0) return c.Error("keep_aspect_ratio_policy needs static sizes");
+    if (in == 0) return c.Error("cannot resize an empty axis");
+    if (in < 0 || !KnownSize(r.sizes[k])) return std::optional<double>();
     const double s = static_cast<double>(r.sizes[k]) / static_cast<double>(in);
-    common = k == 0 ? s : policy == "not_larger" ? std::min(common, s) : std::max(common, s);
+    common = k == 0 ? s : m.policy == "not_larger" ? std::min(common, s) : std::max(common, s);
   }
+  return std::optional<double>(common);
+}
+
+// The resized axes (those whose size or scale changes something) with their sizes
+// and scales, from the inputs, axes (opset 18) and keep_aspect_ratio_policy. An
+// axis that needs a value known only at run time (a scale, size, roi entry, its
+// input dim, or the policy's common scale) comes back as run_time.
+absl::StatusOr<std::vector<AxisResize>> ResizedAxes(NodeContext& c, const AbstractTensor* tx, const ResizeInputs& r,
+                                                    const ResizeMode& m) {
+  KGRAD_ASSIGN_OR_RETURN(std::vector<int64_t> axes, ReadAxes(c, tx, r));
+  KGRAD_ASSIGN_OR_RETURN(std::optional<double> common, CommonScale(c, tx, r, m, axes));
+  const size_t n = axes.size();
+  const bool crop_mode = m.transform == "tf_crop_and_resize";
   std::vector<AxisResize> out;
   for (size_t k = 0; k < n; ++k) {
     AxisResize a{static_cast<int>(axes[k]), tx->shape()[axes[k]], 0, 0, false};
-    if (!r.roi.empty() && m.transform == "tf_crop_and_resize") a.roi_start = r.roi[k], a.roi_end = r.roi[n + k];
-    const double crop = m.transform == "tf_crop_and_resize" ? a.roi_end - a.roi_start : 1.0;
-    if (!r.scales.empty()) {
+    a.entry = static_cast<int>(k);
+    a.run_time = !common.has_value() || (crop_mode && r.roi_at_run_time);
+    if (!r.roi.empty() && crop_mode) a.roi_start = r.roi[k], a.roi_end = r.roi[n + k];
+    const double crop = crop_mode ? a.roi_end - a.roi_start : 1.0;
+    if (r.scales_at_run_time) {
+      a.run_time = true;
+    } else if (!r.scales.empty()) {
       a.scale = r.scales[k];
       if (!(a.scale > 0)) return c.Error(absl::StrCat("scales must be > 0, got ", a.scale));
-      if (a.scale == 1 && crop == 1 && m.transform != "tf_crop_and_resize") continue;
-    } else if (r.sizes[k] == a.in && a.in < 0 && a.in != kUnknownDim) {
+      if (a.scale == 1 && crop == 1 && !crop_mode) continue;
+    } else if (r.sizes[k] == a.in && a.in < 0 && a.in != kUnknownDim && m.policy == "stretch") {
       continue;  // a dim symbol kept as it is (the batch of a dynamic-batch model)
-    } else if (r.sizes[k] == kUnknownValue || IsSymbolDim(r.sizes[k])) {
-      return c.Error(absl::StrCat("the output size of axis ", a.axis, " is ", DimToString(r.sizes[k]),
-                                  " at import (resizing needs it static)"));
+    } else if (!KnownSize(r.sizes[k])) {
+      a.run_time = true;
     } else if (r.sizes[k] <= 0) {
       return c.Error(absl::StrCat("sizes must be > 0, got ", r.sizes[k]));
     }
-    if (a.in < 0)
-      return c.Error(absl::StrCat("resizing axis ", a.axis, " needs its static size, got ", tx->ToString()));
     if (a.in == 0) return c.Error("cannot resize an empty axis");
+    a.run_time = a.run_time || a.in < 0;
+    if (a.run_time) {
+      out.push_back(a);
+      continue;
+    }
     double size = static_cast<double>(r.sizes.empty() ? 0 : r.sizes[k]);  // in double: no overflow
     if (!r.scales.empty()) {
       size = std::floor(static_cast<double>(a.in) * a.scale * crop);
-    } else if (policy == "stretch") {
+    } else if (m.policy == "stretch") {
       a.scale = size / static_cast<double>(a.in);
       a.rational = true;
     } else {
-      a.scale = common;
-      size = std::floor(common * static_cast<double>(a.in) + 0.5);
+      a.scale = *common;
+      size = std::floor(*common * static_cast<double>(a.in) + 0.5);
     }
     if (!(size >= 1 && size <= static_cast<double>(c.importer().options().max_folded_elements))) {
       return c.Error(absl::StrCat("the output size along axis ", a.axis, " would be ", size));
@@ -381,6 +399,9 @@ Outputs Resize(NodeContext& c) {
   KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* tx, c.TensorType(x));
   if (!IsFloating(tx->dtype())) return c.Error(absl::StrCat("needs a float input, got ", tx->ToString()));
   KGRAD_ASSIGN_OR_RETURN(std::vector<AxisResize> axes, ResizedAxes(c, tx, r, m));
+  if (std::any_of(axes.begin(), axes.end(), [](const AxisResize& a) { return a.run_time; })) {
+    return DynamicResize(c, m, r, x, axes);
+  }
   std::vector<AxisResize> done;
   std::vector<Taps> done_taps;
   for (const AxisResize& a : axes) {

@@ -721,13 +721,11 @@ TEST(OnnxResize, Errors) {
   EXPECT_THAT(ImportError(OneNode("Resize", 18).In({1, 1, 2, 2}).Skip().Const(Floats({1, 1, 2, 2}))
                               .Set({{"mode", std::string("linear")}, {"antialias", int64_t{1}}})),
               HasSubstr("node 'n' (Resize): antialias=1 is not supported"));
-  EXPECT_THAT(ImportError(OneNode("Resize", 13).In({1, 1, 2, 2}).Skip().In({4}, DType::kFloat32)),
-              HasSubstr("must be known at import time"));
+  EXPECT_THAT(ImportError(OneNode("Resize", 13).In({1, 1, 2, 2}).Skip().In({kUnknownDim}, DType::kFloat32)),
+              HasSubstr("must be a 1-D float tensor of static length"));
   EXPECT_THAT(ImportError(OneNode("Resize", 13).In({1, 1, 2, 2}).Skip().Const(Floats({1, 1, 2, 2}))
                               .Const(Ints64({1, 1, 4, 4}))),
               HasSubstr("exactly one of scales and sizes"));
-  EXPECT_THAT(ImportError(OneNode("Resize", 13).In({1, 1, kUnknownDim, 2}).Skip().Const(Floats({1, 1, 2, 2}))),
-              HasSubstr("resizing axis 2 needs its static size"));
   EXPECT_THAT(ImportError(OneNode("Resize", 13).In({1, 1, 2, 2}).Skip().Const(Floats({1, 1, 1e30f, 2}))),
               HasSubstr("the output size along axis 2 would be"));
   EXPECT_THAT(ImportError(OneNode("Resize", 13).In({1, 1, 2, 2}).Skip().Const(Floats({1, 1, 2}))),
@@ -738,6 +736,145 @@ TEST(OnnxResize, Errors) {
   EXPECT_THAT(ImportError(OneNode("Resize", 13).In({1, 1, 2, 2}).Skip().Const(Floats({1, 1, 2, 2}))
                               .Set({{"coordinate_transformation_mode", std::string("bogus")}})),
               HasSubstr("coordinate_transformation_mode must be one of"));
+}
+
+// ----- Scales and sizes computed at run time ------------------------------------------------
+
+// The outputs and d<ct, y>/dx of `model` at (x, extra...), with ct of y's shape.
+struct RunAndGrad {
+  Tensor y, dx;
+};
+RunAndGrad RunWithGrad(const OneNode& model, const Tensor& x, const std::vector<Tensor>& extra) {
+  absl::StatusOr<std::unique_ptr<Module>> m = model.Import();
+  EXPECT_TRUE(m.ok()) << m.status();
+  if (!m.ok()) return {};
+  std::vector<Value> in = {x};
+  for (const Tensor& t : extra) in.push_back(t);
+  absl::StatusOr<Value> y = RunGraph((*m)->entry(), in);
+  EXPECT_TRUE(y.ok()) << y.status();
+  if (!y.ok()) return {};
+  GradOptions o;
+  o.sens_param = true;
+  absl::StatusOr<FuncGraph*> g = Grad(**m, (*m)->entry(), o);
+  EXPECT_TRUE(g.ok()) << g.status();
+  if (!g.ok()) return {};
+  in.push_back(Random(y->tensor().shape(), 31));
+  absl::StatusOr<Value> dx = RunGraph(*g, in);
+  EXPECT_TRUE(dx.ok()) << dx.status();
+  if (!dx.ok()) return {};
+  return {y->tensor(), dx->tensor()};
+}
+
+OneNode ResizeWith(const RefMode& m, int opset = 13) {
+  OneNode n("Resize", opset);
+  n.In({1, 2, 4, 5});
+  return n;
+}
+void SetMode(OneNode& n, const RefMode& m) {
+  n.Set({{"mode", m.mode}, {"coordinate_transformation_mode", m.transform}, {"nearest_mode", m.nearest},
+         {"cubic_coeff_a", m.a}, {"exclude_outside", int64_t{m.exclude}}});
+}
+
+// The run-time form (scales or sizes a graph input) against the import-time form
+// (the same values as constants): the same output and the same gradient for x.
+void ExpectRunTimeAgrees(const RefMode& m, const Tensor& scales, const Tensor& sizes, bool scales_too = true) {
+  SCOPED_TRACE(absl::StrCat(m.mode, " ", m.transform, " ", m.nearest, " a=", m.a, " exclude=", m.exclude));
+  Tensor x = Random({1, 2, 4, 5}, 41);
+  for (bool by_sizes : {false, true}) {
+    if (!by_sizes && !scales_too) continue;
+    SCOPED_TRACE(by_sizes ? "sizes" : "scales");
+    OneNode fixed = ResizeWith(m), dynamic = ResizeWith(m);
+    fixed.Skip();
+    dynamic.Skip();
+    if (by_sizes) {
+      fixed.Skip().Const(sizes);
+      dynamic.Skip().In({4}, DType::kInt64);
+    } else {
+      fixed.Const(scales);
+      dynamic.In({4}, DType::kFloat32);
+    }
+    SetMode(fixed, m);
+    SetMode(dynamic, m);
+    RunAndGrad want = RunWithGrad(fixed, x, {});
+    RunAndGrad got = RunWithGrad(dynamic, x, {by_sizes ? sizes : scales});
+    ASSERT_EQ(got.y.shape(), want.y.shape());
+    ExpectClose(Value(got.y), want.y, 1e-12, "output");
+    ExpectClose(Value(got.dx), want.dx, 1e-12, "dx");
+  }
+}
+
+TEST(OnnxResizeRunTime, AgreesWithImportTime) {
+  const Tensor scales = Floats({1, 1, 1.5, 0.7f}), sizes = Ints64({1, 2, 6, 3});
+  for (const char* t : {"half_pixel", "asymmetric"}) {
+    ExpectRunTimeAgrees(RefMode{"nearest", t, "round_prefer_floor"}, scales, sizes);
+    ExpectRunTimeAgrees(RefMode{"nearest", t, "ceil"}, scales, sizes);
+    ExpectRunTimeAgrees(RefMode{"linear", t}, scales, sizes);
+    ExpectRunTimeAgrees(RefMode{"cubic", t, "floor", -0.75, false}, scales, sizes);
+    ExpectRunTimeAgrees(RefMode{"cubic", t, "floor", -0.5, true}, scales, sizes);
+  }
+  // Transforms that read the output length: sizes only for align_corners.
+  for (const char* t : {"pytorch_half_pixel", "half_pixel_symmetric"}) {
+    ExpectRunTimeAgrees(RefMode{"linear", t}, scales, sizes);
+  }
+  // tf_half_pixel_for_nn moves a scale-1 axis by half a cell: at import a
+  // constant scale 1 leaves the axis as it is, at run time the formula applies
+  // (they differ for linear there); sizes agree.
+  ExpectRunTimeAgrees(RefMode{"linear", "tf_half_pixel_for_nn"}, scales, sizes, /*scales_too=*/false);
+  // Scale 1 on N and C at run time is the identity there, as at import.
+  ExpectRunTimeAgrees(RefMode{"nearest", "half_pixel"}, Floats({1, 1, 2, 2}), Ints64({1, 2, 8, 10}));
+}
+
+TEST(OnnxResizeRunTime, TfCropAndResizeWithRunTimeRoi) {
+  Tensor x = Random({1, 1, 4, 5}, 42);
+  RefMode m{"linear", "tf_crop_and_resize"};
+  m.extrapolation = 7;
+  const Tensor roi = Floats({0, 0, -0.2f, 0.1f, 1, 1, 0.6f, 1.3f});
+  Tensor want = RefResize(x, m, {{1, 1, 1, 0, 1}, {1, 1, 1, 0, 1}, {4, 3, 0.75, -0.2f, 0.6f}, {5, 4, 0.8, 0.1f, 1.3f}});
+  OneNode model = OneNode("Resize", 13).In({1, 1, 4, 5}).In({8}, DType::kFloat32).Skip().In({4}, DType::kInt64);
+  model.Set({{"mode", std::string("linear")}, {"coordinate_transformation_mode", std::string("tf_crop_and_resize")},
+             {"extrapolation_value", 7.0}});
+  RunAndGrad got = RunWithGrad(model, x, {roi, Ints64({1, 1, 3, 4})});
+  ExpectClose(Value(got.y), want, 1e-6, "output");  // roi in float32 as in the reference
+}
+
+TEST(OnnxResizeRunTime, SymbolicInputDimAndUpsample) {
+  Tensor x = Random({2, 1, 3, 2}, 43);
+  RefMode m{"linear", "half_pixel"};
+  // Constant scales on an input whose H is a dim symbol: shape_of gives it.
+  ExpectModel(OneNode("Resize", 13).In({1, 1, kUnknownDim, 2}).Skip().Const(Floats({1, 1, 2, 1.5f}))
+                  .Set({{"mode", std::string("linear")}}),
+              {Random({1, 1, 3, 2}, 44)}, RefResize(Random({1, 1, 3, 2}, 44), m, {{1, 1, 1}, {1, 1, 1}, {3, 6, 2},
+                                                                                 {2, 3, 1.5}}),
+              false);
+  // Upsample-9 with its scales a graph input.
+  RefMode n{"nearest", "asymmetric", "floor"};
+  absl::StatusOr<std::unique_ptr<Module>> mod =
+      OneNode("Upsample", 9).In({2, 1, 3, 2}).In({4}, DType::kFloat32).Set({{"mode", std::string("nearest")}}).Import();
+  ASSERT_TRUE(mod.ok()) << mod.status();
+  absl::StatusOr<Value> y = RunGraph((*mod)->entry(), {x, Floats({1, 1, 2, 2.5})});
+  ASSERT_TRUE(y.ok()) << y.status();
+  ExpectClose(*y, RefResize(x, n, {{2, 2, 1}, {1, 1, 1}, {3, 6, 2}, {2, 5, 2.5}}), 1e-12, "output");
+}
+
+TEST(OnnxResizeRunTime, BadScalesAreErrors) {
+  absl::StatusOr<std::unique_ptr<Module>> m =
+      OneNode("Resize", 13).In({1, 1, 2, 2}).Skip().In({4}, DType::kFloat32).Set({{"mode", std::string("linear")}})
+          .Import();
+  ASSERT_TRUE(m.ok()) << m.status();
+  Tensor x = Random({1, 1, 2, 2}, 45);
+  for (const Tensor& scales : {Floats({1, 1, 0, 2}), Floats({1, 1, -2, 2}), Floats({1, 1, 2, std::nanf("")}),
+                               Floats({1, 1, 2, 1e30f})}) {
+    absl::StatusOr<Value> y = RunGraph((*m)->entry(), {x, scales});
+    EXPECT_FALSE(y.ok()) << scales.DebugString(4);
+  }
+  absl::StatusOr<std::unique_ptr<Module>> sized =
+      OneNode("Resize", 13).In({1, 1, 2, 2}).Skip().Skip().In({4}, DType::kInt64).Import();
+  ASSERT_TRUE(sized.ok()) << sized.status();
+  EXPECT_FALSE(RunGraph((*sized)->entry(), {x, Ints64({1, 1, 0, 2})}).ok());
+  EXPECT_FALSE(RunGraph((*sized)->entry(), {x, Ints64({1, 1, -3, 2})}).ok());
+  EXPECT_THAT(ImportError(OneNode("Resize", 13).In({1, 1, 2, 2}).Skip().In({4}, DType::kFloat32)
+                              .Set({{"coordinate_transformation_mode", std::string("align_corners")}})),
+              HasSubstr("align_corners with scales computed at run time"));
 }
 
 // ----- Torch fixtures (make_window_fixtures.py) -------------------------------------------
