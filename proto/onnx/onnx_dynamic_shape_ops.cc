@@ -123,13 +123,71 @@ Outputs DynamicConstantOfShape(NodeContext& c, DType dtype, double value) {
   return OneOutput(c.Emit(PrimId::kDynamicFill, {shape}, {{"value", value}, {"dtype", dtype}}));
 }
 
+namespace {
+
+// Edge, reflect and wrap padding with pads known at run time: along every dim i,
+// a gather of the positions k in [-b_i, d_i + e_i) mapped into [0, d_i) as the
+// static form's PadSource maps them (edge: clamp; wrap: k mod d; reflect: r = k
+// mod 2(d - 1), then r < d ? r : 2(d - 1) - r). Negative pads crop (k starts
+// inside). Reflect pads must be < d, as the static form checks at import: a
+// position k outside [1 - d, 2(d - 1)] reads index d, which gather refuses.
+Outputs PadByGathers(NodeContext& c, const std::string& mode, ImportedValue x,
+                     const ImportedValue& pads) {
+  KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* t, c.TensorType(x));
+  const int rank = t->rank();
+  if (AsTensor(pads.type)->shape()[0] != 2 * rank) {
+    return c.Error(absl::StrCat("pads must have ", 2 * rank, " entries for ", t->ToString()));
+  }
+  auto op = [&](PrimId id, std::vector<ImportedValue> args) { return c.Emit(id, args); };
+  auto at = [&](const ImportedValue& v, int64_t i) {
+    return c.Emit(PrimId::kGather, {v, c.Const(Tensor::FromScalar<int64_t>(i))}, {{"axis", int64_t{0}}});
+  };
+  auto i64 = [&](int64_t v) { return c.Const(Tensor::FromScalar<int64_t>(v)); };
+  KGRAD_ASSIGN_OR_RETURN(ImportedValue shape, c.Emit(PrimId::kShapeOf, {x}));
+  KGRAD_ASSIGN_OR_RETURN(ImportedValue wide, c.Emit(PrimId::kCast, {pads}, {{"dtype", DType::kInt64}}));
+  for (int i = 0; i < rank; ++i) {
+    KGRAD_ASSIGN_OR_RETURN(ImportedValue d, at(shape, i));
+    KGRAD_ASSIGN_OR_RETURN(ImportedValue b, at(wide, i));
+    KGRAD_ASSIGN_OR_RETURN(ImportedValue e, at(wide, rank + i));
+    KGRAD_ASSIGN_OR_RETURN(ImportedValue start, op(PrimId::kNeg, {b}));
+    KGRAD_ASSIGN_OR_RETURN(ImportedValue limit, op(PrimId::kAdd, {d, e}));
+    KGRAD_ASSIGN_OR_RETURN(ImportedValue k, op(PrimId::kDynamicRange, {start, limit, i64(1)}));
+    ImportedValue src;
+    if (mode == "edge") {
+      KGRAD_ASSIGN_OR_RETURN(ImportedValue last, op(PrimId::kSub, {d, i64(1)}));
+      KGRAD_ASSIGN_OR_RETURN(src, op(PrimId::kMaximum, {k, i64(0)}));
+      KGRAD_ASSIGN_OR_RETURN(src, op(PrimId::kMinimum, {src, last}));
+    } else if (mode == "wrap") {
+      KGRAD_ASSIGN_OR_RETURN(src, op(PrimId::kMod, {k, d}));
+    } else {  // reflect
+      KGRAD_ASSIGN_OR_RETURN(ImportedValue last, op(PrimId::kSub, {d, i64(1)}));
+      KGRAD_ASSIGN_OR_RETURN(ImportedValue period, op(PrimId::kAdd, {last, last}));
+      KGRAD_ASSIGN_OR_RETURN(ImportedValue lo, op(PrimId::kNeg, {last}));
+      KGRAD_ASSIGN_OR_RETURN(ImportedValue above, op(PrimId::kGreaterEqual, {k, lo}));
+      KGRAD_ASSIGN_OR_RETURN(ImportedValue below, op(PrimId::kLessEqual, {k, period}));
+      KGRAD_ASSIGN_OR_RETURN(ImportedValue valid, op(PrimId::kLogicalAnd, {above, below}));
+      KGRAD_ASSIGN_OR_RETURN(period, op(PrimId::kMaximum, {period, i64(1)}));  // d = 1: all 0
+      KGRAD_ASSIGN_OR_RETURN(ImportedValue r, op(PrimId::kMod, {k, period}));
+      KGRAD_ASSIGN_OR_RETURN(ImportedValue back, op(PrimId::kSub, {period, r}));
+      KGRAD_ASSIGN_OR_RETURN(ImportedValue inside, op(PrimId::kLess, {r, d}));
+      KGRAD_ASSIGN_OR_RETURN(src, op(PrimId::kSelect, {inside, r, back}));
+      KGRAD_ASSIGN_OR_RETURN(src, op(PrimId::kSelect, {valid, src, d}));
+    }
+    KGRAD_ASSIGN_OR_RETURN(x, c.Emit(PrimId::kGather, {x, src}, {{"axis", int64_t{i}}}));
+  }
+  return std::vector<ImportedValue>{x};
+}
+
+}  // namespace
+
 // A constant_value computed at run time pads with zeros and adds the value where
 // the zero-padded ones are not (exact; its gradient is the sum over the padding):
 //   y = dynamic_pad(x, pads) + v * (1 - dynamic_pad(ones_like(x), pads)).
-Outputs DynamicPad(NodeContext& c) {
+Outputs DynamicPad(NodeContext& c, const std::string& mode) {
   if (c.HasInput(3)) return c.Error("pads or a value computed at run time with an axes input are not supported");
   KGRAD_ASSIGN_OR_RETURN(ImportedValue x, c.Input(0));
   KGRAD_ASSIGN_OR_RETURN(ImportedValue pads, IntVector(c, 1, "pads"));
+  if (mode != "constant") return PadByGathers(c, mode, x, pads);
   if (!c.HasInput(2) || IsConstantInput(c, 2)) {
     double value = 0;
     if (c.HasInput(2)) {

@@ -7,6 +7,8 @@
 #ifndef KGRAD_PROTO_ONNX_ONNX_DYNAMIC_SHAPE_OPS_H_
 #define KGRAD_PROTO_ONNX_ONNX_DYNAMIC_SHAPE_OPS_H_
 
+#include <string>
+
 #include "proto/onnx/onnx_context.h"
 
 namespace kgrad {
@@ -29,8 +31,8 @@ Outputs DynamicExpand(NodeContext& c);
 Outputs DynamicSlice(NodeContext& c);
 // ConstantOfShape(shape){value}.
 Outputs DynamicConstantOfShape(NodeContext& c, DType dtype, double value);
-// Pad(x, pads[, constant_value]){mode=constant} (opset 11+).
-Outputs DynamicPad(NodeContext& c);
+// Pad(x, pads[, constant_value]){mode} (opset 11+): constant, edge, reflect, wrap.
+Outputs DynamicPad(NodeContext& c, const std::string& mode);
 // Range(start, limit, delta).
 Outputs DynamicRange(NodeContext& c);
 

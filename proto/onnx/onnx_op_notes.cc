@@ -90,7 +90,7 @@ constexpr OnnxOpNote kNotes[] = {
     {"OneHot", "one_hot (negative indices wrapped); dynamic_one_hot for a depth or values computed at run time", ""},
     {"Or", "logical_or", ""},
     {"PRelu", "select(x >= 0, x, slope * x)", ""},
-    {"Pad", "pad (constant), gathers (edge, reflect, wrap), slices (negative pads); dynamic_pad for constant-mode pads or value computed at run time", "edge/reflect/wrap pads computed at run time"},
+    {"Pad", "pad (constant), gathers (edge, reflect, wrap), slices (negative pads); pads or value computed at run time: dynamic_pad (constant), gathers at positions computed at run time (edge, reflect, wrap)", "axes with pads computed at run time"},
     {"Pow", "pow (square, sqrt for constant 2, 0.5)", ""},
     {"RNN", "a kgrad loop over time", "a sequence_lens computed at run time"},
     {"Range", "a constant; dynamic_range for bounds computed at run time", ""},

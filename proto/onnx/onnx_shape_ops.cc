@@ -418,7 +418,9 @@ Outputs Pad(NodeContext& c) {
   KGRAD_ASSIGN_OR_RETURN(ImportedValue x, c.Input(0));
   KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* t, c.TensorType(x));
   const int rank = t->rank();
-  if (mode == "constant" && (!IsConstantInput(c, 1) || !IsConstantInput(c, 2))) return DynamicPad(c);
+  if (!IsConstantInput(c, 1) || (mode == "constant" && !IsConstantInput(c, 2))) {
+    return DynamicPad(c, mode);
+  }
   KGRAD_ASSIGN_OR_RETURN(double value, c.Float("value", 0));
   if (c.HasInput(2)) {
     KGRAD_ASSIGN_OR_RETURN(Tensor v, c.ConstInput(2));

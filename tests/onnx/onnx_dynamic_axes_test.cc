@@ -121,6 +121,40 @@ TEST(OnnxDynamicAxesTest, GradientsThroughRunTimeAxes) {
   EXPECT_THAT(ToDoubles(cols->tensor()), ElementsAreArray({3., 5., 7., 3., 5., 7.}));
 }
 
+// Pad with its pads a graph input, in every mode, against the same pads given as
+// a constant (the static form), with negative pads (crops); reflect pads beyond
+// the dim are refused at run time as the static form refuses them at import.
+TEST(OnnxDynamicAxesTest, PadModesWithPadsInputsMatchTheConstantForm) {
+  const Tensor x = MakeTensor(kF32, {2, 3}, {0, 1, 2, 3, 4, 5});
+  const std::vector<std::vector<double>> pad_sets = {
+      {1, 2, 0, 1}, {0, -1, 1, 0}, {1, 0, 1, 2}, {0, 0, 0, 0}};  // reflect: < the dim
+  for (const std::string mode : {"constant", "edge", "reflect", "wrap"}) {
+    OnnxModelBuilder dynamic(13);
+    dynamic.Input("x", kF32, {2, 3}).Input("pads", kI64, {4});
+    SetAttr(dynamic.Node("Pad", {"x", "pads"}, {"y"}), "mode", mode);
+    dynamic.Output("y");
+    for (const std::vector<double>& pads : pad_sets) {
+      OnnxModelBuilder fixed(13);
+      fixed.Input("x", kF32, {2, 3}).Constant("pads", Axes(pads));
+      SetAttr(fixed.Node("Pad", {"x", "pads"}, {"y"}), "mode", mode);
+      fixed.Output("y");
+      absl::StatusOr<std::vector<Tensor>> want = fixed.Run({x});
+      ASSERT_TRUE(want.ok()) << mode << ": " << want.status();
+      ExpectOutput(dynamic.Run({x, Axes(pads)}), (*want)[0].shape(), ToDoubles((*want)[0]));
+    }
+  }
+  // Reflect: pads up to dim - 1 mirror (rows 1 | 7, 8 | 7 for b = e = 1); 2 is refused.
+  OnnxModelBuilder r(13);
+  r.Input("x", kF32, {2, 1}).Input("pads", kI64, {4});
+  SetAttr(r.Node("Pad", {"x", "pads"}, {"y"}), "mode", std::string("reflect"));
+  r.Output("y");
+  const Tensor x21 = MakeTensor(kF32, {2, 1}, {7, 8});
+  ExpectOutput(r.Run({x21, Axes({1, 0, 1, 0})}), {4, 1}, {8, 7, 8, 7});
+  absl::StatusOr<std::vector<Tensor>> bad = r.Run({x21, Axes({2, 0, 0, 0})});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(bad.status().message(), HasSubstr("out of range"));
+}
+
 }  // namespace
 }  // namespace onnx_test
 }  // namespace kgrad
