@@ -126,18 +126,25 @@ struct ModelCase {
   bool jvp = false;
 };
 
-// Forward, step (loss + weight gradients, optimised as ratio_bench does) and
-// optionally the Jvp (tangents: the inputs themselves) of a loss program.
-absl::Status MeasureModel(const KgradRun& run, const ModelCase& c, Module& m, FuncGraph* f, Metrics* out,
-                          TensorManifest* tensors) {
-  std::vector<Value> args = programs::RandomInputs(f, run.shapes.seed);
-  KGRAD_RETURN_IF_ERROR(WriteProgramTensors(run, c.key, m, f, args, tensors));
+// The optimised training step of loss program f: its value and every weight's
+// gradient (m folds constants on the CPU while optimising).
+absl::StatusOr<FuncGraph*> OptimisedStep(Module& m, FuncGraph* f) {
   m.set_constant_evaluator(&CpuConstantEvaluator::Get());  // Optimize and Jvp fold with it
   ValueAndGradOptions vo;
   vo.argnums.clear();
   vo.weights = Weights(m);
   KGRAD_ASSIGN_OR_RETURN(FuncGraph* step, ValueAndGrad(m, f, vo));
   KGRAD_RETURN_IF_ERROR(Optimize(m, step).status());
+  return step;
+}
+
+// Forward, step (loss + weight gradients, optimised as ratio_bench does) and
+// optionally the Jvp (tangents: the inputs themselves) of a loss program.
+absl::Status MeasureModel(const KgradRun& run, const ModelCase& c, Module& m, FuncGraph* f, Metrics* out,
+                          TensorManifest* tensors) {
+  std::vector<Value> args = programs::RandomInputs(f, run.shapes.seed);
+  KGRAD_RETURN_IF_ERROR(WriteProgramTensors(run, c.key, m, f, args, tensors));
+  KGRAD_ASSIGN_OR_RETURN(FuncGraph* step, OptimisedStep(m, f));
   ExecutorOptions eo;
   eo.device = run.device;
   KGRAD_ASSIGN_OR_RETURN(std::unique_ptr<Executor> ef, Executor::Create(f, eo));
@@ -199,12 +206,7 @@ absl::StatusOr<double> MaxScaledDiff(const Value& a, const Value& b) {
 // The MLP's optimised training step for a batch of `batch` (a size or a symbol).
 absl::StatusOr<std::unique_ptr<Executor>> MlpStep(const KgradRun& run, Module& m, int64_t batch) {
   FuncGraph* f = programs::Mlp(&m, batch, run.shapes.mlp_sizes, DType::kFloat32);
-  m.set_constant_evaluator(&CpuConstantEvaluator::Get());
-  ValueAndGradOptions vo;
-  vo.argnums.clear();
-  vo.weights = Weights(m);
-  KGRAD_ASSIGN_OR_RETURN(FuncGraph* step, ValueAndGrad(m, f, vo));
-  KGRAD_RETURN_IF_ERROR(Optimize(m, step).status());
+  KGRAD_ASSIGN_OR_RETURN(FuncGraph* step, OptimisedStep(m, f));
   ExecutorOptions eo;
   eo.device = run.device;
   return Executor::Create(step, eo);

@@ -15,16 +15,8 @@ namespace kgrad {
 std::string AbstractTensor::ToString() const {
   std::string s = absl::StrCat(DTypeName(dtype_), ShapeToString(shape_));
   if (!value_.has_value()) return s;
-  // In a value -1 is a number; only kUnknownValue prints as "?".
-  auto element = [](std::string* o, int64_t v) {
-    o->append(v == kUnknownValue || IsSymbolDim(v) ? DimToString(v) : absl::StrCat(v));
-  };
-  absl::StrAppend(&s, "=");
-  if (shape_.empty()) {
-    element(&s, (*value_)[0]);
-    return s;
-  }
-  return absl::StrCat(s, "[", absl::StrJoin(*value_, ",", element), "]");
+  if (shape_.empty()) return absl::StrCat(s, "=", ValueElementToString((*value_)[0]));
+  return absl::StrCat(s, "=", ValueToString(value_->data(), value_->size()));
 }
 
 std::string AbstractScalar::ToString() const {

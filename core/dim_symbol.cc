@@ -97,6 +97,16 @@ std::optional<int64_t> UnifyDims(int64_t a, int64_t b) {
   return a >= 0 ? a : b >= 0 ? b : a;  // two symbols: equal at run time, keep one
 }
 
+std::string ValueElementToString(int64_t v) {
+  return IsValueNumber(v) ? absl::StrCat(v) : DimToString(v);
+}
+
+std::string ValueToString(const int64_t* v, size_t n) {
+  std::string s = "[";
+  for (size_t i = 0; i < n; ++i) absl::StrAppend(&s, i ? "," : "", ValueElementToString(v[i]));
+  return s + "]";
+}
+
 absl::StatusOr<int64_t> ParseDim(absl::string_view text) {
   if (text == "?") return kUnknownDim;
   int64_t n = 0;

@@ -37,6 +37,14 @@ std::string DimToString(int64_t d);
 // Two dims that must be equal: the more precise one (a number over a symbol over
 // ?); nullopt when both are numbers and differ.
 std::optional<int64_t> UnifyDims(int64_t a, int64_t b);
+// Elements of shape values (AbstractTensor::value, and the shape operands that
+// kernels read): a number, a dim symbol, or kUnknownValue. -1 is a number there.
+inline bool IsValueNumber(int64_t v) { return v != kUnknownValue && !IsSymbolDim(v); }
+// An element as a dim: numbers and symbols as they are, kUnknownValue as ?.
+inline int64_t ValueAsDim(int64_t v) { return v == kUnknownValue ? kUnknownDim : v; }
+std::string ValueElementToString(int64_t v);           // "-1", "batch", "?"
+std::string ValueToString(const int64_t* v, size_t n);  // "[2,-1,batch,?]"
+
 // Inverse of DimToString for dims: "3", "?" (kUnknownDim) or a symbol name.
 absl::StatusOr<int64_t> ParseDim(absl::string_view text);
 

@@ -28,20 +28,6 @@ namespace ops {
 namespace {
 
 // ----- Checks and formulas, shared with the kernels -----------------------------------
-absl::Status Error(const Primitive& p, absl::string_view what) {
-  return absl::InvalidArgumentError(absl::StrCat(p.name(), ": ", what));
-}
-
-// A number, as opposed to a dim symbol or kUnknownValue.
-bool IsNumber(int64_t v) { return v != kUnknownValue && !IsSymbolDim(v); }
-
-// "[0,-1,?]": the axes as inference or a kernel sees them.
-std::string AxesString(absl::Span<const int64_t> v) {
-  return absl::StrCat("[", absl::StrJoin(v, ",", [](std::string* out, int64_t e) {
-                        out->append(IsNumber(e) ? absl::StrCat(e) : DimToString(e));
-                      }), "]");
-}
-
 // The axes that are numbers, normalised against `rank` (counted from the end when
 // negative), in entry order; `*all_numbers` tells whether every entry was one.
 // Out of range (`against` names what gives the rank) and repeated axes are errors.
@@ -53,19 +39,19 @@ absl::StatusOr<std::vector<int>> NumberAxes(const Primitive& p, int rank,
   *all_numbers = true;
   for (size_t i = 0; i < axes.size(); ++i) {
     const int64_t a = axes[i];
-    if (!IsNumber(a)) {
+    if (!IsValueNumber(a)) {
       *all_numbers = false;
       continue;
     }
     if (a < -rank || a >= rank) {
-      return Error(p, absl::StrCat("axis ", a, " (entry ", i, " of input 1, axes ",
-                                   AxesString(axes), ") is out of range [", -rank, ", ", rank,
+      return PrimError(p, absl::StrCat("axis ", a, " (entry ", i, " of input 1, axes ",
+                                   ValuesString(axes), ") is out of range [", -rank, ", ", rank,
                                    ") for ", against));
     }
     const int axis = static_cast<int>(a < 0 ? a + rank : a);
     if (seen[axis]) {
-      return Error(p, absl::StrCat("axis ", a, " is repeated in input 1 (axes) ",
-                                   AxesString(axes)));
+      return PrimError(p, absl::StrCat("axis ", a, " is repeated in input 1 (axes) ",
+                                   ValuesString(axes)));
     }
     seen[axis] = true;
     out.push_back(axis);
@@ -76,7 +62,7 @@ absl::StatusOr<std::vector<int>> NumberAxes(const Primitive& p, int rank,
 // More axes than x has dims: some would repeat.
 absl::Status CheckAxesCount(const Primitive& p, TensorType x, absl::Span<const int64_t> axes) {
   if (axes.size() <= static_cast<size_t>(x.rank())) return absl::OkStatus();
-  return Error(p, absl::StrCat("input 1 (axes) ", AxesString(axes), " has more entries than ",
+  return PrimError(p, absl::StrCat("input 1 (axes) ", ValuesString(axes), " has more entries than ",
                                "input 0, ", x.ToString(), ", has dims"));
 }
 
@@ -86,7 +72,7 @@ absl::StatusOr<Shape> DynamicUnsqueezeShape(const Primitive& p, TensorType x,
                                             absl::Span<const int64_t> axes) {
   const size_t rank = x.shape.size() + axes.size();
   if (rank > static_cast<size_t>(kMaxRank)) {
-    return Error(p, absl::StrCat("input 1 (axes) ", AxesString(axes), " would give input 0, ",
+    return PrimError(p, absl::StrCat("input 1 (axes) ", ValuesString(axes), " would give input 0, ",
                                  x.ToString(), ", rank ", rank, ", more than ", kMaxRank));
   }
   const int r = static_cast<int>(rank);
@@ -116,9 +102,9 @@ absl::StatusOr<Shape> DynamicSqueezeShape(const Primitive& p, TensorType x,
   std::vector<bool> dropped(x.rank(), false);
   for (int a : at) {
     if (x.shape[a] >= 0 && x.shape[a] != 1) {  // a symbol or unknown: the kernel checks
-      return Error(p, absl::StrCat("dim ", a, " of input 0, ", x.ToString(), ", has size ",
+      return PrimError(p, absl::StrCat("dim ", a, " of input 0, ", x.ToString(), ", has size ",
                                    x.shape[a], ", not 1: it cannot be squeezed (axes ",
-                                   AxesString(axes), ")"));
+                                   ValuesString(axes), ")"));
     }
     dropped[a] = true;
   }
@@ -139,7 +125,7 @@ absl::StatusOr<DynamicReduceSpec> DynamicReduceSumSpec(
   // 1. Unknown length (inference only): each dim x's or 1, so 1 where x's is.
   if (!axes) {
     if (!keepdims) {
-      return Error(p, "without keepdims the length of input 1 (axes) gives the output's rank "
+      return PrimError(p, "without keepdims the length of input 1 (axes) gives the output's rank "
                       "and must be known statically");
     }
     for (int64_t d : x.shape) s.out.push_back(d == 1 ? 1 : kUnknownDim);
@@ -193,7 +179,7 @@ absl::StatusOr<std::optional<Shape>> AxesElements(const InferCall& c) {
   const int64_t n = t->shape()[0];
   if (n < 0) return std::optional<Shape>();
   if (n > kMaxRank) {
-    return Error(c.prim, absl::StrCat("input 1 (axes) has ", n, " entries, more than ", kMaxRank));
+    return PrimError(c.prim, absl::StrCat("input 1 (axes) has ", n, " entries, more than ", kMaxRank));
   }
   return std::optional<Shape>(Shape(n, kUnknownValue));
 }
@@ -202,7 +188,7 @@ absl::StatusOr<std::optional<Shape>> AxesElements(const InferCall& c) {
 absl::StatusOr<Shape> StaticAxes(const InferCall& c) {
   KGRAD_ASSIGN_OR_RETURN(std::optional<Shape> axes, AxesElements(c));
   if (axes) return *std::move(axes);
-  return Error(c.prim, absl::StrCat("the length of input 1 (axes) gives the output's rank and ",
+  return PrimError(c.prim, absl::StrCat("the length of input 1 (axes) gives the output's rank and ",
                                     "must be known statically, got ",
                                     AbstractToString(c.args[1])));
 }

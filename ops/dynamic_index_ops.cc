@@ -27,24 +27,6 @@ namespace kgrad {
 namespace ops {
 namespace {
 
-// "<prim>: what".
-absl::Status Error(const Primitive& p, absl::string_view what) {
-  return absl::InvalidArgumentError(absl::StrCat(p.name(), ": ", what));
-}
-
-// A number, as opposed to a dim symbol or kUnknownValue.
-bool IsNumber(int64_t v) { return v != kUnknownValue && !IsSymbolDim(v); }
-
-// An element as a dim: numbers and symbols as they are, kUnknownValue as kUnknownDim.
-int64_t AsDim(int64_t v) { return v == kUnknownValue ? kUnknownDim : v; }
-
-// "[2,batch,?]": an operand's elements as inference or a kernel sees them.
-std::string Elements(absl::Span<const int64_t> v) {
-  return absl::StrCat("[", absl::StrJoin(v, ",", [](std::string* out, int64_t e) {
-                        out->append(IsNumber(e) ? absl::StrCat(e) : DimToString(e));
-                      }), "]");
-}
-
 }  // namespace
 
 // ----- The checks and formulas of ops/shape_ops.h -------------------------------------
@@ -52,7 +34,7 @@ absl::Status CheckScalarOperand(const Primitive& p, int i, const char* what, Ten
   if (IsInteger(t.dtype) && (t.rank() == 0 || (t.rank() == 1 && t.shape[0] == 1))) {
     return absl::OkStatus();
   }
-  return Error(p, absl::StrCat("input ", i, " (", what, ") must be an i32 or i64 scalar ",
+  return PrimError(p, absl::StrCat("input ", i, " (", what, ") must be an i32 or i64 scalar ",
                                "(rank 0 or shape [1]), got ", t.ToString()));
 }
 
@@ -60,10 +42,10 @@ absl::StatusOr<CumSumSpec> DynamicCumSumSpec(const Primitive& p, TensorType x, i
   KGRAD_RETURN_IF_ERROR(CheckDType(0, x, kNumericTypes));
   CumSumSpec s{0, p.GetBool("exclusive"), p.GetBool("reverse"),
                Shape(x.shape.begin(), x.shape.end())};
-  if (!IsNumber(axis)) return s;
+  if (!IsValueNumber(axis)) return s;
   absl::StatusOr<int> a = NormalizeAxis(axis, x.rank());
   if (!a.ok()) {
-    return Error(p, absl::StrCat("input 1 (axis) ", axis, " is out of range for input 0, ",
+    return PrimError(p, absl::StrCat("input 1 (axis) ", axis, " is out of range for input 0, ",
                                  x.ToString(), " (an axis in [", -x.rank(), ", ", x.rank(), "))"));
   }
   s.axis = *a;
@@ -72,30 +54,30 @@ absl::StatusOr<CumSumSpec> DynamicCumSumSpec(const Primitive& p, TensorType x, i
 
 absl::StatusOr<AxisShape> DynamicOneHotShape(const Primitive& p, TensorType indices,
                                              int64_t depth) {
-  if (IsNumber(depth) && (depth < 1 || depth > kMaxElements)) {
-    return Error(p, absl::StrCat("input 1 (depth) must be in [1, ", kMaxElements, "], got ",
+  if (IsValueNumber(depth) && (depth < 1 || depth > kMaxElements)) {
+    return PrimError(p, absl::StrCat("input 1 (depth) must be in [1, ", kMaxElements, "], got ",
                                  depth));
   }
-  return OneHotShapeWithDepth(p, indices, AsDim(depth));
+  return OneHotShapeWithDepth(p, indices, ValueAsDim(depth));
 }
 
 absl::StatusOr<SplitShapes> DynamicSplitShape(const Primitive& p, TensorType x,
                                               absl::Span<const int64_t> sizes) {
   KGRAD_ASSIGN_OR_RETURN(int axis, AxisAttr(p, "axis", x));
-  if (sizes.empty()) return Error(p, "input 1 (sizes) must not be empty");
+  if (sizes.empty()) return PrimError(p, "input 1 (sizes) must not be empty");
   int64_t total = 0;
   bool known = true;
   for (int64_t s : sizes) {
-    if (IsNumber(s) && (s < 0 || s > kMaxElements)) {
-      return Error(p, absl::StrCat("input 1 (sizes) has an entry outside [0, ", kMaxElements,
-                                   "]: ", Elements(sizes)));
+    if (IsValueNumber(s) && (s < 0 || s > kMaxElements)) {
+      return PrimError(p, absl::StrCat("input 1 (sizes) has an entry outside [0, ", kMaxElements,
+                                   "]: ", ValuesString(sizes)));
     }
-    known &= IsNumber(s);
-    if (IsNumber(s)) total += s;
+    known &= IsValueNumber(s);
+    if (IsValueNumber(s)) total += s;
   }
   const int64_t dim = x.shape[axis];
   if (known && dim >= 0 && total != dim) {
-    return Error(p, absl::StrCat("input 1 (sizes) ", Elements(sizes), " sums to ", total,
+    return PrimError(p, absl::StrCat("input 1 (sizes) ", ValuesString(sizes), " sums to ", total,
                                  ", but must sum to dim ", axis, " of input 0, ", x.ToString(),
                                  ", ", dim));
   }
@@ -103,7 +85,7 @@ absl::StatusOr<SplitShapes> DynamicSplitShape(const Primitive& p, TensorType x,
   for (int64_t s : sizes) {
     out.parts.emplace_back(x.shape.begin(), x.shape.end());
     // A single piece is the whole dim, its symbol included.
-    out.parts.back()[axis] = sizes.size() == 1 && !IsNumber(s) ? dim : AsDim(s);
+    out.parts.back()[axis] = sizes.size() == 1 && !IsValueNumber(s) ? dim : ValueAsDim(s);
   }
   return out;
 }
@@ -111,29 +93,29 @@ absl::StatusOr<SplitShapes> DynamicSplitShape(const Primitive& p, TensorType x,
 absl::StatusOr<Shape> DynamicTileShape(const Primitive& p, TensorType x,
                                        absl::Span<const int64_t> repeats) {
   if (repeats.size() != static_cast<size_t>(x.rank())) {
-    return Error(p, absl::StrCat("input 1 (repeats) must have one entry per dim of input 0, ",
-                                 x.ToString(), ", got ", Elements(repeats)));
+    return PrimError(p, absl::StrCat("input 1 (repeats) must have one entry per dim of input 0, ",
+                                 x.ToString(), ", got ", ValuesString(repeats)));
   }
   Shape out(x.shape.begin(), x.shape.end());
   for (int i = 0; i < x.rank(); ++i) {
     const int64_t r = repeats[i], d = x.shape[i];
-    if (!IsNumber(r)) {
+    if (!IsValueNumber(r)) {
       if (d != 0) out[i] = kUnknownDim;
       continue;
     }
     if (r < 0 || r > kMaxElements) {
-      return Error(p, absl::StrCat("input 1 (repeats) has an entry outside [0, ", kMaxElements,
-                                   "]: ", Elements(repeats)));
+      return PrimError(p, absl::StrCat("input 1 (repeats) has an entry outside [0, ", kMaxElements,
+                                   "]: ", ValuesString(repeats)));
     }
     if (d > 0 && r > 0 && d > kMaxElements / r) {
-      return Error(p, absl::StrCat("tiling dim ", i, " of input 0, ", x.ToString(), ", ", r,
+      return PrimError(p, absl::StrCat("tiling dim ", i, " of input 0, ", x.ToString(), ", ", r,
                                    " times gives more than ", kMaxElements, " elements"));
     }
     if (r != 1) out[i] = d >= 0 ? d * r : (r == 0 ? 0 : kUnknownDim);
   }
   if (IsFullyKnown(out)) {
     absl::StatusOr<int64_t> n = CheckedNumElements(out);
-    if (!n.ok()) return Error(p, n.status().message());
+    if (!n.ok()) return PrimError(p, n.status().message());
   }
   return out;
 }
@@ -145,7 +127,7 @@ absl::StatusOr<Shape> DynamicTileGradShape(const Primitive& p, TensorType dy, Te
   bool ok = dy.dtype == x.dtype && dy.rank() == x.rank();
   for (int d = 0; ok && d < dy.rank(); ++d) ok = UnifyDims(dy.shape[d], tiled[d]).has_value();
   if (!ok) {
-    return Error(p, absl::StrCat("input 0 (dy) must have the dtype of input 1 and the tile's ",
+    return PrimError(p, absl::StrCat("input 0 (dy) must have the dtype of input 1 and the tile's ",
                                  "shape ", ShapeToString(tiled), ", got ", dy.ToString()));
   }
   return Shape(x.shape.begin(), x.shape.end());
@@ -174,7 +156,7 @@ absl::StatusOr<std::optional<Shape>> VectorElements(const InferCall& c, int i, c
   const int64_t n = t->shape()[0];
   if (n < 0) return std::optional<Shape>();
   if (n > kMaxOperandLength) {
-    return Error(c.prim, absl::StrCat("input ", i, " (", what, ") has ", n, " entries, more than ",
+    return PrimError(c.prim, absl::StrCat("input ", i, " (", what, ") has ", n, " entries, more than ",
                                       kMaxOperandLength));
   }
   return std::optional<Shape>(Shape(n, kUnknownValue));
@@ -204,7 +186,7 @@ absl::StatusOr<AbstractPtr> InferDynamicSplit(const InferCall& c) {
   KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* x, TensorArg(c, 0));
   KGRAD_ASSIGN_OR_RETURN(std::optional<Shape> sizes, VectorElements(c, 1, "sizes"));
   if (!sizes) {
-    return Error(c.prim, absl::StrCat("the length of input 1 (sizes) gives the number of ",
+    return PrimError(c.prim, absl::StrCat("the length of input 1 (sizes) gives the number of ",
                                       "outputs and must be known statically, got ",
                                       AbstractToString(c.args[1])));
   }

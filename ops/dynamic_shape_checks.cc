@@ -24,26 +24,6 @@ namespace kgrad {
 namespace ops {
 namespace {
 
-// "<prim>: what".
-absl::Status Error(const Primitive& p, absl::string_view what) {
-  return absl::InvalidArgumentError(absl::StrCat(p.name(), ": ", what));
-}
-
-// "[2,-1,batch,?]": an operand's elements as inference or a kernel sees them.
-std::string Elements(absl::Span<const int64_t> v) {
-  return absl::StrCat("[", absl::StrJoin(v, ",", [](std::string* out, int64_t e) {
-                        out->append(IsSymbolDim(e) || e == kUnknownValue ? DimToString(e)
-                                                                         : absl::StrCat(e));
-                      }), "]");
-}
-
-// A number, as opposed to a dim symbol or kUnknownValue.
-bool IsNumber(int64_t v) { return v != kUnknownValue && !IsSymbolDim(v); }
-
-// An element of a shape operand as a dim: numbers and symbols as they are,
-// kUnknownValue as kUnknownDim.
-int64_t AsDim(int64_t v) { return v == kUnknownValue ? kUnknownDim : v; }
-
 // What is known of a product of dims: the numbers multiplied, the symbols
 // (sorted, repeated as often as they occur) and how many dims are unknown.
 struct DimProduct {
@@ -85,7 +65,7 @@ absl::StatusOr<int64_t> InferredDim(const Primitive& p, const DimProduct& x, con
                       std::back_inserter(left));
   if (left.empty()) {
     if (x.number % rest.number == 0) return x.number / rest.number;
-    return Error(p, absl::StrCat("input 1 (shape) ", Elements(target), " cannot hold the ",
+    return PrimError(p, absl::StrCat("input 1 (shape) ", ValuesString(target), " cannot hold the ",
                                  x.number, " elements of input 0, ", xt.ToString()));
   }
   return left.size() == 1 && x.number == rest.number ? left[0] : kUnknownDim;
@@ -96,7 +76,7 @@ absl::StatusOr<int64_t> InferredDim(const Primitive& p, const DimProduct& x, con
 absl::Status CheckShapeOperand(const Primitive& p, int i, const char* what, TensorType t,
                                bool scalar) {
   if (IsInteger(t.dtype) && t.rank() == (scalar ? 0 : 1)) return absl::OkStatus();
-  return Error(p, absl::StrCat("input ", i, " (", what, ") must be an i32 or i64 tensor of rank ",
+  return PrimError(p, absl::StrCat("input ", i, " (", what, ") must be an i32 or i64 tensor of rank ",
                                scalar ? 0 : 1, ", got ", t.ToString()));
 }
 
@@ -105,7 +85,7 @@ absl::StatusOr<Shape> DynamicReshapeShape(const Primitive& p, TensorType x,
                                           absl::Span<const int64_t> target) {
   const bool allowzero = p.GetBool("allowzero");
   if (target.size() > static_cast<size_t>(kMaxRank)) {
-    return Error(p, absl::StrCat("input 1 (shape) has ", target.size(), " entries, more than ",
+    return PrimError(p, absl::StrCat("input 1 (shape) has ", target.size(), " entries, more than ",
                                  kMaxRank));
   }
   // 1. Each entry as a dim; the -1 left unknown for now.
@@ -116,35 +96,35 @@ absl::StatusOr<Shape> DynamicReshapeShape(const Primitive& p, TensorType x,
     const int64_t t = target[i];
     if (t == -1) {
       if (minus >= 0) {
-        return Error(p, absl::StrCat("input 1 (shape) has more than one -1: ", Elements(target)));
+        return PrimError(p, absl::StrCat("input 1 (shape) has more than one -1: ", ValuesString(target)));
       }
       minus = i;
     } else if (t == 0 && !allowzero) {
       if (i >= x.rank()) {
-        return Error(p, absl::StrCat("input 1 (shape) ", Elements(target), " copies dim ", i,
+        return PrimError(p, absl::StrCat("input 1 (shape) ", ValuesString(target), " copies dim ", i,
                                      " (a 0) of input 0, which has rank ", x.rank()));
       }
       out[i] = x.shape[i];
-    } else if (IsNumber(t) && t < 0) {
-      return Error(p, absl::StrCat("input 1 (shape) has a negative entry other than -1: ",
-                                   Elements(target)));
+    } else if (IsValueNumber(t) && t < 0) {
+      return PrimError(p, absl::StrCat("input 1 (shape) has a negative entry other than -1: ",
+                                   ValuesString(target)));
     } else {
       zero |= t == 0;
-      out[i] = AsDim(t);
+      out[i] = ValueAsDim(t);
     }
   }
   if (minus >= 0 && zero) {
-    return Error(p, absl::StrCat("input 1 (shape) ", Elements(target),
+    return PrimError(p, absl::StrCat("input 1 (shape) ", ValuesString(target),
                                  ": the -1 is ambiguous next to a 0 (allowzero)"));
   }
   // 2. The element counts: the -1 inferred, or the two counts compared.
   KGRAD_ASSIGN_OR_RETURN(DimProduct in, ProductOf(x.shape));
   absl::StatusOr<DimProduct> rest = ProductOf(out);  // the -1 counts as unknown here
-  if (!rest.ok()) return Error(p, absl::StrCat("input 1 (shape): ", rest.status().message()));
+  if (!rest.ok()) return PrimError(p, absl::StrCat("input 1 (shape): ", rest.status().message()));
   if (minus >= 0) {
     --rest->unknown;
     if (rest->number == 0) {
-      return Error(p, absl::StrCat("input 1 (shape) ", Elements(target),
+      return PrimError(p, absl::StrCat("input 1 (shape) ", ValuesString(target),
                                    ": the -1 is ambiguous next to a 0"));
     }
     KGRAD_ASSIGN_OR_RETURN(out[minus], InferredDim(p, in, *rest, x, target));
@@ -154,7 +134,7 @@ absl::StatusOr<Shape> DynamicReshapeShape(const Primitive& p, TensorType x,
   const bool comparable = in.unknown == 0 && rest->unknown == 0 && in.symbols == rest->symbols &&
                           (in.symbols.empty() || (in.number != 0 && rest->number != 0));
   if (comparable && in.number != rest->number) {
-    return Error(p, absl::StrCat("input 1 (shape) ", Elements(target), " gives ",
+    return PrimError(p, absl::StrCat("input 1 (shape) ", ValuesString(target), " gives ",
                                  ShapeToString(out), ", which does not have as many elements as ",
                                  "input 0, ", x.ToString()));
   }
@@ -167,21 +147,21 @@ namespace {
 // The operand as dims: entries >= 0 (or symbols / unknown at inference).
 absl::StatusOr<Shape> TargetDims(const Primitive& p, int i, absl::Span<const int64_t> target) {
   if (target.size() > static_cast<size_t>(kMaxRank)) {
-    return Error(p, absl::StrCat("input ", i, " (shape) has ", target.size(),
+    return PrimError(p, absl::StrCat("input ", i, " (shape) has ", target.size(),
                                  " entries, more than ", kMaxRank));
   }
   Shape out;
   Shape known;
   for (int64_t t : target) {
-    if (IsNumber(t) && t < 0) {
-      return Error(p, absl::StrCat("input ", i, " (shape) has a negative entry: ",
-                                   Elements(target)));
+    if (IsValueNumber(t) && t < 0) {
+      return PrimError(p, absl::StrCat("input ", i, " (shape) has a negative entry: ",
+                                   ValuesString(target)));
     }
-    out.push_back(AsDim(t));
+    out.push_back(ValueAsDim(t));
     if (t >= 0) known.push_back(t);
   }
   absl::StatusOr<int64_t> n = CheckedNumElements(known);
-  if (!n.ok()) return Error(p, absl::StrCat("input ", i, " (shape): ", n.status().message()));
+  if (!n.ok()) return PrimError(p, absl::StrCat("input ", i, " (shape): ", n.status().message()));
   return out;
 }
 
@@ -191,10 +171,10 @@ absl::StatusOr<Shape> DynamicBroadcastShape(const Primitive& p, TensorType x,
                                             absl::Span<const int64_t> target) {
   KGRAD_ASSIGN_OR_RETURN(Shape dims, TargetDims(p, 1, target));
   absl::StatusOr<Shape> out = BroadcastShapes(x.shape, dims);
-  if (!out.ok()) return Error(p, out.status().message());
+  if (!out.ok()) return PrimError(p, out.status().message());
   if (IsFullyKnown(*out)) {
     absl::StatusOr<int64_t> n = CheckedNumElements(*out);
-    if (!n.ok()) return Error(p, n.status().message());
+    if (!n.ok()) return PrimError(p, n.status().message());
   }
   return out;
 }
@@ -243,10 +223,10 @@ absl::Status CheckLengths(const Primitive& p, const SliceOperands& s) {
       (!s.steps || s.steps->size() == n)) {
     return absl::OkStatus();
   }
-  std::string lengths = absl::StrCat("starts ", Elements(s.starts), ", ends ", Elements(s.ends));
-  if (s.axes) absl::StrAppend(&lengths, ", axes ", Elements(*s.axes));
-  if (s.steps) absl::StrAppend(&lengths, ", steps ", Elements(*s.steps));
-  return Error(p, absl::StrCat("inputs 1 to ", s.steps ? 4 : s.axes ? 3 : 2,
+  std::string lengths = absl::StrCat("starts ", ValuesString(s.starts), ", ends ", ValuesString(s.ends));
+  if (s.axes) absl::StrAppend(&lengths, ", axes ", ValuesString(*s.axes));
+  if (s.steps) absl::StrAppend(&lengths, ", steps ", ValuesString(*s.steps));
+  return PrimError(p, absl::StrCat("inputs 1 to ", s.steps ? 4 : s.axes ? 3 : 2,
                                " must have one length, got ", lengths));
 }
 
@@ -260,23 +240,23 @@ absl::StatusOr<SliceSpec> DynamicSliceSpec(const Primitive& p, TensorType x,
   std::vector<bool> seen(rank, false);
   for (size_t i = 0; i < s.starts.size(); ++i) {
     const int64_t a = s.axes ? (*s.axes)[i] : static_cast<int64_t>(i);
-    if (!IsNumber(a)) {  // which dim is sliced is unknown: every dim may change
+    if (!IsValueNumber(a)) {  // which dim is sliced is unknown: every dim may change
       std::fill(spec.out.begin(), spec.out.end(), kUnknownDim);
       return spec;
     }
     if (a < -rank || a >= rank) {
-      return Error(p, absl::StrCat("axis ", a, " (entry ", i, " of the axes) is out of range for ",
+      return PrimError(p, absl::StrCat("axis ", a, " (entry ", i, " of the axes) is out of range for ",
                                    "input 0, ", x.ToString()));
     }
     const int axis = static_cast<int>(a < 0 ? a + rank : a);
     if (seen[axis]) {
-      return Error(p, absl::StrCat("axis ", a, " is repeated in the axes ", Elements(*s.axes)));
+      return PrimError(p, absl::StrCat("axis ", a, " is repeated in the axes ", ValuesString(*s.axes)));
     }
     seen[axis] = true;
     const int64_t start = s.starts[i], end = s.ends[i], step = s.steps ? (*s.steps)[i] : 1;
-    if (step == 0) return Error(p, absl::StrCat("step ", i, " is 0: ", Elements(*s.steps)));
+    if (step == 0) return PrimError(p, absl::StrCat("step ", i, " is 0: ", ValuesString(*s.steps)));
     const int64_t dim = x.shape[axis];
-    if (!IsNumber(start) || !IsNumber(end) || !IsNumber(step)) {
+    if (!IsValueNumber(start) || !IsValueNumber(end) || !IsValueNumber(step)) {
       spec.out[axis] = kUnknownDim;
     } else if (dim < 0) {  // keeps a symbol when the slice takes the whole dim
       spec.out[axis] = WholeDim(start, end, step) ? dim : kUnknownDim;
@@ -295,7 +275,7 @@ absl::StatusOr<SliceSpec> DynamicSliceGradSpec(const Primitive& p, TensorType dy
     ok = UnifyDims(dy.shape[d], spec.out[d]).has_value();
   }
   if (ok) return spec;
-  return Error(p, absl::StrCat("input 0 (dy) must have the dtype of input 1 and the slice's ",
+  return PrimError(p, absl::StrCat("input 0 (dy) must have the dtype of input 1 and the slice's ",
                                "shape ", ShapeToString(spec.out), ", got ", dy.ToString()));
 }
 
@@ -304,20 +284,20 @@ absl::StatusOr<Padding> DynamicPadSpec(const Primitive& p, TensorType x,
                                        absl::Span<const int64_t> pads) {
   const int rank = x.rank();
   if (pads.size() != static_cast<size_t>(2 * rank)) {
-    return Error(p, absl::StrCat("input 1 (pads) must have 2 * rank = ", 2 * rank,
+    return PrimError(p, absl::StrCat("input 1 (pads) must have 2 * rank = ", 2 * rank,
                                  " entries for input 0, ", x.ToString(), ", got ",
-                                 Elements(pads)));
+                                 ValuesString(pads)));
   }
   Padding out{Shape(rank, kUnknownDim), Shape(rank, kUnknownDim)};
   for (int i = 0; i < rank; ++i) {
     const int64_t b = pads[i], e = pads[i + rank], d = x.shape[i];
     for (int64_t v : {b, e}) {
-      if (IsNumber(v) && (v > kMaxElements || v < -kMaxElements)) {
-        return Error(p, absl::StrCat("input 1 (pads) has an entry beyond +-", kMaxElements, ": ",
-                                     Elements(pads)));
+      if (IsValueNumber(v) && (v > kMaxElements || v < -kMaxElements)) {
+        return PrimError(p, absl::StrCat("input 1 (pads) has an entry beyond +-", kMaxElements, ": ",
+                                     ValuesString(pads)));
       }
     }
-    if (!IsNumber(b) || !IsNumber(e)) continue;
+    if (!IsValueNumber(b) || !IsValueNumber(e)) continue;
     out.before[i] = b;
     if (d < 0) {
       if (b == 0 && e == 0) out.out[i] = d;  // keeps a symbol
@@ -325,14 +305,14 @@ absl::StatusOr<Padding> DynamicPadSpec(const Primitive& p, TensorType x,
     }
     out.out[i] = d + b + e;
     if (out.out[i] < 0) {
-      return Error(p, absl::StrCat("input 1 (pads) ", Elements(pads), " crops dim ", i,
+      return PrimError(p, absl::StrCat("input 1 (pads) ", ValuesString(pads), " crops dim ", i,
                                    " of input 0, ", x.ToString(), ", to a negative size ",
                                    out.out[i]));
     }
   }
   if (IsFullyKnown(out.out)) {
     absl::StatusOr<int64_t> n = CheckedNumElements(out.out);
-    if (!n.ok()) return Error(p, n.status().message());
+    if (!n.ok()) return PrimError(p, n.status().message());
   }
   return out;
 }
@@ -342,7 +322,7 @@ namespace {
 
 absl::StatusOr<int64_t> CheckedLength(const Primitive& p, double n) {
   if (!(n <= static_cast<double>(kMaxElements))) {  // NaN too
-    return Error(p, absl::StrCat("the range has ", n, " elements, more than ", kMaxElements));
+    return PrimError(p, absl::StrCat("the range has ", n, " elements, more than ", kMaxElements));
   }
   return n > 0 ? static_cast<int64_t>(n) : 0;
 }
@@ -351,7 +331,7 @@ absl::StatusOr<int64_t> CheckedLength(const Primitive& p, double n) {
 
 absl::StatusOr<int64_t> RangeLength(const Primitive& p, int64_t start, int64_t limit,
                                     int64_t delta) {
-  if (delta == 0) return Error(p, "input 2 (delta) is 0");
+  if (delta == 0) return PrimError(p, "input 2 (delta) is 0");
   // ceil((limit - start) / delta) exactly: limit - start may not fit in int64.
   const __int128 diff = static_cast<__int128>(limit) - start;
   __int128 n = diff / delta;
@@ -361,7 +341,7 @@ absl::StatusOr<int64_t> RangeLength(const Primitive& p, int64_t start, int64_t l
 
 absl::StatusOr<int64_t> RangeLength(const Primitive& p, double start, double limit,
                                     double delta) {
-  if (delta == 0) return Error(p, "input 2 (delta) is 0");
+  if (delta == 0) return PrimError(p, "input 2 (delta) is 0");
   return CheckedLength(p, std::ceil((limit - start) / delta));
 }
 

@@ -41,11 +41,6 @@ absl::Status CheckIndex(TensorType t, int i) {
   return IsInteger(t.dtype) ? absl::OkStatus() : InputError(i, "an i32 or i64 index tensor", t);
 }
 
-// "<prim>: what", for an error that concerns no single attribute.
-absl::Status PrimError(const Primitive& p, absl::string_view what) {
-  return absl::InvalidArgumentError(absl::StrCat(p.name(), ": ", what));
-}
-
 std::string Ints(absl::Span<const int64_t> v) {
   return absl::StrCat("[", absl::StrJoin(v, ","), "]");
 }
@@ -204,6 +199,12 @@ absl::StatusOr<int64_t> CancelSymbols(absl::Span<const int64_t> x,
 }  // namespace
 
 // ----- The checks and formulas of ops/shape_ops.h -------------------------------------
+absl::Status PrimError(const Primitive& p, absl::string_view what) {
+  return absl::InvalidArgumentError(absl::StrCat(p.name(), ": ", what));
+}
+
+std::string ValuesString(absl::Span<const int64_t> v) { return ValueToString(v.data(), v.size()); }
+
 absl::StatusOr<Shape> ShapeAttr(const Primitive& p, const char* attr, bool allow_infer) {
   const std::vector<int64_t>& s = p.GetInts(attr);
   int inferred = 0;

@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -26,6 +27,11 @@ namespace kgrad {
 namespace ops {
 
 void RegisterShapeOps(std::vector<PrimitiveDef>* defs);
+
+// "<prim>: what", for an error that concerns no single attribute.
+absl::Status PrimError(const Primitive& p, absl::string_view what);
+// A shape operand's elements as inference or a kernel sees them: "[2,-1,batch,?]".
+std::string ValuesString(absl::Span<const int64_t> v);
 
 // Attribute `attr` as a tensor shape: entries >= 0 (one may be -1 when
 // `allow_infer`), at most kMaxRank of them, a product within kMaxElements.

@@ -15,18 +15,6 @@ namespace kgrad {
 namespace onnx_import {
 namespace {
 
-// Input `i` as a 1-D integer tensor whose length inference knows.
-absl::StatusOr<ImportedValue> IntVector(NodeContext& c, int i, const char* what) {
-  KGRAD_ASSIGN_OR_RETURN(ImportedValue v, c.Input(i));
-  KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* t, c.TensorType(v));
-  if (!IsInteger(t->dtype()) || t->rank() != 1 || t->shape()[0] < 0) {
-    return c.Error(absl::StrCat("input ", i, " (", what,
-                                ") must be a 1-D integer tensor of static length, got ",
-                                t->ToString()));
-  }
-  return v;
-}
-
 // Input `i` as a rank-0 i64 (ONNX's scalars may be [] or [1]; a float one is cast,
 // truncating, as OneHot's spec says of its depth).
 absl::StatusOr<ImportedValue> ScalarInt64(NodeContext& c, int i, const char* what) {

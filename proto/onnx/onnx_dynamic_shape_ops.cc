@@ -10,10 +10,6 @@
 
 namespace kgrad {
 namespace onnx_import {
-namespace {
-
-// Input `i` as a 1-D integer tensor whose length inference knows (the rank or
-// the number of entries an op reads from it).
 absl::StatusOr<ImportedValue> IntVector(NodeContext& c, int i, const char* what) {
   KGRAD_ASSIGN_OR_RETURN(ImportedValue v, c.Input(i));
   KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* t, c.TensorType(v));
@@ -24,6 +20,8 @@ absl::StatusOr<ImportedValue> IntVector(NodeContext& c, int i, const char* what)
   }
   return v;
 }
+
+namespace {
 
 // Input `i` as a one-element tensor (ONNX's scalars may be [] or [1]).
 absl::StatusOr<ImportedValue> ScalarInput(NodeContext& c, int i, const char* what) {

@@ -16,6 +16,9 @@ namespace onnx_import {
 
 // Whether input `i` (if present) is known at import time.
 bool IsConstantInput(const NodeContext& c, int i);
+// Input `i` as a 1-D integer tensor whose length inference knows (the rank or
+// the number of entries an op reads from it); else an error naming `what`.
+absl::StatusOr<ImportedValue> IntVector(NodeContext& c, int i, const char* what);
 
 // Shape(x){start, end} / Size(x) as shape_of / size_of.
 Outputs DynamicShape(NodeContext& c, const ImportedValue& x, int64_t start, int64_t end);
