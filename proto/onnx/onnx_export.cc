@@ -240,11 +240,14 @@ absl::StatusOr<std::string> Exporter::EmitPrim(CNode* c, const Primitive& p,
       return Op("Slice", {a[0], Ints(b), Ints(p.GetInts("end")), Ints(axes), Ints(steps)});
     }
     case PrimId::kSliceGrad: {  // zeros around dy: Pad by begin and (dim - end)
-      KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* ref, StaticType(c, c->arg(1)));
-      KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* tdy, StaticType(c, c->arg(0)));
       for (int64_t s : p.GetInts("strides")) {
         if (s != 1) return Error(c, "strided slice_grad has no standard-op form");
       }
+      if (!StaticType(c, c->arg(1)).ok() || !StaticType(c, c->arg(0)).ok()) {
+        return EmitDynamicPrim(c, p, a);
+      }
+      KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* ref, StaticType(c, c->arg(1)));
+      KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* tdy, StaticType(c, c->arg(0)));
       int r = ref->rank();
       std::vector<int64_t> pads(2 * r);
       for (int i = 0; i < r; ++i) {
@@ -287,7 +290,8 @@ absl::StatusOr<std::string> Exporter::EmitPrim(CNode* c, const Primitive& p,
       std::string x = a[0], y = a[1];
       for (int i = 0; i < 2; ++i) {
         if (!p.GetBool(i == 0 ? "transpose_a" : "transpose_b")) continue;
-        KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* t, StaticType(c, c->arg(i)));
+        const AbstractTensor* t = AsTensor(c->arg(i)->abstract());  // the rank is enough
+        if (t == nullptr) return Error(c, "needs tensor types for its operands");
         std::vector<int64_t> perm;
         for (int d = 0; d < t->rank(); ++d) perm.push_back(d);
         std::swap(perm[t->rank() - 1], perm[t->rank() - 2]);

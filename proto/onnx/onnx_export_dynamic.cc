@@ -38,10 +38,31 @@ absl::StatusOr<std::string> Exporter::EmitSumToLikeAtRunTime(CNode* c,
   return Op("Reshape", {y, Op("Shape", {a[1]})});
 }
 
+// slice_grad(dy, ref){begin, end, strides = 1} with dims that are not static:
+// Pad(dy, [b, d - b - n]) with d = Shape(ref), n = Shape(dy) and b the begins
+// normalised at run time as the slice normalises them (b < 0 counts from the end,
+// then clamped to [0, d]).
+absl::StatusOr<std::string> Exporter::EmitSliceGradAtRunTime(CNode* c, const Primitive& p,
+                                                            const std::vector<std::string>& a) {
+  const std::string dims = Op("Shape", {a[1]});
+  const std::string begin = Ints(p.GetInts("begin"));
+  const std::string negative = Op("Less", {begin, Ints(std::vector<int64_t>(p.GetInts("begin").size(), 0))});
+  const std::string from_end = Op("Add", {begin, dims});
+  std::string b = Op("Where", {negative, from_end, begin});
+  b = Op("Max", {Op("Min", {b, dims}), Ints(std::vector<int64_t>(p.GetInts("begin").size(), 0))});
+  const std::string after = Op("Sub", {Op("Sub", {dims, b}), Op("Shape", {a[0]})});
+  NodeProto* pads = Add("Concat", {b, after});
+  SetInt(pads, "axis", 0);
+  const AbstractTensor* t = AsTensor(c->arg(0)->abstract());
+  if (t == nullptr) return Error(c, "needs a tensor type for dy");
+  return Op("Pad", {a[0], pads->output(0), Scalar(t->dtype(), 0)});
+}
+
 absl::StatusOr<std::string> Exporter::EmitDynamicPrim(CNode* c, const Primitive& p,
                                                      const std::vector<std::string>& a) {
   switch (p.id()) {
     case PrimId::kShapeOf: return Op("Shape", a);
+    case PrimId::kSliceGrad: return EmitSliceGradAtRunTime(c, p, a);
     case PrimId::kSizeOf: return Op("Size", a);
     case PrimId::kReshapeLike: return Op("Reshape", {a[0], Op("Shape", {a[1]})});
     case PrimId::kBroadcastToLike: return Op("Expand", {a[0], Op("Shape", {a[1]})});

@@ -112,6 +112,8 @@ class Exporter {
   // *_like ones whose reference is not static, through Shape.
   absl::StatusOr<std::string> EmitDynamicPrim(CNode* c, const Primitive& p, const std::vector<std::string>& a);
   absl::StatusOr<std::string> EmitSumToLikeAtRunTime(CNode* c, const std::vector<std::string>& a);
+  absl::StatusOr<std::string> EmitSliceGradAtRunTime(CNode* c, const Primitive& p,
+                                                     const std::vector<std::string>& a);
   // A tensor-valued attribute of n.
   onnx::TensorProto* AddAttr(NodeProto* n, const std::string& name) {
     onnx::AttributeProto* at = n->add_attribute();

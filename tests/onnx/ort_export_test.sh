@@ -43,28 +43,36 @@ check() {
   echo "ok $name --wrt $wrt: $n outputs agree"
 }
 
-# check_sizes NAME SIZE...: a dynamic-axes fixture imported and exported once (its
-# dim symbols as dim_params, its run-time shapes as Shape/Reshape/...), run at each
-# size in kgrad and in ONNX Runtime.
+# check_sizes forward|grad NAME SIZE...: a dynamic-axes fixture imported (forward)
+# or differentiated w.r.t. its input with the output sensitivity as an input
+# (grad), exported once (dim symbols as dim_params, run-time shapes as
+# Shape/Reshape/Pad/...), and run at each size in kgrad and in ONNX Runtime.
 check_sizes() {
-  local name="$1"; shift
-  local dir="$work/$name-sizes"
+  local what="$1" name="$2"; shift 2
+  local dir="$work/$name-$what-sizes"
   mkdir -p "$dir"
-  if ! "$kgrad" import-onnx "$data/$name.onnx" -o "$dir/m.pb" >"$dir/log" 2>&1 ||
-     ! "$kgrad" export-onnx "$dir/m.pb" -o "$dir/m.onnx" >>"$dir/log" 2>&1; then
-    echo "FAILED $name (export):"; cat "$dir/log"; failed=$((failed + 1)); return
+  if [ "$what" = grad ]; then
+    "$kgrad" grad "$data/$name.onnx" -o "$dir/m.pb" --wrt 0 --sens --optimize >"$dir/log" 2>&1
+  else
+    "$kgrad" import-onnx "$data/$name.onnx" -o "$dir/m.pb" >"$dir/log" 2>&1
+  fi || { echo "FAILED $name $what (build):"; cat "$dir/log"; failed=$((failed + 1)); return; }
+  if ! "$kgrad" export-onnx "$dir/m.pb" -o "$dir/m.onnx" >>"$dir/log" 2>&1; then
+    echo "FAILED $name $what (export):"; cat "$dir/log"; failed=$((failed + 1)); return
   fi
   for size in "$@"; do
-    local in="$data/${name}_${size}_in0.npy"
+    local args=(--input "x0=$data/${name}_${size}_in0.npy") files=("$data/${name}_${size}_in0.npy")
+    if [ "$what" = grad ]; then
+      args+=(--input "sens=$data/${name}_${size}_ct.npy"); files+=("$data/${name}_${size}_ct.npy")
+    fi
     mkdir -p "$dir/$size/kgrad" "$dir/$size/ort"
-    if ! "$kgrad" run "$dir/m.pb" --input "x0=$in" --output "$dir/$size/kgrad" >>"$dir/log" 2>&1 ||
-       ! node "$tools/ort_run.js" run "$dir/m.onnx" "$dir/$size/ort" "$in" >>"$dir/log" 2>&1 ||
+    if ! "$kgrad" run "$dir/m.pb" "${args[@]}" --output "$dir/$size/kgrad" >>"$dir/log" 2>&1 ||
+       ! node "$tools/ort_run.js" run "$dir/m.onnx" "$dir/$size/ort" "${files[@]}" >>"$dir/log" 2>&1 ||
        ! node "$tools/ort_run.js" compare 1e-4 "$dir/$size/ort" "$dir/$size/kgrad" >>"$dir/log" 2>&1; then
-      echo "FAILED $name at $size:"; cat "$dir/log"; failed=$((failed + 1)); return
+      echo "FAILED $name $what at $size:"; cat "$dir/log"; failed=$((failed + 1)); return
     fi
     compared=$((compared + 1))
   done
-  echo "ok $name at $*: the one exported graph agrees at every size"
+  echo "ok $name $what at $*: the one exported graph agrees at every size"
 }
 
 check mlp all mlp_in0.npy
@@ -83,8 +91,9 @@ check win_maxpool_ceil all win_maxpool_ceil_in0.npy
 check win_avgpool_ceil all win_avgpool_ceil_in0.npy
 check win_conv1d weights win_conv1d_in0.npy
 check win_convt weights win_convt_in0.npy
-check_sizes dyn_transformer b1s5 b3s17 b8s5
-check_sizes dyn_resnet b1 b3 b8
+check_sizes forward dyn_transformer b1s5 b3s17 b8s5
+check_sizes grad dyn_transformer b1s5 b3s17 b8s5
+check_sizes forward dyn_resnet b1 b3 b8
 
 echo "$compared outputs compared, $failed models failed"
 [ "$failed" -eq 0 ]
