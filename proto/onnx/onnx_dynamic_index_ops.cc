@@ -95,6 +95,32 @@ Outputs DynamicSplit(NodeContext& c) {
   KGRAD_ASSIGN_OR_RETURN(ImportedValue x, c.Input(0));
   KGRAD_ASSIGN_OR_RETURN(ImportedValue sizes, IntVector(c, 1, "split"));
   KGRAD_ASSIGN_OR_RETURN(int64_t axis, c.Int("axis", 0));
+  return DynamicSplitWith(c, x, sizes, axis);
+}
+
+// n equal parts of a dim d known at run time, the last smaller when d is not a
+// multiple (opset 18), as the static form computes them: part = ceil(d / n),
+// size_i = min(part, d - part * i); a part that would be empty becomes -1, which
+// dynamic_split refuses (the static form refuses it at import).
+Outputs DynamicEqualSplit(NodeContext& c, const ImportedValue& x, int axis, int64_t n) {
+  auto i64 = [&](int64_t v) { return c.Const(Tensor::FromScalar<int64_t>(v)); };
+  std::vector<int64_t> index(n);
+  for (int64_t i = 0; i < n; ++i) index[i] = i;
+  KGRAD_ASSIGN_OR_RETURN(ImportedValue shape, c.Emit(PrimId::kShapeOf, {x}));
+  KGRAD_ASSIGN_OR_RETURN(ImportedValue d, c.Emit(PrimId::kGather, {shape, i64(axis)}, {{"axis", int64_t{0}}}));
+  KGRAD_ASSIGN_OR_RETURN(ImportedValue up, c.Emit(PrimId::kAdd, {d, i64(n - 1)}));
+  KGRAD_ASSIGN_OR_RETURN(ImportedValue part, c.Emit(PrimId::kDiv, {up, i64(n)}));
+  KGRAD_ASSIGN_OR_RETURN(ImportedValue used,
+                         c.Emit(PrimId::kMul, {part, c.Const(Tensor::FromVector<int64_t>({n}, index))}));
+  KGRAD_ASSIGN_OR_RETURN(ImportedValue left, c.Emit(PrimId::kSub, {d, used}));
+  KGRAD_ASSIGN_OR_RETURN(ImportedValue sizes, c.Emit(PrimId::kMinimum, {part, left}));
+  KGRAD_ASSIGN_OR_RETURN(ImportedValue positive, c.Emit(PrimId::kGreater, {sizes, i64(0)}));
+  KGRAD_ASSIGN_OR_RETURN(sizes, c.Emit(PrimId::kSelect, {positive, sizes, i64(-1)}));
+  return DynamicSplitWith(c, x, sizes, axis);
+}
+
+Outputs DynamicSplitWith(NodeContext& c, const ImportedValue& x, const ImportedValue& sizes,
+                         int64_t axis) {
   const int64_t n = AsTensor(sizes.type)->shape()[0];
   if (n != c.node().output_size()) {
     return c.Error(absl::StrCat(n, " split sizes for ", c.node().output_size(), " outputs"));

@@ -47,6 +47,11 @@ Outputs DynamicRange(NodeContext& c);
 Outputs DynamicCumSum(NodeContext& c);
 Outputs DynamicOneHot(NodeContext& c);
 Outputs DynamicSplit(NodeContext& c);
+// Split of x along `axis` at run-time `sizes` (one per output), and into n equal
+// parts of a dim that is not static.
+Outputs DynamicSplitWith(NodeContext& c, const ImportedValue& x, const ImportedValue& sizes,
+                         int64_t axis);
+Outputs DynamicEqualSplit(NodeContext& c, const ImportedValue& x, int axis, int64_t n);
 Outputs DynamicTile(NodeContext& c);
 
 // Unsqueeze(x, axes) and Squeeze(x, axes) with axes computed at run time

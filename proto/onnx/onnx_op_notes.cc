@@ -126,7 +126,7 @@ constexpr OnnxOpNote kNotes[] = {
     {"Softplus", "softplus", ""},
     {"Softsign", "x / (1 + |x|)", ""},
     {"SpaceToDepth", "reshape, transpose, reshape", "dynamic C, H, W"},
-    {"Split", "split; dynamic_split for sizes computed at run time", "equal parts (no sizes) of a dim that is not static"},
+    {"Split", "split; dynamic_split for sizes computed at run time or equal parts of a dim that is not static", ""},
     {"Sqrt", "sqrt", ""},
     {"Squeeze", "squeeze; dynamic_squeeze for axes computed at run time", ""},
     {"Sub", "sub", ""},

@@ -229,7 +229,7 @@ Outputs Split(NodeContext& c) {
     absl::StatusOr<int> a = NormalizeAxis(axis, t->rank());
     if (!a.ok()) return c.Error(a.status().message());
     int64_t dim = t->shape()[*a];
-    if (dim < 0) return c.Error("needs the split axis's size");
+    if (dim < 0) return DynamicEqualSplit(c, x, *a, n);
     int64_t part = (dim + n - 1) / n;  // the last part may be smaller (opset 18)
     for (int i = 0; i < n; ++i) sizes.push_back(std::min(part, dim - part * i));
     if (sizes.back() <= 0) return c.Error(absl::StrCat("cannot split ", dim, " into ", n, " parts"));

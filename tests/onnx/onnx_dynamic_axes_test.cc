@@ -155,6 +155,34 @@ TEST(OnnxDynamicAxesTest, PadModesWithPadsInputsMatchTheConstantForm) {
   EXPECT_THAT(bad.status().message(), HasSubstr("out of range"));
 }
 
+// Split into equal parts of a dim that is not static: the sizes are computed at
+// run time as the static form computes them (the last part smaller), and a split
+// that would leave a part empty is refused.
+TEST(OnnxDynamicAxesTest, SplitIntoEqualPartsOfASymbolicDim) {
+  OnnxModelBuilder b(13);
+  b.Input("x", kF32, {-1, 2});
+  SetAttr(b.Node("Split", {"x"}, {"a", "b", "c"}), "axis", int64_t{0});
+  b.Output("a").Output("b").Output("c");
+  for (int64_t rows : {5, 6}) {
+    std::vector<double> v(rows * 2);
+    for (size_t k = 0; k < v.size(); ++k) v[k] = static_cast<double>(k);
+    absl::StatusOr<std::vector<Tensor>> out = b.Run({MakeTensor(kF32, {rows, 2}, v)});
+    ASSERT_TRUE(out.ok()) << out.status();
+    ASSERT_EQ(out->size(), 3u);
+    const int64_t sizes[3] = {2, 2, rows - 4};
+    int64_t at = 0;
+    for (int p = 0; p < 3; ++p) {
+      EXPECT_EQ((*out)[p].shape(), (Shape{sizes[p], 2})) << rows;
+      EXPECT_THAT(ToDoubles((*out)[p]),
+                  ElementsAreArray(std::vector<double>(v.begin() + at, v.begin() + at + 2 * sizes[p])));
+      at += 2 * sizes[p];
+    }
+  }
+  absl::StatusOr<std::vector<Tensor>> bad = b.Run({MakeTensor(kF32, {4, 2}, std::vector<double>(8, 1))});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(bad.status().message(), HasSubstr("dynamic_split: input 1 (sizes)"));
+}
+
 }  // namespace
 }  // namespace onnx_test
 }  // namespace kgrad
