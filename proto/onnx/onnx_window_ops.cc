@@ -153,17 +153,34 @@ absl::StatusOr<std::vector<int64_t>> FilterKernel(NodeContext& c, const Abstract
   return k;
 }
 
+// What Conv and ConvTranspose read first: x, the filter w (input 1), their types,
+// the spatial rank and the filter's static spatial sizes (empty when unknown).
+struct ConvOperands {
+  ImportedValue x, w;
+  const AbstractTensor* tx;
+  const AbstractTensor* tw;
+  int nsp;
+  std::vector<int64_t> kernel;
+};
+
+absl::StatusOr<ConvOperands> ReadConvOperands(NodeContext& c) {
+  KGRAD_RETURN_IF_ERROR(c.ExpectInputs(2, 3));
+  KGRAD_RETURN_IF_ERROR(c.ExpectOutputs(1));
+  ConvOperands in;
+  KGRAD_ASSIGN_OR_RETURN(in.x, c.Input(0));
+  KGRAD_ASSIGN_OR_RETURN(in.w, c.Input(1));
+  KGRAD_ASSIGN_OR_RETURN(in.tx, c.TensorType(in.x));
+  KGRAD_ASSIGN_OR_RETURN(in.tw, c.TensorType(in.w));
+  KGRAD_ASSIGN_OR_RETURN(in.nsp, SpatialRank(c, in.tx));
+  KGRAD_ASSIGN_OR_RETURN(in.kernel, FilterKernel(c, in.tw, in.nsp));
+  return in;
+}
+
 // Conv(x, w[, b]){auto_pad, dilations, group, kernel_shape, pads, strides} =
 // conv2d(x, w) + reshape(b, [C, 1, 1]).
 Outputs Conv(NodeContext& c) {
-  KGRAD_RETURN_IF_ERROR(c.ExpectInputs(2, 3));
-  KGRAD_RETURN_IF_ERROR(c.ExpectOutputs(1));
-  KGRAD_ASSIGN_OR_RETURN(ImportedValue x, c.Input(0));
-  KGRAD_ASSIGN_OR_RETURN(ImportedValue w, c.Input(1));
-  KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* tx, c.TensorType(x));
-  KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* tw, c.TensorType(w));
-  KGRAD_ASSIGN_OR_RETURN(int nsp, SpatialRank(c, tx));
-  KGRAD_ASSIGN_OR_RETURN(std::vector<int64_t> kernel, FilterKernel(c, tw, nsp));
+  KGRAD_ASSIGN_OR_RETURN(ConvOperands operands, ReadConvOperands(c));
+  auto [x, w, tx, tw, nsp, kernel] = std::move(operands);
   if (kernel.empty() && !c.HasAttr("kernel_shape")) {
     return c.Error(absl::StrCat("needs kernel_shape or a filter of static shape, got ", tw->ToString()));
   }
@@ -233,14 +250,8 @@ absl::StatusOr<ImportedValue> OutputRef(NodeContext& c, const ImportedValue& x, 
 // output_padding, output_shape, pads, strides} = conv2d_backprop_input(x, w,
 // zeros of the output shape) (+ bias): the adjoint of conv2d in its input.
 Outputs ConvTranspose(NodeContext& c) {
-  KGRAD_RETURN_IF_ERROR(c.ExpectInputs(2, 3));
-  KGRAD_RETURN_IF_ERROR(c.ExpectOutputs(1));
-  KGRAD_ASSIGN_OR_RETURN(ImportedValue x, c.Input(0));
-  KGRAD_ASSIGN_OR_RETURN(ImportedValue w, c.Input(1));
-  KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* tx, c.TensorType(x));
-  KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* tw, c.TensorType(w));
-  KGRAD_ASSIGN_OR_RETURN(int nsp, SpatialRank(c, tx));
-  KGRAD_ASSIGN_OR_RETURN(std::vector<int64_t> kernel, FilterKernel(c, tw, nsp));
+  KGRAD_ASSIGN_OR_RETURN(ConvOperands operands, ReadConvOperands(c));
+  auto [x, w, tx, tw, nsp, kernel] = std::move(operands);
   bool known = !kernel.empty() && tw->shape()[1] >= 0;
   for (int i = 1; i < tx->rank(); ++i) known = known && tx->shape()[i] >= 0;
   if (!known) {

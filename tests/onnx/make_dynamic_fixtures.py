@@ -25,6 +25,9 @@ import torch
 import torch.nn as nn
 from torchvision.models import resnet as tv_resnet
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from make_model_fixtures import randomize_norms  # noqa: E402
+
 OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
 
 
@@ -57,19 +60,6 @@ class LstmOutput(nn.Module):
 
     def forward(self, x):
         return self.lstm(x)[0]
-
-
-def randomize_norms(model):
-    """Non-trivial affine parameters and running statistics, so that each matters."""
-    with torch.no_grad():
-        for m in model.modules():
-            if isinstance(m, (nn.BatchNorm2d, nn.LayerNorm)):
-                m.weight.uniform_(0.5, 1.5)
-                m.bias.uniform_(-0.5, 0.5)
-                if getattr(m, "running_mean", None) is not None:
-                    m.running_mean.uniform_(-0.5, 0.5)
-                    m.running_var.uniform_(0.5, 1.5)
-    return model
 
 
 def save(name, suffix, t):

@@ -51,12 +51,8 @@ TEST_P(OnnxExportTest, OptimizedGradientRoundTrip) {
     o.weights.push_back(w.get());
     expected.push_back(file);
   }
-  o.sens_param = true;
-  absl::StatusOr<FuncGraph*> g = Grad(**m, (*m)->entry(), o);
+  absl::StatusOr<FuncGraph*> g = SensGradient(**m, o, /*optimize=*/true);
   ASSERT_TRUE(g.ok()) << g.status();
-  OptimizeOptions oo;
-  oo.evaluator = &CpuConstantEvaluator::Get();
-  ASSERT_TRUE(Optimize(**m, *g, oo).ok());
   absl::StatusOr<std::unique_ptr<Module>> back = RoundTrip(**m, *g);
   ASSERT_TRUE(back.ok()) << back.status();
   // The exported graph returns the gradients flattened: dx, dw_0, dw_1, ...

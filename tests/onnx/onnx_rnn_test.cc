@@ -74,15 +74,8 @@ void CheckTorchGradients(const TorchFixture& f, bool optimize) {
     names.push_back(w->name());
   }
   ASSERT_GE(names.size(), 3u);
-  o.sens_param = true;
-  absl::StatusOr<FuncGraph*> g = Grad(**m, (*m)->entry(), o);
+  absl::StatusOr<FuncGraph*> g = SensGradient(**m, o, optimize);
   ASSERT_TRUE(g.ok()) << g.status();
-  if (optimize) {
-    OptimizeOptions oo;
-    oo.evaluator = &CpuConstantEvaluator::Get();
-    absl::StatusOr<std::string> log = Optimize(**m, *g, oo);
-    ASSERT_TRUE(log.ok()) << log.status();
-  }
   std::vector<Value> cts;
   for (int k = 0; k < f.num_outputs; ++k) cts.push_back(Npy(file(absl::StrCat("ct", k))));
   absl::StatusOr<Value> r = RunGraph(*g, {Npy(file("in0")), Value::Tuple(cts)});

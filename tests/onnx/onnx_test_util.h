@@ -78,6 +78,20 @@ inline void CheckFixtureOutput(const std::string& name, int n, double tol) {
   ExpectClose(*out, Npy(absl::StrCat(name, "_out.npy")), tol, "output");
 }
 
+// The gradient graph of m's entry for `o` with the output sensitivity as a last
+// input, optimised (constants folded on the CPU) as `kgrad grad --optimize` does
+// when `optimize`.
+inline absl::StatusOr<FuncGraph*> SensGradient(Module& m, GradOptions o, bool optimize) {
+  o.sens_param = true;
+  absl::StatusOr<FuncGraph*> g = Grad(m, m.entry(), o);
+  if (!g.ok() || !optimize) return g;
+  OptimizeOptions oo;
+  oo.evaluator = &CpuConstantEvaluator::Get();
+  absl::StatusOr<std::string> log = Optimize(m, *g, oo);
+  if (!log.ok()) return log.status();
+  return g;
+}
+
 // d<ct, f>/d(inputs, weights) of fixture `name` against torch.autograd, with the
 // gradient graph optimised or not. The inputs and weights differentiated are those
 // torch's gradients were saved for (NAME_din<i>.npy, NAME_dw_<weight>.npy): float
@@ -97,15 +111,8 @@ inline void CheckFixtureGradients(const std::string& name, int n, bool optimize,
     names.push_back(w->name());
   }
   ASSERT_FALSE(names.empty() && o.argnums.empty()) << name << ": nothing to differentiate";
-  o.sens_param = true;
-  absl::StatusOr<FuncGraph*> g = Grad(**m, (*m)->entry(), o);
+  absl::StatusOr<FuncGraph*> g = SensGradient(**m, o, optimize);
   ASSERT_TRUE(g.ok()) << g.status();
-  if (optimize) {
-    OptimizeOptions oo;
-    oo.evaluator = &CpuConstantEvaluator::Get();
-    absl::StatusOr<std::string> log = Optimize(**m, *g, oo);
-    ASSERT_TRUE(log.ok()) << log.status();
-  }
   // Gradients that are zero in exact arithmetic (a bias feeding a training-mode
   // BatchNorm, directly or through a linear layer) come out as float32 round-off
   // of the sums around them: a tensor whose entries all lie below 1e-4 of the
@@ -155,9 +162,7 @@ inline void CheckDynamicFixture(const std::string& name, const std::vector<std::
                                 double tol) {
   absl::StatusOr<std::unique_ptr<Module>> m = ImportFixture(name);
   ASSERT_TRUE(m.ok()) << m.status();
-  GradOptions o;
-  o.sens_param = true;
-  absl::StatusOr<FuncGraph*> g = Grad(**m, (*m)->entry(), o);
+  absl::StatusOr<FuncGraph*> g = SensGradient(**m, GradOptions(), /*optimize=*/false);
   ASSERT_TRUE(g.ok()) << g.status();
   absl::StatusOr<std::unique_ptr<Executor>> fwd = Executor::Create((*m)->entry());
   ASSERT_TRUE(fwd.ok()) << fwd.status();
