@@ -38,6 +38,12 @@ absl::Status CheckScalarOperand(const Primitive& p, int i, const char* what, Ten
                                "(rank 0 or shape [1]), got ", t.ToString()));
 }
 
+absl::StatusOr<int64_t> ScalarOperandElement(const InferCall& c, int i, const char* what) {
+  KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* t, TensorArg(c, i));
+  KGRAD_RETURN_IF_ERROR(CheckScalarOperand(c.prim, i, what, *t));
+  return t->value() ? (*t->value())[0] : kUnknownValue;
+}
+
 absl::StatusOr<CumSumSpec> DynamicCumSumSpec(const Primitive& p, TensorType x, int64_t axis) {
   KGRAD_RETURN_IF_ERROR(CheckDType(0, x, kNumericTypes));
   CumSumSpec s{0, p.GetBool("exclusive"), p.GetBool("reverse"),
@@ -140,13 +146,6 @@ namespace {
 // that many pieces is not a model).
 constexpr int64_t kMaxOperandLength = 1 << 16;
 
-// The element of one-element input i as inference knows it (kUnknownValue when not).
-absl::StatusOr<int64_t> ScalarElement(const InferCall& c, int i, const char* what) {
-  KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* t, TensorArg(c, i));
-  KGRAD_RETURN_IF_ERROR(CheckScalarOperand(c.prim, i, what, *t));
-  return t->value() ? (*t->value())[0] : kUnknownValue;
-}
-
 // The elements of rank-1 input i as inference knows them: its shape value, or
 // kUnknownValue for each element; nullopt when its length is not static.
 absl::StatusOr<std::optional<Shape>> VectorElements(const InferCall& c, int i, const char* what) {
@@ -166,7 +165,7 @@ absl::StatusOr<std::optional<Shape>> VectorElements(const InferCall& c, int i, c
 // dynamic_cumsum(x, axis){exclusive, reverse}: cumsum along the run-time axis.
 absl::StatusOr<AbstractPtr> InferDynamicCumSum(const InferCall& c) {
   KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* x, TensorArg(c, 0));
-  KGRAD_ASSIGN_OR_RETURN(int64_t axis, ScalarElement(c, 1, "axis"));
+  KGRAD_ASSIGN_OR_RETURN(int64_t axis, ScalarOperandElement(c, 1, "axis"));
   KGRAD_ASSIGN_OR_RETURN(CumSumSpec s, DynamicCumSumSpec(c.prim, *x, axis));
   return MakeAbstractTensor(x->dtype(), std::move(s.out));
 }
@@ -175,7 +174,7 @@ absl::StatusOr<AbstractPtr> InferDynamicCumSum(const InferCall& c) {
 // run-time depth; the new dim is depth's value when inference knows it.
 absl::StatusOr<AbstractPtr> InferDynamicOneHot(const InferCall& c) {
   KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* indices, TensorArg(c, 0));
-  KGRAD_ASSIGN_OR_RETURN(int64_t depth, ScalarElement(c, 1, "depth"));
+  KGRAD_ASSIGN_OR_RETURN(int64_t depth, ScalarOperandElement(c, 1, "depth"));
   KGRAD_ASSIGN_OR_RETURN(AxisShape s, DynamicOneHotShape(c.prim, *indices, depth));
   return MakeAbstractTensor(c.prim.GetDType("dtype"), std::move(s.out));
 }

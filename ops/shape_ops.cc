@@ -392,6 +392,7 @@ void RegisterShapeOps(std::vector<PrimitiveDef>* defs) {
   RegisterDynamicShapeOps(defs);
   RegisterDynamicIndexOps(defs);
   RegisterDynamicAxesOps(defs);
+  RegisterSelectionOps(defs);
 }
 
 }  // namespace ops

@@ -206,6 +206,11 @@ void RegisterDynamicIndexOps(std::vector<PrimitiveDef>* defs);
 // of rank 0 or shape [1] (ONNX's scalars).
 absl::Status CheckScalarOperand(const Primitive& p, int i, const char* what, TensorType t);
 
+// The element of one-element input i of an inference call (checked as
+// CheckScalarOperand checks it): its shape value, or kUnknownValue when
+// inference does not know it.
+absl::StatusOr<int64_t> ScalarOperandElement(const InferCall& c, int i, const char* what);
+
 // dynamic_cumsum(x, axis){exclusive, reverse}: cumsum's spec with the axis an
 // element (unknown at inference: axis 0 in the spec, x's shape out).
 absl::StatusOr<CumSumSpec> DynamicCumSumSpec(const Primitive& p, TensorType x, int64_t axis);
@@ -230,6 +235,33 @@ absl::StatusOr<Shape> DynamicTileShape(const Primitive& p, TensorType x,
 // out is x's shape.
 absl::StatusOr<Shape> DynamicTileGradShape(const Primitive& p, TensorType dy, TensorType x,
                                            absl::Span<const int64_t> repeats);
+
+// ----- Selection by value (selection_ops.cc) -----------------------------------------
+// topk and nonzero (ONNX's TopK and NonZero), registered by RegisterShapeOps: the
+// positions of their outputs depend on the input's values.
+void RegisterSelectionOps(std::vector<PrimitiveDef>* defs);
+
+// topk(x, k){axis, largest, sorted}: the k largest (smallest unless `largest`)
+// elements of x along axis and their indices, in order (largest first, or
+// smallest first), equal elements by ascending index; a NaN counts as larger
+// than every number (NumPy's sort order). x is numeric of rank >= 1; k is a
+// one-element operand (CheckScalarOperand) whose element is given here: a
+// number in [0, dim] (dim: x's dim at axis, checked when known), or at inference
+// a dim symbol or kUnknownValue, which the output dim at axis then is (as ?).
+// `sorted` = 0 allows any order (ONNX), so the sorted order serves both.
+struct TopKSpec {
+  int axis = 0;
+  int64_t k = 0;  // the output dim at axis (a number, a symbol or kUnknownDim)
+  bool largest = true;
+  Shape out;      // the values' and the indices' shape
+};
+absl::StatusOr<TopKSpec> TopKShape(const Primitive& p, TensorType x, int64_t k);
+
+// nonzero(x): the coordinates of x's nonzero elements (true, != 0; NaN counts),
+// in row-major order, as an i64 [rank(x), count] tensor (NumPy's nonzero stacked;
+// [0, count] for a rank-0 x, as ONNX says). `count` is known only when x has no
+// elements (0); inference gives kUnknownDim otherwise.
+Shape NonZeroShape(TensorType x, int64_t count);
 
 // ----- Run-time axes (dynamic_axes_ops.cc) --------------------------------------------
 // dynamic_unsqueeze, dynamic_squeeze and dynamic_reduce_sum (ONNX's Unsqueeze,

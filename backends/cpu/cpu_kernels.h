@@ -37,6 +37,13 @@ void RegisterDynamicShapeKernels(KernelTable* table);
 // one_hot, split and tile with a run-time axis, depth, sizes or repeats.
 // RegisterShapeKernels calls it.
 void RegisterDynamicIndexKernels(KernelTable* table);
+// Input i (called `what`) as a one-element i32 or i64 operand's value
+// (ops::CheckScalarOperand's check), for the kernels that read a run-time count
+// (dynamic_index_kernels.cc).
+absl::StatusOr<int64_t> ScalarOperand(const KernelContext& ctx, int i, const char* what);
+// Part of the shape family, in its own file (selection_kernels.cc): topk and
+// nonzero. RegisterShapeKernels calls it.
+void RegisterSelectionKernels(KernelTable* table);
 
 // The loops that a static op and its run-time form share, given the parsed spec:
 // cumsum (index_kernels.cc) and one_hot (shape_kernels.cc; the output dtype and

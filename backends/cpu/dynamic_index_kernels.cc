@@ -30,13 +30,6 @@ std::vector<int64_t> Ints(const Tensor& t) {
   return out;
 }
 
-// Input i (called `what`) as a one-element operand's value.
-absl::StatusOr<int64_t> ReadScalar(const KernelContext& ctx, int i, const char* what) {
-  KGRAD_ASSIGN_OR_RETURN(const Tensor* t, ctx.TensorAt(i));
-  KGRAD_RETURN_IF_ERROR(ops::CheckScalarOperand(ctx.prim(), i, what, *t));
-  return Ints(*t)[0];
-}
-
 // Input i (called `what`) as a rank-1 operand's elements.
 absl::StatusOr<std::vector<int64_t>> ReadVector(const KernelContext& ctx, int i, const char* what) {
   KGRAD_ASSIGN_OR_RETURN(const Tensor* t, ctx.TensorAt(i));
@@ -46,14 +39,14 @@ absl::StatusOr<std::vector<int64_t>> ReadVector(const KernelContext& ctx, int i,
 
 absl::StatusOr<Value> DynamicCumSum(KernelContext& ctx) {
   KGRAD_ASSIGN_OR_RETURN(const Tensor* x, ctx.TensorAt(0));
-  KGRAD_ASSIGN_OR_RETURN(int64_t axis, ReadScalar(ctx, 1, "axis"));
+  KGRAD_ASSIGN_OR_RETURN(int64_t axis, ScalarOperand(ctx, 1, "axis"));
   KGRAD_ASSIGN_OR_RETURN(ops::CumSumSpec s, ops::DynamicCumSumSpec(ctx.prim(), *x, axis));
   return CumSumOf(ctx, x, s);
 }
 
 absl::StatusOr<Value> DynamicOneHot(KernelContext& ctx) {
   KGRAD_ASSIGN_OR_RETURN(const Tensor* indices, ctx.TensorAt(0));
-  KGRAD_ASSIGN_OR_RETURN(int64_t depth, ReadScalar(ctx, 1, "depth"));
+  KGRAD_ASSIGN_OR_RETURN(int64_t depth, ScalarOperand(ctx, 1, "depth"));
   KGRAD_ASSIGN_OR_RETURN(ops::AxisShape s, ops::DynamicOneHotShape(ctx.prim(), *indices, depth));
   return OneHotOf(ctx, indices, s);
 }
@@ -135,6 +128,12 @@ absl::StatusOr<Value> DynamicTileGrad(KernelContext& ctx) {
 }
 
 }  // namespace
+
+absl::StatusOr<int64_t> ScalarOperand(const KernelContext& ctx, int i, const char* what) {
+  KGRAD_ASSIGN_OR_RETURN(const Tensor* t, ctx.TensorAt(i));
+  KGRAD_RETURN_IF_ERROR(ops::CheckScalarOperand(ctx.prim(), i, what, *t));
+  return Ints(*t)[0];
+}
 
 void RegisterDynamicIndexKernels(KernelTable* table) {
   table->Set(PrimId::kDynamicCumSum, DynamicCumSum);

@@ -461,6 +461,7 @@ void RegisterShapeKernels(KernelTable* table) {
   RegisterDynamicShapeKernels(table);
   RegisterDynamicIndexKernels(table);
   RegisterDynamicAxesKernels(table);
+  RegisterSelectionKernels(table);
 }
 
 }  // namespace cpu

@@ -52,8 +52,8 @@ TEST(CudaDeviceTest, EveryPrimitiveWithACpuKernelHasACudaKernel) {
   }
   // Every primitive has a native kernel (some fall back for particular inputs:
   // integer matmul, shapes beyond cuDNN's int dims), but the run-time shape and
-  // axes primitives, which read their shape operands on the host and run through
-  // the CPU (backends/cuda/README.md).
+  // axes primitives (which read their shape operands on the host) and topk and
+  // nonzero, which run through the CPU (backends/cuda/README.md).
   const std::vector<PrimId> through_cpu = {
       PrimId::kShapeOf,           PrimId::kSizeOf,      PrimId::kDynamicReshape,
       PrimId::kDynamicBroadcastTo, PrimId::kDynamicFill, PrimId::kDynamicSlice,
@@ -61,7 +61,9 @@ TEST(CudaDeviceTest, EveryPrimitiveWithACpuKernelHasACudaKernel) {
       // Run-time counts and axes.
       PrimId::kDynamicCumSum, PrimId::kDynamicOneHot, PrimId::kDynamicSplit,
       PrimId::kDynamicTile, PrimId::kDynamicTileGrad, PrimId::kDynamicUnsqueeze,
-      PrimId::kDynamicSqueeze, PrimId::kDynamicReduceSum};
+      PrimId::kDynamicSqueeze, PrimId::kDynamicReduceSum,
+      // Selection by value (data-dependent output order and count).
+      PrimId::kTopK, PrimId::kNonZero};
   std::vector<std::string> names;
   for (PrimId id : CudaFallbackPrimitives()) {
     if (std::find(through_cpu.begin(), through_cpu.end(), id) == through_cpu.end()) {
