@@ -101,6 +101,11 @@ absl::Status Exporter::Emit(CNode* c) {
       values_[c] = v;
       return absl::OkStatus();
     }
+    case PrimId::kTopK: {
+      KGRAD_ASSIGN_OR_RETURN(Val v, EmitTopK(c, *p));
+      values_[c] = v;
+      return absl::OkStatus();
+    }
     default: break;
   }
   std::vector<std::string> args;
@@ -313,6 +318,7 @@ absl::StatusOr<std::string> Exporter::EmitPrim(CNode* c, const Primitive& p,
       return n->output(0);
     }
     case PrimId::kScatterElements: return EmitScatterElements(c, p, a);
+    case PrimId::kNonZero: return Op("NonZero", a);
     case PrimId::kCumSum: {
       NodeProto* n = Add("CumSum", {a[0], Const(Tensor::FromScalar<int64_t>(p.GetInt("axis")))});
       SetInt(n, "exclusive", p.GetBool("exclusive"));
@@ -358,6 +364,30 @@ absl::StatusOr<std::string> Exporter::EmitScatterElements(CNode* c, const Primit
   SetInt(n, "axis", p.GetInt("axis"));
   if (reduction != "none") SetString(n, "reduction", reduction);
   return n->output(0);
+}
+
+// topk(x, k){axis, largest, sorted} = TopK(x, K){axis, largest, sorted} with K
+// the i64 [1] that ONNX wants (k may be i32 and of rank 0); a tuple of its two
+// outputs.
+absl::StatusOr<Val> Exporter::EmitTopK(CNode* c, const Primitive& p) {
+  KGRAD_ASSIGN_OR_RETURN(std::string x, TensorArg(c, 0));
+  KGRAD_ASSIGN_OR_RETURN(std::string k, TensorArg(c, 1));
+  const AbstractTensor* tk = AsTensor(c->arg(1)->abstract());
+  if (tk == nullptr) return Error(c, "needs a tensor type for k");
+  if (tk->dtype() != DType::kInt64) {
+    NodeProto* cast = Add("Cast", {k});
+    SetInt(cast, "to", DTypeToOnnx(DType::kInt64));
+    k = cast->output(0);
+  }
+  if (tk->rank() == 0) k = Op("Reshape", {k, Ints({1})});
+  NodeProto* n = Add("TopK", {x, k}, 2);
+  SetInt(n, "axis", p.GetInt("axis"));
+  SetInt(n, "largest", p.GetBool("largest"));
+  SetInt(n, "sorted", p.GetBool("sorted"));
+  Val v;
+  v.is_tuple = true;
+  for (const std::string& o : n->output()) v.elems.push_back(Val{o});
+  return v;
 }
 
 absl::Status Exporter::Run() {

@@ -124,6 +124,8 @@ class Exporter {
   std::string EmitMod(const Primitive& p, const std::vector<std::string>& a, DType dt);
   absl::StatusOr<std::string> EmitScatterElements(CNode* c, const Primitive& p,
                                                   const std::vector<std::string>& a);
+  // topk: ONNX TopK's two outputs as a tuple.
+  absl::StatusOr<Val> EmitTopK(CNode* c, const Primitive& p);
   void Flatten(const Val& v, std::vector<std::string>* leaves) const {
     if (!v.is_tuple) {
       leaves->push_back(v.name);

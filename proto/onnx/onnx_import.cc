@@ -273,14 +273,15 @@ namespace {
 
 // Ops whose opset 1-6 forms mean what their opset 7 forms mean (the later versions
 // only widened types or dropped the unused consumed_inputs attribute): the
-// elementwise ops, the global pools and InstanceNormalization.
+// elementwise ops, the global pools, InstanceNormalization and TopK (its k
+// attribute form lasts to opset 9).
 bool SameBeforeOpset7(const std::string& op) {
   static const absl::flat_hash_set<std::string>* const ops = new absl::flat_hash_set<std::string>{
       "Abs", "Add", "And", "Ceil", "Clip", "Div", "Elu", "Equal", "Exp", "Floor",
       "GlobalAveragePool", "GlobalMaxPool", "Greater", "HardSigmoid", "Identity",
       "InstanceNormalization", "LeakyRelu", "Less", "Log", "LogSoftmax", "Max", "Mean", "Min",
       "Mul", "Neg", "Not", "Or", "Reciprocal", "Relu", "Selu", "Sigmoid", "Softmax", "Softplus",
-      "Softsign", "Sqrt", "Sub", "Sum", "Tanh", "ThresholdedRelu", "Xor"};
+      "Softsign", "Sqrt", "Sub", "Sum", "Tanh", "ThresholdedRelu", "TopK", "Xor"};
   return ops->contains(op);
 }
 

@@ -1,8 +1,8 @@
 // ONNX op mappings: rounding, Mod, element-wise indexing and scans (Floor, Ceil,
-// Round, Mod, GatherElements, ScatterElements, Scatter, CumSum) onto their
-// primitives, and GatherND / ScatterND as exact compositions of gather,
-// scatter_elements, reshape and integer arithmetic. Each mapping states the ONNX
-// form it accepts and the kgrad primitives it becomes.
+// Round, Mod, GatherElements, ScatterElements, Scatter, CumSum) and selection by
+// value (TopK, NonZero) onto their primitives, and GatherND / ScatterND as exact
+// compositions of gather, scatter_elements, reshape and integer arithmetic. Each
+// mapping states the ONNX form it accepts and the kgrad primitives it becomes.
 #include <algorithm>
 #include <cstdint>
 #include <string>
@@ -82,6 +82,46 @@ Outputs CumSum(NodeContext& c) {
   const int64_t axis = static_cast<int64_t>(a.ElementAsDouble(0));
   return OneOutput(c.Emit(PrimId::kCumSum, {x},
                     {{"axis", axis}, {"exclusive", exclusive != 0}, {"reverse", reverse != 0}}));
+}
+
+// TopK(X[, K]){axis=-1, largest=1, sorted=1} = topk(X, k){axis, largest, sorted}
+// -> (Values, Indices). k is the attribute before opset 10, else input K (an i64
+// [1]), which topk reads as a tensor: a K known at import (a constant, or a Shape
+// chain that folds) gives a static dim at axis, one computed at run time an
+// unknown dim. largest and sorted exist from opset 11.
+Outputs TopK(NodeContext& c) {
+  const bool k_input = c.opset() >= 10;
+  KGRAD_RETURN_IF_ERROR(k_input ? c.ExpectInputs(2, 2) : c.ExpectInputs(1, 1));
+  KGRAD_RETURN_IF_ERROR(c.ExpectOutputs(2));
+  KGRAD_ASSIGN_OR_RETURN(ImportedValue x, c.Input(0));
+  ImportedValue k;
+  if (k_input) {
+    KGRAD_ASSIGN_OR_RETURN(k, c.Input(1));
+  } else {
+    if (!c.HasAttr("k")) return c.Error("attribute 'k' is required before opset 10");
+    KGRAD_ASSIGN_OR_RETURN(int64_t kv, c.Int("k", 0));
+    k = c.Const(Tensor::FromScalar<int64_t>(kv));
+  }
+  KGRAD_ASSIGN_OR_RETURN(int64_t axis, c.Int("axis", -1));
+  KGRAD_ASSIGN_OR_RETURN(int64_t largest, c.Int("largest", 1));
+  KGRAD_ASSIGN_OR_RETURN(int64_t sorted, c.Int("sorted", 1));
+  if ((largest != 0 && largest != 1) || (sorted != 0 && sorted != 1)) {
+    return c.Error(absl::StrCat("largest and sorted must be 0 or 1, got ", largest, " and ",
+                                sorted));
+  }
+  const AttrMap attrs = {{"axis", axis}, {"largest", largest == 1}, {"sorted", sorted == 1}};
+  KGRAD_ASSIGN_OR_RETURN(ImportedValue both, c.Emit(PrimId::kTopK, {x, k}, attrs));
+  KGRAD_ASSIGN_OR_RETURN(ImportedValue values, c.Item(both, 0));
+  KGRAD_ASSIGN_OR_RETURN(ImportedValue indices, c.Item(both, 1));
+  return std::vector<ImportedValue>{values, indices};
+}
+
+// NonZero(X) = nonzero(X): i64 [rank, count], the count known at run time.
+Outputs NonZero(NodeContext& c) {
+  KGRAD_RETURN_IF_ERROR(c.ExpectInputs(1, 1));
+  KGRAD_RETURN_IF_ERROR(c.ExpectOutputs(1));
+  KGRAD_ASSIGN_OR_RETURN(ImportedValue x, c.Input(0));
+  return OneOutput(c.Emit(PrimId::kNonZero, {x}));
 }
 
 // ----- GatherND / ScatterND --------------------------------------------------------------
@@ -273,6 +313,8 @@ void AddIndexOps(OpTable* t) {
   (*t)["CumSum"] = CumSum;
   (*t)["GatherND"] = GatherND;
   (*t)["ScatterND"] = ScatterND;
+  (*t)["TopK"] = TopK;
+  (*t)["NonZero"] = NonZero;
 }
 
 }  // namespace onnx_import

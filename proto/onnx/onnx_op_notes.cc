@@ -86,6 +86,7 @@ constexpr OnnxOpNote kNotes[] = {
     {"Mul", "mul", ""},
     {"Neg", "neg", ""},
     {"NegativeLogLikelihoodLoss", "one_hot pick, weights, ignore_index, reduction", "a class count unknown at import"},
+    {"NonZero", "nonzero (the count known at run time)", ""},
     {"Not", "logical_not", ""},
     {"OneHot", "one_hot (negative indices wrapped); dynamic_one_hot for a depth or values computed at run time", ""},
     {"Or", "logical_or", ""},
@@ -135,6 +136,7 @@ constexpr OnnxOpNote kNotes[] = {
     {"Tanh", "tanh", ""},
     {"ThresholdedRelu", "select(x > alpha, x, 0)", ""},
     {"Tile", "gathers along the repeated dims; dynamic_tile for repeats computed at run time or dynamic tiled dims", ""},
+    {"TopK", "topk{axis, largest, sorted} (ties: the lower index first; NaN largest); a K computed at run time gives an unknown dim", ""},
     {"Transpose", "transpose", ""},
     {"Trilu", "select with a mask (constant, or compared with a run-time k)", "dynamic matrix dims"},
     {"Unsqueeze", "expand_dims; dynamic_unsqueeze for axes computed at run time", ""},
@@ -163,8 +165,8 @@ std::vector<std::string> DocumentedOnnxOps() {
 }
 
 std::string SupportedOnnxOpsMarkdown() {
-  std::string out = absl::StrCat("Opsets 7 to 21, and 1 to 6 for the elementwise ops, global pools and "
-                                 "InstanceNormalization, whose meaning has not changed since (", SupportedOnnxOps().size(), " ops):\n\n| ONNX op | kgrad form | refused |\n|---|---|---|\n");
+  std::string out = absl::StrCat("Opsets 7 to 21, and 1 to 6 for the elementwise ops, global pools, "
+                                 "InstanceNormalization and TopK, whose meaning has not changed since (", SupportedOnnxOps().size(), " ops):\n\n| ONNX op | kgrad form | refused |\n|---|---|---|\n");
   for (const onnx_import::OnnxOpNote& n : onnx_import::OpNotes()) {
     absl::StrAppend(&out, "| ", n.op, " | ", n.form, " | ", n.refused, " |\n");
   }
