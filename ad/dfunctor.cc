@@ -15,7 +15,7 @@ namespace kgrad {
 namespace {
 
 bool IsIntegral(const AbstractPtr& a) {
-  if (const AbstractTensor* t = AsTensor(a)) return !IsFloating(t->dtype());
+  if (const AbstractTensor* t = AsTensor(a)) return !IsDifferentiable(t->dtype());
   if (const AbstractScalar* s = AsScalar(a)) return !IsFloating(s->dtype());
   return false;
 }

@@ -33,7 +33,7 @@ absl::Status CheckDifferentiable(FuncGraph* prepared, FuncGraph* fg, const std::
     const AbstractPtr& a = prepared->parameters()[i]->abstract();
     const AbstractTensor* t = AsTensor(a);
     const AbstractScalar* s = AsScalar(a);
-    if ((t != nullptr && !IsFloating(t->dtype())) || (s != nullptr && !IsFloating(s->dtype()))) {
+    if ((t != nullptr && !IsDifferentiable(t->dtype())) || (s != nullptr && !IsFloating(s->dtype()))) {
       return absl::InvalidArgumentError(absl::StrCat(
           "cannot differentiate graph '", fg->name(), "' with respect to input ", i, " ('",
           fg->parameters()[i]->name(), "'): it is ", a->ToString(),

@@ -37,9 +37,9 @@ absl::StatusOr<const Tensor*> KernelContext::TypedTensorAt(size_t i, DTypeSet al
 
 absl::StatusOr<const Tensor*> KernelContext::NumericTensorAt(size_t i) const {
   absl::StatusOr<const Tensor*> t = TensorAt(i);
-  if (!t.ok() || (*t)->dtype() != DType::kBool) return t;
-  return absl::InvalidArgumentError(
-      absl::StrCat("input ", i, " must be a numeric (not bool) tensor, got ", (*t)->TypeString()));
+  if (!t.ok() || Allows(kNumericTypes, (*t)->dtype())) return t;
+  return absl::InvalidArgumentError(absl::StrCat(
+      "input ", i, " must be a numeric (f32, f64, i32 or i64) tensor, got ", (*t)->TypeString()));
 }
 
 absl::StatusOr<const Tensor*> KernelContext::IndexTensorAt(size_t i) const {

@@ -47,7 +47,7 @@ class KernelContext {
   // Input `i` as a tensor with a dtype in `allowed` ("input 0 must be a f32 or
   // f64 tensor, got i32[3]").
   absl::StatusOr<const Tensor*> TypedTensorAt(size_t i, DTypeSet allowed) const;
-  // Input `i` as a numeric (not bool) tensor.
+  // Input `i` as a numeric compute-type (f32, f64, i32, i64) tensor.
   absl::StatusOr<const Tensor*> NumericTensorAt(size_t i) const;
   // Input `i` as an i32 or i64 index tensor.
   absl::StatusOr<const Tensor*> IndexTensorAt(size_t i) const;

@@ -12,6 +12,14 @@ size_t DTypeSize(DType t) {
     case DType::kInt32: return 4;
     case DType::kInt64: return 8;
     case DType::kBool: return 1;
+    case DType::kUInt8: return 1;
+    case DType::kInt8: return 1;
+    case DType::kInt16: return 2;
+    case DType::kUInt16: return 2;
+    case DType::kUInt32: return 4;
+    case DType::kUInt64: return 8;
+    case DType::kFloat16: return 2;
+    case DType::kBFloat16: return 2;
   }
   return 0;
 }
@@ -23,8 +31,24 @@ const char* DTypeName(DType t) {
     case DType::kInt32: return "i32";
     case DType::kInt64: return "i64";
     case DType::kBool: return "bool";
+    case DType::kUInt8: return "u8";
+    case DType::kInt8: return "i8";
+    case DType::kInt16: return "i16";
+    case DType::kUInt16: return "u16";
+    case DType::kUInt32: return "u32";
+    case DType::kUInt64: return "u64";
+    case DType::kFloat16: return "f16";
+    case DType::kBFloat16: return "bf16";
   }
   return "?";
+}
+
+absl::StatusOr<DType> DTypeFromName(absl::string_view name) {
+  for (int i = 0; i < kNumDTypes; ++i) {
+    if (name == DTypeName(static_cast<DType>(i))) return static_cast<DType>(i);
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown dtype '", name, "' (expected ", DTypeSetNames(kEveryType), ")"));
 }
 
 std::string DTypeSetNames(DTypeSet set) {

@@ -62,6 +62,16 @@ absl::StatusOr<AbstractPtr> InferBinary(const InferCall& c) {
                         ArithValue(c));
 }
 
+// bit_shift: a binary map whose direction must be "left" or "right".
+absl::StatusOr<AbstractPtr> InferBitShift(const InferCall& c) {
+  const std::string& d = c.prim.GetString("direction");
+  if (d != "left" && d != "right") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "bit_shift: attribute 'direction' must be \"left\" or \"right\", got \"", d, "\""));
+  }
+  return InferBinary(c);
+}
+
 // select(cond, a, b) = cond ? a : b elementwise; the three shapes broadcast together.
 absl::StatusOr<AbstractPtr> InferSelect(const InferCall& c) {
   KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* cond, TensorArg(c, 0));
@@ -441,6 +451,13 @@ void RegisterBinary(std::vector<PrimitiveDef>* defs) {
   defs->push_back(OpDef(PrimId::kMod, 2, 2, InferBinary, {BoolAttr("fmod", false)})
                       .Bprop(BpropMod)
                       .ZeroIfAny({0}));
+
+  // bit_shift(x, y){direction} = x << y or x >> y, elementwise on unsigned
+  // integers; a shift by the width or more gives 0 (NumPy's left_shift and
+  // right_shift on unsigned types). Integer-valued: no gradient.
+  defs->push_back(OpDef(PrimId::kBitShift, 2, 2, InferBitShift,
+                        {RequiredAttr("direction", AttrType::kString)})
+                      .ZeroGradient());
 
   // Comparisons: bool outputs carry no gradient. equal/not_equal take any dtype,
   // the orderings any numeric dtype.

@@ -27,6 +27,9 @@ constexpr DTypeSet ElementwiseDTypes(PrimId id) {
     case PrimId::kAbs:
     case PrimId::kSign:
     case PrimId::kSquare:
+      return kNumericTypes | kNarrowIntegerTypes;
+    // Binary arithmetic and comparisons also take the 16-bit floats (computed in
+    // float, rounded once): ONNX's Add, Max, Mod, Less, ... take every numeric type.
     case PrimId::kAdd:
     case PrimId::kSub:
     case PrimId::kMul:
@@ -38,11 +41,13 @@ constexpr DTypeSet ElementwiseDTypes(PrimId id) {
     case PrimId::kLessEqual:
     case PrimId::kGreater:
     case PrimId::kGreaterEqual:
-      return kNumericTypes;
+      return kWideNumericTypes;
     case PrimId::kEqual:
     case PrimId::kNotEqual:
     case PrimId::kSelect:
-      return kAllTypes;
+      return kEveryType;
+    case PrimId::kBitShift:  // ONNX's BitShift: unsigned integers only
+      return kUnsignedTypes;
     case PrimId::kLogicalNot:
     case PrimId::kLogicalAnd:
     case PrimId::kLogicalOr:

@@ -34,8 +34,9 @@ absl::Status SameDTypeAsFirst(TensorType first, TensorType t, int i) {
 // kernels have always named the dtypes in the rank error too.
 absl::Status CheckMatMulOperand(TensorType t, int i, CheckedBy by) {
   const bool bad_rank = t.rank() < 2;
-  if (t.dtype != DType::kBool && !bad_rank) return absl::OkStatus();
-  const char* expected = t.dtype == DType::kBool || by == CheckedBy::kKernel
+  const bool bad_dtype = !Allows(kNumericTypes, t.dtype);
+  if (!bad_dtype && !bad_rank) return absl::OkStatus();
+  const char* expected = bad_dtype || by == CheckedBy::kKernel
                              ? "a f32, f64, i32 or i64 tensor of rank >= 2"
                              : "a tensor of rank >= 2 (a matrix or a batch)";
   return absl::InvalidArgumentError(

@@ -34,8 +34,8 @@ absl::Status InputError(int i, absl::string_view expected, TensorType got) {
       absl::StrCat("input ", i, " must be ", expected, ", got ", got.ToString()));
 }
 absl::Status CheckNumeric(TensorType t, int i) {
-  if (t.dtype != DType::kBool) return absl::OkStatus();
-  return InputError(i, "a numeric (not bool) tensor", t);
+  if (Allows(kNumericTypes, t.dtype)) return absl::OkStatus();
+  return InputError(i, "a numeric (f32, f64, i32 or i64) tensor", t);
 }
 absl::Status CheckIndex(TensorType t, int i) {
   return IsInteger(t.dtype) ? absl::OkStatus() : InputError(i, "an i32 or i64 index tensor", t);

@@ -299,15 +299,15 @@ absl::Status BpropPad(BpropContext& c) {
   return absl::OkStatus();
 }
 
-// Forward: y = cast(x){dtype}.  Backward: dx = cast(dy){x.dtype} for a floating
-// target (dy itself when the dtypes are equal); zero (unset) for an integer or bool
-// target, whose output carries no gradient.
+// Forward: y = cast(x){dtype}.  Backward: dx = cast(dy){x.dtype} between floating
+// types, f16 and bf16 included (dy itself when the dtypes are equal); zero (unset)
+// for an integer or bool source or target, which carries no gradient.
 absl::Status BpropCast(BpropContext& c) {
   DType to = c.prim().GetDType("dtype");
-  if (!IsFloating(to)) return absl::OkStatus();
+  if (!IsDifferentiable(to)) return absl::OkStatus();
   absl::StatusOr<DType> from = c.InDType(0);
   if (!from.ok()) return from.status();
-  if (!IsFloating(*from)) return absl::OkStatus();
+  if (!IsDifferentiable(*from)) return absl::OkStatus();
   c.SetGrad(0, *from == to ? c.Dout() : c.Cast(c.Dout(), *from));
   return absl::OkStatus();
 }

@@ -18,6 +18,14 @@ proto::DataType DTypeToProto(DType t) {
     case DType::kInt32: return proto::DT_INT32;
     case DType::kInt64: return proto::DT_INT64;
     case DType::kBool: return proto::DT_BOOL;
+    case DType::kUInt8: return proto::DT_UINT8;
+    case DType::kInt8: return proto::DT_INT8;
+    case DType::kInt16: return proto::DT_INT16;
+    case DType::kUInt16: return proto::DT_UINT16;
+    case DType::kUInt32: return proto::DT_UINT32;
+    case DType::kUInt64: return proto::DT_UINT64;
+    case DType::kFloat16: return proto::DT_FLOAT16;
+    case DType::kBFloat16: return proto::DT_BFLOAT16;
   }
   return proto::DT_INVALID;
 }
@@ -29,9 +37,17 @@ absl::StatusOr<DType> DTypeFromProto(int t) {
     case proto::DT_INT32: return DType::kInt32;
     case proto::DT_INT64: return DType::kInt64;
     case proto::DT_BOOL: return DType::kBool;
+    case proto::DT_UINT8: return DType::kUInt8;
+    case proto::DT_INT8: return DType::kInt8;
+    case proto::DT_INT16: return DType::kInt16;
+    case proto::DT_UINT16: return DType::kUInt16;
+    case proto::DT_UINT32: return DType::kUInt32;
+    case proto::DT_UINT64: return DType::kUInt64;
+    case proto::DT_FLOAT16: return DType::kFloat16;
+    case proto::DT_BFLOAT16: return DType::kBFloat16;
     default:
       return absl::InvalidArgumentError(absl::StrCat(
-          "bad dtype ", t, " (expected DT_FLOAT32, DT_FLOAT64, DT_INT32, DT_INT64 or DT_BOOL)"));
+          "bad dtype ", t, " (expected one of DT_FLOAT32 ... DT_BFLOAT16 of graph.proto's DataType)"));
   }
 }
 
@@ -46,7 +62,7 @@ namespace {
 // Values written as numbers (hand-written files).
 absl::StatusOr<Tensor> TensorFromLists(const proto::TensorProto& p, DType dtype, const Shape& shape,
                                        int64_t n) {
-  bool floating = IsFloating(dtype);
+  bool floating = IsFloating(dtype) || IsHalf(dtype);
   int given = floating ? p.double_data_size() : p.int_data_size();
   if (!p.raw_data().empty() || (p.double_data_size() > 0 && p.int_data_size() > 0)) {
     return absl::InvalidArgumentError("tensor values must come in only one of raw_data, double_data, int_data");
@@ -60,13 +76,24 @@ absl::StatusOr<Tensor> TensorFromLists(const proto::TensorProto& p, DType dtype,
                                                    " needs ", n, " values, the file has ", given));
   }
   KGRAD_ASSIGN_OR_RETURN(Tensor t, Tensor::Create(dtype, shape));
+  int64_t bad = -1;
   DispatchDType(dtype, [&](auto zero) {
     using V = decltype(zero);
     V* out = t.mutable_data<V>();
     for (int64_t i = 0; i < n; ++i) {
-      out[i] = floating ? static_cast<V>(p.double_data(i)) : static_cast<V>(p.int_data(i));
+      if (floating) {
+        out[i] = static_cast<V>(p.double_data(i));
+        continue;
+      }
+      out[i] = static_cast<V>(p.int_data(i));
+      // A value the dtype cannot hold is an error, not a silent wrap.
+      if (bad < 0 && dtype != DType::kBool && static_cast<int64_t>(out[i]) != p.int_data(i)) bad = i;
     }
   });
+  if (bad >= 0) {
+    return absl::InvalidArgumentError(absl::StrCat("int_data[", bad, "] = ", p.int_data(bad),
+                                                   " does not fit ", DTypeName(dtype)));
+  }
   return t;
 }
 

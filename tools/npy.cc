@@ -30,6 +30,15 @@ const char* Descr(DType t) {
     case DType::kInt32: return "<i4";
     case DType::kInt64: return "<i8";
     case DType::kBool: return "|b1";
+    case DType::kUInt8: return "|u1";
+    case DType::kInt8: return "|i1";
+    case DType::kInt16: return "<i2";
+    case DType::kUInt16: return "<u2";
+    case DType::kUInt32: return "<u4";
+    case DType::kUInt64: return "<u8";
+    case DType::kFloat16: return "<f2";
+    // NumPy has no bfloat16: its 2-byte records (ml_dtypes views them as bfloat16).
+    case DType::kBFloat16: return "|V2";
   }
   return "?";
 }
@@ -42,10 +51,18 @@ absl::StatusOr<DType> ParseDescr(absl::string_view d, absl::string_view source) 
     if (code == "i4") return DType::kInt32;
     if (code == "i8") return DType::kInt64;
     if (code == "b1") return DType::kBool;
+    if (code == "u1") return DType::kUInt8;
+    if (code == "i1") return DType::kInt8;
+    if (code == "i2") return DType::kInt16;
+    if (code == "u2") return DType::kUInt16;
+    if (code == "u4") return DType::kUInt32;
+    if (code == "u8") return DType::kUInt64;
+    if (code == "f2") return DType::kFloat16;
+    if (code == "V2") return DType::kBFloat16;
   }
   if (!d.empty() && d[0] == '>') return Bad(source, absl::StrCat("big-endian data ('", d, "') is not supported"));
   return Bad(source, absl::StrCat("unsupported dtype '", d,
-                                  "' (expected <f4, <f8, <i4, <i8 or |b1)"));
+                                  "' (expected <f4, <f8, <i4, <i8, |b1, |u1, |i1, <i2, <u2, <u4, <u8, <f2 or |V2 for bfloat16)"));
 }
 
 // The value text following `'key':` in the header dict.

@@ -1,6 +1,6 @@
 // NumPy .npy files (format versions 1.0, 2.0 and 3.0 read; 1.0 written): C order,
-// little-endian f4/f8/i4/i8 and b1. Readers bound everything a hostile file could
-// ask for.
+// little-endian f4/f8/i4/i8, b1, the narrow u1/i1/i2/u2/u4/u8/f2, and V2 for
+// bfloat16. Readers bound everything a hostile file could ask for.
 #ifndef KGRAD_TOOLS_NPY_H_
 #define KGRAD_TOOLS_NPY_H_
 

@@ -1,13 +1,19 @@
 // Element conversion between dtypes, the one rule for the CPU kernels and the CUDA
 // device code (cast, fill, one_hot): float->int truncates toward zero and
 // saturates (NaN gives 0), so that no input is undefined behaviour; anything->bool
-// is v != 0; bool->number is 0/1. Header-only and __host__ __device__ under nvcc,
-// like dropout_hash.h.
+// is v != 0; bool->number is 0/1; float16 and bfloat16 convert through float (to
+// them: rounded to nearest even, from double directly). Header-only and
+// __host__ __device__ under nvcc, like dropout_hash.h (the 16-bit float types are
+// host-only: the CUDA kernels take no storage dtypes).
 #ifndef KGRAD_BACKENDS_CPU_CONVERT_H_
 #define KGRAD_BACKENDS_CPU_CONVERT_H_
 
 #include <limits>
 #include <type_traits>
+
+#if !defined(__CUDACC__)
+#include "core/half.h"
+#endif
 
 #if defined(__CUDACC__)
 #define KGRAD_CONVERT_HOST_DEVICE __host__ __device__
@@ -17,9 +23,21 @@
 
 namespace kgrad {
 
+#if defined(__CUDACC__)
+template <typename T>
+inline constexpr bool kIsHalfType = false;
+#else
+template <typename T>
+inline constexpr bool kIsHalfType = std::is_same_v<T, Float16> || std::is_same_v<T, BFloat16>;
+#endif
+
 template <typename To, typename From>
 KGRAD_CONVERT_HOST_DEVICE inline To Convert(From v) {
-  if constexpr (std::is_same_v<To, bool>) {
+  if constexpr (kIsHalfType<From>) {
+    return Convert<To>(static_cast<float>(v));
+  } else if constexpr (kIsHalfType<To>) {
+    return To(static_cast<double>(v));
+  } else if constexpr (std::is_same_v<To, bool>) {
     return v != From(0);
   } else if constexpr (std::is_integral_v<To> && std::is_floating_point_v<From>) {
     constexpr From lo = static_cast<From>(std::numeric_limits<To>::min());

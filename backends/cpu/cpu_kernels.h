@@ -68,15 +68,17 @@ struct CpuMover {
 };
 
 // ----- Wrapping integer arithmetic ------------------------------------------------------
-// Signed overflow is undefined in C++; through the unsigned type it wraps (two's
-// complement), and the loops vectorise just the same. Floats pass through.
+// Signed overflow is undefined in C++; through an unsigned type at least as wide
+// as unsigned int it wraps (two's complement), and the loops vectorise just the
+// same (narrower types would be promoted to int first, where uint16 * uint16 can
+// overflow). Floats pass through.
 template <typename T, typename Op>
 T Wrapping(T a, T b, Op op) {
   if constexpr (std::is_integral_v<T>) {
-    using U = std::make_unsigned_t<T>;
+    using U = std::make_unsigned_t<std::common_type_t<T, unsigned>>;
     return static_cast<T>(op(static_cast<U>(a), static_cast<U>(b)));
   } else {
-    return op(a, b);
+    return static_cast<T>(op(a, b));
   }
 }
 template <typename T>

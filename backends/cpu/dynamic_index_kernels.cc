@@ -120,7 +120,7 @@ absl::StatusOr<Value> DynamicTileGrad(KernelContext& ctx) {
   if (io[0]->NumElements() == 0) return Value(std::move(out));
   DispatchDType(out.dtype(), [&](auto zero) {
     using T = decltype(zero);
-    if constexpr (!std::is_same_v<T, bool>) {  // numeric only (the shape function's check)
+    if constexpr (kIsNumericComputeType<T>) {  // numeric only (the shape function's check)
       SumTiles(io[0]->data<T>(), io[0]->shape(), out.mutable_data<T>(), shape);
     }
   });

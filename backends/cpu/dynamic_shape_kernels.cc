@@ -189,7 +189,7 @@ absl::StatusOr<Value> DynamicRange(KernelContext& ctx) {
   absl::StatusOr<Value> out = absl::InternalError("unreached");
   DispatchDType(in[0]->dtype(), [&](auto zero) {
     using T = decltype(zero);
-    if constexpr (!std::is_same_v<T, bool>) {
+    if constexpr (kIsNumericComputeType<T>) {
       out = RangeOf<T>(ctx, in[0]->data<T>()[0], in[1]->data<T>()[0], in[2]->data<T>()[0]);
     }
   });

@@ -29,6 +29,10 @@ namespace {
 // vectorise loops that load `bool`.
 template <typename T>
 using Elem = std::conditional_t<std::is_same_v<T, bool>, uint8_t, T>;
+// What an op computes in: float for the 16-bit float storage types (each result
+// rounded once on the way back), the element type otherwise.
+template <typename T>
+using Compute = std::conditional_t<std::is_same_v<T, Float16> || std::is_same_v<T, BFloat16>, float, T>;
 
 // ----- Unary maps ---------------------------------------------------------------------
 template <typename T>
@@ -362,8 +366,10 @@ struct DivOp {
   // C++ integer division truncates toward zero. b == 0 was rejected before;
   // MIN / -1 overflows, so it wraps like negation.
   template <typename T> static T Apply(T a, T b) {
-    if constexpr (std::is_integral_v<T>) {
+    if constexpr (std::is_signed_v<T> && std::is_integral_v<T>) {
       return b == -1 ? WrapNeg(a) : a / b;
+    } else if constexpr (std::is_integral_v<T>) {
+      return a / b;
     } else {
       return a / b;
     }
@@ -385,8 +391,10 @@ struct FModOp {
   // The sign of a (C's % and fmod). b == 0 was rejected for integers; MIN % -1
   // overflows in C++, and its value is 0.
   template <typename T> static T Apply(T a, T b) {
-    if constexpr (std::is_integral_v<T>) {
+    if constexpr (std::is_signed_v<T> && std::is_integral_v<T>) {
       return b == -1 ? T(0) : a % b;
+    } else if constexpr (std::is_integral_v<T>) {
+      return a % b;
     } else {
       return std::fmod(a, b);
     }
@@ -403,6 +411,17 @@ struct ModOp {
     } else {
       return r == 0 ? std::copysign(T(0), b) : r;
     }
+  }
+};
+// Shifts by the width or more give 0 (in C++ they are undefined).
+struct ShiftLeftOp {
+  template <typename T> static T Apply(T a, T b) {
+    return b >= sizeof(T) * 8 ? T(0) : static_cast<T>(a << b);
+  }
+};
+struct ShiftRightOp {
+  template <typename T> static T Apply(T a, T b) {
+    return b >= sizeof(T) * 8 ? T(0) : static_cast<T>(a >> b);
   }
 };
 struct EqualOp {
@@ -452,7 +471,7 @@ absl::StatusOr<Value> BinaryKernel(KernelContext& ctx) {
   KGRAD_ASSIGN_OR_RETURN(const Tensor* a, ctx.TensorAt(0));
   KGRAD_ASSIGN_OR_RETURN(const Tensor* b, ctx.TensorAt(1));
   KGRAD_ASSIGN_OR_RETURN(Shape shape, ops::BinaryShape(kId, *a, *b, ops::CheckedBy::kKernel));
-  if ((kId == PrimId::kDiv || kId == PrimId::kMod) && IsInteger(b->dtype()) &&
+  if ((kId == PrimId::kDiv || kId == PrimId::kMod) && IsAnyInteger(b->dtype()) &&
       NumElementsOf(shape) > 0) {
     KGRAD_RETURN_IF_ERROR(CheckNonZeroDivisor(*b));
   }
@@ -469,11 +488,19 @@ absl::StatusOr<Value> BinaryKernel(KernelContext& ctx) {
       R* po = out.mutable_data<R>();
       ForEachRow(plan, [&](const std::array<int64_t, 2>& off, int64_t o, int64_t n) {
         BinaryRow(pa + off[0], plan.inner_strides[0], pb + off[1], plan.inner_strides[1],
-                  po + o, n, [](E x, E y) { return static_cast<R>(Op::Apply(x, y)); });
+                  po + o, n, [](E x, E y) {
+                    using C = Compute<E>;
+                    return static_cast<R>(Op::Apply(static_cast<C>(x), static_cast<C>(y)));
+                  });
       });
     }
   });
   return Value(std::move(out));
+}
+
+absl::StatusOr<Value> BitShiftKernel(KernelContext& ctx) {
+  return ctx.prim().GetString("direction") == "left" ? BinaryKernel<PrimId::kBitShift, ShiftLeftOp>(ctx)
+                                                     : BinaryKernel<PrimId::kBitShift, ShiftRightOp>(ctx);
 }
 
 absl::StatusOr<Value> ModKernel(KernelContext& ctx) {
@@ -595,6 +622,7 @@ void RegisterElementwiseKernels(KernelTable* t) {
   SetBinary<PrimId::kMaximum, MaximumOp>(t);
   SetBinary<PrimId::kMinimum, MinimumOp>(t);
   t->Set(PrimId::kMod, ModKernel);
+  t->Set(PrimId::kBitShift, BitShiftKernel);
   SetBinary<PrimId::kEqual, EqualOp>(t);
   SetBinary<PrimId::kNotEqual, NotEqualOp>(t);
   SetBinary<PrimId::kLess, LessOp>(t);

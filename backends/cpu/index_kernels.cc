@@ -105,7 +105,7 @@ absl::StatusOr<Value> ScatterElements(KernelContext& ctx) {
     using T = decltype(zero);
     const T* u = updates.data<T>();
     T* dst = out.mutable_data<T>();
-    if constexpr (std::is_same_v<T, bool>) {  // reduction none (the parse's check)
+    if constexpr (!kIsNumericComputeType<T>) {  // reduction none (the parse's check)
       for (size_t i = 0; i < offsets.size(); ++i) dst[offsets[i]] = u[i];
     } else {
       for (size_t i = 0; i < offsets.size(); ++i) {
@@ -148,7 +148,7 @@ absl::StatusOr<Value> CumSumOf(KernelContext& ctx, const Tensor* x, const ops::C
   const ops::AxisSplit v = ops::SplitAtAxis(x->shape(), s.axis);
   DispatchDType(x->dtype(), [&](auto zero) {
     using T = decltype(zero);
-    if constexpr (!std::is_same_v<T, bool>) {  // numeric only (the parse's check)
+    if constexpr (kIsNumericComputeType<T>) {  // numeric only (the parse's check)
       const T* px = x->data<T>();
       T* py = y.mutable_data<T>();
       const int64_t block = v.len * v.inner;

@@ -214,7 +214,7 @@ absl::StatusOr<Value> MatMul(KernelContext& ctx) {
   if (out.NumElements() > 0) {
     DispatchDType(a->dtype(), [&](auto zero) {
       using T = decltype(zero);
-      if constexpr (!std::is_same_v<T, bool>) {
+      if constexpr (kIsNumericComputeType<T>) {
         MatMulTyped<T>(*a, *b, m.batch, GemmDims{m.m, m.n, m.k, m.ta, m.tb}, &out);
       }
     });

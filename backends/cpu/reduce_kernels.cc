@@ -276,7 +276,7 @@ absl::StatusOr<Value> ReduceKernel(KernelContext& ctx) {
   const ReducePlan plan = MakeReducePlan(x->shape(), r.reduced);
   DispatchDType(x->dtype(), [&](auto zero) {
     using T = decltype(zero);
-    if constexpr (!std::is_same_v<T, bool>) {
+    if constexpr (kIsNumericComputeType<T>) {
       const T* px = x->data<T>();
       T* po = out.mutable_data<T>();
       if constexpr (kKind == ReduceKind::kSum) Reduce(plan, px, po, SumReducer<T>{});
@@ -375,7 +375,7 @@ absl::StatusOr<Value> ArgReduceKernel(KernelContext& ctx) {
   if (g.outer * g.inner == 0) return Value(std::move(out));
   DispatchDType(x->dtype(), [&](auto zero) {
     using T = decltype(zero);
-    if constexpr (!std::is_same_v<T, bool>) {
+    if constexpr (kIsNumericComputeType<T>) {
       ArgReduce<kMax>(x->data<T>(), g.outer, g.len, g.inner, out.mutable_data<int64_t>());
     }
   });

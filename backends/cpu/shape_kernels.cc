@@ -284,7 +284,7 @@ absl::StatusOr<Value> SumTo(KernelContext& ctx) {
   KGRAD_ASSIGN_OR_RETURN(Tensor out, ctx.Allocate(x.dtype(), target));
   DispatchDType(x.dtype(), [&](auto zero) {
     using T = decltype(zero);
-    if constexpr (!std::is_same_v<T, bool>) {
+    if constexpr (kIsNumericComputeType<T>) {
       RunSumTo<T>(plan, x.data<T>(), x.NumElements(), out.mutable_data<T>(), out.NumElements());
     }
   });
@@ -366,7 +366,7 @@ absl::StatusOr<Value> ScatterAdd(KernelContext& ctx) {
     std::memcpy(out.raw_data(), input.raw_data(), input.nbytes());
   DispatchDType(input.dtype(), [&](auto zero) {
     using T = decltype(zero);
-    if constexpr (!std::is_same_v<T, bool>) {
+    if constexpr (kIsNumericComputeType<T>) {
       ScatterAddRows<T>(out.mutable_data<T>(), ctx.input(2).tensor().data<T>(), idx,
                         ops::SplitAtAxis(input.shape(), s.axis));
     }

@@ -189,6 +189,10 @@ absl::StatusOr<Tensor> CudaDeviceImpl::CopyToHost(const Tensor& tensor) {
 
 absl::StatusOr<Tensor> CudaDeviceImpl::Fill(DType dtype, absl::Span<const int64_t> shape,
                                             double value) {
+  if (!Allows(kAllTypes, dtype)) {  // a storage dtype: the device code has no fill for it
+    KGRAD_ASSIGN_OR_RETURN(Tensor host, Tensor::Full(dtype, shape, value));
+    return CopyToDevice(host);
+  }
   KGRAD_ASSIGN_OR_RETURN(ThreadResources * r, Resources());
   KGRAD_ASSIGN_OR_RETURN(Tensor t, Tensor::Create(dtype, shape, &allocator_));
   KGRAD_RETURN_IF_ERROR(
@@ -208,8 +212,27 @@ namespace {
 
 struct Table {
   KernelTable kernels;
+  KernelTable native;  // the CUDA kernels wrapped by StorageTypesOnHost
   std::vector<PrimId> fallbacks;
 };
+
+const Table& TheTable();
+
+// The device code knows only f32, f64, i32, i64 and bool: a call with a storage
+// dtype (u8, f16, ...; core/dtype.h) among its tensors or as its cast target runs
+// through the host, like a primitive without a CUDA kernel.
+bool TouchesStorageDType(const KernelContext& ctx) {
+  for (size_t i = 0; i < ctx.num_inputs(); ++i) {
+    const Value& v = ctx.input(i);
+    if (v.is_tensor() && !Allows(kAllTypes, v.tensor().dtype())) return true;
+  }
+  return ctx.prim().id() == PrimId::kCast && !Allows(kAllTypes, ctx.prim().GetDType("dtype"));
+}
+
+absl::StatusOr<Value> StorageTypesOnHost(KernelContext& ctx) {
+  if (TouchesStorageDType(ctx)) return CpuFallback(ctx);
+  return TheTable().native.Get(ctx.prim().id())(ctx);
+}
 
 const Table& TheTable() {
   static const Table* const table = [] {
@@ -221,13 +244,17 @@ const Table& TheTable() {
     RegisterLinalgKernels(&t->kernels);
     RegisterNnKernels(&t->kernels);
     RegisterConvKernels(&t->kernels);
-    // Whatever the CPU has and CUDA lacks runs through the host.
+    // Whatever the CPU has and CUDA lacks runs through the host; every CUDA
+    // kernel checks each call for storage dtypes (a loop over the inputs).
     const KernelTable& cpu = CpuKernels();
     for (int i = 0; i < kNumPrimIds; ++i) {
       PrimId id = static_cast<PrimId>(i);
       if (t->kernels.Get(id) == nullptr && cpu.Get(id) != nullptr) {
         t->kernels.Set(id, CpuFallback);
         t->fallbacks.push_back(id);
+      } else if (t->kernels.Get(id) != nullptr) {
+        t->native.Set(id, t->kernels.Get(id));
+        t->kernels.Set(id, StorageTypesOnHost);
       }
     }
     return t;

@@ -312,6 +312,11 @@ absl::StatusOr<std::string> Exporter::EmitPrim(CNode* c, const Primitive& p,
       return n->output(0);
     }
     case PrimId::kMod: return EmitMod(p, a, dt);
+    case PrimId::kBitShift: {
+      NodeProto* n = Add("BitShift", a);
+      SetString(n, "direction", p.GetString("direction") == "left" ? "LEFT" : "RIGHT");
+      return n->output(0);
+    }
     case PrimId::kGatherElements: {
       NodeProto* n = Add("GatherElements", a);
       SetInt(n, "axis", p.GetInt("axis"));
@@ -336,7 +341,7 @@ absl::StatusOr<std::string> Exporter::EmitPrim(CNode* c, const Primitive& p,
 // sign there, where the kernel gives it b's).
 std::string Exporter::EmitMod(const Primitive& p, const std::vector<std::string>& a, DType dt) {
   const bool fmod = p.GetBool("fmod");
-  if (fmod || !IsFloating(dt)) {
+  if (fmod || !IsDifferentiable(dt)) {
     NodeProto* n = Add("Mod", a);
     SetInt(n, "fmod", fmod);
     return n->output(0);

@@ -349,14 +349,14 @@ absl::Status DefineInitializers(const onnx::GraphProto& graph, Module& module, S
     return absl::UnimplementedError(absl::StrCat("graph '", graph.name(), "': sparse initializers are not supported"));
   }
   for (const onnx::TensorProto& init : graph.initializer()) {
-    absl::StatusOr<Tensor> t = ConstantFromOnnx(init, limits);
+    absl::StatusOr<Tensor> t = TensorFromOnnx(init, limits);
     if (!t.ok()) {
       return absl::Status(t.status().code(), absl::StrCat("graph '", graph.name(), "': initializer: ",
                                                           t.status().message()));
     }
     ImportedValue v;
     v.type = AbstractOfValue(Value(*t));
-    if (weights && IsFloating(t->dtype())) {
+    if (weights && IsDifferentiable(t->dtype())) {
       absl::StatusOr<Parameter*> w = module.AddWeight(init.name(), *t);
       if (!w.ok()) return absl::InvalidArgumentError(absl::StrCat("initializer '", init.name(), "': ", w.status().message()));
       v.node = *w;

@@ -83,6 +83,7 @@ constexpr OnnxOpNote kNotes[] = {
     {"Min", "minimum, folded over the inputs", ""},
     {"Mish", "x * tanh(softplus(x))", ""},
     {"Mod", "mod{fmod}", "fmod=0 on floats (as the spec says)"},
+    {"BitShift", "bit_shift{direction}: a shift by the width or more gives 0", ""},
     {"Mul", "mul", ""},
     {"Neg", "neg", ""},
     {"NegativeLogLikelihoodLoss", "one_hot pick, weights, ignore_index, reduction", "a class count unknown at import"},

@@ -43,7 +43,7 @@ Outputs Constant(NodeContext& c) {
   if (c.node().attribute_size() != 1) return c.Error("needs exactly one value attribute");
   const onnx::AttributeProto& a = c.node().attribute(0);
   if (a.name() == "value" && a.type() == onnx::AttributeProto::TENSOR) {
-    absl::StatusOr<Tensor> t = ConstantFromOnnx(a.t(), c.importer().options().limits);
+    absl::StatusOr<Tensor> t = TensorFromOnnx(a.t(), c.importer().options().limits);
     if (!t.ok()) return c.Error(t.status().message());
     return std::vector<ImportedValue>{c.Const(*std::move(t))};
   }
@@ -70,7 +70,7 @@ Outputs ConstantOfShape(NodeContext& c) {
   double value = 0;
   if (const onnx::AttributeProto* a = c.Attr("value")) {
     if (a->type() != onnx::AttributeProto::TENSOR) return c.Error("attribute 'value' must be a tensor");
-    absl::StatusOr<Tensor> t = ConstantFromOnnx(a->t(), c.importer().options().limits);
+    absl::StatusOr<Tensor> t = TensorFromOnnx(a->t(), c.importer().options().limits);
     if (!t.ok()) return c.Error(t.status().message());
     if (t->NumElements() != 1) return c.Error("attribute 'value' must hold one element");
     dtype = t->dtype();

@@ -20,16 +20,50 @@ void CopyField(const Field& f, Tensor& t) {
   for (int64_t i = 0; i < t.NumElements(); ++i) dst[i] = static_cast<T>(f.Get(static_cast<int>(i)));
 }
 
-// The number of values the typed field for `t` holds, or -1 when none applies.
+// The number of values the typed field for `t` holds: ONNX keeps the 8- and 16-bit
+// types (float16 and bfloat16 as their bits) in int32_data, UINT32 and UINT64 in
+// uint64_data.
 int64_t TypedFieldSize(const TensorProto& p, DType t) {
   switch (t) {
     case DType::kFloat32: return p.float_data_size();
     case DType::kFloat64: return p.double_data_size();
     case DType::kInt64: return p.int64_data_size();
-    case DType::kInt32:
-    case DType::kBool: return p.int32_data_size();
+    case DType::kUInt32:
+    case DType::kUInt64: return p.uint64_data_size();
+    default: return p.int32_data_size();
   }
-  return -1;
+}
+
+// int32_data element i as the bits of a 16-bit float.
+template <typename H>
+void CopyHalfBits(const TensorProto& p, Tensor& t) {
+  H* dst = t.mutable_data<H>();
+  for (int64_t i = 0; i < t.NumElements(); ++i) {
+    dst[i] = H::FromBits(static_cast<uint16_t>(p.int32_data(static_cast<int>(i))));
+  }
+}
+
+// Copies the typed field of `p` into `t` (sizes already checked).
+void CopyTypedField(const TensorProto& p, Tensor& t) {
+  switch (t.dtype()) {
+    case DType::kFloat32: CopyField<float>(p.float_data(), t); break;
+    case DType::kFloat64: CopyField<double>(p.double_data(), t); break;
+    case DType::kInt64: CopyField<int64_t>(p.int64_data(), t); break;
+    case DType::kInt32: CopyField<int32_t>(p.int32_data(), t); break;
+    case DType::kUInt8: CopyField<uint8_t>(p.int32_data(), t); break;
+    case DType::kInt8: CopyField<int8_t>(p.int32_data(), t); break;
+    case DType::kInt16: CopyField<int16_t>(p.int32_data(), t); break;
+    case DType::kUInt16: CopyField<uint16_t>(p.int32_data(), t); break;
+    case DType::kUInt32: CopyField<uint32_t>(p.uint64_data(), t); break;
+    case DType::kUInt64: CopyField<uint64_t>(p.uint64_data(), t); break;
+    case DType::kFloat16: CopyHalfBits<Float16>(p, t); break;
+    case DType::kBFloat16: CopyHalfBits<BFloat16>(p, t); break;
+    case DType::kBool: {
+      bool* dst = t.mutable_data<bool>();
+      for (int64_t i = 0; i < t.NumElements(); ++i) dst[i] = p.int32_data(static_cast<int>(i)) != 0;
+      break;
+    }
+  }
 }
 
 }  // namespace
@@ -41,13 +75,21 @@ absl::StatusOr<DType> DTypeFromOnnx(int32_t elem_type) {
     case TensorProto::INT32: return DType::kInt32;
     case TensorProto::INT64: return DType::kInt64;
     case TensorProto::BOOL: return DType::kBool;
+    case TensorProto::UINT8: return DType::kUInt8;
+    case TensorProto::INT8: return DType::kInt8;
+    case TensorProto::INT16: return DType::kInt16;
+    case TensorProto::UINT16: return DType::kUInt16;
+    case TensorProto::UINT32: return DType::kUInt32;
+    case TensorProto::UINT64: return DType::kUInt64;
+    case TensorProto::FLOAT16: return DType::kFloat16;
+    case TensorProto::BFLOAT16: return DType::kBFloat16;
     default: break;
   }
   std::string name = TensorProto::DataType_IsValid(elem_type)
                          ? TensorProto::DataType_Name(static_cast<TensorProto::DataType>(elem_type))
                          : absl::StrCat("unknown (", elem_type, ")");
   return absl::UnimplementedError(
-      absl::StrCat("element type ", name, " is not supported (FLOAT, DOUBLE, INT32, INT64, BOOL are)"));
+      absl::StrCat("element type ", name, " is not supported (the numeric types and BOOL are; STRING, COMPLEX64 and COMPLEX128 are not)"));
 }
 
 int32_t DTypeToOnnx(DType t) {
@@ -57,6 +99,14 @@ int32_t DTypeToOnnx(DType t) {
     case DType::kInt32: return TensorProto::INT32;
     case DType::kInt64: return TensorProto::INT64;
     case DType::kBool: return TensorProto::BOOL;
+    case DType::kUInt8: return TensorProto::UINT8;
+    case DType::kInt8: return TensorProto::INT8;
+    case DType::kInt16: return TensorProto::INT16;
+    case DType::kUInt16: return TensorProto::UINT16;
+    case DType::kUInt32: return TensorProto::UINT32;
+    case DType::kUInt64: return TensorProto::UINT64;
+    case DType::kFloat16: return TensorProto::FLOAT16;
+    case DType::kBFloat16: return TensorProto::BFLOAT16;
   }
   return TensorProto::UNDEFINED;
 }
@@ -97,121 +147,8 @@ absl::StatusOr<Tensor> TensorFromOnnx(const TensorProto& p, const LoadLimits& li
     }
     return t;
   }
-  switch (*dtype) {
-    case DType::kFloat32: CopyField<float>(p.float_data(), t); break;
-    case DType::kFloat64: CopyField<double>(p.double_data(), t); break;
-    case DType::kInt64: CopyField<int64_t>(p.int64_data(), t); break;
-    case DType::kInt32: CopyField<int32_t>(p.int32_data(), t); break;
-    case DType::kBool: {
-      bool* dst = t.mutable_data<bool>();
-      for (int64_t i = 0; i < *n; ++i) dst[i] = p.int32_data(static_cast<int>(i)) != 0;
-      break;
-    }
-  }
+  CopyTypedField(p, t);
   return t;
-}
-
-namespace {
-
-// IEEE half -> float, exactly (subnormals, infinities and NaN included).
-float HalfToFloat(uint16_t h) {
-  uint32_t sign = static_cast<uint32_t>(h & 0x8000) << 16, exp = (h >> 10) & 0x1f, man = h & 0x3ff;
-  uint32_t bits;
-  if (exp == 0x1f) {
-    bits = sign | 0x7f800000 | (man << 13);
-  } else if (exp != 0) {
-    bits = sign | ((exp + 112) << 23) | (man << 13);
-  } else if (man == 0) {
-    bits = sign;
-  } else {  // subnormal: normalise
-    int e = -1;
-    do {
-      man <<= 1;
-      ++e;
-    } while ((man & 0x400) == 0);
-    bits = sign | ((112 - e) << 23) | ((man & 0x3ff) << 13);
-  }
-  float f;
-  std::memcpy(&f, &bits, sizeof(f));
-  return f;
-}
-
-struct NarrowType {
-  int32_t onnx;
-  int bytes;       // stored width
-  DType widened;
-};
-
-constexpr NarrowType kNarrow[] = {
-    {TensorProto::FLOAT16, 2, DType::kFloat32}, {TensorProto::BFLOAT16, 2, DType::kFloat32},
-    {TensorProto::INT8, 1, DType::kInt32},      {TensorProto::UINT8, 1, DType::kInt32},
-    {TensorProto::INT16, 2, DType::kInt32},     {TensorProto::UINT16, 2, DType::kInt32},
-    {TensorProto::UINT32, 4, DType::kInt64},    {TensorProto::UINT64, 8, DType::kInt64},
-};
-
-// Stored element i (its bits, zero-extended) from raw_data or the typed field
-// (int32_data for the narrow types, uint64_data for UINT32/UINT64).
-uint64_t StoredBits(const TensorProto& p, const NarrowType& t, int64_t i) {
-  if (p.has_raw_data()) {
-    uint64_t v = 0;
-    std::memcpy(&v, p.raw_data().data() + i * t.bytes, t.bytes);
-    return v;
-  }
-  if (t.bytes >= 4) return p.uint64_data(static_cast<int>(i));
-  return static_cast<uint32_t>(p.int32_data(static_cast<int>(i))) & ((1u << (8 * t.bytes)) - 1);
-}
-
-absl::StatusOr<Tensor> WidenNarrow(const TensorProto& p, const NarrowType& t, const LoadLimits& limits) {
-  std::string where = absl::StrCat("tensor '", p.name(), "'");
-  if (p.dims_size() > kMaxRank) {
-    return absl::InvalidArgumentError(absl::StrCat(where, ": rank ", p.dims_size(), " exceeds ", kMaxRank));
-  }
-  Shape shape(p.dims().begin(), p.dims().end());
-  absl::StatusOr<int64_t> n = CheckedNumElements(shape);
-  if (!n.ok()) return absl::InvalidArgumentError(absl::StrCat(where, ": bad dims: ", n.status().message()));
-  if (*n * static_cast<int64_t>(DTypeSize(t.widened)) > limits.max_tensor_bytes) {
-    return absl::ResourceExhaustedError(absl::StrCat(where, ": too large"));
-  }
-  int64_t have = p.has_raw_data() ? static_cast<int64_t>(p.raw_data().size()) / t.bytes
-                 : t.bytes >= 4   ? p.uint64_data_size()
-                                  : p.int32_data_size();
-  if ((p.has_raw_data() && static_cast<int64_t>(p.raw_data().size()) != *n * t.bytes) || have != *n) {
-    return absl::InvalidArgumentError(absl::StrCat(where, ": holds ", have, " values, dims ",
-                                                   ShapeToString(shape), " need ", *n));
-  }
-  KGRAD_ASSIGN_OR_RETURN(Tensor out, Tensor::Create(t.widened, shape));
-  for (int64_t i = 0; i < *n; ++i) {
-    uint64_t b = StoredBits(p, t, i);
-    switch (t.onnx) {
-      case TensorProto::FLOAT16: out.mutable_data<float>()[i] = HalfToFloat(static_cast<uint16_t>(b)); break;
-      case TensorProto::BFLOAT16: {
-        uint32_t bits = static_cast<uint32_t>(b) << 16;
-        std::memcpy(out.mutable_data<float>() + i, &bits, sizeof(float));
-        break;
-      }
-      case TensorProto::INT8: out.mutable_data<int32_t>()[i] = static_cast<int8_t>(b); break;
-      case TensorProto::INT16: out.mutable_data<int32_t>()[i] = static_cast<int16_t>(b); break;
-      case TensorProto::UINT8:
-      case TensorProto::UINT16: out.mutable_data<int32_t>()[i] = static_cast<int32_t>(b); break;
-      default:
-        if (b > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
-          return absl::OutOfRangeError(absl::StrCat(where, ": value ", b, " does not fit i64"));
-        }
-        out.mutable_data<int64_t>()[i] = static_cast<int64_t>(b);
-    }
-  }
-  return out;
-}
-
-}  // namespace
-
-absl::StatusOr<Tensor> ConstantFromOnnx(const TensorProto& p, const LoadLimits& limits) {
-  for (const NarrowType& t : kNarrow) {
-    if (p.data_type() == t.onnx && !(p.has_data_location() && p.data_location() == TensorProto::EXTERNAL)) {
-      return WidenNarrow(p, t, limits);
-    }
-  }
-  return TensorFromOnnx(p, limits);
 }
 
 void TensorToOnnx(const Tensor& t, const std::string& name, TensorProto* out) {

@@ -18,15 +18,10 @@ namespace kgrad {
 absl::StatusOr<DType> DTypeFromOnnx(int32_t elem_type);
 int32_t DTypeToOnnx(DType t);
 
-// A TensorProto's value (raw_data or the typed repeated fields).
+// A TensorProto's value (raw_data or the typed repeated fields), in its own
+// element type: the narrow types (float16, bfloat16, 8/16-bit and unsigned
+// integers) are kgrad storage dtypes, not widened, so that ONNX's typing holds.
 absl::StatusOr<Tensor> TensorFromOnnx(const onnx::TensorProto& p, const LoadLimits& limits);
-// The same for a model's constants (initializers, Constant and ConstantOfShape
-// values): also accepts the storage types kgrad has no dtype for, widened exactly:
-// FLOAT16 and BFLOAT16 to f32, INT8, UINT8, INT16 and UINT16 to i32, UINT32 and
-// UINT64 (values up to 2^63 - 1) to i64. A model that only stores weights in them
-// (and casts them, as mixed-precision exports do) then imports; values of those
-// types at run time (graph inputs, Cast targets) stay refused.
-absl::StatusOr<Tensor> ConstantFromOnnx(const onnx::TensorProto& p, const LoadLimits& limits);
 // raw_data, little-endian (the host order on every supported machine).
 void TensorToOnnx(const Tensor& t, const std::string& name, onnx::TensorProto* out);
 

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <fstream>
 #include <sstream>
+#include <type_traits>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -83,17 +84,22 @@ absl::StatusOr<Tensor> AsTensor(const Value& v) {
     case DType::kInt32: *t.mutable_data<int32_t>() = static_cast<int32_t>(s.AsInt()); break;
     case DType::kInt64: *t.mutable_data<int64_t>() = s.AsInt(); break;
     case DType::kBool: *t.mutable_data<bool>() = s.AsBool(); break;
+    default:  // scalars hold the compute types only
+      return absl::InternalError(absl::StrCat("a ", DTypeName(s.dtype()), " scalar"));
   }
   return t;
 }
 
+// Integer element i exactly (a u64 above 2^63 wraps, the same on both sides).
 int64_t IntElement(const Tensor& t, int64_t i) {
-  switch (t.dtype()) {
-    case DType::kInt32: return t.data<int32_t>()[i];
-    case DType::kInt64: return t.data<int64_t>()[i];
-    case DType::kBool: return t.data<bool>()[i] ? 1 : 0;
-    default: return static_cast<int64_t>(t.ElementAsDouble(i));
-  }
+  return DispatchDType(t.dtype(), [&](auto zero) -> int64_t {
+    using T = decltype(zero);
+    if constexpr (std::is_integral_v<T>) {
+      return static_cast<int64_t>(t.data<T>()[i]);
+    } else {
+      return static_cast<int64_t>(static_cast<double>(t.data<T>()[i]));
+    }
+  });
 }
 
 // The multi-index of flat element i, for messages.
@@ -116,8 +122,18 @@ bool Close(double got, double want, const Tolerance& tol) {
   return std::fabs(got - want) <= tol.atol + tol.rtol * std::fabs(want);
 }
 
-std::string CompareValues(const Tensor& got, const Tensor& want, const Tolerance& tol) {
-  bool floating = IsFloating(want.dtype());
+// The 16-bit floats cannot hold a value closer than half a unit in the last place
+// of their own precision, so their tolerance is at least one such unit (f16:
+// 2^-10, bf16: 2^-7, relative); the other types keep `tol`.
+Tolerance ForDType(DType t, Tolerance tol) {
+  if (t == DType::kFloat16) tol.rtol = std::max(tol.rtol, std::ldexp(1.0, -10));
+  if (t == DType::kBFloat16) tol.rtol = std::max(tol.rtol, std::ldexp(1.0, -7));
+  return tol;
+}
+
+std::string CompareValues(const Tensor& got, const Tensor& want, const Tolerance& given) {
+  const Tolerance tol = ForDType(want.dtype(), given);
+  bool floating = IsFloating(want.dtype()) || IsHalf(want.dtype());
   int64_t bad = 0, first = -1;
   double max_diff = 0;
   for (int64_t i = 0; i < want.NumElements(); ++i) {
@@ -142,6 +158,15 @@ std::string CompareValues(const Tensor& got, const Tensor& want, const Tolerance
   return s + ")";
 }
 
+// NumPy has no bfloat16: ONNX's test data carries a BFLOAT16 input or output as a
+// UINT16 tensor of its bits (the same layout in raw_data and int32_data).
+void AsDeclaredBFloat16(const onnx::TypeProto& declared, onnx::TensorProto& p) {
+  if (declared.has_tensor_type() && declared.tensor_type().elem_type() == onnx::TensorProto::BFLOAT16 &&
+      p.data_type() == onnx::TensorProto::UINT16) {
+    p.set_data_type(onnx::TensorProto::BFLOAT16);
+  }
+}
+
 // One data set's input files, in order, as protos; an empty proto (UNDEFINED
 // type) for an input of another type (sequence, optional).
 absl::StatusOr<std::vector<onnx::TensorProto>> ReadInputProtos(const onnx::GraphProto& graph,
@@ -157,6 +182,7 @@ absl::StatusOr<std::vector<onnx::TensorProto>> ReadInputProtos(const onnx::Graph
     }
     absl::StatusOr<onnx::TensorProto> p = ReadProto<onnx::TensorProto>(path);
     if (!p.ok()) return absl::Status(p.status().code(), absl::StrCat("input ", i, ": ", p.status().message()));
+    AsDeclaredBFloat16(graph.input(i).type(), *p);
     protos.push_back(*std::move(p));
   }
   return protos;
@@ -274,6 +300,7 @@ std::string CompareOutput(const Value& got, const std::string& want_file, const 
                                                        want_file, " is not one)");
   absl::StatusOr<onnx::TensorProto> want = ReadProto<onnx::TensorProto>(want_file);
   if (!want.ok()) return absl::StrCat("refused: ", FirstLine(want.status()));
+  AsDeclaredBFloat16(type, *want);
   return CompareTensor(got, *want, tol);
 }
 

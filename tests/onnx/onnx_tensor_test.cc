@@ -1,6 +1,5 @@
-// Constants stored in types kgrad has no dtype for (float16, bfloat16, 8/16-bit and
-// unsigned integers) are widened exactly at import; values of those types at run
-// time stay refused with a Status.
+// Tensors of the narrow types (float16, bfloat16, 8/16-bit and unsigned integers)
+// keep their types at import: constants, graph inputs and exports.
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -29,61 +28,96 @@ std::string Raw16(const std::vector<uint16_t>& v) {
   return std::string(reinterpret_cast<const char*>(v.data()), v.size() * 2);
 }
 
-TEST(OnnxNarrowConstants, Float16WidensExactly) {
+TEST(OnnxNarrowTensors, Float16IsStoredAsIs) {
   // 1, -2.5, 65504 (max), 2^-14 (min normal), 2^-24 (min subnormal), inf, -0.
   onnx::TensorProto p = Stored(onnx::TensorProto::FLOAT16, {7},
                                Raw16({0x3c00, 0xc100, 0x7bff, 0x0400, 0x0001, 0x7c00, 0x8000}));
-  absl::StatusOr<Tensor> t = ConstantFromOnnx(p, LoadLimits());
+  absl::StatusOr<Tensor> t = TensorFromOnnx(p, LoadLimits());
   ASSERT_TRUE(t.ok()) << t.status();
-  ASSERT_EQ(t->TypeString(), "f32[7]");
-  const float* v = t->data<float>();
-  EXPECT_EQ(v[0], 1.0f);
-  EXPECT_EQ(v[1], -2.5f);
-  EXPECT_EQ(v[2], 65504.0f);
-  EXPECT_EQ(v[3], std::ldexp(1.0f, -14));
-  EXPECT_EQ(v[4], std::ldexp(1.0f, -24));
-  EXPECT_EQ(v[5], std::numeric_limits<float>::infinity());
-  EXPECT_TRUE(v[6] == 0 && std::signbit(v[6]));
-  // A NaN stays a NaN.
-  absl::StatusOr<Tensor> nan = ConstantFromOnnx(Stored(onnx::TensorProto::FLOAT16, {1}, Raw16({0x7e00})), {});
+  ASSERT_EQ(t->TypeString(), "f16[7]");
+  EXPECT_EQ(t->data<Float16>()[2].bits, 0x7bff);
+  EXPECT_EQ(t->ElementAsDouble(0), 1.0);
+  EXPECT_EQ(t->ElementAsDouble(1), -2.5);
+  EXPECT_EQ(t->ElementAsDouble(2), 65504.0);
+  EXPECT_EQ(t->ElementAsDouble(3), std::ldexp(1.0, -14));
+  EXPECT_EQ(t->ElementAsDouble(4), std::ldexp(1.0, -24));
+  EXPECT_EQ(t->ElementAsDouble(5), std::numeric_limits<double>::infinity());
+  EXPECT_TRUE(t->ElementAsDouble(6) == 0 && std::signbit(t->ElementAsDouble(6)));
+  absl::StatusOr<Tensor> nan = TensorFromOnnx(Stored(onnx::TensorProto::FLOAT16, {1}, Raw16({0x7e00})), {});
   ASSERT_TRUE(nan.ok());
-  EXPECT_TRUE(std::isnan(nan->data<float>()[0]));
+  EXPECT_TRUE(std::isnan(nan->ElementAsDouble(0)));
+  // The typed-field form: int32_data holds the bits.
+  onnx::TensorProto typed;
+  typed.set_data_type(onnx::TensorProto::FLOAT16);
+  typed.add_dims(2);
+  typed.add_int32_data(0x3c00);
+  typed.add_int32_data(0xc100);
+  absl::StatusOr<Tensor> f = TensorFromOnnx(typed, {});
+  ASSERT_TRUE(f.ok()) << f.status();
+  EXPECT_EQ(f->ElementAsDouble(0), 1.0);
+  EXPECT_EQ(f->ElementAsDouble(1), -2.5);
 }
 
-TEST(OnnxNarrowConstants, BFloat16AndIntegers) {
-  absl::StatusOr<Tensor> bf = ConstantFromOnnx(Stored(onnx::TensorProto::BFLOAT16, {2}, Raw16({0x3f80, 0xc040})), {});
+TEST(OnnxNarrowTensors, BFloat16AndIntegersKeepTheirTypes) {
+  absl::StatusOr<Tensor> bf = TensorFromOnnx(Stored(onnx::TensorProto::BFLOAT16, {2}, Raw16({0x3f80, 0xc040})), {});
   ASSERT_TRUE(bf.ok()) << bf.status();
-  EXPECT_EQ(bf->data<float>()[0], 1.0f);
-  EXPECT_EQ(bf->data<float>()[1], -3.0f);
-  absl::StatusOr<Tensor> i8 = ConstantFromOnnx(Stored(onnx::TensorProto::INT8, {3}, std::string("\x7f\x80\xff", 3)), {});
+  EXPECT_EQ(bf->TypeString(), "bf16[2]");
+  EXPECT_EQ(bf->ElementAsDouble(0), 1.0);
+  EXPECT_EQ(bf->ElementAsDouble(1), -3.0);
+  absl::StatusOr<Tensor> i8 = TensorFromOnnx(Stored(onnx::TensorProto::INT8, {3}, std::string("\x7f\x80\xff", 3)), {});
   ASSERT_TRUE(i8.ok()) << i8.status();
-  ASSERT_EQ(i8->TypeString(), "i32[3]");
-  EXPECT_EQ(i8->data<int32_t>()[0], 127);
-  EXPECT_EQ(i8->data<int32_t>()[1], -128);
-  EXPECT_EQ(i8->data<int32_t>()[2], -1);
-  absl::StatusOr<Tensor> u8 = ConstantFromOnnx(Stored(onnx::TensorProto::UINT8, {2}, std::string("\xff\x01", 2)), {});
+  ASSERT_EQ(i8->TypeString(), "i8[3]");
+  EXPECT_EQ(i8->data<int8_t>()[0], 127);
+  EXPECT_EQ(i8->data<int8_t>()[1], -128);
+  EXPECT_EQ(i8->data<int8_t>()[2], -1);
+  absl::StatusOr<Tensor> u8 = TensorFromOnnx(Stored(onnx::TensorProto::UINT8, {2}, std::string("\xff\x01", 2)), {});
   ASSERT_TRUE(u8.ok());
-  EXPECT_EQ(u8->data<int32_t>()[0], 255);
-  // The typed field form: int32_data holds UINT16 values.
+  EXPECT_EQ(u8->TypeString(), "u8[2]");
+  EXPECT_EQ(u8->data<uint8_t>()[0], 255);
+  // int32_data holds UINT16 values, uint64_data UINT32 and UINT64 ones.
   onnx::TensorProto u16;
   u16.set_data_type(onnx::TensorProto::UINT16);
   u16.add_dims(2);
   u16.add_int32_data(65535);
   u16.add_int32_data(7);
-  absl::StatusOr<Tensor> w = ConstantFromOnnx(u16, {});
+  absl::StatusOr<Tensor> w = TensorFromOnnx(u16, {});
   ASSERT_TRUE(w.ok()) << w.status();
-  EXPECT_EQ(w->data<int32_t>()[0], 65535);
-  EXPECT_EQ(w->data<int32_t>()[1], 7);
+  EXPECT_EQ(w->data<uint16_t>()[0], 65535);
+  EXPECT_EQ(w->data<uint16_t>()[1], 7);
+  onnx::TensorProto u64;
+  u64.set_data_type(onnx::TensorProto::UINT64);
+  u64.add_dims(1);
+  u64.add_uint64_data(uint64_t{1} << 63);
+  absl::StatusOr<Tensor> big = TensorFromOnnx(u64, {});
+  ASSERT_TRUE(big.ok()) << big.status();
+  EXPECT_EQ(big->data<uint64_t>()[0], uint64_t{1} << 63);
 }
 
-TEST(OnnxNarrowConstants, BadPayloadsAreErrors) {
-  EXPECT_THAT(std::string(ConstantFromOnnx(Stored(onnx::TensorProto::FLOAT16, {3}, Raw16({1, 2})), {})
+TEST(OnnxNarrowTensors, EveryTypeRoundTripsThroughExport) {
+  for (DType t : {DType::kUInt8, DType::kInt8, DType::kInt16, DType::kUInt16, DType::kUInt32,
+                  DType::kUInt64, DType::kFloat16, DType::kBFloat16}) {
+    absl::StatusOr<Tensor> x = Tensor::Full(t, {3}, 5);
+    ASSERT_TRUE(x.ok());
+    onnx::TensorProto p;
+    TensorToOnnx(*x, "x", &p);
+    absl::StatusOr<Tensor> back = TensorFromOnnx(p, {});
+    ASSERT_TRUE(back.ok()) << DTypeName(t) << ": " << back.status();
+    EXPECT_EQ(back->dtype(), t);
+    EXPECT_EQ(back->ElementAsDouble(2), 5.0) << DTypeName(t);
+  }
+}
+
+TEST(OnnxNarrowTensors, BadPayloadsAreErrors) {
+  EXPECT_THAT(std::string(TensorFromOnnx(Stored(onnx::TensorProto::FLOAT16, {3}, Raw16({1, 2})), {})
                               .status().message()),
-              HasSubstr("need 3"));
-  uint64_t big = uint64_t{1} << 63;
-  std::string raw(reinterpret_cast<const char*>(&big), 8);
-  EXPECT_THAT(std::string(ConstantFromOnnx(Stored(onnx::TensorProto::UINT64, {1}, raw), {}).status().message()),
-              HasSubstr("does not fit i64"));
+              HasSubstr("need 6"));
+  onnx::TensorProto u32;
+  u32.set_data_type(onnx::TensorProto::UINT32);
+  u32.add_dims(2);
+  u32.add_uint64_data(1);
+  EXPECT_THAT(std::string(TensorFromOnnx(u32, {}).status().message()), HasSubstr("holds 1 values"));
+  EXPECT_THAT(std::string(TensorFromOnnx(Stored(onnx::TensorProto::STRING, {1}, ""), {}).status().message()),
+              HasSubstr("STRING is not supported"));
 }
 
 // A mixed-precision export: float16 weights cast to float before use.
@@ -102,15 +136,31 @@ TEST(OnnxNarrowConstants, Float16WeightsCastToFloatImportAndRun) {
   EXPECT_EQ((*out)[0].data<float>()[1], -10.0f);
 }
 
-TEST(OnnxNarrowConstants, Float16ValuesAtRunTimeAreRefused) {
+// uint8 arithmetic at run time wraps modulo 256, as ONNX (NumPy) defines it.
+TEST(OnnxNarrowTensors, Uint8InputsAddAndWrap) {
   OnnxModelBuilder b(13);
-  onnx::ValueInfoProto* v = b.mutable_model()->mutable_graph()->add_input();
-  v->set_name("x");
-  v->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::FLOAT16);
-  v->mutable_type()->mutable_tensor_type()->mutable_shape()->add_dim()->set_dim_value(2);
-  b.Node("Relu", {"x"}, {"y"});
+  b.Input("x", DType::kUInt8, {3});
+  b.Input("y", DType::kUInt8, {3});
+  b.Node("Add", {"x", "y"}, {"z"});
+  b.Output("z");
+  absl::StatusOr<std::vector<Tensor>> out =
+      b.Run({Tensor::FromVector<uint8_t>({3}, {250, 7, 1}), Tensor::FromVector<uint8_t>({3}, {10, 255, 2})});
+  ASSERT_TRUE(out.ok()) << out.status();
+  ASSERT_EQ((*out)[0].TypeString(), "u8[3]");
+  EXPECT_EQ((*out)[0].data<uint8_t>()[0], 4);
+  EXPECT_EQ((*out)[0].data<uint8_t>()[1], 6);
+  EXPECT_EQ((*out)[0].data<uint8_t>()[2], 3);
+}
+
+// Ops without 16-bit float kernels refuse them at import, naming the node.
+TEST(OnnxNarrowTensors, Float16ReluIsRefusedWithAStatus) {
+  OnnxModelBuilder b(13);
+  b.Input("x", DType::kFloat16, {2});
+  b.Node("Relu", {"x"}, {"y"}).set_name("act");
   b.Output("y");
-  EXPECT_THAT(std::string(b.Import().status().message()), HasSubstr("FLOAT16 is not supported"));
+  std::string m(b.Import().status().message());
+  EXPECT_THAT(m, HasSubstr("act"));
+  EXPECT_THAT(m, HasSubstr("f16[2]"));
 }
 
 }  // namespace
