@@ -93,9 +93,17 @@ CNode* GraphBuilder::If(AnfNode* cond, const BranchFn& then_fn, const BranchFn& 
 
 std::vector<AnfNode*> GraphBuilder::While(std::vector<AnfNode*> init, const LoopCondFn& cond,
                                           const LoopBodyFn& body, absl::string_view name) {
+  const size_t n = init.size();
+  return While(
+      n, [&init](GraphBuilder&) { return std::move(init); }, cond, body, name);
+}
+
+std::vector<AnfNode*> GraphBuilder::While(size_t num_state, const LoopInitFn& init,
+                                          const LoopCondFn& cond, const LoopBodyFn& body,
+                                          absl::string_view name) {
   GraphBuilder loop = Nested(name);
   std::vector<AnfNode*> state;
-  for (size_t i = 0; i < init.size(); ++i) {
+  for (size_t i = 0; i < num_state; ++i) {
     state.push_back(loop.Param(absl::StrCat("s", i)));
   }
   AnfNode* c = cond(loop, state);
@@ -115,7 +123,13 @@ std::vector<AnfNode*> GraphBuilder::While(std::vector<AnfNode*> init, const Loop
   CNode* chosen = loop.Switch(c, loop.GraphRef(body_b.graph()), loop.GraphRef(exit_b.graph()));
   loop.graph()->set_output(loop.Call(chosen, {}));
 
-  CNode* result = Call(loop.graph(), std::move(init));
+  std::vector<AnfNode*> start = init(*this);
+  if (start.size() != state.size()) {
+    SetError(absl::InvalidArgumentError(absl::StrCat(
+        "while loop starts with ", start.size(), " values for ", state.size(), " state variables")));
+    start.assign(state.size(), Placeholder());
+  }
+  CNode* result = Call(loop.graph(), std::move(start));
   std::vector<AnfNode*> out;
   for (size_t i = 0; i < state.size(); ++i) out.push_back(GetItem(result, i));
   return out;

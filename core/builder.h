@@ -75,6 +75,13 @@ class GraphBuilder {
   // Returns the final state, one node per state variable.
   std::vector<AnfNode*> While(std::vector<AnfNode*> init, const LoopCondFn& cond,
                               const LoopBodyFn& body, absl::string_view name = "while");
+  // The same with `num_state` state variables whose initial values `init` makes
+  // (in this graph) after the body is built: for state whose initial value
+  // depends on what the body computes (the empty accumulators of ONNX Loop's scan
+  // outputs take the element type of the body's outputs).
+  using LoopInitFn = std::function<std::vector<AnfNode*>(GraphBuilder&)>;
+  std::vector<AnfNode*> While(size_t num_state, const LoopInitFn& init, const LoopCondFn& cond,
+                              const LoopBodyFn& body, absl::string_view name = "while");
 
   using ClosureFn =
       std::function<AnfNode*(GraphBuilder&, absl::Span<AnfNode* const> params)>;

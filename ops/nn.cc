@@ -166,6 +166,28 @@ absl::StatusOr<DropoutAttrs> ParseDropout(const Primitive& p, TensorType x) {
   return DropoutAttrs{rate, static_cast<uint64_t>(p.GetInt("seed"))};
 }
 
+absl::Status CheckDynamicDropout(const Primitive& p, TensorType x, TensorType rate) {
+  KGRAD_RETURN_IF_ERROR(CheckFloat(0, x));
+  KGRAD_RETURN_IF_ERROR(CheckLikeX(p, 1, x, rate));
+  // A dim not known here is checked by the kernels.
+  if (rate.rank() == 0 || (rate.rank() == 1 && (rate.shape[0] == 1 || rate.shape[0] < 0))) {
+    return absl::OkStatus();
+  }
+  return absl::InvalidArgumentError(absl::StrCat("input 1 (rate) of ", p.name(),
+                                                 " must be one value (rank 0 or shape [1]), got ",
+                                                 rate.ToString()));
+}
+
+absl::StatusOr<DropoutAttrs> ParseDynamicDropout(const Primitive& p, const Tensor& x, const Tensor& rate) {
+  KGRAD_RETURN_IF_ERROR(CheckDynamicDropout(p, x, rate));
+  const double r = rate.ElementAsDouble(0);
+  if (!(r >= 0 && r < 1)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("input 1 (rate) of ", p.name(), " must be in [0, 1), got ", r));
+  }
+  return DropoutAttrs{r, static_cast<uint64_t>(p.GetInt("seed"))};
+}
+
 namespace {
 
 // ----- Inference -------------------------------------------------------------------
@@ -218,6 +240,13 @@ constexpr auto InferLayerNorm = InferNorm<ParseLayerNorm>;
 absl::StatusOr<AbstractPtr> InferDropout(const InferCall& c) {
   KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* x, TensorArg(c, 0));
   KGRAD_RETURN_IF_ERROR(ParseDropout(c.prim, *x).status());
+  return c.args[0];
+}
+
+absl::StatusOr<AbstractPtr> InferDynamicDropout(const InferCall& c) {
+  KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* x, TensorArg(c, 0));
+  KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* rate, TensorArg(c, 1));
+  KGRAD_RETURN_IF_ERROR(CheckDynamicDropout(c.prim, *x, *rate));
   return c.args[0];
 }
 
@@ -354,6 +383,18 @@ absl::Status BpropDropout(BpropContext& c) {
   return absl::OkStatus();
 }
 
+// Forward: y = x * keep / (1 - r), keep[i] = u(seed, i) >= r.
+// Backward: dx = dynamic_dropout(dy, r) (the same mask); dr = sum(dy * y) / (1 - r):
+// the mask changes with r only where u(seed, i) == r (a null set, like relu's
+// kink), so dy/dr = x * keep / (1 - r)^2 = y / (1 - r) almost everywhere.
+absl::Status BpropDynamicDropout(BpropContext& c) {
+  c.SetGrad(0, c.Op(PrimId::kDynamicDropout, {c.Dout(), c.I(1)}, c.prim().attrs()));
+  KGRAD_ASSIGN_OR_RETURN(AnfNode* one, c.ScalarLike(1, 1));
+  AnfNode* dot = c.ReduceSum(c.Mul(c.Dout(), c.Out()), {}, false);
+  c.SetGrad(1, c.ReshapeLike(c.Div(dot, c.Sub(one, c.I(1))), c.I(1)));
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 void RegisterNnOps(std::vector<PrimitiveDef>* defs) {
@@ -376,6 +417,10 @@ void RegisterNnOps(std::vector<PrimitiveDef>* defs) {
           .Bprop(BpropDropout)
           .ZeroIfAny({0})
           .Linear());
+  // Linear in x only: the scale 1 / (1 - rate) is not linear in the rate.
+  defs->push_back(OpDef(PrimId::kDynamicDropout, 2, 2, InferDynamicDropout, {IntAttr("seed", 0)})
+                      .Bprop(BpropDynamicDropout)
+                      .ZeroIfAny({0}));
 }
 
 }  // namespace ops

@@ -1,5 +1,5 @@
 // Neural-network primitives (softmax, log_softmax, the cross-entropies,
-// batch_norm, layer_norm, dropout): definitions (attributes, inference, bprop
+// batch_norm, layer_norm, dropout, dynamic_dropout): definitions (attributes, inference, bprop
 // rules), and the checks and parsed attributes that inference and the CPU and
 // CUDA kernels share.
 #ifndef KGRAD_OPS_NN_H_
@@ -65,6 +65,14 @@ struct DropoutAttrs {
   uint64_t seed;  // the mask's (backends/cpu/dropout_hash.h)
 };
 absl::StatusOr<DropoutAttrs> ParseDropout(const Primitive& p, TensorType x);
+
+// dynamic_dropout{seed}(x, rate): dropout with the rate an operand computed at run
+// time (ONNX Dropout's ratio and training_mode inputs when they are not
+// constants), a one-element tensor (rank 0 or [1]) of x's floating dtype.
+// Inference checks the types; the kernels read the rate and check it is in
+// [0, 1). Rate 0 is exactly the identity (every element kept, scale 1).
+absl::Status CheckDynamicDropout(const Primitive& p, TensorType x, TensorType rate);
+absl::StatusOr<DropoutAttrs> ParseDynamicDropout(const Primitive& p, const Tensor& x, const Tensor& rate);
 
 }  // namespace ops
 }  // namespace kgrad

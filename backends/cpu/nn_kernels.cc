@@ -1,5 +1,5 @@
 // CPU kernels: nn family (softmax, log_softmax, the two cross-entropies,
-// batch_norm, layer_norm, dropout). Float32 and float64; labels i32/i64.
+// batch_norm, layer_norm, dropout, dynamic_dropout). Float32 and float64; labels i32/i64.
 //
 // Reductions along an axis see the tensor as [outer, len, inner]. With inner == 1
 // each row is contiguous; otherwise a block of up to kTile adjacent inner
@@ -412,16 +412,29 @@ void DropoutTyped(const T* x, T* y, int64_t n, uint64_t seed, double rate) {
   });
 }
 
+absl::StatusOr<Value> RunDropout(KernelContext& ctx, const Tensor& x, const ops::DropoutAttrs& a) {
+  KGRAD_ASSIGN_OR_RETURN(Tensor y, ctx.AllocateOrReuse({0}, x.dtype(), x.shape()));
+  if (x.dtype() == DType::kFloat32) {
+    DropoutTyped(x.data<float>(), y.mutable_data<float>(), y.NumElements(), a.seed, a.rate);
+  } else {
+    DropoutTyped(x.data<double>(), y.mutable_data<double>(), y.NumElements(), a.seed, a.rate);
+  }
+  return Value(std::move(y));
+}
+
 absl::StatusOr<Value> Dropout(KernelContext& ctx) {
   KGRAD_ASSIGN_OR_RETURN(const Tensor* x, ctx.TensorAt(0));
   KGRAD_ASSIGN_OR_RETURN(const ops::DropoutAttrs a, ops::ParseDropout(ctx.prim(), *x));
-  KGRAD_ASSIGN_OR_RETURN(Tensor y, ctx.AllocateOrReuse({0}, x->dtype(), x->shape()));
-  if (x->dtype() == DType::kFloat32) {
-    DropoutTyped(x->data<float>(), y.mutable_data<float>(), y.NumElements(), a.seed, a.rate);
-  } else {
-    DropoutTyped(x->data<double>(), y.mutable_data<double>(), y.NumElements(), a.seed, a.rate);
-  }
-  return Value(std::move(y));
+  return RunDropout(ctx, *x, a);
+}
+
+// dynamic_dropout(x, rate){seed}: the same with the rate read here (the mask of
+// a rate equal to dropout's attribute is dropout's).
+absl::StatusOr<Value> DynamicDropout(KernelContext& ctx) {
+  KGRAD_ASSIGN_OR_RETURN(const Tensor* x, ctx.TensorAt(0));
+  KGRAD_ASSIGN_OR_RETURN(const Tensor* rate, ctx.TensorAt(1));
+  KGRAD_ASSIGN_OR_RETURN(const ops::DropoutAttrs a, ops::ParseDynamicDropout(ctx.prim(), *x, *rate));
+  return RunDropout(ctx, *x, a);
 }
 
 }  // namespace
@@ -434,6 +447,7 @@ void RegisterNnKernels(KernelTable* table) {
   table->Set(PrimId::kBatchNorm, BatchNorm);
   table->Set(PrimId::kLayerNorm, LayerNorm);
   table->Set(PrimId::kDropout, Dropout);
+  table->Set(PrimId::kDynamicDropout, DynamicDropout);
 }
 
 }  // namespace cpu

@@ -117,7 +117,8 @@ struct RtAxis {
   RtValue in, out, scale;
   bool rational;
   RtValue roi_start, roi_end;
-  RtValue valid;  // in >= 1 and 1 <= out <= max_folded_elements (and scale > 0)
+  RtValue valid;   // in >= 1 and 1 <= out <= max_folded_elements (and scale > 0)
+  RtValue length;  // length_resized: out, or in * scale when scales are given
 };
 
 // Twin of Unscale: x / scale, exact for integers when the scale is out / in.
@@ -128,7 +129,7 @@ RtValue Original(const ResizeMode& m, const RtAxis& a, const RtValue& x) {
   const std::string& t = m.transform;
   if (t == "half_pixel") return Unscale(a, x + 0.5) - 0.5;
   if (t == "pytorch_half_pixel") return Select(a.out > 1, Unscale(a, x + 0.5) - 0.5, x * 0.0);
-  if (t == "align_corners") return Select(a.out == 1, 0.0, x * (a.in - 1) / (a.out - 1));
+  if (t == "align_corners") return Select(a.length == 1, 0.0, x * (a.in - 1) / (a.length - 1));
   if (t == "asymmetric") return Unscale(a, x);
   if (t == "tf_half_pixel_for_nn") return Unscale(a, x + 0.5);
   if (t == "half_pixel_symmetric") {
@@ -262,11 +263,12 @@ RtAxis MakeRtAxis(Emitter& e, const RtInputs& in, const AxisResize& s, size_t n,
                   const std::optional<RtValue>& common) {
   const bool crop_mode = in.m.transform == "tf_crop_and_resize";
   RtAxis a{s.axis, InputDim(e, in, s.axis), RtValue{}, RtValue{}, false, Roi(e, in, s.entry, 0),
-           Roi(e, in, static_cast<int>(n) + s.entry, 1), RtValue{}};
+           Roi(e, in, static_cast<int>(n) + s.entry, 1), RtValue{}, RtValue{}};
   RtValue scale_ok = a.in >= 1;
   if (!in.r.scales.empty()) {
     a.scale = Scale(e, in, s.entry);
     a.out = Floor(crop_mode ? a.in * a.scale * (a.roi_end - a.roi_start) : a.in * a.scale);
+    a.length = a.in * a.scale;
     scale_ok = scale_ok && a.scale > 0;
   } else if (in.m.policy == "stretch") {
     a.out = Size(e, in, s.entry);
@@ -276,6 +278,7 @@ RtAxis MakeRtAxis(Emitter& e, const RtInputs& in, const AxisResize& s, size_t n,
     a.scale = *common;
     a.out = Floor(*common * a.in + 0.5);
   }
+  if (in.r.scales.empty()) a.length = a.out;
   const double max = static_cast<double>(e.c().importer().options().max_folded_elements);
   a.valid = scale_ok && a.out >= 1 && a.out <= max;
   return a;
@@ -306,12 +309,6 @@ RtValue RtExtrapolate(Emitter& e, const RtValue& y, int rank, DType dtype, const
 
 Outputs DynamicResize(NodeContext& c, const ResizeMode& m, const ResizeInputs& r, const ImportedValue& x,
                       const std::vector<AxisResize>& axes) {
-  if (m.transform == "align_corners" && r.scales_at_run_time) {
-    // length_resized: ONNX's reference takes in * scale, ONNX Runtime and PyTorch
-    // (and the import-time form) the output length; they differ when in * scale
-    // is not an integer, which import cannot rule out here.
-    return c.Error("align_corners with scales computed at run time is not supported (use sizes)");
-  }
   Emitter e(c);
   KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* tx, c.TensorType(x));
   const RtInputs in{m, r, tx, e.Value(x)};

@@ -19,6 +19,13 @@
 //     y = dropout(x){rate, seed} and mask = dropout(ones){rate, seed} != 0, the
 //     same counter-based mask (kgrad's dropout is a pure function of seed and
 //     position, so a graph without a seed attribute uses seed 0, reproducibly).
+//     When training_mode or ratio is computed at run time, the same with
+//     dynamic_dropout(x, rate){seed}, rate = training_mode ? ratio : 0: rate 0 is
+//     exactly the identity with an all-true mask, so one application covers both
+//     modes and the graph needs no switch.
+#include <optional>
+#include <vector>
+
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "core/status_macros.h"
@@ -187,26 +194,69 @@ Outputs LayerNorm(NodeContext& c) {
   return outs;
 }
 
-// The constant input `i` (a one-element tensor) as a double, or `dflt` if omitted.
-absl::StatusOr<double> ScalarInput(NodeContext& c, int i, double dflt) {
-  if (!c.HasInput(i)) return dflt;
-  KGRAD_ASSIGN_OR_RETURN(Tensor t, c.ConstInput(i));
-  if (t.NumElements() != 1) return c.Error(absl::StrCat("input ", i, " must have one element"));
-  return t.ElementAsDouble(0);
+// Input `i` (one element) as a double when import knows it, `dflt` if omitted,
+// nullopt when it is computed at run time.
+absl::StatusOr<std::optional<double>> KnownScalarInput(NodeContext& c, int i, double dflt) {
+  if (!c.HasInput(i)) return std::optional<double>(dflt);
+  KGRAD_ASSIGN_OR_RETURN(ImportedValue v, c.Input(i));
+  if (!v.constant.has_value()) return std::optional<double>();
+  if (v.constant->NumElements() != 1) return c.Error(absl::StrCat("input ", i, " must have one element"));
+  return std::optional<double>(v.constant->ElementAsDouble(0));
+}
+
+// Dropout whose training_mode or ratio is known only at run time:
+// dynamic_dropout(x, rate){seed} and its mask, rate = training_mode ? ratio : 0
+// (cast to x's dtype; 0.5 when ratio is omitted). The kernel checks the rate.
+Outputs RunTimeDropout(NodeContext& c, const ImportedValue& x, int64_t seed,
+                       std::optional<double> training) {
+  KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* tx, c.TensorType(x));
+  ImportedValue rate;
+  if (c.HasInput(1)) {
+    KGRAD_ASSIGN_OR_RETURN(rate, c.Input(1));
+    KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* tr, c.TensorType(rate));
+    if (!IsFloating(tr->dtype())) {
+      return c.Error(absl::StrCat("ratio must be floating point, got ", tr->ToString()));
+    }
+    if (tr->dtype() != tx->dtype()) {
+      KGRAD_ASSIGN_OR_RETURN(rate, c.Emit(PrimId::kCast, {rate}, {{"dtype", tx->dtype()}}));
+    }
+  } else {
+    KGRAD_ASSIGN_OR_RETURN(rate, c.ScalarLike(x, 0.5));
+  }
+  if (!training.has_value()) {  // else known to be true: the ratio as it is
+    KGRAD_ASSIGN_OR_RETURN(ImportedValue t, c.Input(2));
+    KGRAD_ASSIGN_OR_RETURN(ImportedValue zero, c.ScalarLike(x, 0));
+    KGRAD_ASSIGN_OR_RETURN(rate, c.Emit(PrimId::kSelect, {t, rate, zero}));
+  }
+  AttrMap attrs = {{"seed", seed}};
+  std::vector<ImportedValue> outs(1);
+  KGRAD_ASSIGN_OR_RETURN(outs[0], c.Emit(PrimId::kDynamicDropout, {x, rate}, attrs));
+  if (c.node().output_size() <= 1) return outs;
+  KGRAD_ASSIGN_OR_RETURN(ImportedValue ones, c.Emit(PrimId::kOnesLike, {x}));
+  KGRAD_ASSIGN_OR_RETURN(ImportedValue kept, c.Emit(PrimId::kDynamicDropout, {ones, rate}, attrs));
+  KGRAD_ASSIGN_OR_RETURN(ImportedValue zero, c.ScalarLike(x, 0));
+  KGRAD_ASSIGN_OR_RETURN(ImportedValue mask, c.Emit(PrimId::kNotEqual, {kept, zero}));
+  outs.push_back(mask);
+  return outs;
 }
 
 Outputs Dropout(NodeContext& c) {
   KGRAD_RETURN_IF_ERROR(c.ExpectInputs(1, c.opset() >= 12 ? 3 : 1));
   KGRAD_RETURN_IF_ERROR(c.ExpectOutputs(2));
   KGRAD_ASSIGN_OR_RETURN(ImportedValue x, c.Input(0));
-  KGRAD_ASSIGN_OR_RETURN(double training, ScalarInput(c, 2, 0));
+  KGRAD_ASSIGN_OR_RETURN(std::optional<double> known_training, KnownScalarInput(c, 2, 0));
   KGRAD_ASSIGN_OR_RETURN(int64_t seed, c.Int("seed", 0));
-  double ratio = 0;  // in inference mode the ratio (perhaps computed at run time) is unused
+  // In inference mode the ratio (perhaps computed at run time) is unused.
+  std::optional<double> known_ratio = 0;
   if (c.opset() < 12) {
-    KGRAD_ASSIGN_OR_RETURN(ratio, c.Float("ratio", 0.5));
-  } else if (training != 0) {
-    KGRAD_ASSIGN_OR_RETURN(ratio, ScalarInput(c, 1, 0.5));
+    KGRAD_ASSIGN_OR_RETURN(known_ratio, c.Float("ratio", 0.5));
+  } else if (!known_training.has_value() || *known_training != 0) {
+    KGRAD_ASSIGN_OR_RETURN(known_ratio, KnownScalarInput(c, 1, 0.5));
   }
+  if (!known_training.has_value() || !known_ratio.has_value()) {
+    return RunTimeDropout(c, x, seed, known_training);
+  }
+  const double training = *known_training, ratio = *known_ratio;
   if (!(ratio >= 0 && ratio < 1)) return c.Error(absl::StrCat("ratio must be in [0, 1), got ", ratio));
   std::vector<ImportedValue> outs = {x};
   if (training == 0 || ratio == 0) {

@@ -41,7 +41,7 @@ double Original(const ResizeMode& m, const AxisResize& a, int64_t o) {
   if (t == "half_pixel") return Unscale(a, x + 0.5) - 0.5;
   if (t == "pytorch_half_pixel") return a.out > 1 ? Unscale(a, x + 0.5) - 0.5 : 0.0;
   if (t == "align_corners") {
-    return a.out == 1 ? 0.0 : x * static_cast<double>(a.in - 1) / static_cast<double>(a.out - 1);
+    return a.length == 1 ? 0.0 : x * static_cast<double>(a.in - 1) / (a.length - 1);
   }
   if (t == "asymmetric") return Unscale(a, x);
   if (t == "tf_half_pixel_for_nn") return Unscale(a, x + 0.5);
@@ -382,6 +382,7 @@ absl::StatusOr<std::vector<AxisResize>> ResizedAxes(NodeContext& c, const Abstra
       return c.Error(absl::StrCat("the output size along axis ", a.axis, " would be ", size));
     }
     a.out = static_cast<int64_t>(size);
+    a.length = r.scales.empty() ? size : static_cast<double>(a.in) * a.scale;
     out.push_back(a);
   }
   return out;

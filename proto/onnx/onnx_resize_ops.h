@@ -48,6 +48,12 @@ struct ResizeInputs {
 // crop region of tf_crop_and_resize. `entry` is its position in scales / sizes
 // (roi: entry and n + entry). A `run_time` axis has only axis and entry set: its
 // sizes, scale or crop are computed by the run-time form.
+//
+// `length` is the spec's length_resized, which align_corners divides by: the
+// output size when sizes are given, but in * scale, not floored, when scales are
+// (ONNX's reference implementation, interpolate_1d_with_x, confirmed as intended
+// in onnx/onnx#2462). ONNX Runtime and PyTorch take the output size in both
+// cases; the two differ only when in * scale is not an integer.
 struct AxisResize {
   int axis;
   int64_t in, out;
@@ -56,6 +62,7 @@ struct AxisResize {
   double roi_start = 0, roi_end = 1;
   int entry = 0;
   bool run_time = false;
+  double length = 0;
 };
 
 // taps[t][o]: the input index and weight of tap t for output o; inside[o] is

@@ -1,5 +1,5 @@
 // Gradient checks of the nn family (softmax, log_softmax, the cross-entropies,
-// batch_norm, layer_norm, dropout): reverse mode against central finite
+// batch_norm, layer_norm, dropout, dynamic_dropout): reverse mode against central finite
 // differences in float64, to second order (the rules' compositions are
 // differentiated again), at three random points each.
 #include <algorithm>
@@ -237,6 +237,20 @@ TEST(NnGradTest, Dropout) {
       ExpectGradientsAtSeeds(PrimId::kDropout, Uniform({{3, 4}}), {{"rate", rate}, {"seed", seed}},
                              /*curved=*/false);
     }
+  }
+}
+
+// dynamic_dropout in x and in the rate (drawn in [0.1, 0.6): a finite-difference
+// step in the rate flips no element of the mask but for a draw within the step).
+TEST(NnGradTest, DynamicDropout) {
+  for (int64_t seed : {0, 7}) {
+    SCOPED_TRACE(::testing::Message() << "seed " << seed);
+    ExpectGradientsAtSeeds(
+        PrimId::kDynamicDropout,
+        [](std::mt19937_64& rng) {
+          return std::vector<Value>{RandomF64({3, 4}, rng), RandomF64({}, rng, 0.1, 0.6)};
+        },
+        {{"seed", seed}});
   }
 }
 

@@ -226,6 +226,25 @@ Verdict RunAndCompare(Module& module, const onnx::GraphProto& graph, const std::
   return Verdict{};
 }
 
+// Tests whose expected values ONNX's generators draw from numpy's random
+// generator where the op leaves the values to the implementation: Dropout's mask
+// in training mode with ratio > 0 (onnx/backend/test/case/node/dropout.py).
+// kgrad's mask is its own counter-based hash, so differing values there are
+// not wrong: such a run counts as refused (a shape or dtype difference stays
+// wrong). ONNX Runtime lists the same tests as not comparable.
+constexpr const char* kRandomExpectedValues[] = {
+    "test_training_dropout", "test_training_dropout_default", "test_training_dropout_default_mask",
+    "test_training_dropout_mask"};
+
+bool HasRandomExpectedValues(const std::string& dir) {
+  const size_t slash = dir.find_last_of('/');
+  const std::string name = slash == std::string::npos ? dir : dir.substr(slash + 1);
+  for (const char* t : kRandomExpectedValues) {
+    if (name == t) return true;
+  }
+  return false;
+}
+
 // The importer names the file first; the table groups by the rest.
 Verdict ImportRefused(const absl::Status& s, const std::string& model_path) {
   std::string m = FirstLine(s);
@@ -342,6 +361,11 @@ CaseRun RunTest(const std::string& dir, const Tolerance& tol, bool fold_integer_
     Module& m = fold_integer_inputs ? *folded : *plain;
     Verdict v = RunAndCompare(m, model->graph(), *protos, fold_integer_inputs, sets[i], tol,
                               i == 0 ? &run.first_inputs : nullptr);
+    if (v.outcome == Outcome::kWrong && HasRandomExpectedValues(dir) &&
+        absl::StrContains(v.detail, ": values: ")) {
+      v = Verdict{Outcome::kRefused, absl::StrCat("expected values drawn from numpy's random generator (",
+                                                  v.detail, ")")};
+    }
     if (v.outcome != Outcome::kPass) {
       v.detail = where + v.detail;
       run.verdict = v;

@@ -45,7 +45,9 @@ double RefOriginal(const RefMode& m, const RefAxis& ax, int64_t o) {
   const double x = o, in = ax.in, out = ax.out, s = ax.scale;
   if (m.transform == "half_pixel") return (x + 0.5) / s - 0.5;
   if (m.transform == "pytorch_half_pixel") return ax.out > 1 ? (x + 0.5) / s - 0.5 : 0;
-  if (m.transform == "align_corners") return ax.out == 1 ? 0 : x * (in - 1) / (out - 1);
+  if (m.transform == "align_corners") {  // length_resized = in * scale (out for sizes)
+    return in * s == 1 ? 0 : x * (in - 1) / (in * s - 1);
+  }
   if (m.transform == "asymmetric") return x / s;
   if (m.transform == "tf_half_pixel_for_nn") return (x + 0.5) / s;
   if (m.transform == "half_pixel_symmetric") {
@@ -333,8 +335,8 @@ TEST(OnnxResizeRunTime, AgreesWithImportTime) {
     ExpectRunTimeAgrees(RefMode{"cubic", t, "floor", -0.75, false}, scales, sizes);
     ExpectRunTimeAgrees(RefMode{"cubic", t, "floor", -0.5, true}, scales, sizes);
   }
-  // Transforms that read the output length: sizes only for align_corners.
-  for (const char* t : {"pytorch_half_pixel", "half_pixel_symmetric"}) {
+  // Transforms that read the output length or in * scale.
+  for (const char* t : {"pytorch_half_pixel", "half_pixel_symmetric", "align_corners"}) {
     ExpectRunTimeAgrees(RefMode{"linear", t}, scales, sizes);
   }
   // tf_half_pixel_for_nn moves a scale-1 axis by half a cell: at import a
@@ -393,9 +395,41 @@ TEST(OnnxResizeRunTime, BadScalesAreErrors) {
   ASSERT_TRUE(sized.ok()) << sized.status();
   EXPECT_FALSE(RunGraph((*sized)->entry(), {x, Ints64({1, 1, 0, 2})}).ok());
   EXPECT_FALSE(RunGraph((*sized)->entry(), {x, Ints64({1, 1, -3, 2})}).ok());
-  EXPECT_THAT(ImportError(OneNode("Resize", 13).In({1, 1, 2, 2}).Skip().In({4}, DType::kFloat32)
-                              .Set({{"coordinate_transformation_mode", std::string("align_corners")}})),
-              HasSubstr("align_corners with scales computed at run time"));
+}
+
+// align_corners with scales whose in * scale is not an integer: H 3 * 1.5 = 4.5
+// (4 rows), W 5 * 0.75 = 3.75 (3 columns). The spec's length_resized is in *
+// scale, so x_H = o * 2 / 3.5 and x_W = o * 4 / 2.75 (ONNX Runtime and PyTorch
+// would divide by 4 - 1 and 3 - 1). Bilinear interpolation of x = 100 h + 10 w
+// reproduces it: y = 100 x_H + 10 x_W. Constant and run-time scales agree.
+TEST(OnnxResizeRunTime, AlignCornersWithScalesUsesInTimesScale) {
+  Nd x(Shape{1, 1, 3, 5}), want(Shape{1, 1, 4, 3});
+  ForEach(x.shape, [&](const std::vector<int64_t>& i) { x.at(i) = 100.0 * i[2] + 10.0 * i[3]; });
+  ForEach(want.shape, [&](const std::vector<int64_t>& o) {
+    want.at(o) = 100.0 * (o[2] * 2 / 3.5) + 10.0 * (o[3] * 4 / 2.75);
+  });
+  EXPECT_NEAR(want.at({0, 0, 1, 1}), 100.0 * 4 / 7 + 10.0 * 16 / 11, 1e-12);
+  const Tensor scales = Floats({1, 1, 1.5, 0.75});
+  auto model = [](OneNode n) {
+    return n.Set({{"mode", std::string("linear")},
+                  {"coordinate_transformation_mode", std::string("align_corners")}});
+  };
+  ExpectModel(model(OneNode("Resize", 13).In({1, 1, 3, 5}).Skip().Const(scales)), {x.ToTensor()},
+              want.ToTensor());
+  absl::StatusOr<std::unique_ptr<Module>> m =
+      model(OneNode("Resize", 13).In({1, 1, 3, 5}).Skip().In({4}, DType::kFloat32)).Import();
+  ASSERT_TRUE(m.ok()) << m.status();
+  absl::StatusOr<Value> y = RunGraph((*m)->entry(), {x.ToTensor(), scales});
+  ASSERT_TRUE(y.ok()) << y.status();
+  ASSERT_EQ(y->tensor().shape(), want.shape);
+  ExpectClose(*y, want.ToTensor(), 1e-12, "output");
+  // Sizes [4, 3] instead: length_resized is the output size, x_H = o, x_W = 2 o.
+  Nd by_size(Shape{1, 1, 4, 3});
+  ForEach(by_size.shape, [&](const std::vector<int64_t>& o) {
+    by_size.at(o) = 100.0 * (o[2] * 2 / 3.0) + 10.0 * (o[3] * 4 / 2.0);
+  });
+  ExpectModel(model(OneNode("Resize", 13).In({1, 1, 3, 5}).Skip().Skip().Const(Ints64({1, 1, 4, 3}))),
+              {x.ToTensor()}, by_size.ToTensor(), false);
 }
 
 }  // namespace

@@ -3,18 +3,21 @@
 // imported from hand-built models and checked against naive references written
 // here from the ONNX spec; plus the import errors they report.
 #include <cmath>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "ad/grad_operation.h"
 #include "tests/onnx/onnx_model_builder.h"
 #include "tests/onnx/onnx_test_util.h"
+#include "tests/testing/graph_test_util.h"
 
 namespace kgrad {
 namespace onnx_test {
 namespace {
 
-using testing::HasSubstr;
+using ::testing::HasSubstr;
 
 Tensor Floats(const Shape& shape, const std::vector<float>& v) { return Tensor::FromVector<float>(shape, v); }
 
@@ -101,13 +104,109 @@ TEST(OnnxDropout, InferenceIgnoresARatioComputedAtRunTime) {
   ASSERT_TRUE(out.ok()) << out.status();
   EXPECT_TRUE(TensorsEqual((*out)[0], x));
   for (int64_t i = 0; i < 6; ++i) EXPECT_TRUE((*out)[1].data<bool>()[i]);
-  // In training mode the ratio must be known.
-  OnnxModelBuilder t(13);
-  t.Input("x", DType::kFloat32, {2, 3}).Input("r", DType::kFloat32, {});
-  t.Constant("training", Tensor::FromScalar<bool>(true));
-  t.Node("Dropout", {"x", "r", "training"}, {"y"});
-  t.Output("y");
-  EXPECT_THAT(std::string(t.Import().status().message()), HasSubstr("must be known at import time"));
+}
+
+// Dropout(x, r, t){seed 7} with the ratio and the training mode graph inputs
+// (or one of them a constant when `ratio` / `training` is given).
+OnnxModelBuilder RunTimeDropoutModel(std::optional<float> ratio, std::optional<bool> training) {
+  OnnxModelBuilder b(14);
+  b.Input("x", DType::kFloat32, {8, 64});
+  if (ratio) {
+    b.Constant("r", Tensor::FromScalar<float>(*ratio));
+  } else {
+    b.Input("r", DType::kFloat32, {});
+  }
+  if (training) {
+    b.Constant("t", Tensor::FromScalar<bool>(*training));
+  } else {
+    b.Input("t", DType::kBool, {});
+  }
+  SetAttr(b.Node("Dropout", {"x", "r", "t"}, {"y", "mask"}), "seed", int64_t{7});
+  b.Output("y").Output("mask");
+  return b;
+}
+
+int CountIn(const OnnxModelBuilder& b, PrimId id) {
+  absl::StatusOr<std::unique_ptr<Module>> m = b.Import();
+  EXPECT_TRUE(m.ok()) << m.status();
+  return m.ok() ? testing::CountPrim((*m)->entry(), id) : -1;
+}
+
+TEST(OnnxDropout, RatioAndTrainingModeComputedAtRunTime) {
+  Tensor x = Floats({8, 64}, Ramp(512, 2, 0.5));
+  const OnnxModelBuilder both = RunTimeDropoutModel(std::nullopt, std::nullopt);
+  // Training: the same values and mask as with constants (one counter-based mask).
+  absl::StatusOr<std::vector<Tensor>> fixed = DropoutModel(0.25, true, 7).Run({x});
+  absl::StatusOr<std::vector<Tensor>> got =
+      both.Run({x, Tensor::FromScalar<float>(0.25f), Tensor::FromScalar<bool>(true)});
+  ASSERT_TRUE(fixed.ok() && got.ok()) << got.status();
+  EXPECT_TRUE(TensorsEqual((*got)[0], (*fixed)[0]));
+  EXPECT_TRUE(TensorsEqual((*got)[1], (*fixed)[1]));
+  int dropped = 0;
+  for (int64_t i = 0; i < 512; ++i) dropped += !(*got)[1].data<bool>()[i];
+  EXPECT_GT(dropped, 50);
+  // Ratio 0 in training, and inference with any ratio (even one out of range):
+  // exactly the identity, every element kept.
+  for (auto [ratio, training] : {std::pair<float, bool>{0, true}, {0.5f, false}, {3, false}}) {
+    SCOPED_TRACE(absl::StrCat("ratio ", ratio, " training ", training));
+    got = both.Run({x, Tensor::FromScalar<float>(ratio), Tensor::FromScalar<bool>(training)});
+    ASSERT_TRUE(got.ok()) << got.status();
+    EXPECT_TRUE(TensorsEqual((*got)[0], x));
+    ASSERT_EQ((*got)[1].TypeString(), "bool[8,64]");
+    for (int64_t i = 0; i < 512; ++i) ASSERT_TRUE((*got)[1].data<bool>()[i]) << i;
+  }
+  // A ratio outside [0, 1) in training mode fails at run time.
+  for (float bad : {1.0f, -0.5f, std::nanf("")}) {
+    got = both.Run({x, Tensor::FromScalar<float>(bad), Tensor::FromScalar<bool>(true)});
+    ASSERT_FALSE(got.ok());
+    EXPECT_THAT(std::string(got.status().message()), HasSubstr("must be in [0, 1)"));
+  }
+  // One of them a constant: the other still read at run time.
+  got = RunTimeDropoutModel(0.25f, std::nullopt).Run({x, Tensor::FromScalar<bool>(true)});
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_TRUE(TensorsEqual((*got)[1], (*fixed)[1]));
+  got = RunTimeDropoutModel(std::nullopt, true).Run({x, Tensor::FromScalar<float>(0.25f)});
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_TRUE(TensorsEqual((*got)[0], (*fixed)[0]));
+}
+
+TEST(OnnxDropout, ConstantsKeepTheImportTimeForm) {
+  // Constants: dropout{rate, seed} (y and the mask), or nothing at all.
+  EXPECT_EQ(CountIn(RunTimeDropoutModel(0.25f, true), PrimId::kDropout), 2);
+  EXPECT_EQ(CountIn(RunTimeDropoutModel(0.25f, true), PrimId::kDynamicDropout), 0);
+  EXPECT_EQ(CountIn(RunTimeDropoutModel(std::nullopt, false), PrimId::kDynamicDropout), 0);
+  EXPECT_EQ(CountIn(RunTimeDropoutModel(std::nullopt, false), PrimId::kDropout), 0);
+  // Either computed at run time: dynamic_dropout (y and the mask), no switch.
+  EXPECT_EQ(CountIn(RunTimeDropoutModel(std::nullopt, std::nullopt), PrimId::kDynamicDropout), 2);
+  EXPECT_EQ(CountIn(RunTimeDropoutModel(std::nullopt, std::nullopt), PrimId::kSwitch), 0);
+}
+
+// d<ct, y>/dx = ct * keep / (1 - r); d<ct, y>/dr = <ct, y> / (1 - r) (the mask
+// fixed: it moves only where a draw equals r).
+TEST(OnnxDropout, GradientWithARatioComputedAtRunTime) {
+  absl::StatusOr<std::unique_ptr<Module>> m = RunTimeDropoutModel(std::nullopt, true).Import();
+  ASSERT_TRUE(m.ok()) << m.status();
+  Tensor x = Floats({8, 64}, Ramp(512, 1, 0.25));
+  const Tensor r = Tensor::FromScalar<float>(0.375f);
+  absl::StatusOr<Value> fwd = RunGraph((*m)->entry(), {x, r});
+  ASSERT_TRUE(fwd.ok()) << fwd.status();
+  const Tensor y = fwd->tuple()[0].tensor(), mask = fwd->tuple()[1].tensor();
+  GradOptions o;
+  o.argnums = {0, 1};
+  o.sens_param = true;
+  absl::StatusOr<FuncGraph*> g = Grad(**m, (*m)->entry(), o);
+  ASSERT_TRUE(g.ok()) << g.status();
+  Tensor ct = Floats({8, 64}, Ramp(512, 1, 1));
+  const Tensor no_mask = Tensor::Zeros(DType::kBool, {8, 64}).value();
+  absl::StatusOr<Value> d = RunGraph(*g, {x, r, Value::Tuple({ct, no_mask})});
+  ASSERT_TRUE(d.ok()) << d.status();
+  double dot = 0;
+  for (int64_t i = 0; i < 512; ++i) {
+    const float c = ct.data<float>()[i];
+    EXPECT_FLOAT_EQ(d->tuple()[0].tensor().data<float>()[i], mask.data<bool>()[i] ? c / 0.625f : 0.0f) << i;
+    dot += static_cast<double>(c) * y.data<float>()[i];
+  }
+  EXPECT_NEAR(d->tuple()[1].tensor().ElementAsDouble(0), dot / 0.625, 1e-4 * std::abs(dot));
 }
 
 TEST(OnnxDropout, BadRatioIsAnError) {
@@ -195,7 +294,7 @@ double NaiveLoss(const LossCase& c, const std::vector<float>& x, const std::vect
   return r == "sum" ? total : total / weight;
 }
 
-class OnnxLossTest : public testing::TestWithParam<LossCase> {};
+class OnnxLossTest : public ::testing::TestWithParam<LossCase> {};
 
 TEST_P(OnnxLossTest, MatchesTheSpec) {
   const LossCase& lc = GetParam();
@@ -220,7 +319,7 @@ TEST_P(OnnxLossTest, MatchesTheSpec) {
 
 INSTANTIATE_TEST_SUITE_P(
     Spec, OnnxLossTest,
-    testing::Values(LossCase{"SoftmaxCrossEntropyLoss", "mean", false, false},
+    ::testing::Values(LossCase{"SoftmaxCrossEntropyLoss", "mean", false, false},
                     LossCase{"SoftmaxCrossEntropyLoss", "mean", true, true},
                     LossCase{"SoftmaxCrossEntropyLoss", "sum", true, false},
                     LossCase{"SoftmaxCrossEntropyLoss", "mean", false, true},

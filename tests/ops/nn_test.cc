@@ -162,6 +162,24 @@ TEST(DropoutInferTest, RateMustBeInZeroOne) {
   ExpectError(InferError(PrimId::kDropout, {T(kI64, {3})}), "floating-point");
 }
 
+// dynamic_dropout(x, rate): the rate one value of x's dtype, read by the kernel.
+TEST(DynamicDropoutInferTest, KeepsTypeAndChecksTheRate) {
+  EXPECT_EQ(Inferred(PrimId::kDynamicDropout, {T(kF32, {2, kU}), T(kF32, {})}), TypeOf(kF32, {2, kU}));
+  EXPECT_EQ(Inferred(PrimId::kDynamicDropout, {T(kF64, {3}), T(kF64, {1})}, {{"seed", int64_t{5}}}),
+            TypeOf(kF64, {3}));
+  EXPECT_EQ(Inferred(PrimId::kDynamicDropout, {T(kF64, {3}), T(kF64, {kU})}), TypeOf(kF64, {3}));
+  ExpectError(InferError(PrimId::kDynamicDropout, {T(kF32, {3}), T(kF32, {2})}),
+              "input 1 (rate) of dynamic_dropout must be one value (rank 0 or shape [1]), got f32[2]");
+  ExpectError(InferError(PrimId::kDynamicDropout, {T(kF32, {3}), T(kF64, {})}), "must be f32 like input 0");
+  ExpectError(InferError(PrimId::kDynamicDropout, {T(kF32, {3}), T(kI64, {})}), "floating-point");
+  ExpectError(InferError(PrimId::kDynamicDropout, {T(kI64, {3}), T(kF32, {})}), "floating-point");
+  const PrimitiveDef* d = DefaultRegistry().Find(PrimId::kDynamicDropout);
+  ASSERT_NE(d, nullptr);
+  EXPECT_FALSE(d->linear);  // not in the rate
+  EXPECT_EQ(d->zero_if_any, 1u);
+  EXPECT_NE(d->bprop, nullptr);  // checked in tests/ad/nn_grad_test
+}
+
 TEST(NnDefinitionsTest, Flags) {
   for (PrimId id : {PrimId::kSoftmax, PrimId::kLogSoftmax, PrimId::kSoftmaxCrossEntropy,
                     PrimId::kSparseSoftmaxCrossEntropy, PrimId::kBatchNorm, PrimId::kLayerNorm,

@@ -535,6 +535,36 @@ TEST(DropoutKernelTest, InPlaceAndErrors) {
               "floating-point");
 }
 
+// dynamic_dropout reads the rate (rank 0 or [1]) and draws dropout's mask.
+TEST(DynamicDropoutKernelTest, IsDropoutWithTheRateReadAtRunTime) {
+  std::mt19937_64 rng(91);
+  for (DType dtype : {kF32, kF64}) {
+    for (double rate : {0.0, 0.25, 0.9}) {
+      for (const Shape& rate_shape : {Shape{}, Shape{1}}) {
+        SCOPED_TRACE(::testing::Message() << DTypeName(dtype) << " rate " << rate << " "
+                                          << ShapeToString(rate_shape));
+        Tensor x = RandomTensor(dtype, {7, 9}, rng, 0.5, 2);
+        Tensor r = Tensor::Full(dtype, rate_shape, rate).value();
+        absl::StatusOr<Value> y = RunCpuKernel(PrimId::kDynamicDropout, {x, r}, {{"seed", int64_t{12345}}});
+        // The rate as the kernel reads it (0.25 and 0.9 rounded to f32 for f32).
+        ExpectClose(y, dtype, {7, 9}, NaiveDropout(x, r.ElementAsDouble(0), 12345));
+        if (rate == 0) EXPECT_EQ(ToDoubles(y->tensor()), ToDoubles(x));  // exactly the identity
+      }
+    }
+  }
+}
+
+TEST(DynamicDropoutKernelTest, RateOutOfRangeIsAnError) {
+  std::mt19937_64 rng(92);
+  Tensor x = RandomTensor(kF64, {4}, rng);
+  for (double bad : {1.0, -0.5, 2.0, std::numeric_limits<double>::quiet_NaN()}) {
+    ExpectError(RunCpuKernel(PrimId::kDynamicDropout, {x, Tensor::FromScalar<double>(bad)}),
+                "input 1 (rate) of dynamic_dropout must be in [0, 1), got");
+  }
+  ExpectError(RunCpuKernel(PrimId::kDynamicDropout, {x, Tensor::FromVector<double>({2}, {0.1, 0.2})}),
+              "must be one value");
+}
+
 }  // namespace
 }  // namespace testing
 }  // namespace kgrad
