@@ -18,7 +18,11 @@ namespace {
 
 using ::testing::HasSubstr;
 
-const std::vector<DType> kAllDTypes = {kF32, kF64, kI32, kI64, kBool};
+constexpr DType kU8 = DType::kUInt8, kI8 = DType::kInt8, kI16 = DType::kInt16,
+                kU16 = DType::kUInt16, kU32 = DType::kUInt32, kU64 = DType::kUInt64,
+                kF16 = DType::kFloat16, kBF16 = DType::kBFloat16;
+const std::vector<DType> kAllDTypes = {kF32, kF64, kI32, kI64, kBool, kU8,  kI8,
+                                       kI16, kU16, kU32, kU64, kF16,  kBF16};
 
 struct OpCase {
   PrimId id;
@@ -27,11 +31,16 @@ struct OpCase {
 
 const std::vector<DType> kNumeric = {kF32, kF64, kI32, kI64};
 const std::vector<DType> kFloat = {kF32, kF64};
+// The integer maps also take the narrow integers (they wrap like i32); the
+// arithmetic and comparisons take every type but bool (halves compute in f32).
+const std::vector<DType> kIntegerMaps = {kF32, kF64, kI32, kI64, kU8, kI8, kI16, kU16, kU32, kU64};
+const std::vector<DType> kWide = {kF32, kF64, kI32, kI64, kU8, kI8, kI16, kU16, kU32, kU64, kF16, kBF16};
+const std::vector<DType> kUnsigned = {kU8, kU16, kU32, kU64};
 
 const std::vector<OpCase>& UnaryCases() {
   static const auto* cases = new std::vector<OpCase>{
-      {PrimId::kNeg, kNumeric},       {PrimId::kAbs, kNumeric},
-      {PrimId::kSign, kNumeric},      {PrimId::kSquare, kNumeric},
+      {PrimId::kNeg, kIntegerMaps},   {PrimId::kAbs, kIntegerMaps},
+      {PrimId::kSign, kIntegerMaps},  {PrimId::kSquare, kIntegerMaps},
       {PrimId::kExp, kFloat},         {PrimId::kLog, kFloat},
       {PrimId::kLog1p, kFloat},       {PrimId::kExpm1, kFloat},
       {PrimId::kSin, kFloat},         {PrimId::kCos, kFloat},
@@ -59,14 +68,14 @@ struct BinaryCase {
 
 const std::vector<BinaryCase>& BinaryCases() {
   static const auto* cases = new std::vector<BinaryCase>{
-      {PrimId::kAdd, kNumeric, false},         {PrimId::kSub, kNumeric, false},
-      {PrimId::kMul, kNumeric, false},         {PrimId::kDiv, kNumeric, false},
-      {PrimId::kPow, kFloat, false},           {PrimId::kMaximum, kNumeric, false},
-      {PrimId::kMinimum, kNumeric, false},     {PrimId::kEqual, kAllDTypes, true},
-      {PrimId::kNotEqual, kAllDTypes, true},   {PrimId::kLess, kNumeric, true},
-      {PrimId::kLessEqual, kNumeric, true},    {PrimId::kGreater, kNumeric, true},
-      {PrimId::kGreaterEqual, kNumeric, true}, {PrimId::kLogicalAnd, {kBool}, true},
-      {PrimId::kLogicalOr, {kBool}, true},     {PrimId::kMod, kNumeric, false},
+      {PrimId::kAdd, kWide, false},         {PrimId::kSub, kWide, false},
+      {PrimId::kMul, kWide, false},         {PrimId::kDiv, kWide, false},
+      {PrimId::kPow, kFloat, false},        {PrimId::kMaximum, kWide, false},
+      {PrimId::kMinimum, kWide, false},     {PrimId::kEqual, kAllDTypes, true},
+      {PrimId::kNotEqual, kAllDTypes, true}, {PrimId::kLess, kWide, true},
+      {PrimId::kLessEqual, kWide, true},    {PrimId::kGreater, kWide, true},
+      {PrimId::kGreaterEqual, kWide, true}, {PrimId::kLogicalAnd, {kBool}, true},
+      {PrimId::kLogicalOr, {kBool}, true},  {PrimId::kMod, kWide, false},
   };
   return *cases;
 }
@@ -81,6 +90,7 @@ TEST(ElementwiseInferTest, CasesCoverTheWholeFamily) {
   for (const OpCase& c : UnaryCases()) covered.push_back(c.id);
   for (const BinaryCase& c : BinaryCases()) covered.push_back(c.id);
   covered.push_back(PrimId::kSelect);
+  covered.push_back(PrimId::kBitShift);  // BitShiftTakesUnsignedAndADirection
   for (int i = static_cast<int>(PrimId::kNeg); i <= static_cast<int>(PrimId::kSelect); ++i) {
     PrimId id = static_cast<PrimId>(i);
     EXPECT_EQ(std::count(covered.begin(), covered.end(), id), 1) << PrimIdName(id);
@@ -246,12 +256,33 @@ TEST(ElementwiseInferTest, ModTakesFmodAndBroadcasts) {
   EXPECT_NE(def->bprop, nullptr);
 }
 
+TEST(ElementwiseInferTest, BitShiftTakesUnsignedAndADirection) {
+  for (DType t : kAllDTypes) {
+    SCOPED_TRACE(DTypeName(t));
+    for (const char* d : {"left", "right"}) {
+      absl::StatusOr<AbstractPtr> r =
+          InferOp(PrimId::kBitShift, {T(t, {2, 1}), T(t, {3})}, {{"direction", std::string(d)}});
+      if (Contains(kUnsigned, t)) {
+        ExpectTensor(r, t, {2, 3});
+      } else {
+        ExpectError(r, "input 0 must be a u8");
+      }
+    }
+  }
+  ExpectError(InferOp(PrimId::kBitShift, {T(kU8, {2}), T(kU8, {2})}, {{"direction", std::string("up")}}),
+              "'direction' must be \"left\" or \"right\", got \"up\"");
+  ExpectError(InferOp(PrimId::kBitShift, {T(kU8, {2}), T(kU16, {2})}, {{"direction", std::string("left")}}),
+              "same dtype");
+  ExpectError(InferOp(PrimId::kBitShift, {T(kU32, {2}), T(kU32, {3})}, {{"direction", std::string("left")}}),
+              "broadcast");
+}
+
 TEST(ElementwiseInferTest, GradientFlags) {
   const std::vector<PrimId> zero_grad = {
       PrimId::kSign,         PrimId::kLogicalNot, PrimId::kEqual,     PrimId::kNotEqual,
       PrimId::kLess,         PrimId::kLessEqual,  PrimId::kGreater,   PrimId::kGreaterEqual,
       PrimId::kLogicalAnd,   PrimId::kLogicalOr,  PrimId::kFloor,     PrimId::kCeil,
-      PrimId::kRound};
+      PrimId::kRound,        PrimId::kBitShift};
   const std::vector<PrimId> linear = {PrimId::kNeg, PrimId::kAdd, PrimId::kSub,
                                       PrimId::kSelect};
   for (int i = static_cast<int>(PrimId::kNeg); i <= static_cast<int>(PrimId::kSelect); ++i) {

@@ -64,8 +64,11 @@ TEST(NpyTest, RejectsBadFilesWithAStatus) {
   EXPECT_THAT(ParseNpy(good.substr(0, good.size() - 1), "x.npy").status().message(),
               HasSubstr("data is 23 bytes"));
   std::string f16 = good;
-  f16.replace(f16.find("<f4"), 3, "<f2");
-  EXPECT_THAT(ParseNpy(f16, "x.npy").status().message(), HasSubstr("unsupported dtype '<f2'"));
+  f16.replace(f16.find("<f4"), 3, "<f2");  // a known dtype: the size no longer matches
+  EXPECT_THAT(ParseNpy(f16, "x.npy").status().message(), HasSubstr("data is 24 bytes, f16[2,3] needs 12"));
+  std::string complex = good;
+  complex.replace(complex.find("<f4"), 3, "<c8");
+  EXPECT_THAT(ParseNpy(complex, "x.npy").status().message(), HasSubstr("unsupported dtype '<c8'"));
   std::string big = good;
   big.replace(big.find("<f4"), 3, ">f4");
   EXPECT_THAT(ParseNpy(big, "x.npy").status().message(), HasSubstr("big-endian"));

@@ -233,7 +233,7 @@ TEST(ElementwiseKernelTest, UnaryErrors) {
   ExpectRunError(PrimId::kExp, {MakeTensor(kI32, {2}, {1, 2})}, {},
                  "input 0 must be a f32 or f64 tensor, got i32[2]");
   ExpectRunError(PrimId::kNeg, {MakeTensor(kBool, {2}, {1, 0})}, {},
-                 "input 0 must be a f32, f64, i32 or i64 tensor, got bool[2]");
+                 "input 0 must be a f32, f64, i32, i64, u8, i8, i16, u16, u32 or u64 tensor, got bool[2]");
   ExpectRunError(PrimId::kLogicalNot, {MakeTensor(kF32, {2}, {1, 0})}, {},
                  "input 0 must be a bool tensor");
   ExpectRunError(PrimId::kSqrt, {Value(Scalar::Float(2.0))}, {}, "input 0 must be a tensor");
