@@ -66,7 +66,7 @@ absl::StatusOr<Value> TopK(KernelContext& ctx) {
   if (s.k > 0 && lines > 0) {
     DispatchDType(x->dtype(), [&](auto zero) {
       using T = decltype(zero);
-      X
+      if constexpr (kIsNumericComputeType<T>) {  // TopKShape allows these only
         const T* px = x->data<T>();
         T* pv = values.mutable_data<T>();
         int64_t* pi = indices.mutable_data<int64_t>();
