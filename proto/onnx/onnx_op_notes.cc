@@ -29,6 +29,7 @@ constexpr OnnxOpNote kNotes[] = {
     {"BatchNormalization", "inference: affine map; training: batch_norm + running statistics", "spatial=0"},
     {"BitShift", "bit_shift{direction}: a shift by the width or more gives 0", ""},
     {"Cast", "cast (to float16 and bfloat16 rounding to nearest even; to integers truncating toward zero)", "string and float8 types"},
+    {"CastLike", "cast to the second input's element type (its values and shape unused)", "string types"},
     {"Ceil", "ceil", ""},
     {"Celu", "select(x > 0, x, alpha * expm1(min(x, 0) / alpha))", ""},
     {"Clip", "maximum, minimum", ""},

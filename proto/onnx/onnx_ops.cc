@@ -262,6 +262,18 @@ Outputs Cast(NodeContext& c) {
   return OneOutput(c.Emit(PrimId::kCast, {x}, {{"dtype", *t}}));
 }
 
+// CastLike(x, like) (opset 15): Cast to like's element type; like's values and
+// shape are not read.
+Outputs CastLike(NodeContext& c) {
+  KGRAD_RETURN_IF_ERROR(c.ExpectInputs(2, 2));
+  KGRAD_ASSIGN_OR_RETURN(ImportedValue x, c.Input(0));
+  KGRAD_ASSIGN_OR_RETURN(ImportedValue like, c.Input(1));
+  KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* tx, c.TensorType(x));
+  KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* tl, c.TensorType(like));
+  if (tx->dtype() == tl->dtype()) return std::vector<ImportedValue>{x};
+  return OneOutput(c.Emit(PrimId::kCast, {x}, {{"dtype", tl->dtype()}}));
+}
+
 }  // namespace
 
 void AddElementwiseOps(OpTable* t) {
@@ -311,6 +323,7 @@ void AddElementwiseOps(OpTable* t) {
   (*t)["Clip"] = Clip;
   (*t)["Where"] = Where;
   (*t)["Cast"] = Cast;
+  (*t)["CastLike"] = CastLike;
   (*t)["ReduceSum"] = Reduce<PrimId::kReduceSum>;
   (*t)["ReduceMean"] = Reduce<PrimId::kReduceMean>;
   (*t)["ReduceMax"] = Reduce<PrimId::kReduceMax>;

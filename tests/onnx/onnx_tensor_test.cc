@@ -152,6 +152,37 @@ TEST(OnnxNarrowTensors, Uint8InputsAddAndWrap) {
   EXPECT_EQ((*out)[0].data<uint8_t>()[2], 3);
 }
 
+// CastLike takes the second input's element type only: double to float16
+// rounds to nearest even (1 + 2^-11 is a tie between 1 and 1 + 2^-10: 1), and a
+// like of the same type is the identity.
+TEST(OnnxNarrowTensors, CastLikeTakesTheElementTypeOfItsSecondInput) {
+  OnnxModelBuilder b(15);
+  b.Input("x", DType::kFloat64, {3});
+  b.Input("like", DType::kFloat16, {1});
+  b.Input("same", DType::kFloat64, {5});
+  b.Node("CastLike", {"x", "like"}, {"y"});
+  b.Node("CastLike", {"x", "same"}, {"z"});
+  b.Output("y");
+  b.Output("z");
+  const Tensor x = Tensor::FromVector<double>({3}, {1 + std::ldexp(1.0, -11), -2.5, 70000});
+  absl::StatusOr<std::vector<Tensor>> out =
+      b.Run({x, Tensor::Zeros(DType::kFloat16, {1}).value(), Tensor::Zeros(DType::kFloat64, {5}).value()});
+  ASSERT_TRUE(out.ok()) << out.status();
+  ASSERT_EQ((*out)[0].TypeString(), "f16[3]");
+  const uint16_t* h = reinterpret_cast<const uint16_t*>((*out)[0].raw_data());
+  EXPECT_EQ(h[0], 0x3c00);  // 1
+  EXPECT_EQ(h[1], 0xc100);  // -2.5
+  EXPECT_EQ(h[2], 0x7c00);  // beyond 65504: +inf
+  ASSERT_EQ((*out)[1].TypeString(), "f64[3]");
+  EXPECT_EQ((*out)[1].data<double>()[1], -2.5);
+
+  OnnxModelBuilder bad(15);
+  bad.Input("x", DType::kFloat32, {2});
+  bad.Node("CastLike", {"x"}, {"y"}).set_name("cl");
+  bad.Output("y");
+  EXPECT_THAT(std::string(bad.Import().status().message()), HasSubstr("cl"));
+}
+
 // Ops without 16-bit float kernels refuse them at import, naming the node.
 TEST(OnnxNarrowTensors, Float16ReluIsRefusedWithAStatus) {
   OnnxModelBuilder b(13);

@@ -548,7 +548,9 @@ TEST(DynamicDropoutKernelTest, IsDropoutWithTheRateReadAtRunTime) {
         absl::StatusOr<Value> y = RunCpuKernel(PrimId::kDynamicDropout, {x, r}, {{"seed", int64_t{12345}}});
         // The rate as the kernel reads it (0.25 and 0.9 rounded to f32 for f32).
         ExpectClose(y, dtype, {7, 9}, NaiveDropout(x, r.ElementAsDouble(0), 12345));
-        if (rate == 0) EXPECT_EQ(ToDoubles(y->tensor()), ToDoubles(x));  // exactly the identity
+        if (rate == 0) {
+          EXPECT_EQ(ToDoubles(y->tensor()), ToDoubles(x));  // exactly the identity
+        }
       }
     }
   }
