@@ -300,12 +300,20 @@ absl::Status CheckLegacyForm(const NodeContext& c) {
   return absl::OkStatus();
 }
 
+namespace {
+absl::Status DefineInitializers(const onnx::GraphProto& graph, Module& module, Scope& scope,
+                                const LoadLimits& limits, bool weights);
+}  // namespace
+
 absl::StatusOr<std::vector<ImportedValue>> Importer::ImportNodes(const onnx::GraphProto& graph,
                                                                  Scope& scope, int depth) {
   if (depth > options_.limits.max_nesting_depth) {
     return absl::InvalidArgumentError(absl::StrCat("graph '", graph.name(), "' is nested more than ",
                                                    options_.limits.max_nesting_depth, " deep"));
   }
+  // A subgraph's own initializers (If branches, Loop bodies) are constants of
+  // that subgraph: weights live in the main graph only.
+  if (depth > 0) KGRAD_RETURN_IF_ERROR(DefineInitializers(graph, module_, scope, options_.limits, false));
   int saved_depth = depth_;
   depth_ = depth;
   for (const onnx::NodeProto& node : graph.node()) {

@@ -160,6 +160,32 @@ TEST(OnnxLoop, ConditionEndsTheScan) {
   ExpectClose(Value((*got)[1]), Tensor::FromVector<double>({3, 2}, {3, -6, 4.5, -9, 6.75, -13.5}), 0, "scan");
 }
 
+// The same loop with the body's constants as the body's own initializers (valid
+// ONNX for any subgraph): they are read like the Constant nodes above.
+TEST(OnnxLoop, BodyInitializersAreItsConstants) {
+  OnnxModelBuilder b(13);
+  b.Input("x", DType::kFloat64, {2});
+  b.Constant("cond", Tensor::FromScalar<bool>(true));
+  onnx::GraphProto body;
+  for (const char* in : {"i", "c", "v"}) body.add_input()->set_name(in);
+  TensorToOnnx(Tensor::FromScalar<int64_t>(2), "two", body.add_initializer());
+  TensorToOnnx(Tensor::FromScalar<double>(1.5), "k", body.add_initializer());
+  AddNode(&body, "Less", {"i", "two"}, {"c2"});
+  AddNode(&body, "Mul", {"v", "k"}, {"v2"});
+  for (const char* out : {"c2", "v2", "v2"}) body.add_output()->set_name(out);
+  SetBody(b.Node("Loop", {"", "cond", "x"}, {"v", "scan"}), body);
+  b.Output("v").Output("scan");
+  absl::StatusOr<std::vector<Tensor>> got = b.Run({Tensor::FromVector<double>({2}, {2, -4})});
+  ASSERT_TRUE(got.ok()) << got.status();
+  ExpectClose(Value((*got)[0]), Tensor::FromVector<double>({2}, {6.75, -13.5}), 0, "v");
+  ExpectClose(Value((*got)[1]), Tensor::FromVector<double>({3, 2}, {3, -6, 4.5, -9, 6.75, -13.5}), 0, "scan");
+  // A bad initializer is an error naming the body graph.
+  body.mutable_initializer(1)->set_raw_data("abc");
+  body.set_name("loop_body");
+  b.mutable_model()->mutable_graph()->mutable_node(1)->mutable_attribute(0)->mutable_g()->CopyFrom(body);
+  EXPECT_THAT(std::string(b.Import().status().message()), HasSubstr("graph 'loop_body': initializer"));
+}
+
 // The scan of v' * v as the one output: reverse- and forward-mode derivatives
 // for x and y against central differences. (First order: the second-order
 // gradient of an imported Loop fails with or without scan outputs, on the
