@@ -217,6 +217,11 @@ absl::Status DFunctor::BackPropNode(CNode* c) {
 absl::Status DFunctor::BackPropPrimitive(CNode* c, const Primitive& prim, AnfNode* dout) {
   const PrimitiveDef& def = prim.def();
   if (def.zero_gradient) return absl::OkStatus();
+  if (def.derived_args != nullptr) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        c->Location(), ": '", prim.name(), "' is a differentiation operator; expand it first "
+        "(kgrad::ExpandDifferentiation in ad/expand_differentiation.h)"));
+  }
   if (def.bprop == nullptr) {
     return absl::UnimplementedError(absl::StrCat(
         c->Location(), ": primitive '", prim.name(), "' has no gradient rule (bprop)"));

@@ -108,6 +108,12 @@ class PlanCompiler {
       if (absl::Status s = CheckArity(prim->def(), c->num_args()); !s.ok()) {
         return AtNode(s, c, prim);
       }
+      if (prim->def().derived_args != nullptr) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            c->Location(), ": '", prim->name(),
+            "' is a differentiation operator; expand it before running (kgrad::ExpandDifferentiation "
+            "in ad/expand_differentiation.h; the kgrad CLI does this when it loads a file)"));
+      }
       step.kind = Step::Kind::kKernel;
       step.prim = prim;
       step.kernel = device_->kernel(prim->id());

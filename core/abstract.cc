@@ -39,7 +39,9 @@ int AbstractTuple::DepthOf(const std::vector<AbstractPtr>& elements) {
 int FuncAtom::Depth() const {
   int d = 0;
   int level = 0;
-  for (const FuncAtom* a = this; a != nullptr && a->kind == Kind::kPartial; a = a->fn.get()) {
+  for (const FuncAtom* a = this; a != nullptr && (a->kind == Kind::kPartial || a->kind == Kind::kDerived ||
+                                                  a->kind == Kind::kResult);
+       a = a->fn.get()) {
     ++level;
     for (const AbstractPtr& b : a->bound) {
       if (b != nullptr) d = std::max(d, b->depth() + level);
@@ -65,6 +67,8 @@ std::string FuncAtom::ToString() const {
     case Kind::kGraph: return absl::StrCat("@", graph->name());
     case Kind::kPrimitive: return primitive->ToString();
     case Kind::kPartial: return absl::StrCat("partial(", fn->ToString(), ", ", bound.size(), ")");
+    case Kind::kDerived: return absl::StrCat(primitive->ToString(), "(", fn->ToString(), ")");
+    case Kind::kResult: return absl::StrCat("fn -> ", AbstractToString(bound.at(0)));
   }
   return "?";
 }
@@ -141,8 +145,13 @@ bool FuncAtomEquals(const FuncAtom& a, const FuncAtom& b) {
   switch (a.kind) {
     case FuncAtom::Kind::kGraph: return a.graph == b.graph;
     case FuncAtom::Kind::kPrimitive: return PrimitivesEqual(*a.primitive, *b.primitive);
+    case FuncAtom::Kind::kDerived:
+      return PrimitivesEqual(*a.primitive, *b.primitive) && FuncAtomEquals(*a.fn, *b.fn);
+    case FuncAtom::Kind::kResult:
     case FuncAtom::Kind::kPartial: {
-      if (!FuncAtomEquals(*a.fn, *b.fn) || a.bound.size() != b.bound.size()) return false;
+      if ((a.fn != nullptr) != (b.fn != nullptr)) return false;
+      if (a.fn != nullptr && !FuncAtomEquals(*a.fn, *b.fn)) return false;
+      if (a.bound.size() != b.bound.size()) return false;
       for (size_t i = 0; i < a.bound.size(); ++i) {
         if (!AbstractEquals(a.bound[i], b.bound[i])) return false;
       }
@@ -223,7 +232,9 @@ size_t AbstractHash(const AbstractPtr& a) {
       for (const FuncAtom& f : AsFunction(a)->atoms()) {
         size_t fh = absl::HashOf(static_cast<int>(f.kind));
         if (f.kind == FuncAtom::Kind::kGraph) fh = absl::HashOf(fh, f.graph);
-        if (f.kind == FuncAtom::Kind::kPrimitive) fh = absl::HashOf(fh, &f.primitive->def());
+        if (f.kind == FuncAtom::Kind::kPrimitive || f.kind == FuncAtom::Kind::kDerived) {
+          fh = absl::HashOf(fh, &f.primitive->def());
+        }
         sum += fh;
       }
       return absl::HashOf(h, sum);

@@ -129,13 +129,17 @@ class AbstractTuple final : public Abstract {
 };
 
 // One function a node may evaluate to: a graph (as a closure in its lexical
-// context), a primitive, or a partial application of another atom.
+// context), a primitive, a partial application of another atom, a function a
+// differentiation operator derives from another atom (`grad(@f)`), or a function
+// known only by its result (the bprop a `J` function returns).
 struct FuncAtom {
-  enum class Kind { kGraph, kPrimitive, kPartial } kind;
+  enum class Kind { kGraph, kPrimitive, kPartial, kDerived, kResult } kind;
   FuncGraph* graph = nullptr;
-  PrimitivePtr primitive;
-  std::shared_ptr<const FuncAtom> fn;  // kPartial: the partially applied function
-  std::vector<AbstractPtr> bound;      // kPartial: abstracts of the bound arguments
+  PrimitivePtr primitive;              // kPrimitive; kDerived: the operator
+  std::shared_ptr<const FuncAtom> fn;  // kPartial: the partially applied function;
+                                       // kDerived: the operand
+  std::vector<AbstractPtr> bound;      // kPartial: abstracts of the bound arguments;
+                                       // kResult: {the result of a call}
 
   std::string ToString() const;
   // Partial-application levels plus the depth of the deepest bound argument.

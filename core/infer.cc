@@ -53,6 +53,13 @@ struct Frame {
   AbstractPtr callee;
   size_t atom = 0;
   AbstractPtr result;
+  // Derived functions entered by the open atom, outermost first: their results
+  // are made from the operand's when it is ready (JoinAtomResult).
+  struct Derive {
+    const FuncAtom* atom;
+    std::vector<AbstractPtr> args;
+  };
+  std::vector<Derive> derive;
 };
 
 // The whole-program analysis. Step 1 (Run): rounds from the entry until nothing
@@ -119,7 +126,7 @@ class Inferrer {
     }
     CNode* c = (*f.order)[f.next];
     const std::vector<FuncAtom>& atoms = AsFunction(f.callee)->atoms();
-    if (f.atom < atoms.size()) return StartAtom(atoms[f.atom], f.args, c);
+    if (f.atom < atoms.size()) return StartAtom(f, atoms[f.atom], f.args, c);
     KGRAD_RETURN_IF_ERROR(FinishNode(f, c, f.result));
     return std::optional<AbstractPtr>();
   }
@@ -168,8 +175,9 @@ class Inferrer {
     return Record(c, a);
   }
 
-  absl::Status JoinAtomResult(Frame& f, const AbstractPtr& r) {
+  absl::Status JoinAtomResult(Frame& f, AbstractPtr r) {
     CNode* c = (*f.order)[f.next];
+    KGRAD_ASSIGN_OR_RETURN(r, FinishDerived(f, std::move(r), c));
     absl::StatusOr<AbstractPtr> j = Join(f.result, r);
     if (!j.ok()) {
       return AtNode(absl::InvalidArgumentError(absl::StrCat(
@@ -182,19 +190,64 @@ class Inferrer {
     return absl::OkStatus();
   }
 
-  // A partial application's bound arguments come first; primitives are evaluated
-  // at once, graphs entered.
-  absl::StatusOr<std::optional<AbstractPtr>> StartAtom(const FuncAtom& atom,
-                                                       const std::vector<AbstractPtr>& args,
+  // A partial application's bound arguments come first; a derived function calls
+  // its operand with the arguments its operator gives (the result is made in
+  // FinishDerived); primitives are evaluated at once, graphs entered.
+  absl::StatusOr<std::optional<AbstractPtr>> StartAtom(Frame& f, const FuncAtom& atom,
+                                                       std::vector<AbstractPtr> all,
                                                        const CNode* c) {
     const FuncAtom* a = &atom;
-    std::vector<AbstractPtr> all = args;
-    for (; a->kind == FuncAtom::Kind::kPartial; a = a->fn.get()) {
-      all.insert(all.begin(), a->bound.begin(), a->bound.end());
+    while (a->kind == FuncAtom::Kind::kPartial || a->kind == FuncAtom::Kind::kDerived) {
+      if (a->kind == FuncAtom::Kind::kPartial) {
+        all.insert(all.begin(), a->bound.begin(), a->bound.end());
+        a = a->fn.get();
+        continue;
+      }
+      for (const AbstractPtr& x : all) {
+        if (x == nullptr) return std::optional<AbstractPtr>(AbstractPtr(nullptr));
+      }
+      const PrimitiveDef& def = a->primitive->def();
+      absl::StatusOr<std::vector<AbstractPtr>> inner =
+          def.derived_args(DerivedCall{*a->primitive, all, module_});
+      if (!inner.ok()) return AtNode(PrimError(*a->primitive, inner.status()), c);
+      f.derive.push_back(Frame::Derive{a, std::move(all)});
+      all = std::move(*inner);
+      a = a->fn.get();
+    }
+    if (a->kind == FuncAtom::Kind::kResult) {
+      if (all.size() != 1) {
+        return AtNode(absl::InvalidArgumentError(absl::StrCat(
+                          "a bprop takes 1 argument (the output's sensitivity), got ", all.size())),
+                      c);
+      }
+      return std::optional<AbstractPtr>(a->bound.at(0));
     }
     if (a->kind == FuncAtom::Kind::kGraph) return Enter(a->graph, std::move(all), c);
     KGRAD_ASSIGN_OR_RETURN(AbstractPtr r, EvalPrimitive(*a->primitive, all, c));
     return std::optional<AbstractPtr>(std::move(r));
+  }
+
+  // The result of the open atom's derived functions, innermost first, from the
+  // operand's result `r` (unknown stays unknown).
+  absl::StatusOr<AbstractPtr> FinishDerived(Frame& f, AbstractPtr r, const CNode* c) {
+    while (!f.derive.empty()) {
+      Frame::Derive d = std::move(f.derive.back());
+      f.derive.pop_back();
+      if (r == nullptr) continue;
+      const Primitive& prim = *d.atom->primitive;
+      absl::StatusOr<AbstractPtr> out =
+          prim.def().derived_result(DerivedCall{prim, d.args, module_}, r);
+      if (!out.ok()) {
+        f.derive.clear();
+        return AtNode(PrimError(prim, out.status()), c);
+      }
+      r = *out;
+    }
+    return r;
+  }
+
+  static absl::Status PrimError(const Primitive& p, const absl::Status& s) {
+    return absl::Status(s.code(), absl::StrCat(p.name(), ": ", s.message()));
   }
 
   // The result of `g` in this context when it is known or being computed (a

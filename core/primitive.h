@@ -67,6 +67,21 @@ using InferFn = absl::StatusOr<AbstractPtr> (*)(const InferCall& call);
 // fails at transform time naming the primitive and node.
 using BpropFn = absl::Status (*)(BpropContext& ctx);
 
+// Differentiation operators (J, grad, value_and_grad, jvp, vjp) return a function
+// derived from their operand. Calling it with `args` calls the operand with
+// DerivedArgsFn(args), and DerivedResultFn maps the operand's result `out` to the
+// call's result. This is all inference needs; ad/ expands the operators into
+// graphs before anything runs.
+class Module;
+struct DerivedCall {
+  const Primitive& prim;
+  absl::Span<const AbstractPtr> args;  // never null entries
+  const Module* module;                // for weights named by attributes
+};
+using DerivedArgsFn = absl::StatusOr<std::vector<AbstractPtr>> (*)(const DerivedCall& call);
+using DerivedResultFn = absl::StatusOr<AbstractPtr> (*)(const DerivedCall& call,
+                                                       const AbstractPtr& out);
+
 struct PrimitiveDef {
   PrimId id;
   std::string name;
@@ -93,6 +108,9 @@ struct PrimitiveDef {
   // tensor. The executor's allocation metering skips it (it would otherwise walk
   // every tuple the op passes on, however deep).
   bool moves_only = false;
+  // A differentiation operator (above): both set, or neither.
+  DerivedArgsFn derived_args = nullptr;
+  DerivedResultFn derived_result = nullptr;
 };
 
 // The primitive registry: one PrimitiveDef per PrimId, filled once by ops/ at

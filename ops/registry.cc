@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "ops/conv.h"
+#include "ops/differentiation.h"
 #include "ops/elementwise.h"
 #include "ops/linalg.h"
 #include "ops/nn.h"
@@ -25,6 +26,7 @@ const PrimitiveRegistry& DefaultRegistry() {
     ops::RegisterLinalgOps(&defs);
     ops::RegisterNnOps(&defs);
     ops::RegisterConvOps(&defs);
+    ops::RegisterDifferentiationOps(&defs);
     auto r = PrimitiveRegistry::Create(std::move(defs));
     if (!r.ok()) {
       // A broken op table is a build defect, not user input.

@@ -10,6 +10,24 @@
 
 namespace kgrad {
 namespace ops {
+
+AbstractPtr SensitivityOf(const AbstractPtr& a) {
+  switch (a->kind()) {
+    case AbstractKind::kFunction:
+    case AbstractKind::kEnv:
+      return MakeAbstractEnv();
+    case AbstractKind::kTuple: {
+      std::vector<AbstractPtr> elems;
+      for (const AbstractPtr& e : AsTuple(a)->elements()) elems.push_back(SensitivityOf(e));
+      return MakeAbstractTuple(std::move(elems));
+    }
+    case AbstractKind::kScalar:
+      return MakeAbstractScalar(AsScalar(a)->dtype());
+    default:
+      return a;
+  }
+}
+
 namespace {
 
 // ----- Tuples -------------------------------------------------------------------
@@ -104,25 +122,6 @@ absl::StatusOr<AbstractPtr> InferEnvAdd(const InferCall& c) {
 }
 
 // ----- Gradient plumbing -------------------------------------------------------------
-// The sensitivity type of a value: itself for tensors, scalars and tuples
-// (elementwise); an env for functions (the sensitivities of what they capture).
-AbstractPtr SensitivityOf(const AbstractPtr& a) {
-  switch (a->kind()) {
-    case AbstractKind::kFunction:
-    case AbstractKind::kEnv:
-      return MakeAbstractEnv();
-    case AbstractKind::kTuple: {
-      std::vector<AbstractPtr> elems;
-      for (const AbstractPtr& e : AsTuple(a)->elements()) elems.push_back(SensitivityOf(e));
-      return MakeAbstractTuple(std::move(elems));
-    }
-    case AbstractKind::kScalar:
-      return MakeAbstractScalar(AsScalar(a)->dtype());
-    default:
-      return a;
-  }
-}
-
 // hyper_add(a, b): a + b for tensors and scalars, elementwise for tuples, env_add
 // for envs. Both sides have the same structure (sensitivities of one value).
 absl::StatusOr<AbstractPtr> InferHyperAdd(const InferCall& c) {

@@ -13,6 +13,11 @@ namespace ops {
 
 void RegisterStructuralOps(std::vector<PrimitiveDef>* defs);
 
+// The sensitivity type of a value: itself for tensors, scalars (without their
+// constant) and tuples (elementwise); an env for functions (the sensitivities of
+// what they capture).
+AbstractPtr SensitivityOf(const AbstractPtr& a);
+
 }  // namespace ops
 }  // namespace kgrad
 
