@@ -43,12 +43,25 @@ absl::Status CheckDifferentiable(FuncGraph* prepared, FuncGraph* fg, const std::
   return absl::OkStatus();
 }
 
+// has_aux: fg returns (value, aux). Checked when the output's type is known
+// (inferred); otherwise taking the pair apart fails when the graph runs.
+absl::Status CheckAuxPair(FuncGraph* prepared, FuncGraph* fg) {
+  const AbstractPtr& a = prepared->output()->abstract();
+  if (a == nullptr) return absl::OkStatus();
+  const AbstractTuple* t = AsTuple(a);
+  if (t != nullptr && t->size() == 2) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      "has_aux: graph '", fg->name(), "' must return a pair (value, aux), but returns ", a->ToString(),
+      t != nullptr ? absl::StrCat(" (a tuple of ", t->size(), "; wrap the aux values in one tuple)") : ""));
+}
+
 absl::StatusOr<FuncGraph*> BuildGradGraph(Module& module, FuncGraph* fg, const GradSpec& spec) {
   if (fg == nullptr || fg->module() != &module) {
     return absl::InvalidArgumentError("the graph to differentiate must belong to the module");
   }
   KGRAD_ASSIGN_OR_RETURN(FuncGraph* prepared, PrepareForAd(fg, spec.arg_types));
   if (!spec.integer_inputs_ok) KGRAD_RETURN_IF_ERROR(CheckDifferentiable(prepared, fg, spec.argnums));
+  if (spec.has_aux) KGRAD_RETURN_IF_ERROR(CheckAuxPair(prepared, fg));
   AdContext ctx(&module, prepared);
   KGRAD_ASSIGN_OR_RETURN(FuncGraph* k, ctx.K(prepared));
 
@@ -83,13 +96,17 @@ absl::StatusOr<FuncGraph*> BuildGradGraph(Module& module, FuncGraph* fg, const G
     AnfNode* weight_grads = b.Tuple(dws);
     grads = spec.weights_only ? weight_grads : b.Tuple({input_grads, weight_grads});
   }
-  return b.Return(spec.with_value ? b.Tuple({out, grads}) : grads);
+  if (spec.with_value) return b.Return(b.Tuple({out, grads}));
+  return b.Return(spec.has_aux ? b.Tuple({grads, b.GetItem(out, 1)}) : grads);
 }
 
-absl::Status CheckWeights(Module& module, const std::vector<Parameter*>& weights) {
+absl::Status CheckWeights(Module& module, const FuncGraph* fg, const std::vector<Parameter*>& weights) {
   for (Parameter* w : weights) {
     if (w == nullptr || !w->is_weight() || module.FindWeight(w->name()) != w) {
-      return absl::InvalidArgumentError("weights to differentiate must be weights of the module");
+      return absl::InvalidArgumentError(absl::StrCat(
+          "cannot differentiate graph '", fg->name(), "' with respect to ",
+          w == nullptr ? std::string("a null weight") : absl::StrCat("'", w->name(), "'"),
+          ": weights to differentiate must be weights of the graph's module"));
     }
   }
   return absl::OkStatus();
@@ -108,7 +125,8 @@ absl::StatusOr<FuncGraph*> GradOperation::operator()(Module& module, FuncGraph* 
 absl::StatusOr<FuncGraph*> GradOperation::operator()(Module& module, FuncGraph* fg,
                                                      const std::vector<Parameter*>& weights,
                                                      const std::vector<AbstractPtr>& arg_types) const {
-  KGRAD_RETURN_IF_ERROR(CheckWeights(module, weights));
+  if (fg == nullptr) return absl::InvalidArgumentError("no graph to differentiate");
+  KGRAD_RETURN_IF_ERROR(CheckWeights(module, fg, weights));
   GradSpec spec;
   spec.name = absl::StrCat("grad_", fg->name());
   spec.sens_param = sens_param_;
@@ -152,12 +170,14 @@ namespace {
 template <typename Options>
 absl::StatusOr<GradSpec> CommonSpec(Module& module, FuncGraph* fg, absl::string_view prefix,
                                     const Options& options) {
-  KGRAD_RETURN_IF_ERROR(CheckWeights(module, options.weights));
+  if (fg == nullptr) return absl::InvalidArgumentError("no graph to differentiate");
+  KGRAD_RETURN_IF_ERROR(CheckWeights(module, fg, options.weights));
   GradSpec spec;
   spec.name = absl::StrCat(prefix, fg->name());
   KGRAD_ASSIGN_OR_RETURN(spec.argnums, NormalizeArgnums(fg, options.argnums));
   spec.tuple_inputs = options.argnums.size() != 1;
   spec.weights = options.weights;
+  spec.weights_only = options.argnums.empty() && !options.weights.empty();
   spec.arg_types = options.arg_types;
   return spec;
 }
@@ -173,8 +193,8 @@ absl::StatusOr<FuncGraph*> ValueAndGrad(Module& module, FuncGraph* fg, const Val
 
 absl::StatusOr<FuncGraph*> Grad(Module& module, FuncGraph* fg, const GradOptions& options) {
   KGRAD_ASSIGN_OR_RETURN(GradSpec spec, CommonSpec(module, fg, "grad_", options));
-  spec.weights_only = options.argnums.empty() && !options.weights.empty();
   spec.sens_param = options.sens_param;
+  spec.has_aux = options.has_aux;
   return BuildGradGraph(module, fg, spec);
 }
 

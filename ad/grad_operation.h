@@ -47,8 +47,8 @@ struct ValueAndGradOptions {
 };
 
 // (x...) -> (value, grads): grads is dx for a single argnum, else the tuple of
-// them; with weights it is (input grads, weight grads). With has_aux, value is
-// (value, aux).
+// them; with weights it is (input grads, weight grads), or only the weight grads
+// when argnums is empty (as Grad). With has_aux, value is (value, aux).
 absl::StatusOr<FuncGraph*> ValueAndGrad(Module& module, FuncGraph* fg,
                                         const ValueAndGradOptions& options = {});
 
@@ -56,11 +56,17 @@ struct GradOptions {
   std::vector<int> argnums = {0};   // inputs to differentiate (negative: from the end)
   std::vector<Parameter*> weights;  // weights to differentiate too
   bool sens_param = false;          // the output sensitivity is a last input
+  bool has_aux = false;             // fg returns (value, aux); only value is differentiated
   std::vector<AbstractPtr> arg_types;
 };
 
 // (x...) -> grads: dx for a single argnum, else the tuple of them; with weights,
 // (input grads, weight grads), or only the weight grads when argnums is empty.
+// With has_aux, (grads, aux), as JAX's grad(f, has_aux=True).
+//
+// has_aux (here and in ValueAndGrad) wants fg to return a pair (value, aux), like
+// JAX; an output of another type, when it is known, is an InvalidArgument error
+// naming the graph.
 absl::StatusOr<FuncGraph*> Grad(Module& module, FuncGraph* fg, const GradOptions& options);
 
 // (x..., cotangent) -> (out, (dx...)): the vector-Jacobian product. Integer and

@@ -41,10 +41,15 @@ commands:
                                 time spent per primitive; --max-seconds stops the run
                                 after S seconds (default: none), --max-tail-calls after N
                                 tail calls, i.e. N/2 loop iterations (default 100000000)
-  grad FILE -o OUT [--wrt all|weights|0,2] [--sens] [--optimize] [--graph G]
+  grad FILE -o OUT [--wrt all|weights|0,2] [--sens] [--value] [--has-aux] [--optimize]
+      [--graph G]
                                 write the gradient graph (entry of OUT) of the entry graph
                                 with respect to all inputs, the weights, or input positions;
                                 --sens adds the output sensitivity as a last input;
+                                --value returns (value, gradients), as JAX value_and_grad;
+                                --has-aux: the graph returns a pair (loss, aux), only loss
+                                is differentiated and aux is returned as is: (gradients,
+                                aux), or ((loss, aux), gradients) with --value;
                                 --optimize runs the post-AD optimiser (a plain kernel graph)
   jvp FILE -o OUT [--no-optimize] [--graph G]
                                 write the forward-mode graph (x..., x_dot...) -> (out, J x_dot),

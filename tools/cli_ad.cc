@@ -55,6 +55,33 @@ int CountNodes(Module& m, FuncGraph* root) {
   return n;
 }
 
+// --value and --has-aux, JAX's value_and_grad and has_aux: the graph written
+// returns (value, grads), ((value, aux), grads) or (grads, aux), where plain grad
+// returns grads; `out` gets a line saying which output is which, named as
+// `kgrad run` prints them.
+absl::StatusOr<FuncGraph*> GradientGraph(const ParsedArgs& args, Module& m, FuncGraph* g, GradOptions o,
+                                         std::ostream& out) {
+  o.has_aux = args.Has("has-aux");
+  if (!args.Has("value")) {
+    KGRAD_ASSIGN_OR_RETURN(FuncGraph* grad, kgrad::Grad(m, g, o));
+    if (o.has_aux) {
+      out << "outputs: out_0 the gradients, out_1 the aux (as '" << g->name() << "' returns it)\n";
+    }
+    return grad;
+  }
+  if (o.sens_param) {
+    return absl::InvalidArgumentError("--value differentiates with a sensitivity of ones; drop --sens or --value");
+  }
+  ValueAndGradOptions v;
+  v.argnums = o.argnums;
+  v.weights = o.weights;
+  v.has_aux = o.has_aux;
+  KGRAD_ASSIGN_OR_RETURN(FuncGraph* grad, kgrad::ValueAndGrad(m, g, v));
+  out << "outputs: " << (o.has_aux ? "out_0_0 the value, out_0_1 the aux" : "out_0 the value")
+      << " (of '" << g->name() << "'), out_1 the gradients\n";
+  return grad;
+}
+
 absl::Status GradImpl(const ParsedArgs& args, std::ostream& out) {
   if (args.positional.size() != 1) return absl::InvalidArgumentError("grad takes one FILE");
   if (!args.Has("output")) return absl::InvalidArgumentError("grad needs -o OUT (.pb or .pbtxt)");
@@ -62,7 +89,7 @@ absl::Status GradImpl(const ParsedArgs& args, std::ostream& out) {
   KGRAD_ASSIGN_OR_RETURN(FuncGraph* g, SelectGraph(*m, args));
   KGRAD_ASSIGN_OR_RETURN(GradOptions o, ParseWrt(args.Get("wrt", "all"), *m, g));
   o.sens_param = args.Has("sens");
-  KGRAD_ASSIGN_OR_RETURN(FuncGraph* grad, kgrad::Grad(*m, g, o));
+  KGRAD_ASSIGN_OR_RETURN(FuncGraph* grad, GradientGraph(args, *m, g, o, out));
   if (args.Has("optimize")) {
     KGRAD_ASSIGN_OR_RETURN(std::string log, Optimize(*m, grad));
     out << "optimised: " << log << "\n";
@@ -157,7 +184,8 @@ absl::Status Check(const ParsedArgs& args, std::ostream& out, bool* passed) {
 }  // namespace
 
 int GradCommand(const std::vector<std::string>& argv, std::ostream& out, std::ostream& err) {
-  absl::StatusOr<ParsedArgs> args = ParseArgs(argv, {"wrt", "output", "graph"}, {"sens", "optimize"});
+  absl::StatusOr<ParsedArgs> args =
+      ParseArgs(argv, {"wrt", "output", "graph"}, {"sens", "optimize", "value", "has-aux"});
   if (!args.ok()) return Fail(args.status(), err);
   absl::Status s = GradImpl(*args, out);
   return s.ok() ? 0 : Fail(s, err);

@@ -80,7 +80,8 @@ absl::StatusOr<DemoOptions> ParseDemo(const ParsedArgs& args) {
   return o;
 }
 
-// The weight gradients in ValueAndGrad's result (value, (input grads, weight grads)).
+// The weight gradients in ValueAndGrad's result: (value, weight grads) when it has
+// no argnums, else (value, (input grads, weight grads)).
 absl::StatusOr<std::vector<Tensor>> WeightGrads(const Value& result, size_t n) {
   if (!result.is_tuple() || result.tuple().size() != 2 || !result.tuple()[1].is_tuple()) {
     return absl::InternalError("demo: value_and_grad did not return (loss, grads)");
