@@ -75,7 +75,7 @@ class Expander {
       KGRAD_ASSIGN_OR_RETURN(bool rewritten, Normalize(c));
       if (rewritten) return true;  // `pending_` changed
       FuncGraph* target = GraphOf(c->arg(0));
-      if (target == nullptr || !Ready(c, target)) continue;
+      if (target == nullptr || !Ready(target)) continue;
       pending_.erase(pending_.begin() + i);
       KGRAD_RETURN_IF_ERROR(Expand(c, target));
       ++*expanded;
@@ -84,12 +84,16 @@ class Expander {
     return false;
   }
 
-  // No pending operator in the graphs the operand reaches (innermost first).
-  bool Ready(CNode* c, FuncGraph* target) {
+  // No pending operator, `c` included, in the graphs the operand reaches
+  // (innermost first; reaching `c` itself is a cycle). The enclosing graphs of a
+  // closure are its scope, not its callees: an operator there does not count.
+  bool Ready(FuncGraph* target) {
     std::vector<FuncGraph*> reach = m_.manager().Reachable({target});
     absl::flat_hash_set<const FuncGraph*> in_reach(reach.begin(), reach.end());
     for (CNode* other : pending_) {
-      if (other != c && in_reach.contains(other->graph())) return false;
+      FuncGraph* g = other->graph();
+      bool enclosing = g != target && target->IsSelfOrAncestor(g);
+      if (in_reach.contains(g) && !enclosing) return false;
     }
     return true;
   }
@@ -270,31 +274,21 @@ class Expander {
     KGRAD_ASSIGN_OR_RETURN(std::vector<Parameter*> weights, ops::DifferentiatedWeights(op, m_));
     KGRAD_ASSIGN_OR_RETURN(std::vector<int> wrt,
                            ops::DifferentiatedInputs(op, static_cast<int>(f->parameters().size())));
-    bool has_aux = op.GetBool("has_aux");
-    if (op.id() == PrimId::kGrad && !has_aux) {
+    if (op.id() == PrimId::kGrad) {
       GradOptions o;
       o.argnums = wrt;
       o.weights = weights;
       o.sens_param = op.GetBool("sens");
+      o.has_aux = op.GetBool("has_aux");
       o.arg_types = types;
       return Grad(m_, f, o);
     }
     ValueAndGradOptions o;
     o.argnums = wrt;
     o.weights = weights;
-    o.has_aux = has_aux;
+    o.has_aux = op.GetBool("has_aux");
     o.arg_types = types;
-    KGRAD_ASSIGN_OR_RETURN(FuncGraph* vg, ValueAndGrad(m_, f, o));
-    if (op.id() == PrimId::kValueAndGrad) return vg;
-    if (op.GetBool("sens")) {
-      return absl::UnimplementedError("grad with both sens and has_aux is not supported");
-    }
-    // grad{has_aux}(f)(x...) = (grads, aux), as JAX returns it.
-    GraphBuilder b(&m_, absl::StrCat("grad_aux_", f->name()), f->parent());
-    std::vector<AnfNode*> xs;
-    for (Parameter* p : f->parameters()) xs.push_back(b.Param(p->name(), p->declared()));
-    AnfNode* r = b.Call(vg, xs);
-    return b.Return(b.Tuple({b.GetItem(r, 1), b.GetItem(b.GetItem(r, 0), 1)}));
+    return ValueAndGrad(m_, f, o);
   }
 
   Module& m_;
@@ -316,20 +310,6 @@ absl::StatusOr<int> ExpandDifferentiation(Module& module, FuncGraph* root,
 
 bool HasDifferentiationOperators(Module& module, FuncGraph* root) {
   return !Collect(module, Roots(module, root)).empty();
-}
-
-absl::StatusOr<FuncGraph*> DifferentiationOperatorGraph(Module& module, FuncGraph* fg,
-                                                        const PrimitivePtr& op,
-                                                        const std::vector<std::string>& extra_names) {
-  if (op == nullptr || op->def().derived_args == nullptr) {
-    return absl::InvalidArgumentError("not a differentiation operator");
-  }
-  GraphBuilder b(&module, absl::StrCat(op->name(), "_", fg->name()), fg->parent());
-  std::vector<AnfNode*> args;
-  for (Parameter* p : fg->parameters()) args.push_back(b.Param(p->name(), p->declared()));
-  for (const std::string& name : extra_names) args.push_back(b.Param(name));
-  AnfNode* derived = b.Op(op, {b.GraphRef(fg)});
-  return b.Return(b.Call(derived, args));
 }
 
 }  // namespace kgrad

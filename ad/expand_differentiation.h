@@ -39,14 +39,6 @@ absl::StatusOr<int> ExpandDifferentiation(Module& module, FuncGraph* root = null
 // Whether a graph reachable from `root` applies a differentiation operator.
 bool HasDifferentiationOperators(Module& module, FuncGraph* root);
 
-// @name(x...) = op(@fg)(x...): a graph that applies the operator `op` (J, grad,
-// ...) to fg instead of expanding it, with the parameters the derived function
-// takes: fg's, then `extra` more (named by `extra_names`). Saved to a file, it
-// carries the operator; loading and expanding it gives what the C++ API gives.
-absl::StatusOr<FuncGraph*> DifferentiationOperatorGraph(Module& module, FuncGraph* fg,
-                                                        const PrimitivePtr& op,
-                                                        const std::vector<std::string>& extra_names);
-
 }  // namespace kgrad
 
 #endif  // KGRAD_AD_EXPAND_DIFFERENTIATION_H_

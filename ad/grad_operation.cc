@@ -2,6 +2,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "ad/ad_context.h"
 #include "ad/prepare.h"
 #include "core/builder.h"
@@ -184,8 +185,48 @@ absl::StatusOr<GradSpec> CommonSpec(Module& module, FuncGraph* fg, absl::string_
 
 }  // namespace
 
+namespace {
+
+// The wrt/weights/has_aux attributes of grad and value_and_grad for `spec`.
+absl::StatusOr<FuncGraph*> OperatorFor(Module& module, FuncGraph* fg, PrimId id, const GradSpec& spec,
+                                       const std::vector<int>& argnums) {
+  std::vector<std::string> names;
+  for (Parameter* w : spec.weights) names.push_back(w->name());
+  AttrMap attrs = {{"wrt", std::vector<int64_t>(argnums.begin(), argnums.end())},
+                   {"weights", absl::StrJoin(names, ",")},
+                   {"has_aux", spec.has_aux}};
+  if (id == PrimId::kGrad) attrs["sens"] = spec.sens_param;
+  absl::StatusOr<PrimitivePtr> op = module.registry().Make(id, attrs);
+  if (!op.ok()) return op.status();
+  return DifferentiationOperatorGraph(module, fg, *op,
+                                      spec.sens_param ? std::vector<std::string>{"sens"}
+                                                      : std::vector<std::string>{});
+}
+
+}  // namespace
+
+absl::StatusOr<FuncGraph*> DifferentiationOperatorGraph(Module& module, FuncGraph* fg,
+                                                        const PrimitivePtr& op,
+                                                        const std::vector<std::string>& extra_names) {
+  if (op == nullptr || op->def().derived_args == nullptr) {
+    return absl::InvalidArgumentError("not a differentiation operator");
+  }
+  if (fg == nullptr || fg->module() != &module) {
+    return absl::InvalidArgumentError("the graph to differentiate must belong to the module");
+  }
+  GraphBuilder b(&module, absl::StrCat(op->name(), "_", fg->name()), fg->parent());
+  std::vector<AnfNode*> args;
+  for (Parameter* p : fg->parameters()) args.push_back(b.Param(p->name(), p->declared()));
+  for (const std::string& name : extra_names) args.push_back(b.Param(name));
+  return b.Return(b.Call(b.Op(op, {b.GraphRef(fg)}), args));
+}
+
 absl::StatusOr<FuncGraph*> ValueAndGrad(Module& module, FuncGraph* fg, const ValueAndGradOptions& options) {
   KGRAD_ASSIGN_OR_RETURN(GradSpec spec, CommonSpec(module, fg, "value_and_grad_", options));
+  if (options.as_operator) {
+    spec.has_aux = options.has_aux;
+    return OperatorFor(module, fg, PrimId::kValueAndGrad, spec, options.argnums);
+  }
   spec.has_aux = options.has_aux;
   spec.with_value = true;
   return BuildGradGraph(module, fg, spec);
@@ -195,6 +236,7 @@ absl::StatusOr<FuncGraph*> Grad(Module& module, FuncGraph* fg, const GradOptions
   KGRAD_ASSIGN_OR_RETURN(GradSpec spec, CommonSpec(module, fg, "grad_", options));
   spec.sens_param = options.sens_param;
   spec.has_aux = options.has_aux;
+  if (options.as_operator) return OperatorFor(module, fg, PrimId::kGrad, spec, options.argnums);
   return BuildGradGraph(module, fg, spec);
 }
 

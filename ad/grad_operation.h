@@ -44,6 +44,9 @@ struct ValueAndGradOptions {
   std::vector<Parameter*> weights;  // weights to differentiate too
   bool has_aux = false;             // fg returns (value, aux); only value is differentiated
   std::vector<AbstractPtr> arg_types;
+  // Return @value_and_grad_f(x...) = value_and_grad{...}(@f)(x...), the operator
+  // itself, for a graph that others load (ad/expand_differentiation.h expands it).
+  bool as_operator = false;
 };
 
 // (x...) -> (value, grads): grads is dx for a single argnum, else the tuple of
@@ -58,6 +61,7 @@ struct GradOptions {
   bool sens_param = false;          // the output sensitivity is a last input
   bool has_aux = false;             // fg returns (value, aux); only value is differentiated
   std::vector<AbstractPtr> arg_types;
+  bool as_operator = false;         // as in ValueAndGradOptions
 };
 
 // (x...) -> grads: dx for a single argnum, else the tuple of them; with weights,
@@ -73,6 +77,15 @@ absl::StatusOr<FuncGraph*> Grad(Module& module, FuncGraph* fg, const GradOptions
 // bool inputs get zero sensitivities.
 absl::StatusOr<FuncGraph*> Vjp(Module& module, FuncGraph* fg,
                                const std::vector<AbstractPtr>& arg_types = {});
+
+// @<op>_f(x..., extra...) = op(@fg)(x..., extra...): a graph that applies the
+// differentiation operator `op` (J, grad, value_and_grad, jvp, vjp;
+// ops/differentiation.h) to fg instead of expanding it, with fg's parameters and
+// then `extra_names` more (a sensitivity, tangents, a cotangent). Saved to a
+// file it carries the operator; expanding it gives what the C++ API gives.
+absl::StatusOr<FuncGraph*> DifferentiationOperatorGraph(Module& module, FuncGraph* fg,
+                                                        const PrimitivePtr& op,
+                                                        const std::vector<std::string>& extra_names);
 
 }  // namespace kgrad
 

@@ -24,6 +24,11 @@ std::vector<AnfNode*> CopyParams(GraphBuilder& b, FuncGraph* fg, const std::stri
 }  // namespace
 
 absl::StatusOr<FuncGraph*> Jvp(Module& module, FuncGraph* fg, const JvpOptions& options) {
+  if (options.as_operator) {
+    std::vector<std::string> tangents;
+    for (Parameter* p : fg->parameters()) tangents.push_back(p->name() + "_dot");
+    return DifferentiationOperatorGraph(module, fg, module.Prim(PrimId::kJvp), tangents);
+  }
   // Step 1. h(x..., u) = (f(x...), J^T u), flattened by the optimiser.
   KGRAD_ASSIGN_OR_RETURN(FuncGraph* h, Vjp(module, fg, options.arg_types));
   if (options.optimize) KGRAD_RETURN_IF_ERROR(Optimize(module, h).status());

@@ -30,6 +30,9 @@ namespace kgrad {
 struct JvpOptions {
   bool optimize = true;  // run the optimiser (without it the reverse pass stays)
   std::vector<AbstractPtr> arg_types;
+  // Return @jvp_f(x..., v...) = jvp(@f)(x..., v...), the operator itself, for a
+  // graph that others load (ad/expand_differentiation.h expands it).
+  bool as_operator = false;
 };
 
 absl::StatusOr<FuncGraph*> Jvp(Module& module, FuncGraph* fg, const JvpOptions& options = {});
