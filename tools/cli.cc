@@ -13,6 +13,7 @@
 #include "tools/cli_common.h"
 #include "tools/cli_demo.h"
 #include "tools/cli_onnx.h"
+#include "tools/cli_train.h"
 
 namespace kgrad {
 namespace cli {
@@ -60,6 +61,10 @@ commands:
   demo [--steps N] [--lr X] [--hidden N] [--seed N]
                                 train a small MLP on generated data (three spirals) with
                                 its optimised value-and-gradient graph; the loss falls
+  train FILE [--steps N] [--input NAME=VALUE ...] [--print-every N] [--output DIR]
+                                run a training-step graph N times (default 100): it returns
+                                (loss, new weights), one per weight in file order, which the
+                                next step uses; prints the loss, writes the final weights
   import-onnx MODEL.onnx -o OUT  the ONNX model as a kgrad graph file (.pb or .pbtxt):
                                 initializers become weights, shape chains are folded
   export-onnx FILE -o OUT.onnx [--graph G]
@@ -113,7 +118,7 @@ int Print(const std::vector<std::string>& argv, std::ostream& out, std::ostream&
   absl::StatusOr<ParsedArgs> args = ParseArgs(argv, {}, {"no-types"});
   if (!args.ok()) return Fail(args.status(), err);
   if (args->positional.size() != 1) return Fail(absl::InvalidArgumentError("print takes one FILE"), err);
-  absl::StatusOr<std::unique_ptr<Module>> m = LoadModule(args->positional[0]);
+  absl::StatusOr<std::unique_ptr<Module>> m = LoadModule(args->positional[0], /*expand=*/false);
   if (!m.ok()) return Fail(m.status(), err);
   PrintOptions o;
   o.show_types = !args->Has("no-types");
@@ -173,7 +178,7 @@ int Main(const std::vector<std::string>& args, std::ostream& out, std::ostream& 
   static const std::map<std::string, Command>* const commands = new std::map<std::string, Command>{
       {"help", Help}, {"--help", Help}, {"-h", Help}, {"print", Print}, {"dot", DotCommand},
       {"run", Run},   {"grad", GradCommand},  {"check", CheckCommand},
-      {"jvp", JvpCommand},    {"demo", DemoCommand}, {"import-onnx", ImportOnnxCommand},
+      {"jvp", JvpCommand},    {"demo", DemoCommand}, {"train", TrainCommand}, {"import-onnx", ImportOnnxCommand},
       {"export-onnx", ExportOnnxCommand}, {"onnx-ops", OnnxOpsCommand},
   };
   if (args.empty()) {

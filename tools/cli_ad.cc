@@ -6,6 +6,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "ad/expand_differentiation.h"
 #include "ad/grad_operation.h"
 #include "ad/jvp.h"
 #include "core/passes/optimize.h"
@@ -159,8 +160,12 @@ absl::StatusOr<std::vector<Value>> CheckArguments(FuncGraph* g, const ParsedArgs
 
 absl::Status Check(const ParsedArgs& args, std::ostream& out, bool* passed) {
   if (args.positional.size() != 1) return absl::InvalidArgumentError("check takes one FILE");
-  KGRAD_ASSIGN_OR_RETURN(std::unique_ptr<Module> original, LoadModule(args.positional[0]));
+  // Differentiation operators are expanded after the conversion, so that their
+  // expansions are float64 from the start.
+  KGRAD_ASSIGN_OR_RETURN(std::unique_ptr<Module> original,
+                         LoadModule(args.positional[0], /*expand=*/false));
   KGRAD_ASSIGN_OR_RETURN(std::unique_ptr<Module> m, ToFloat64(*original));
+  KGRAD_RETURN_IF_ERROR(ExpandDifferentiation(*m).status());
   KGRAD_ASSIGN_OR_RETURN(FuncGraph* g, SelectGraph(*m, args));
   GradCheckOptions o;
   int order = 1;

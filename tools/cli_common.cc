@@ -8,6 +8,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "ad/expand_differentiation.h"
 #include "backends/cpu/constant_evaluator.h"
 #include "core/status_macros.h"
 #include "core/value_walk.h"
@@ -48,12 +49,13 @@ absl::StatusOr<Value> ParseLiteral(const std::string& text, const AbstractScalar
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<Module>> LoadModule(const std::string& path) {
+absl::StatusOr<std::unique_ptr<Module>> LoadModule(const std::string& path, bool expand) {
   // ONNX import folds with the CPU kernels and leaves them on the module; a graph
   // file's module gets them here, once, for every later Optimize.
   if (absl::EndsWith(path, ".onnx")) return ImportOnnxFile(path, DefaultRegistry(), {});
   KGRAD_ASSIGN_OR_RETURN(std::unique_ptr<Module> m, LoadModelFile(path, DefaultRegistry()));
   m->set_constant_evaluator(&CpuConstantEvaluator::Get());
+  if (expand) KGRAD_RETURN_IF_ERROR(ExpandDifferentiation(*m).status());
   return m;
 }
 

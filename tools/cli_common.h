@@ -17,7 +17,10 @@
 namespace kgrad {
 namespace cli {
 
-absl::StatusOr<std::unique_ptr<Module>> LoadModule(const std::string& path);
+// A graph file or an ONNX model. With `expand`, the file's differentiation
+// operators (grad(@f), J(@f), ...) are expanded into graphs
+// (ad/expand_differentiation.h); without, they stay as written (printing).
+absl::StatusOr<std::unique_ptr<Module>> LoadModule(const std::string& path, bool expand = true);
 // The graph named by --graph, or the module's entry.
 absl::StatusOr<FuncGraph*> SelectGraph(Module& m, const ParsedArgs& args);
 

@@ -1,0 +1,119 @@
+#include "tools/cli_train.h"
+
+#include <cmath>
+#include <memory>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "backends/executor.h"
+#include "core/status_macros.h"
+#include "tools/cli_args.h"
+#include "tools/cli_common.h"
+#include "tools/npy.h"
+
+namespace kgrad {
+namespace cli {
+namespace {
+
+using WeightMap = absl::flat_hash_map<std::string, Tensor>;
+
+absl::StatusOr<int64_t> PositiveOption(const ParsedArgs& args, const std::string& name,
+                                       int64_t fallback) {
+  if (!args.Has(name)) return fallback;
+  int64_t v = 0;
+  if (!absl::SimpleAtoi(args.Get(name), &v) || v <= 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--", name, " wants a positive whole number, got '", args.Get(name), "'"));
+  }
+  return v;
+}
+
+// The loss of one step, and the new weights into `weights`; errors name the
+// graph and say what a step must return.
+absl::StatusOr<double> TakeStep(const Module& m, const FuncGraph* g, const Value& result,
+                                WeightMap* weights) {
+  const size_t n = m.weights().size();
+  auto shape_error = [&](const std::string& what) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "graph '", g->name(), "' must return (loss, new_weights) with new_weights a tuple of ", n,
+        " tensors (one per weight of the module, in order); ", what));
+  };
+  if (!result.is_tuple() || result.tuple().size() != 2) {
+    return shape_error(absl::StrCat("it returned ", result.TypeString()));
+  }
+  const Value& loss = result.tuple()[0];
+  const Value& update = result.tuple()[1];
+  if (!loss.is_tensor() || loss.tensor().NumElements() != 1) {
+    return shape_error(absl::StrCat("the loss is ", loss.TypeString(), ", not one number"));
+  }
+  if (!update.is_tuple() || update.tuple().size() != n) {
+    return shape_error(absl::StrCat("the second element is ", update.TypeString()));
+  }
+  for (size_t i = 0; i < n; ++i) {
+    const Parameter* w = m.weights()[i].get();
+    const Value& v = update.tuple()[i];
+    const Tensor& old = weights->at(w->name());
+    if (!v.is_tensor() || v.tensor().dtype() != old.dtype() || v.tensor().shape() != old.shape()) {
+      return shape_error(absl::StrCat("new value ", i, " (for weight '", w->name(), "') is ",
+                                      v.TypeString(), ", the weight is ", Value(old).TypeString()));
+    }
+    (*weights)[w->name()] = v.tensor();
+  }
+  return loss.tensor().ElementAsDouble(0);
+}
+
+absl::Status Train(const ParsedArgs& args, std::ostream& out) {
+  if (args.positional.size() != 1) return absl::InvalidArgumentError("train takes one FILE");
+  KGRAD_ASSIGN_OR_RETURN(int64_t steps, PositiveOption(args, "steps", 100));
+  KGRAD_ASSIGN_OR_RETURN(int64_t every, PositiveOption(args, "print-every", 1));
+  KGRAD_ASSIGN_OR_RETURN(std::unique_ptr<Module> m, LoadModule(args.positional[0]));
+  KGRAD_ASSIGN_OR_RETURN(FuncGraph* g, SelectGraph(*m, args));
+  if (m->weights().empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("the model has no weights to train (graph '",
+                                                   g->name(), "')"));
+  }
+  KGRAD_ASSIGN_OR_RETURN(std::vector<Value> inputs, ReadInputs(g, args));
+  KGRAD_ASSIGN_OR_RETURN(WeightMap weights, ReadWeightOverrides(args));
+  for (const auto& w : m->weights()) {
+    if (!weights.contains(w->name()) && w->default_value().has_value()) {
+      weights[w->name()] = *w->default_value();
+    }
+    if (!weights.contains(w->name())) {
+      return absl::InvalidArgumentError(absl::StrCat("weight '", w->name(), "' has no value"));
+    }
+  }
+  KGRAD_ASSIGN_OR_RETURN(std::unique_ptr<Executor> e, Executor::Create(g));
+  double first = 0, last = 0;
+  for (int64_t step = 1; step <= steps; ++step) {
+    KGRAD_ASSIGN_OR_RETURN(Value result, e->Run(inputs, weights));
+    KGRAD_ASSIGN_OR_RETURN(last, TakeStep(*m, g, result, &weights));
+    if (step == 1) first = last;
+    if (!std::isfinite(last)) {
+      return absl::InvalidArgumentError(absl::StrCat("step ", step, ": the loss is ", last,
+                                                     " (diverged; try a smaller learning rate)"));
+    }
+    if (step % every == 0 || step == 1 || step == steps) out << "step " << step << " loss " << last << "\n";
+  }
+  out << "loss " << first << " -> " << last << " in " << steps << " steps\n";
+  if (args.Has("output")) {
+    for (const auto& [name, t] : weights) {
+      KGRAD_RETURN_IF_ERROR(WriteOutputs(Value(t), args.Get("output"), name));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+int TrainCommand(const std::vector<std::string>& argv, std::ostream& out, std::ostream& err) {
+  absl::StatusOr<ParsedArgs> args =
+      ParseArgs(argv, {"steps", "print-every", "input", "weight", "output", "graph"}, {});
+  if (!args.ok()) return Fail(args.status(), err);
+  absl::Status s = Train(*args, out);
+  return s.ok() ? 0 : Fail(s, err);
+}
+
+}  // namespace cli
+}  // namespace kgrad
