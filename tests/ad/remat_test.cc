@@ -234,6 +234,32 @@ TEST(RematTest, BpropReadsBarriersBeforeOptimisation) {
   EXPECT_EQ(CountPrim(bprop, PrimId::kMatMul), 3);  // recomputed, dx, dw
 }
 
+// PrepareForAd copies the graphs when it lowers partial applications; the copies
+// keep their policy (core/cloner.cc), so the transform still recomputes.
+TEST(RematTest, PolicySurvivesTheCopiesOfPrepareForAd) {
+  Module m(DefaultRegistry());
+  GraphBuilder lb(&m, "layer");
+  AnfNode* x = lb.Param("x", DType::kFloat64, {3});
+  AnfNode* w = lb.Param("w", DType::kFloat64, {3});
+  FuncGraph* layer = lb.Return(lb.Op(PrimId::kTanh, {lb.Op(PrimId::kMul, {x, w})})).value();
+  GraphBuilder b(&m, "f");
+  AnfNode* px = b.Param("x", DType::kFloat64, {3});
+  AnfNode* pw = b.Param("w", DType::kFloat64, {3});
+  AnfNode* bound = b.Partial(b.GraphRef(layer), {px});
+  FuncGraph* f = b.Return(b.Op(PrimId::kReduceSum, {b.Call(bound, {pw})})).value();
+  ASSERT_TRUE(SetRematPolicy(m, f, RematPolicy::kNothingSaveable).ok());
+  absl::StatusOr<FuncGraph*> g = GradOperation(true)(m, f);
+  ASSERT_TRUE(g.ok()) << g.status();
+  FuncGraph* copy = m.FindGraph("layer_ad");
+  ASSERT_NE(copy, nullptr) << PrintModule(m);
+  EXPECT_EQ(copy->remat(), RematPolicy::kNothingSaveable);
+  FuncGraph* bprop = m.FindGraph("bprop_layer_ad");
+  ASSERT_NE(bprop, nullptr);
+  EXPECT_EQ(CountPrim(bprop, PrimId::kRematBarrier), 2);
+  std::mt19937_64 rng(2);
+  EXPECT_TRUE(GraphGradientOk(m, f, {RandomF64({3}, rng), RandomF64({3}, rng)}, Order(2, 2)));
+}
+
 TEST(RematTest, SetRematPolicyRefusesAForeignGraph) {
   Module m(DefaultRegistry());
   Module other(DefaultRegistry());
