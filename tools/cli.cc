@@ -42,10 +42,14 @@ commands:
                                 after S seconds (default: none), --max-tail-calls after N
                                 tail calls, i.e. N/2 loop iterations (default 100000000)
   grad FILE -o OUT [--wrt all|weights|0,2] [--sens] [--optimize] [--graph G]
+      [--remat nothing_saveable|dots_saveable|everything_saveable]
                                 write the gradient graph (entry of OUT) of the entry graph
                                 with respect to all inputs, the weights, or input positions;
                                 --sens adds the output sensitivity as a last input;
-                                --optimize runs the post-AD optimiser (a plain kernel graph)
+                                --optimize runs the post-AD optimiser (a plain kernel graph);
+                                --remat checkpoints every graph the entry calls: their
+                                backward passes recompute forward values instead of saving
+                                them (dots_saveable: all but matmul/einsum/conv outputs)
   jvp FILE -o OUT [--no-optimize] [--graph G]
                                 write the forward-mode graph (x..., x_dot...) -> (out, J x_dot),
                                 derived by transposing the reverse graph and optimised
