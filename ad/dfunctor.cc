@@ -4,6 +4,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "ad/remat.h"
 #include "core/cloner.h"
 #include "core/infer.h"
 #include "core/manager.h"
@@ -399,7 +400,9 @@ absl::Status DFunctor::Run() {
     schedule_.emplace_back(primal_->output(), true);
   }
   KGRAD_RETURN_IF_ERROR(BackPropagate());
-  return BuildOutputs();
+  KGRAD_RETURN_IF_ERROR(BuildOutputs());
+  // Step 5. The policy decides which residuals the bprop recomputes.
+  return Rematerialize(primal_, k_graph_, tape_, dout_);
 }
 
 }  // namespace kgrad

@@ -17,6 +17,8 @@
 // its env is opened and each captured variable gets env_getitem(env, key(v)).
 // Step 4: bprop returns (env_setitem(..., key(v), dv) for each free variable v,
 // dx_1, ..., dx_n); K(g) returns (y, bprop).
+// Step 5 (ad/remat.h): under g's remat policy, the bprop recomputes the residuals
+// (nodes of K(g) it reads) that the policy does not save.
 #ifndef KGRAD_AD_DFUNCTOR_H_
 #define KGRAD_AD_DFUNCTOR_H_
 

@@ -275,6 +275,7 @@ void RegisterStructuralKernels(KernelTable* t) {
   t->Set(PrimId::kPartial, Partial);
   t->Set(PrimId::kStopGradient, First);
   t->Set(PrimId::kDepend, First);
+  t->Set(PrimId::kRematBarrier, First);
   t->Set(PrimId::kEnvSetItem, EnvSetItem);
   t->Set(PrimId::kEnvGetItem, EnvGetItem);
   t->Set(PrimId::kEnvAdd, EnvAddKernel);

@@ -51,7 +51,10 @@ class Copier {
       FuncGraph* parent = g->parent() == nullptr ? nullptr
                           : g->parent() == from_parent ? to_parent
                                                        : map_->Graph(g->parent());
-      map_->graphs[g] = module_->NewGraph(absl::StrCat(g->name(), suffix), parent);
+      FuncGraph* copy = module_->NewGraph(absl::StrCat(g->name(), suffix), parent);
+      // The checkpoint marker is a property of the computation, so copies keep it.
+      copy->set_remat(g->remat());
+      map_->graphs[g] = copy;
     }
     for (FuncGraph* g : graphs) {
       for (Parameter* p : g->parameters()) {

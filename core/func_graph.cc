@@ -1,9 +1,33 @@
 #include "core/func_graph.h"
 
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
 #include "core/module.h"
 #include "core/status_macros.h"
 
 namespace kgrad {
+
+absl::string_view RematPolicyName(RematPolicy p) {
+  switch (p) {
+    case RematPolicy::kEverythingSaveable:
+      return "everything_saveable";
+    case RematPolicy::kNothingSaveable:
+      return "nothing_saveable";
+    case RematPolicy::kDotsSaveable:
+      return "dots_saveable";
+  }
+  return "everything_saveable";
+}
+
+absl::StatusOr<RematPolicy> ParseRematPolicy(absl::string_view name) {
+  for (RematPolicy p : {RematPolicy::kEverythingSaveable, RematPolicy::kNothingSaveable,
+                        RematPolicy::kDotsSaveable}) {
+    if (name == RematPolicyName(p)) return p;
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "unknown remat policy '", name,
+      "' (expected everything_saveable, nothing_saveable or dots_saveable)"));
+}
 
 void FuncGraph::Touch() {
   ++version_;

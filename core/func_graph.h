@@ -8,11 +8,27 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "core/node.h"
 
 namespace kgrad {
 
 class Module;
+
+// Rematerialisation (gradient checkpointing) of a graph's forward values in its
+// bprop, after JAX's checkpoint policies. Which values computed inside the graph
+// the bprop may read as saved residuals; the rest it recomputes from the graph's
+// inputs (ad/remat.h).
+enum class RematPolicy {
+  kEverythingSaveable,  // the default: save every residual (no recomputation)
+  kNothingSaveable,     // save only the graph's inputs and outer values
+  kDotsSaveable,        // save also matmul, einsum and conv outputs
+};
+// "everything_saveable", "nothing_saveable", "dots_saveable" (file and CLI spelling).
+absl::string_view RematPolicyName(RematPolicy p);
+// The policy of that name; InvalidArgument naming the accepted spellings otherwise.
+absl::StatusOr<RematPolicy> ParseRematPolicy(absl::string_view name);
 
 class FuncGraph {
  public:
@@ -48,6 +64,10 @@ class FuncGraph {
   FuncGraph* custom_bprop() const { return custom_bprop_; }
   void set_custom_bprop(FuncGraph* g);
 
+  // How the K-transform treats this graph's residuals (default: saves them all).
+  RematPolicy remat() const { return remat_; }
+  void set_remat(RematPolicy p) { remat_ = p; }
+
   // Graphs the user holds (entry points, GradOperation results). Garbage
   // collection keeps public graphs and whatever they reach.
   bool is_public() const { return public_; }
@@ -76,6 +96,7 @@ class FuncGraph {
   AnfNode* output_ = nullptr;
   FuncGraph* custom_bprop_ = nullptr;
   bool public_ = false;
+  RematPolicy remat_ = RematPolicy::kEverythingSaveable;
   uint64_t version_ = 0;
   std::vector<std::unique_ptr<AnfNode>> nodes_;
   // PrimitiveNode's cache, by definition and attribute hash (equality checked).

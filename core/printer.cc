@@ -74,6 +74,9 @@ class Printer {
     const GraphInfo& info = manager_.Info(g);
     std::string header = absl::StrCat(pad, "@", GraphName(g, canon), "(", absl::StrJoin(params, ", "), ")");
     if (g->custom_bprop() != nullptr) absl::StrAppend(&header, " bprop=@", GraphName(g->custom_bprop(), canon));
+    if (g->remat() != RematPolicy::kEverythingSaveable) {
+      absl::StrAppend(&header, " remat=", RematPolicyName(g->remat()));
+    }
     absl::StrAppend(&header, " {");
     if (g->parent() != nullptr && !info.fvs.empty()) {
       std::vector<std::string> fvs;

@@ -239,6 +239,14 @@ absl::Status BpropDepend(BpropContext& c) {
   return absl::OkStatus();
 }
 
+// Forward: y = x, computed only once `after` exists (a rematerialised value's
+// leaf, ad/remat.h).  Backward: dx = dy; `after` gets nothing (y does not depend
+// on its value).
+absl::Status BpropRematBarrier(BpropContext& c) {
+  c.SetGrad(0, c.Dout());
+  return absl::OkStatus();
+}
+
 // Forward: e' = e with e'[k] = v.  Backward: de = dy with dy[k] zeroed, dv = dy[k].
 absl::Status BpropEnvSetItem(BpropContext& c) {
   AnfNode* zeros = c.ZerosLike(c.I(2));
@@ -314,6 +322,7 @@ void RegisterStructuralOps(std::vector<PrimitiveDef>* defs) {
   defs->push_back(Mover(PrimId::kPartial, 1, -1, InferPartial));
   defs->push_back(Mover(PrimId::kStopGradient, 1, 1, InferFirst).ZeroGradient());
   defs->push_back(Mover(PrimId::kDepend, 2, 2, InferFirst).Bprop(BpropDepend));
+  defs->push_back(Mover(PrimId::kRematBarrier, 2, 2, InferFirst).Bprop(BpropRematBarrier));
   defs->push_back(Mover(PrimId::kEnvSetItem, 3, 3, InferEnvSetItem).Bprop(BpropEnvSetItem));
   defs->push_back(Mover(PrimId::kEnvGetItem, 3, 3, InferEnvGetItem).Bprop(BpropEnvGetItem));
   defs->push_back(OpDef(PrimId::kEnvAdd, 2, 2, InferEnvAdd).Structural().Bprop(BpropSumOfTwo));

@@ -279,6 +279,14 @@ class Loader {
         }
         graphs_[i]->set_custom_bprop(*b);
       }
+      if (!gp.remat().empty()) {
+        absl::StatusOr<RematPolicy> policy = ParseRematPolicy(gp.remat());
+        if (!policy.ok()) {
+          return Err(absl::StatusCode::kInvalidArgument, absl::StrCat(source_, ": graph '", gp.name(), "'"),
+                     absl::StrCat("remat: ", policy.status().message()));
+        }
+        graphs_[i]->set_remat(*policy);
+      }
       if (graphs_[i]->parent() == nullptr) graphs_[i]->set_public(true);
     }
     if (model_.entry().empty()) {

@@ -102,6 +102,9 @@ class Saver {
     KGRAD_RETURN_IF_ERROR(EmitConstant(g->output(), g, gp, &emitted));
     gp->set_output(Ref(g->output(), g));
     if (g->custom_bprop() != nullptr) gp->set_custom_bprop(g->custom_bprop()->name());
+    if (g->remat() != RematPolicy::kEverythingSaveable) {
+      gp->set_remat(std::string(RematPolicyName(g->remat())));
+    }
     return absl::OkStatus();
   }
 

@@ -43,7 +43,7 @@ commands:
                                 after S seconds (default: none), --max-tail-calls after N
                                 tail calls, i.e. N/2 loop iterations (default 100000000)
   grad FILE -o OUT [--wrt all|weights|0,2] [--sens] [--value] [--has-aux] [--optimize]
-      [--graph G]
+      [--graph G] [--remat nothing_saveable|dots_saveable|everything_saveable]
                                 write the gradient graph (entry of OUT) of the entry graph
                                 with respect to all inputs, the weights, or input positions;
                                 --sens adds the output sensitivity as a last input;
@@ -51,7 +51,10 @@ commands:
                                 --has-aux: the graph returns a pair (loss, aux), only loss
                                 is differentiated and aux is returned as is: (gradients,
                                 aux), or ((loss, aux), gradients) with --value;
-                                --optimize runs the post-AD optimiser (a plain kernel graph)
+                                --optimize runs the post-AD optimiser (a plain kernel graph);
+                                --remat checkpoints every graph the entry calls: their
+                                backward passes recompute forward values instead of saving
+                                them (dots_saveable: all but matmul/einsum/conv outputs)
   jvp FILE -o OUT [--no-optimize] [--graph G]
                                 write the forward-mode graph (x..., x_dot...) -> (out, J x_dot),
                                 derived by transposing the reverse graph and optimised

@@ -9,6 +9,7 @@
 #include "ad/expand_differentiation.h"
 #include "ad/grad_operation.h"
 #include "ad/jvp.h"
+#include "ad/remat.h"
 #include "core/passes/optimize.h"
 #include "core/printer.h"
 #include "core/manager.h"
@@ -50,6 +51,16 @@ absl::StatusOr<GradOptions> ParseWrt(const std::string& wrt, Module& m, FuncGrap
   return o;
 }
 
+// --remat POLICY: every graph that `g` reaches (not g itself) becomes a
+// checkpointed segment whose bprop recomputes what the policy does not save
+// (ad/remat.h). Applied before differentiating.
+absl::Status ApplyRematOption(const ParsedArgs& args, Module& m, FuncGraph* g) {
+  if (!args.Has("remat")) return absl::OkStatus();
+  absl::StatusOr<RematPolicy> policy = ParseRematPolicy(args.Get("remat"));
+  if (!policy.ok()) return absl::InvalidArgumentError(absl::StrCat("--remat: ", policy.status().message()));
+  return SetRematPolicy(m, g, *policy);
+}
+
 int CountNodes(Module& m, FuncGraph* root) {
   int n = 0;
   for (FuncGraph* g : m.manager().Reachable({root})) n += static_cast<int>(m.manager().Info(g).order.size());
@@ -89,6 +100,7 @@ absl::Status GradImpl(const ParsedArgs& args, std::ostream& out) {
   KGRAD_ASSIGN_OR_RETURN(std::unique_ptr<Module> m, LoadModule(args.positional[0]));
   KGRAD_ASSIGN_OR_RETURN(FuncGraph* g, SelectGraph(*m, args));
   KGRAD_ASSIGN_OR_RETURN(GradOptions o, ParseWrt(args.Get("wrt", "all"), *m, g));
+  KGRAD_RETURN_IF_ERROR(ApplyRematOption(args, *m, g));
   o.sens_param = args.Has("sens");
   KGRAD_ASSIGN_OR_RETURN(FuncGraph* grad, GradientGraph(args, *m, g, o, out));
   if (args.Has("optimize")) {
@@ -189,8 +201,8 @@ absl::Status Check(const ParsedArgs& args, std::ostream& out, bool* passed) {
 }  // namespace
 
 int GradCommand(const std::vector<std::string>& argv, std::ostream& out, std::ostream& err) {
-  absl::StatusOr<ParsedArgs> args =
-      ParseArgs(argv, {"wrt", "output", "graph"}, {"sens", "optimize", "value", "has-aux"});
+  absl::StatusOr<ParsedArgs> args = ParseArgs(argv, {"wrt", "output", "graph", "remat"},
+                                                {"sens", "optimize", "value", "has-aux"});
   if (!args.ok()) return Fail(args.status(), err);
   absl::Status s = GradImpl(*args, out);
   return s.ok() ? 0 : Fail(s, err);

@@ -85,6 +85,7 @@ absl::Status Exporter::Emit(CNode* c) {
       return absl::OkStatus();
     }
     case PrimId::kDepend:
+    case PrimId::kRematBarrier:
     case PrimId::kStopGradient: {
       KGRAD_ASSIGN_OR_RETURN(Val v, ValueOf(c->arg(0), c));
       values_[c] = v;
@@ -428,7 +429,8 @@ absl::Status Exporter::Run() {
   for (CNode* c : order) {
     const Primitive* p = c->primitive();
     bool plumbing = p != nullptr && (p->id() == PrimId::kMakeTuple || p->id() == PrimId::kTupleGetItem ||
-                                     p->id() == PrimId::kDepend || p->id() == PrimId::kStopGradient ||
+                                     p->id() == PrimId::kDepend || p->id() == PrimId::kRematBarrier ||
+                                     p->id() == PrimId::kStopGradient ||
                                      p->id() == PrimId::kZerosLike || p->id() == PrimId::kOnesLike);
     if (p != nullptr && p->def().structural && !plumbing) {
       return Error(c, absl::StrCat(p->name(), " is control flow or closure plumbing; export wants one "

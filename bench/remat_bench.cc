@@ -1,0 +1,244 @@
+// Rematerialisation (ad/remat.h) on the CPU executor: peak memory, step time and
+// gradient agreement of everything_saveable (no remat), nothing_saveable and
+// dots_saveable, for
+//   (a) a 20-layer tanh MLP, width 1024, batch 128, float32, each layer a called
+//       graph y = tanh(x W + b), loss = sum of the last output;
+//   (b) a 20-block residual conv net, 32 channels, 32x32 images, batch 8, each
+//       block a called graph relu(conv3x3(relu(conv3x3(x))) + x), loss = sum.
+// Every called graph gets the policy (SetRematPolicy), the entry keeps the default.
+//
+// Two steps per program, both optimised gradient graphs run by the executor:
+//   step    (x, W..., b...) -> (loss, (dW..., db...)): the training step;
+//   dx-step (x, W..., b...) -> dx: the same backward pass without weight
+//           gradients, so that its memory is the residuals' and the temporaries'.
+// Memory columns (allocator high-water mark, bytes):
+//   step peak     : peak of the step above what was allocated before it (the
+//                   weights and x are inputs, allocated before) = activations,
+//                   temporaries and the gradients it returns;
+//   step total    : step peak + the inputs' bytes (as suite_kgrad's PeakBytes);
+//   dx-step peak  : peak of the dx-step above its inputs (residuals + temporaries
+//                   + the one dx it returns): the number remat is meant to cut.
+// Times are medians of 5 runs of the step after one warm-up run.
+// Run: ./bazelw run //bench:remat_bench
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "ad/grad_operation.h"
+#include "ad/remat.h"
+#include "backends/cpu/constant_evaluator.h"
+#include "backends/executor.h"
+#include "core/builder.h"
+#include "core/passes/optimize.h"
+#include "core/status_macros.h"
+#include "core/tensor.h"
+#include "ops/registry.h"
+
+namespace kgrad {
+namespace {
+
+constexpr int kBlocks = 20;
+constexpr RematPolicy kPolicies[] = {RematPolicy::kEverythingSaveable,
+                                     RematPolicy::kNothingSaveable, RematPolicy::kDotsSaveable};
+
+// mlp(x, W_0, b_0, ..., W_19, b_19) = sum(layer(...layer(x, W_0, b_0)...)).
+FuncGraph* Mlp(Module* m, int64_t batch, int64_t width) {
+  GraphBuilder lb(m, "layer");
+  AnfNode* x = lb.Param("x", DType::kFloat32, {batch, width});
+  AnfNode* w = lb.Param("w", DType::kFloat32, {width, width});
+  AnfNode* b = lb.Param("b", DType::kFloat32, {width});
+  FuncGraph* layer =
+      lb.Return(lb.Op(PrimId::kTanh, {lb.Op(PrimId::kAdd, {lb.Op(PrimId::kMatMul, {x, w}), b})}))
+          .value();
+  GraphBuilder g(m, "mlp");
+  AnfNode* h = g.Param("x", DType::kFloat32, {batch, width});
+  for (int i = 0; i < kBlocks; ++i) {
+    AnfNode* wi = g.Param(absl::StrCat("w", i), DType::kFloat32, {width, width});
+    AnfNode* bi = g.Param(absl::StrCat("b", i), DType::kFloat32, {width});
+    h = g.Call(layer, {h, wi, bi});
+  }
+  return g.Return(g.Op(PrimId::kReduceSum, {h})).value();
+}
+
+// resnet(x, k_0, ..., k_39) = sum(block(...block(x, k_0, k_1)...)).
+FuncGraph* ResNet(Module* m, int64_t batch, int64_t channels, int64_t size) {
+  AttrMap same{{"padding", std::vector<int64_t>{1, 1}}};
+  Shape image{batch, channels, size, size};
+  Shape kernel{channels, channels, 3, 3};
+  GraphBuilder bb(m, "block");
+  AnfNode* x = bb.Param("x", DType::kFloat32, image);
+  AnfNode* k1 = bb.Param("k1", DType::kFloat32, kernel);
+  AnfNode* k2 = bb.Param("k2", DType::kFloat32, kernel);
+  AnfNode* h = bb.Op(PrimId::kRelu, {bb.Op(PrimId::kConv2d, {x, k1}, same)});
+  h = bb.Op(PrimId::kAdd, {bb.Op(PrimId::kConv2d, {h, k2}, same), x});
+  FuncGraph* block = bb.Return(bb.Op(PrimId::kRelu, {h})).value();
+  GraphBuilder g(m, "resnet");
+  AnfNode* y = g.Param("x", DType::kFloat32, image);
+  for (int i = 0; i < kBlocks; ++i) {
+    AnfNode* a = g.Param(absl::StrCat("k", 2 * i), DType::kFloat32, kernel);
+    AnfNode* c = g.Param(absl::StrCat("k", 2 * i + 1), DType::kFloat32, kernel);
+    y = g.Call(block, {y, a, c});
+  }
+  return g.Return(g.Op(PrimId::kReduceSum, {y})).value();
+}
+
+// Inputs: x uniform in [-1, 1); weights uniform in [-s, s) with s = 1/sqrt(fan-in),
+// so that activations neither vanish nor saturate.
+std::vector<Value> Inputs(FuncGraph* f, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::vector<Value> args;
+  for (Parameter* p : f->parameters()) {
+    Shape s = AsTensor(p->declared())->shape();
+    int64_t n = 1;
+    for (int64_t d : s) n *= d;
+    int64_t fan_in = s.size() == 4 ? s[1] * s[2] * s[3] : s[0];
+    double scale = p->name() == "x" ? 1.0 : 1.0 / std::sqrt(static_cast<double>(fan_in));
+    std::uniform_real_distribution<float> u(static_cast<float>(-scale), static_cast<float>(scale));
+    std::vector<float> v(n);
+    for (float& e : v) e = u(rng);
+    args.push_back(Value(Tensor::FromVector<float>(s, v)));
+  }
+  return args;
+}
+
+struct Row {
+  std::string program, policy;
+  int64_t step_peak = 0, step_total = 0, dx_peak = 0;
+  double median_ms = 0, max_diff = 0;
+  std::vector<Value> grads;
+};
+
+int64_t Bytes(const std::vector<Value>& vs) {
+  int64_t n = 0;
+  for (const Value& v : vs) n += static_cast<int64_t>(v.tensor().nbytes());
+  return n;
+}
+
+// Peak above what is in use before the run, largest of 3 runs; `result` gets the
+// last result.
+absl::StatusOr<int64_t> Peak(const Executor& e, const std::vector<Value>& args, Value* result) {
+  int64_t peak = 0;
+  for (int i = 0; i < 3; ++i) {
+    AllocatorStats before = CpuAllocatorStats();
+    ResetCpuAllocatorPeak();
+    {
+      KGRAD_ASSIGN_OR_RETURN(Value r, e.Run(args));
+      if (i == 2) *result = std::move(r);
+    }
+    peak = std::max(peak, CpuAllocatorStats().peak_bytes_in_use - before.bytes_in_use);
+  }
+  return peak;
+}
+
+// The optimised step of `build`'s program under `policy`: gradients of args 1..n
+// with the value (`dx_only`: the gradient of x alone).
+absl::StatusOr<FuncGraph*> Step(Module& m, FuncGraph* f, RematPolicy policy, bool dx_only) {
+  KGRAD_RETURN_IF_ERROR(SetRematPolicy(m, f, policy));
+  FuncGraph* step = nullptr;
+  if (dx_only) {
+    KGRAD_ASSIGN_OR_RETURN(step, Grad(m, f, GradOptions{}));
+  } else {
+    ValueAndGradOptions o;
+    o.argnums.clear();
+    for (size_t i = 1; i < f->parameters().size(); ++i) o.argnums.push_back(static_cast<int>(i));
+    KGRAD_ASSIGN_OR_RETURN(step, ValueAndGrad(m, f, o));
+  }
+  KGRAD_RETURN_IF_ERROR(Optimize(m, step).status());
+  return step;
+}
+
+using BuildFn = FuncGraph* (*)(Module*);
+
+absl::StatusOr<Row> Measure(const std::string& name, BuildFn build, RematPolicy policy) {
+  Row row{name, std::string(RematPolicyName(policy))};
+  std::vector<Value> args;
+  {
+    Module m(DefaultRegistry());
+    m.set_constant_evaluator(&CpuConstantEvaluator::Get());
+    FuncGraph* f = build(&m);
+    args = Inputs(f, 42);
+    KGRAD_ASSIGN_OR_RETURN(FuncGraph* step, Step(m, f, policy, /*dx_only=*/true));
+    KGRAD_ASSIGN_OR_RETURN(std::unique_ptr<Executor> e, Executor::Create(step));
+    Value dx;
+    KGRAD_ASSIGN_OR_RETURN(row.dx_peak, Peak(*e, args, &dx));
+  }
+  Module m(DefaultRegistry());
+  m.set_constant_evaluator(&CpuConstantEvaluator::Get());
+  FuncGraph* f = build(&m);
+  KGRAD_ASSIGN_OR_RETURN(FuncGraph* step, Step(m, f, policy, /*dx_only=*/false));
+  KGRAD_ASSIGN_OR_RETURN(std::unique_ptr<Executor> e, Executor::Create(step));
+  Value result;
+  KGRAD_ASSIGN_OR_RETURN(row.step_peak, Peak(*e, args, &result));
+  row.step_total = row.step_peak + Bytes(args);
+  row.grads = result.tuple()[1].tuple();
+  std::vector<double> ms;
+  for (int i = 0; i < 5; ++i) {
+    auto t0 = std::chrono::steady_clock::now();
+    KGRAD_RETURN_IF_ERROR(e->Run(args).status());
+    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+  }
+  std::sort(ms.begin(), ms.end());
+  row.median_ms = ms[ms.size() / 2];
+  return row;
+}
+
+double MaxDiff(const std::vector<Value>& a, const std::vector<Value>& b) {
+  double d = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    const float* x = a[i].tensor().data<float>();
+    const float* y = b[i].tensor().data<float>();
+    for (int64_t j = 0; j < a[i].tensor().NumElements(); ++j) {
+      d = std::max(d, static_cast<double>(std::abs(x[j] - y[j])));
+    }
+  }
+  return d;
+}
+
+double MiB(int64_t bytes) { return static_cast<double>(bytes) / (1 << 20); }
+
+FuncGraph* MlpProgram(Module* m) { return Mlp(m, 128, 1024); }
+FuncGraph* ResNetProgram(Module* m) { return ResNet(m, 8, 32, 32); }
+
+int Main() {
+  std::printf("| program | policy | step peak MiB | step total MiB | dx-step peak MiB | "
+              "step ms (median of 5) | max abs grad diff |\n");
+  std::printf("|---|---|---|---|---|---|---|\n");
+  struct Program {
+    const char* name;
+    BuildFn build;
+  };
+  for (const Program& p : {Program{"mlp20x1024", MlpProgram}, Program{"resnet20x32c", ResNetProgram}}) {
+    std::vector<Row> rows;
+    for (RematPolicy policy : kPolicies) {
+      absl::StatusOr<Row> r = Measure(p.name, p.build, policy);
+      if (!r.ok()) {
+        std::fprintf(stderr, "%s %s: %s\n", p.name, std::string(RematPolicyName(policy)).c_str(),
+                     std::string(r.status().message()).c_str());
+        return 1;
+      }
+      rows.push_back(*std::move(r));
+    }
+    for (Row& r : rows) {
+      r.max_diff = MaxDiff(r.grads, rows[0].grads);
+      std::printf("| %s | %s | %.1f | %.1f | %.1f | %.1f | %.3g |\n", r.program.c_str(),
+                  r.policy.c_str(), MiB(r.step_peak), MiB(r.step_total), MiB(r.dx_peak),
+                  r.median_ms, r.max_diff);
+    }
+    std::printf("%s ratios vs everything_saveable: nothing step peak %.2fx, dx-step peak %.2fx; "
+                "dots step time %.2fx, nothing step time %.2fx\n",
+                p.name, static_cast<double>(rows[1].step_peak) / rows[0].step_peak,
+                static_cast<double>(rows[1].dx_peak) / rows[0].dx_peak,
+                rows[2].median_ms / rows[0].median_ms, rows[1].median_ms / rows[0].median_ms);
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace kgrad
+
+int main() { return kgrad::Main(); }
