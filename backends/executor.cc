@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "backends/cpu/cpu_device.h"
+#include "backends/run_order.h"
 #include "core/infer.h"
 #include "core/manager.h"
 #include "core/module.h"
@@ -80,7 +81,7 @@ class PlanCompiler {
       plan_->fvs.push_back(fv);
       slot_[fv] = NewSlot();
     }
-    for (CNode* c : info.order) KGRAD_RETURN_IF_ERROR(CompileNode(c));
+    for (CNode* c : RunOrder(g_, info)) KGRAD_RETURN_IF_ERROR(CompileNode(c));
     if (g_->output() == nullptr) {
       return absl::FailedPreconditionError(absl::StrCat("graph '", g_->name(), "' has no output"));
     }

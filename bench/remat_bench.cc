@@ -3,6 +3,7 @@
 // dots_saveable, for
 //   (a) a 20-layer tanh MLP, width 1024, batch 128, float32, each layer a called
 //       graph y = tanh(x W + b), loss = sum of the last output;
+//   (a') the same MLP in 4 called segments of 5 layers each;
 //   (b) a 20-block residual conv net, 32 channels, 32x32 images, batch 8, each
 //       block a called graph relu(conv3x3(relu(conv3x3(x))) + x), loss = sum.
 // Every called graph gets the policy (SetRematPolicy), the entry keeps the default.
@@ -61,6 +62,36 @@ FuncGraph* Mlp(Module* m, int64_t batch, int64_t width) {
     AnfNode* wi = g.Param(absl::StrCat("w", i), DType::kFloat32, {width, width});
     AnfNode* bi = g.Param(absl::StrCat("b", i), DType::kFloat32, {width});
     h = g.Call(layer, {h, wi, bi});
+  }
+  return g.Return(g.Op(PrimId::kReduceSum, {h})).value();
+}
+
+// The same MLP with its layers in 4 called segments of 5 (sqrt(n)-style
+// checkpointing): seg(x, W_0, b_0, ..., W_4, b_4) applies five layers inline. A
+// per-layer checkpoint cannot save memory in a tanh MLP (a layer's backward
+// reads only its input and its output, which is the next layer's input, so
+// both are saved either way); a segment's backward recomputes 5 layers from
+// one saved input.
+FuncGraph* SegmentedMlp(Module* m, int64_t batch, int64_t width) {
+  constexpr int kPerSegment = 5;
+  GraphBuilder sb(m, "segment");
+  AnfNode* sh = sb.Param("x", DType::kFloat32, {batch, width});
+  for (int i = 0; i < kPerSegment; ++i) {
+    AnfNode* w = sb.Param(absl::StrCat("w", i), DType::kFloat32, {width, width});
+    AnfNode* b = sb.Param(absl::StrCat("b", i), DType::kFloat32, {width});
+    sh = sb.Op(PrimId::kTanh, {sb.Op(PrimId::kAdd, {sb.Op(PrimId::kMatMul, {sh, w}), b})});
+  }
+  FuncGraph* segment = sb.Return(sh).value();
+  GraphBuilder g(m, "mlp_segments");
+  AnfNode* h = g.Param("x", DType::kFloat32, {batch, width});
+  std::vector<AnfNode*> args = {h};
+  for (int i = 0; i < kBlocks; ++i) {
+    args.push_back(g.Param(absl::StrCat("w", i), DType::kFloat32, {width, width}));
+    args.push_back(g.Param(absl::StrCat("b", i), DType::kFloat32, {width}));
+    if ((i + 1) % kPerSegment == 0) {
+      h = g.Call(segment, args);
+      args = {h};
+    }
   }
   return g.Return(g.Op(PrimId::kReduceSum, {h})).value();
 }
@@ -203,6 +234,7 @@ double MiB(int64_t bytes) { return static_cast<double>(bytes) / (1 << 20); }
 
 FuncGraph* MlpProgram(Module* m) { return Mlp(m, 128, 1024); }
 FuncGraph* ResNetProgram(Module* m) { return ResNet(m, 8, 32, 32); }
+FuncGraph* SegmentedMlpProgram(Module* m) { return SegmentedMlp(m, 128, 1024); }
 
 int Main() {
   std::printf("| program | policy | step peak MiB | step total MiB | dx-step peak MiB | "
@@ -212,7 +244,9 @@ int Main() {
     const char* name;
     BuildFn build;
   };
-  for (const Program& p : {Program{"mlp20x1024", MlpProgram}, Program{"resnet20x32c", ResNetProgram}}) {
+  for (const Program& p : {Program{"mlp20x1024", MlpProgram},
+                           Program{"mlp20x1024_seg5", SegmentedMlpProgram},
+                           Program{"resnet20x32c", ResNetProgram}}) {
     std::vector<Row> rows;
     for (RematPolicy policy : kPolicies) {
       absl::StatusOr<Row> r = Measure(p.name, p.build, policy);
