@@ -68,8 +68,11 @@ commands:
                                 run a training-step graph N times (default 100): it returns
                                 (loss, new weights), one per weight in file order, which the
                                 next step uses; prints the loss, writes the final weights
-  import-onnx MODEL.onnx -o OUT  the ONNX model as a kgrad graph file (.pb or .pbtxt):
-                                initializers become weights, shape chains are folded
+  import-onnx MODEL.onnx -o OUT [--remat nothing_saveable|dots_saveable]
+                                the ONNX model as a kgrad graph file (.pb or .pbtxt):
+                                initializers become weights, shape chains are folded;
+                                --remat outlines every residual block into a called graph
+                                with that checkpoint policy (also: grad MODEL.onnx --remat)
   export-onnx FILE -o OUT.onnx [--graph G]
                                 a first-order graph (e.g. from grad --optimize) as ONNX
                                 opset 17 with weights as initializers

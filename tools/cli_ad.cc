@@ -11,6 +11,7 @@
 #include "ad/jvp.h"
 #include "ad/remat.h"
 #include "core/passes/optimize.h"
+#include "core/passes/outline_residual_blocks.h"
 #include "core/printer.h"
 #include "core/manager.h"
 #include "core/status_macros.h"
@@ -58,6 +59,11 @@ absl::Status ApplyRematOption(const ParsedArgs& args, Module& m, FuncGraph* g) {
   if (!args.Has("remat")) return absl::OkStatus();
   absl::StatusOr<RematPolicy> policy = ParseRematPolicy(args.Get("remat"));
   if (!policy.ok()) return absl::InvalidArgumentError(absl::StrCat("--remat: ", policy.status().message()));
+  // A flat graph (an imported model) has no called graphs to mark: its residual
+  // blocks are outlined into called graphs first.
+  if (m.manager().Reachable({g}).size() == 1) {
+    KGRAD_RETURN_IF_ERROR(OutlineResidualBlocks(m, g, *policy).status());
+  }
   return SetRematPolicy(m, g, *policy);
 }
 

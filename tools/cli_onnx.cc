@@ -3,6 +3,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "core/passes/outline_residual_blocks.h"
 #include "core/status_macros.h"
 #include "proto/model_io.h"
 #include "proto/onnx/onnx_export.h"
@@ -19,9 +20,18 @@ absl::Status Import(const ParsedArgs& args, std::ostream& out) {
   if (args.positional.size() != 1) return absl::InvalidArgumentError("import-onnx takes one MODEL.onnx");
   if (!args.Has("output")) return absl::InvalidArgumentError("import-onnx needs -o OUT (.pb or .pbtxt)");
   KGRAD_ASSIGN_OR_RETURN(std::unique_ptr<Module> m, LoadModule(args.positional[0]));
+  std::string blocks;
+  if (args.Has("remat")) {
+    // --remat POLICY: every residual block becomes a called graph with the policy.
+    KGRAD_ASSIGN_OR_RETURN(RematPolicy policy, ParseRematPolicy(args.Get("remat")));
+    KGRAD_ASSIGN_OR_RETURN(std::vector<FuncGraph*> outlined,
+                           OutlineResidualBlocks(*m, m->entry(), policy));
+    blocks = absl::StrCat(", ", outlined.size(), " residual blocks marked ", args.Get("remat"));
+  }
   KGRAD_RETURN_IF_ERROR(SaveModelFile(*m, args.Get("output")));
   out << "wrote " << args.Get("output") << ": graph '" << m->entry()->name() << "' ("
-      << m->entry()->parameters().size() << " inputs, " << m->weights().size() << " weights)\n";
+      << m->entry()->parameters().size() << " inputs, " << m->weights().size() << " weights"
+      << blocks << ")\n";
   return absl::OkStatus();
 }
 
@@ -40,7 +50,7 @@ absl::Status Export(const ParsedArgs& args, std::ostream& out) {
 }  // namespace
 
 int ImportOnnxCommand(const std::vector<std::string>& argv, std::ostream& out, std::ostream& err) {
-  absl::StatusOr<ParsedArgs> args = ParseArgs(argv, {"output"}, {});
+  absl::StatusOr<ParsedArgs> args = ParseArgs(argv, {"output", "remat"}, {});
   if (!args.ok()) return Fail(args.status(), err);
   absl::Status s = Import(*args, out);
   return s.ok() ? 0 : Fail(s, err);

@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "backends/cpu/constant_evaluator.h"
+#include "core/passes/outline_residual_blocks.h"
 #include "core/infer.h"
 #include "core/status_macros.h"
 #include "proto/onnx/onnx_context.h"
@@ -481,6 +482,11 @@ absl::StatusOr<std::unique_ptr<Module>> ImportOnnx(const onnx::ModelProto& model
   if (!entry.ok()) return fail(entry.status());
   module->set_entry(*entry);
   module->CollectGarbage();
+  if (options.remat_residual_blocks.has_value()) {
+    absl::Status s = OutlineResidualBlocks(*module, *entry, *options.remat_residual_blocks).status();
+    if (!s.ok()) return fail(s);
+    module->CollectGarbage();
+  }
   return module;
 }
 

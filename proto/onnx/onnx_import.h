@@ -14,6 +14,7 @@
 #define KGRAD_PROTO_ONNX_ONNX_IMPORT_H_
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -34,6 +35,10 @@ struct OnnxImportOptions {
   LoadLimits limits;
   // Largest constant (in elements) computed at import time.
   int64_t max_folded_elements = int64_t{1} << 20;
+  // With a policy, every residual block of the imported graph is outlined into a
+  // called graph carrying it (core/passes/outline_residual_blocks.h), so that
+  // reverse mode rematerialises per block (ad/remat.h).
+  std::optional<RematPolicy> remat_residual_blocks;
 };
 
 absl::StatusOr<std::unique_ptr<Module>> ImportOnnx(const onnx::ModelProto& model,

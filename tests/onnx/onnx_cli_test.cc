@@ -45,6 +45,27 @@ TEST(OnnxCli, RoundTripGivesTorchGradients) {
   ExpectClose(Value(*got), Npy("mlp_din0.npy"), 1e-5, "dx via the CLI");
 }
 
+// import-onnx --remat and grad MODEL.onnx --remat: residual blocks become
+// checkpointed graphs; the gradient graph recomputes inside them and still gives
+// torch's input gradient.
+TEST(OnnxCli, RematMarksResidualBlocks) {
+  Result r = Cli({"import-onnx", DataPath("resnet_train.onnx"), "-o", Tmp("resnet.pbtxt"), "--remat",
+                  "nothing_saveable"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("2 residual blocks marked nothing_saveable"));
+  r = Cli({"print", Tmp("resnet.pbtxt")});
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("remat=nothing_saveable"));
+  r = Cli({"grad", DataPath("resnet_train.onnx"), "--wrt", "0", "--sens", "--remat", "dots_saveable",
+           "--optimize", "-o", Tmp("resnet_grad.pbtxt")});
+  ASSERT_EQ(r.status, 0) << r.err;
+  r = Cli({"print", Tmp("resnet_grad.pbtxt")});
+  EXPECT_THAT(r.out, HasSubstr("remat_barrier("));
+  r = Cli({"import-onnx", DataPath("resnet_train.onnx"), "-o", Tmp("x.pbtxt"), "--remat", "some"});
+  EXPECT_EQ(r.status, 1);
+  EXPECT_THAT(r.err, HasSubstr("some"));
+}
+
 TEST(OnnxCli, RunAcceptsOnnxDirectly) {
   Result r = Cli({"run", DataPath("block13.onnx"), "--input", "x0=" + DataPath("block13_in0.npy"),
                   "--output", Tmp("block13_out")});

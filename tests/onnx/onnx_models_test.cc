@@ -45,6 +45,33 @@ INSTANTIATE_TEST_SUITE_P(
                     Model{"groupnorm", 1}, Model{"unet", 1}),
     [](const testing::TestParamInfo<Model>& i) { return std::string(i.param.name); });
 
+// Every residual block outlined into a checkpointed graph at import
+// (OnnxImportOptions::remat_residual_blocks): the blocks are found, and the
+// gradients, recomputed inside each block's backward pass, still match torch.
+TEST(OnnxRematTest, ResidualBlocksOfImportedModelsAreCheckpointed) {
+  struct Case {
+    const char* name;
+    int num_inputs;
+    size_t min_blocks;  // resnet_train: its BasicBlocks; the encoder: attention and MLP
+  };
+  for (const Case& c : {Case{"resnet_train", 2, 2}, Case{"transformer_encoder", 1, 2}}) {
+    for (RematPolicy policy : {RematPolicy::kNothingSaveable, RematPolicy::kDotsSaveable}) {
+      OnnxImportOptions o;
+      o.remat_residual_blocks = policy;
+      absl::StatusOr<std::unique_ptr<Module>> m = ImportFixture(c.name, o);
+      ASSERT_TRUE(m.ok()) << m.status();
+      size_t blocks = 0;
+      for (const auto& g : (*m)->graphs()) blocks += g->remat() == policy ? 1 : 0;
+      EXPECT_GE(blocks, c.min_blocks) << c.name;
+      CheckFixtureOutput(c.name, c.num_inputs, kTol);
+      CheckFixtureGradients(c.name, c.num_inputs, /*optimize=*/true, kTol, o);
+    }
+    OnnxImportOptions o;
+    o.remat_residual_blocks = RematPolicy::kNothingSaveable;
+    CheckFixtureGradients(c.name, c.num_inputs, /*optimize=*/false, kTol, o);
+  }
+}
+
 }  // namespace
 }  // namespace onnx_test
 }  // namespace kgrad

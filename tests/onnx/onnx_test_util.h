@@ -30,8 +30,8 @@ inline std::string DataPath(const std::string& file) { return "tests/onnx/data/"
 
 inline bool Exists(const std::string& path) { return std::ifstream(path).good(); }
 
-inline absl::StatusOr<std::unique_ptr<Module>> ImportFixture(const std::string& name) {
-  OnnxImportOptions o;
+inline absl::StatusOr<std::unique_ptr<Module>> ImportFixture(const std::string& name,
+                                                            const OnnxImportOptions& o = {}) {
   return ImportOnnxFile(DataPath(name + ".onnx"), DefaultRegistry(), o);
 }
 
@@ -96,8 +96,9 @@ inline absl::StatusOr<FuncGraph*> SensGradient(Module& m, GradOptions o, bool op
 // gradient graph optimised or not. The inputs and weights differentiated are those
 // torch's gradients were saved for (NAME_din<i>.npy, NAME_dw_<weight>.npy): float
 // inputs, and parameters rather than BatchNorm's running statistics.
-inline void CheckFixtureGradients(const std::string& name, int n, bool optimize, double tol) {
-  absl::StatusOr<std::unique_ptr<Module>> m = ImportFixture(name);
+inline void CheckFixtureGradients(const std::string& name, int n, bool optimize, double tol,
+                                  const OnnxImportOptions& import = {}) {
+  absl::StatusOr<std::unique_ptr<Module>> m = ImportFixture(name, import);
   ASSERT_TRUE(m.ok()) << m.status();
   GradOptions o;
   o.argnums.clear();
