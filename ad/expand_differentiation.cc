@@ -116,6 +116,10 @@ class Expander {
     if (IsDerivedOp(o)) return false;  // expanded first
     const Value* v = ConstantOf(o);
     if (v != nullptr && v->is_primitive()) return WrapPrimitive(c, *v->primitive());
+    if (v != nullptr && !v->is_callable()) {
+      return OpError(c, absl::StrCat("its operand '", o->DebugName(), "' is a constant ",
+                                     v->TypeString(), ", not a function"));
+    }
     if (o->is_cnode() && o->AsCNode()->IsPrim(PrimId::kSwitch)) return Distribute(c);
     if (o->is_cnode() && o->AsCNode()->IsPrim(PrimId::kPartial)) return BindPartial(c);
     return OpError(c, absl::StrCat(
@@ -300,9 +304,32 @@ class Expander {
 
 }  // namespace
 
+namespace {
+
+// A differentiation operator passed as a value (partial(grad, @f), a switch
+// between operators) has no expansion: it must be applied to its function.
+absl::Status CheckNotPassedAsValues(Module& m, const std::vector<FuncGraph*>& roots) {
+  for (FuncGraph* g : m.manager().Reachable(roots)) {
+    for (CNode* c : m.manager().Info(g).order) {
+      for (size_t i = 1; i < c->size(); ++i) {
+        const Value* v = ConstantOf(c->input(i));
+        if (v == nullptr || !v->is_primitive() || v->primitive()->def().derived_args == nullptr) continue;
+        return absl::InvalidArgumentError(absl::StrCat(
+            c->Location(), ": the differentiation operator '", v->primitive()->name(),
+            "' is passed as a value (input ", i, "); apply it to a function instead: ",
+            v->primitive()->name(), "(@f)"));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::StatusOr<int> ExpandDifferentiation(Module& module, FuncGraph* root,
                                           const std::vector<AbstractPtr>& root_args) {
   std::vector<FuncGraph*> roots = Roots(module, root);
+  KGRAD_RETURN_IF_ERROR(CheckNotPassedAsValues(module, roots));
   if (Collect(module, roots).empty()) return 0;
   Expander e(module, std::move(roots), root_args);
   return e.Run();

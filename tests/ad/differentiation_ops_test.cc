@@ -290,6 +290,13 @@ TEST(DifferentiationOpsTest, UnknownOperandIsAStatusNamingTheNode) {
   EXPECT_THAT(r.status().message(), HasSubstr("apply"));
   EXPECT_THAT(r.status().message(), HasSubstr("grad"));
   EXPECT_THAT(r.status().message(), HasSubstr("cannot tell statically which function 'fn'"));
+  // A constant that is not a function.
+  GraphBuilder t(&m, "on_tensor");
+  AnfNode* tx = t.Param("x", F64Scalar());
+  FuncGraph* tg = t.Return(Apply(t, PrimId::kGrad, t.Const(S(1.0)), {tx})).value();
+  absl::StatusOr<int> rt = ExpandDifferentiation(m, tg);
+  ASSERT_FALSE(rt.ok());
+  EXPECT_THAT(std::string(rt.status().message()), HasSubstr("is a constant f64[], not a function"));
   // Unexpanded, it does not run either.
   absl::StatusOr<std::unique_ptr<Executor>> e = Executor::Create(g);
   ASSERT_FALSE(e.ok());

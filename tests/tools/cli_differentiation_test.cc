@@ -96,6 +96,9 @@ TEST(CliDifferentiationTest, OperatorsThatCannotBeExpandedAreClearErrors) {
   EXPECT_EQ(r.status, 1);
   EXPECT_THAT(r.err, HasSubstr("graph 'apply_j'"));
   EXPECT_THAT(r.err, HasSubstr("J: cannot tell statically which function 'fn' is"));
+  r = Cli({"run", "tests/tools/testdata/grad_passed_as_value.pbtxt", "--input", "x=examples/data/x3.npy"});
+  EXPECT_EQ(r.status, 1);
+  EXPECT_THAT(r.err, HasSubstr("the differentiation operator 'grad' is passed as a value"));
   r = Cli({"check", "tests/tools/testdata/grad_of_itself.pbtxt"});
   EXPECT_EQ(r.status, 1);
   EXPECT_THAT(r.err, HasSubstr("graph 'f'"));
