@@ -12,19 +12,6 @@
 namespace kgrad {
 namespace {
 
-bool IsDot(PrimId id) {
-  switch (id) {
-    case PrimId::kMatMul:
-    case PrimId::kEinsum:
-    case PrimId::kConv2d:
-    case PrimId::kConv2dBackpropInput:
-    case PrimId::kConv2dBackpropFilter:
-      return true;
-    default:
-      return false;
-  }
-}
-
 // Copies the forward computation of residuals into a bprop graph (see remat.h).
 class Rematerializer {
  public:
@@ -124,7 +111,7 @@ bool RematSaves(RematPolicy policy, const AnfNode* node) {
       return false;
     case RematPolicy::kDotsSaveable: {
       const CNode* c = node->AsCNode();
-      return c != nullptr && c->primitive() != nullptr && IsDot(c->primitive()->id());
+      return c != nullptr && c->primitive() != nullptr && c->primitive()->def().dot;
     }
   }
   return true;

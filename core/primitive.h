@@ -108,6 +108,10 @@ struct PrimitiveDef {
   // tensor. The executor's allocation metering skips it (it would otherwise walk
   // every tuple the op passes on, however deep).
   bool moves_only = false;
+  // A contraction (matmul, einsum, convolution and its backprops): costly to
+  // recompute, so the dots_saveable checkpoint policy keeps its output (ad/remat.h)
+  // and outlined residual blocks must contain one.
+  bool dot = false;
   // A differentiation operator (above): both set, or neither.
   DerivedArgsFn derived_args = nullptr;
   DerivedResultFn derived_result = nullptr;

@@ -193,17 +193,20 @@ void RegisterConvOps(std::vector<PrimitiveDef>* defs) {
   // conv2d(x, w): grouped, strided, dilated cross-correlation (no kernel flip).
   defs->push_back(OpDef(PrimId::kConv2d, 2, 2, InferConv2d, ConvAttrSpecs())
                       .Bprop(BpropConv2d)
-                      .ZeroIfAny({0, 1}));
+                      .ZeroIfAny({0, 1})
+                      .Dot());
   // conv2d_backprop_input(dy, w, x_ref): the adjoint of conv2d in x.
   defs->push_back(
       OpDef(PrimId::kConv2dBackpropInput, 3, 3, InferConv2dBackpropInput, ConvAttrSpecs())
           .Bprop(BpropConv2dBackpropInput)
-          .ZeroIfAny({0, 1}));
+          .ZeroIfAny({0, 1})
+          .Dot());
   // conv2d_backprop_filter(x, dy, w_ref): the adjoint of conv2d in w.
   defs->push_back(
       OpDef(PrimId::kConv2dBackpropFilter, 3, 3, InferConv2dBackpropFilter, ConvAttrSpecs())
           .Bprop(BpropConv2dBackpropFilter)
-          .ZeroIfAny({0, 1}));
+          .ZeroIfAny({0, 1})
+          .Dot());
   // max_pool2d(x): y[n,c,i,j] = max over the window of x (padding is -inf).
   defs->push_back(
       OpDef(PrimId::kMaxPool2d, 1, 1, InferPoolForward, MaxPoolAttrSpecs()).Bprop(BpropMaxPool2d));

@@ -357,10 +357,12 @@ void RegisterLinalgOps(std::vector<PrimitiveDef>* defs) {
   defs->push_back(OpDef(PrimId::kMatMul, 2, 2, InferMatMul,
                         {BoolAttr("transpose_a", false), BoolAttr("transpose_b", false)})
                       .Bprop(BpropMatMul)
-                      .ZeroIfAny({0, 1}));
+                      .ZeroIfAny({0, 1})
+                      .Dot());
   defs->push_back(OpDef(PrimId::kEinsum, 1, kMaxEinsumOperands, InferEinsum,
                         {RequiredAttr("equation", AttrType::kString)})
-                      .Bprop(BpropEinsum));
+                      .Bprop(BpropEinsum)
+                      .Dot());
 }
 
 }  // namespace ops

@@ -40,6 +40,8 @@ class OpDef {
   OpDef& Structural() { return Set(&PrimitiveDef::structural, true); }
   // Only passes on (parts of) its inputs or scalars, never a new tensor.
   OpDef& MovesOnly() { return Set(&PrimitiveDef::moves_only, true); }
+  // A contraction (PrimitiveDef::dot).
+  OpDef& Dot() { return Set(&PrimitiveDef::dot, true); }
 
   operator PrimitiveDef() const { return def_; }  // NOLINT: the builder's product
 

@@ -45,9 +45,8 @@ NodeSet Descendants(const FuncGraph* g, AnfNode* n) {
   return seen;
 }
 
-bool IsDot(const CNode* c) {
-  return c->IsPrim(PrimId::kMatMul) || c->IsPrim(PrimId::kEinsum) || c->IsPrim(PrimId::kConv2d);
-}
+// A contraction (PrimitiveDef::dot): what makes a block a layer.
+bool IsDot(const CNode* c) { return c->primitive() != nullptr && c->primitive()->def().dot; }
 
 struct Block {
   AnfNode* input = nullptr;

@@ -8,7 +8,8 @@
 // shortcut), or a = g(x) and b = f(x) (a projection shortcut, torchvision's
 // downsample). x is the latest common ancestor of a and b. The block is every
 // application on a path from x to the add; it is outlined when
-//   - it contains a matmul, einsum or conv2d (a layer, not `x + 0.04 x^3`),
+//   - it contains a contraction (PrimitiveDef::dot: matmul, einsum, conv2d; a
+//     layer, not `x + 0.04 x^3`),
 //   - nothing computed inside it is used outside it except the add's result.
 // The add becomes a call `@residual_block_N(x, other inputs...)`; constants are
 // copied into the block, weights are read as they are, any other outside value

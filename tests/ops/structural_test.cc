@@ -91,6 +91,16 @@ namespace {
 
 // Every primitive can be differentiated: it has a gradient rule, or its outputs
 // carry no gradient. (partial is lowered to a closure before differentiation.)
+// The contractions the dots_saveable checkpoint policy keeps (PrimitiveDef::dot).
+TEST(RegistryTest, DotsAreTheContractions) {
+  for (int i = 0; i < kNumPrimIds; ++i) {
+    PrimId id = static_cast<PrimId>(i);
+    bool want = id == PrimId::kMatMul || id == PrimId::kEinsum || id == PrimId::kConv2d ||
+                id == PrimId::kConv2dBackpropInput || id == PrimId::kConv2dBackpropFilter;
+    EXPECT_EQ(DefaultRegistry().Find(id)->dot, want) << PrimIdName(id);
+  }
+}
+
 TEST(RegistryTest, EveryPrimitiveIsRegisteredAndDifferentiable) {
   for (int i = 0; i < kNumPrimIds; ++i) {
     PrimId id = static_cast<PrimId>(i);
