@@ -202,11 +202,17 @@ absl::StatusOr<std::optional<Value>> OpenAdd(const Value& a, const Value& b, Dev
   if (a.is_none()) return b;
   if (b.is_none()) return a;
   if (a.is_tensor() && b.is_tensor()) {
+    // Bool values carry no gradient, but a higher-order transform may still build
+    // their (all false) sensitivities, e.g. of a loop's condition state: in bool,
+    // addition is `or`, which keeps false + false = false.
+    const bool logical = a.tensor().dtype() == DType::kBool && b.tensor().dtype() == DType::kBool;
     static const PrimitivePtr add = DefaultRegistry().Make(PrimId::kAdd).value();
-    KernelFn fn = device->kernel(PrimId::kAdd);
-    if (fn == nullptr) return absl::UnimplementedError("no add kernel on this device");
+    static const PrimitivePtr logical_or = DefaultRegistry().Make(PrimId::kLogicalOr).value();
+    const Primitive& op = logical ? *logical_or : *add;
+    KernelFn fn = device->kernel(op.id());
+    if (fn == nullptr) return absl::UnimplementedError(absl::StrCat("no ", op.name(), " kernel on this device"));
     Value in[2] = {a, b};
-    KernelContext ctx(*add, absl::MakeSpan(in, 2), device);
+    KernelContext ctx(op, absl::MakeSpan(in, 2), device);
     KGRAD_ASSIGN_OR_RETURN(Value sum, fn(ctx));
     return sum;
   }
