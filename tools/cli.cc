@@ -10,6 +10,7 @@
 #include "core/printer.h"
 #include "core/status_macros.h"
 #include "tools/cli_ad.h"
+#include "tools/cli_bench.h"
 #include "tools/cli_common.h"
 #include "tools/cli_demo.h"
 #include "tools/cli_onnx.h"
@@ -68,6 +69,10 @@ commands:
                                 run a training-step graph N times (default 100): it returns
                                 (loss, new weights), one per weight in file order, which the
                                 next step uses; prints the loss, writes the final weights
+  bench FILE [--input NAME=X.npy ...] [--dim NAME=N ...] [--grad] [--jvp] [--repeat N]
+      [--warmup N]              time the forward pass (and the training step, the Jvp):
+                                median and spread of N runs (default 10); inputs not
+                                given are random, symbolic dims sized by --dim
   import-onnx MODEL.onnx -o OUT [--remat nothing_saveable|dots_saveable]
                                 the ONNX model as a kgrad graph file (.pb or .pbtxt):
                                 initializers become weights, shape chains are folded;
@@ -184,7 +189,7 @@ int Main(const std::vector<std::string>& args, std::ostream& out, std::ostream& 
   static const std::map<std::string, Command>* const commands = new std::map<std::string, Command>{
       {"help", Help}, {"--help", Help}, {"-h", Help}, {"print", Print}, {"dot", DotCommand},
       {"run", Run},   {"grad", GradCommand},  {"check", CheckCommand},
-      {"jvp", JvpCommand},    {"demo", DemoCommand}, {"train", TrainCommand}, {"import-onnx", ImportOnnxCommand},
+      {"jvp", JvpCommand},    {"demo", DemoCommand}, {"train", TrainCommand}, {"bench", BenchCommand}, {"import-onnx", ImportOnnxCommand},
       {"export-onnx", ExportOnnxCommand}, {"onnx-ops", OnnxOpsCommand},
   };
   if (args.empty()) {

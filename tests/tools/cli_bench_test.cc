@@ -1,0 +1,69 @@
+// `kgrad bench`: forward, step and Jvp timings of a graph file or an ONNX model
+// with random or given inputs and symbolic dims sized by --dim; and its errors.
+// (What is asserted is the report and that every timing is a positive number,
+// never a speed: timings belong to benchmarks.)
+#include <sstream>
+#include <string>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/testing/cli_test_util.h"
+
+namespace kgrad {
+namespace {
+
+using ::testing::HasSubstr;
+using testing::Cli;
+using Result = testing::CliResult;
+
+// The median of the report line starting with `what`, or -1.
+double Median(const std::string& out, const std::string& what) {
+  std::istringstream in(out);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind(what + " ", 0) != 0) continue;
+    std::istringstream l(line.substr(line.find("median") + 6));
+    double v = -1;
+    l >> v;
+    return v;
+  }
+  return -1;
+}
+
+TEST(CliBenchTest, TimesForwardStepAndJvpOfAGraphFile) {
+  Result r = Cli({"bench", "examples/mlp.pbtxt", "--input", "x=examples/data/mlp_x.npy", "--grad", "--jvp",
+                  "--repeat", "3", "--warmup", "1"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("graph 'mlp', 3 runs after 1 warm-up"));
+  EXPECT_GT(Median(r.out, "forward"), 0);
+  EXPECT_GT(Median(r.out, "step"), 0);
+  EXPECT_GT(Median(r.out, "jvp"), 0);
+  EXPECT_THAT(r.out, HasSubstr("step/forward"));
+  EXPECT_THAT(r.out, HasSubstr("jvp/forward"));
+}
+
+TEST(CliBenchTest, SymbolicDimsOfAnOnnxModelTakeTheirSizeFromDim) {
+  Result r = Cli({"bench", "tests/onnx/data/dyn_resnet.onnx", "--repeat", "2"});
+  EXPECT_EQ(r.status, 1);
+  EXPECT_THAT(r.err, HasSubstr("has dim 'batch': give its size with --dim batch=N"));
+  r = Cli({"bench", "tests/onnx/data/dyn_resnet.onnx", "--dim", "batch=2", "--grad", "--repeat", "2"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_GT(Median(r.out, "forward"), 0);
+  EXPECT_GT(Median(r.out, "step"), 0);
+  EXPECT_LT(Median(r.out, "jvp"), 0);  // not asked for
+}
+
+TEST(CliBenchTest, BadArgumentsAreErrors) {
+  Result r = Cli({"bench", "examples/mlp.pbtxt", "--repeat", "0"});
+  EXPECT_EQ(r.status, 1);
+  EXPECT_THAT(r.err, HasSubstr("--repeat wants a whole number >= 1"));
+  r = Cli({"bench", "examples/mlp.pbtxt", "--input", "nope=examples/data/x3.npy"});
+  EXPECT_EQ(r.status, 1);
+  EXPECT_THAT(r.err, HasSubstr("graph 'mlp' has no input named 'nope'"));
+  r = Cli({"bench", "examples/mlp.pbtxt", "--dim", "batch"});
+  EXPECT_EQ(r.status, 1);
+  EXPECT_THAT(r.err, HasSubstr("--dim wants NAME=SIZE"));
+}
+
+}  // namespace
+}  // namespace kgrad
