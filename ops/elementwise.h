@@ -79,6 +79,11 @@ constexpr DTypeSet ElementwiseDTypes(PrimId id) {
     case PrimId::kAsinh:
     case PrimId::kAcosh:
     case PrimId::kAtanh:
+    case PrimId::kTanhGrad:
+    case PrimId::kSigmoidGrad:
+    case PrimId::kSinGrad:
+    case PrimId::kCosGrad:
+    case PrimId::kReluGrad:
       return kFloatTypes;
     default:  // not an elementwise primitive
       return 0;

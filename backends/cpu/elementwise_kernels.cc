@@ -362,6 +362,24 @@ struct SubOp {
 struct MulOp {
   template <typename T> static T Apply(T a, T b) { return WrapMul(a, b); }
 };
+// The backward maps of tanh and sigmoid from their output y and sensitivity d.
+struct TanhGradOp {
+  template <typename T> static T Apply(T y, T d) { return d * (T(1) - y * y); }
+};
+struct SigmoidGradOp {
+  template <typename T> static T Apply(T y, T d) { return d * y * (T(1) - y); }
+};
+// The backward maps of sin, cos and relu from their input x and sensitivity d.
+struct SinGradOp {
+  template <typename T> static T Apply(T x, T d) { return d * std::cos(x); }
+};
+struct CosGradOp {
+  template <typename T> static T Apply(T x, T d) { return -(d * std::sin(x)); }
+};
+struct ReluGradOp {
+  // x > 0 is false for NaN: the kink and NaN get 0, as relu's composed rule did.
+  template <typename T> static T Apply(T x, T d) { return x > T(0) ? d : T(0); }
+};
 struct DivOp {
   // C++ integer division truncates toward zero. b == 0 was rejected before;
   // MIN / -1 overflows, so it wraps like negation.
@@ -631,6 +649,11 @@ void RegisterElementwiseKernels(KernelTable* t) {
   SetBinary<PrimId::kGreaterEqual, GreaterEqualOp>(t);
   SetBinary<PrimId::kLogicalAnd, LogicalAndOp>(t);
   SetBinary<PrimId::kLogicalOr, LogicalOrOp>(t);
+  SetBinary<PrimId::kTanhGrad, TanhGradOp>(t);
+  SetBinary<PrimId::kSigmoidGrad, SigmoidGradOp>(t);
+  SetBinary<PrimId::kSinGrad, SinGradOp>(t);
+  SetBinary<PrimId::kCosGrad, CosGradOp>(t);
+  SetBinary<PrimId::kReluGrad, ReluGradOp>(t);
   t->Set(PrimId::kSelect, SelectKernel);
 }
 

@@ -173,6 +173,11 @@ void RegisterElementwiseKernels(KernelTable* t) {
   SetBinary<BinaryOp::kGreater>(t, PrimId::kGreater);
   SetBinary<BinaryOp::kGreaterEqual>(t, PrimId::kGreaterEqual);
   SetBinary<BinaryOp::kLogicalAnd>(t, PrimId::kLogicalAnd);
+  SetBinary<BinaryOp::kTanhGrad>(t, PrimId::kTanhGrad);
+  SetBinary<BinaryOp::kSigmoidGrad>(t, PrimId::kSigmoidGrad);
+  SetBinary<BinaryOp::kSinGrad>(t, PrimId::kSinGrad);
+  SetBinary<BinaryOp::kCosGrad>(t, PrimId::kCosGrad);
+  SetBinary<BinaryOp::kReluGrad>(t, PrimId::kReluGrad);
   SetBinary<BinaryOp::kLogicalOr>(t, PrimId::kLogicalOr);
   t->Set(PrimId::kSelect, OnDevice<SelectKernel>);
 }

@@ -166,6 +166,15 @@ absl::StatusOr<std::string> Exporter::EmitPrim(CNode* c, const Primitive& p,
   switch (p.id()) {
     case PrimId::kRsqrt: return Op("Reciprocal", {Op("Sqrt", a)});
     case PrimId::kSquare: return Op("Mul", {a[0], a[0]});
+    // tanh_grad(y, d) = d (1 - y^2); sigmoid_grad(y, d) = d y (1 - y).
+    case PrimId::kTanhGrad: return Op("Mul", {a[1], Op("Sub", {Scalar(dt, 1), Op("Mul", {a[0], a[0]})})});
+    case PrimId::kSigmoidGrad:
+      return Op("Mul", {Op("Mul", {a[1], a[0]}), Op("Sub", {Scalar(dt, 1), a[0]})});
+    // sin_grad(x, d) = d cos x; cos_grad(x, d) = -(d sin x); relu_grad(x, d) = x > 0 ? d : 0.
+    case PrimId::kSinGrad: return Op("Mul", {a[1], Op("Cos", {a[0]})});
+    case PrimId::kCosGrad: return Op("Neg", {Op("Mul", {a[1], Op("Sin", {a[0]})})});
+    case PrimId::kReluGrad:
+      return Op("Where", {Op("Greater", {a[0], Scalar(dt, 0)}), a[1], Scalar(dt, 0)});
     case PrimId::kLog1p: return Op("Log", {Op("Add", {a[0], Scalar(dt, 1)})});
     case PrimId::kExpm1: return Op("Sub", {Op("Exp", a), Scalar(dt, 1)});
     case PrimId::kNotEqual: return Op("Not", {Op("Equal", a)});

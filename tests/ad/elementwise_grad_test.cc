@@ -185,6 +185,23 @@ std::vector<Value> Separated(const ShapePair& p, std::mt19937_64& rng) {
 TEST(ElementwiseGradTest, Add) { CheckBinary(PrimId::kAdd, Uniform); }
 TEST(ElementwiseGradTest, Sub) { CheckBinary(PrimId::kSub, Uniform); }
 TEST(ElementwiseGradTest, Mul) { CheckBinary(PrimId::kMul, Uniform); }
+// The fused backward maps of tanh and sigmoid, with broadcasting.
+TEST(ElementwiseGradTest, TanhGrad) { CheckBinary(PrimId::kTanhGrad, Uniform); }
+TEST(ElementwiseGradTest, SigmoidGrad) { CheckBinary(PrimId::kSigmoidGrad, Uniform); }
+TEST(ElementwiseGradTest, SinGrad) { CheckBinary(PrimId::kSinGrad, Uniform); }
+TEST(ElementwiseGradTest, CosGrad) { CheckBinary(PrimId::kCosGrad, Uniform); }
+// relu_grad(x, d): x kept 0.05 away from the kink, so only d receives a gradient.
+// x's derivatives are zero, so the cubed graph's second order is asserted for d.
+TEST(ElementwiseGradTest, ReluGrad) {
+  uint64_t seed = 1;
+  for (const ShapePair& p : kPairs) {
+    SCOPED_TRACE(absl::StrCat("relu_grad ", ShapeToString(p.x), " with ", ShapeToString(p.z)));
+    std::mt19937_64 rng(seed);
+    Value x = RandomF64Away(p.x, rng, -1, 1, {0.0}, 0.05);
+    ExpectOpGradients(PrimId::kReluGrad, {x, RandomF64(p.z, rng)}, {}, seed, {/*power=*/3}, "x1");
+    ++seed;
+  }
+}
 
 TEST(ElementwiseGradTest, Div) {
   CheckBinary(PrimId::kDiv, [](const ShapePair& p, std::mt19937_64& rng) {
@@ -283,7 +300,9 @@ TEST(ElementwiseGradTest, Select) {
 
 // Third order of the binary rules (their rules' rules' rules), broadcasting.
 TEST(ElementwiseGradTest, BinaryThirdOrder) {
-  const PrimId ids[] = {PrimId::kAdd, PrimId::kSub, PrimId::kMul, PrimId::kDiv, PrimId::kPow};
+  const PrimId ids[] = {PrimId::kAdd, PrimId::kSub,      PrimId::kMul,
+                        PrimId::kDiv, PrimId::kPow,      PrimId::kTanhGrad,
+                        PrimId::kSigmoidGrad, PrimId::kSinGrad, PrimId::kCosGrad};
   for (PrimId id : ids) {
     SCOPED_TRACE(PrimIdName(id));
     std::mt19937_64 rng(5);
@@ -294,8 +313,9 @@ TEST(ElementwiseGradTest, BinaryThirdOrder) {
 
 // Binary rules in float32 (broadcasting): they type-check and agree with float64.
 TEST(ElementwiseGradTest, BinaryFloat32) {
-  const PrimId ids[] = {PrimId::kAdd,     PrimId::kSub,     PrimId::kMul, PrimId::kDiv,
-                        PrimId::kPow,     PrimId::kMaximum, PrimId::kMinimum};
+  const PrimId ids[] = {PrimId::kAdd,     PrimId::kSub,     PrimId::kMul,      PrimId::kDiv,
+                        PrimId::kPow,     PrimId::kMaximum, PrimId::kMinimum,  PrimId::kTanhGrad,
+                        PrimId::kSigmoidGrad, PrimId::kSinGrad, PrimId::kCosGrad};
   for (PrimId id : ids) {
     SCOPED_TRACE(PrimIdName(id));
     std::mt19937_64 rng(3);
@@ -351,6 +371,9 @@ TEST(ElementwiseGradTest, ReluAndAbsHaveZeroSlopeAtZero) {
   Value x = F64({3}, {-1.0, 0.0, 2.0});
   ExpectGradients(PrimId::kRelu, {x}, {{0.0, 0.0, 1.0}});
   ExpectGradients(PrimId::kAbs, {x}, {{-1.0, 0.0, 1.0}});
+  // relu_grad passes d where x > 0 only; nothing flows back to x.
+  Value d = F64({3}, {5.0, 6.0, 7.0});
+  ExpectGradients(PrimId::kReluGrad, {x, d}, {{0.0, 0.0, 0.0}, {0.0, 0.0, 1.0}});
 }
 
 // A tie sends the whole gradient to z, the input the kernels return on a tie.

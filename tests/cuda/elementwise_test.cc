@@ -68,7 +68,9 @@ TEST_P(FloatElementwiseTest, BinaryOpsBroadcastLikeTheCpu) {
   const PrimId ops[] = {PrimId::kAdd,      PrimId::kSub,          PrimId::kMul,
                         PrimId::kDiv,      PrimId::kMaximum,      PrimId::kMinimum,
                         PrimId::kEqual,    PrimId::kNotEqual,     PrimId::kLess,
-                        PrimId::kLessEqual, PrimId::kGreater,     PrimId::kGreaterEqual};
+                        PrimId::kLessEqual, PrimId::kGreater,     PrimId::kGreaterEqual,
+                        PrimId::kTanhGrad, PrimId::kSigmoidGrad, PrimId::kSinGrad,
+                        PrimId::kCosGrad, PrimId::kReluGrad};
   for (const auto& [sa, sb] : shapes) {
     Value a = Rand(GetParam(), sa, rng, -2, 2);
     Value b = Rand(GetParam(), sb, rng, 0.5, 2);

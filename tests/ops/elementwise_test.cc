@@ -76,6 +76,9 @@ const std::vector<BinaryCase>& BinaryCases() {
       {PrimId::kLessEqual, kWide, true},    {PrimId::kGreater, kWide, true},
       {PrimId::kGreaterEqual, kWide, true}, {PrimId::kLogicalAnd, {kBool}, true},
       {PrimId::kLogicalOr, {kBool}, true},  {PrimId::kMod, kWide, false},
+      {PrimId::kTanhGrad, kFloat, false},   {PrimId::kSigmoidGrad, kFloat, false},
+      {PrimId::kSinGrad, kFloat, false},    {PrimId::kCosGrad, kFloat, false},
+      {PrimId::kReluGrad, kFloat, false},
   };
   return *cases;
 }

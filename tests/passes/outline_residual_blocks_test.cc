@@ -94,14 +94,18 @@ TEST(OutlineResidualBlocksTest, GradientsAreThoseOfTheFlatGraph) {
   for (bool outline : {false, true}) {
     Module m(DefaultRegistry());
     FuncGraph* f = Flat(m);
-    if (outline) ASSERT_TRUE(OutlineResidualBlocks(m, f, RematPolicy::kNothingSaveable).ok());
+    if (outline) {
+      ASSERT_TRUE(OutlineResidualBlocks(m, f, RematPolicy::kNothingSaveable).ok());
+    }
     GradOptions o;
     o.argnums = {0, 1, 2, 3, 4, 5, 6};
     o.sens_param = true;
     absl::StatusOr<FuncGraph*> g = Grad(m, f, o);
     ASSERT_TRUE(g.ok()) << g.status();
     ASSERT_TRUE(Optimize(m, *g).ok());
-    if (outline) EXPECT_GT(CountPrim(*g, PrimId::kRematBarrier), 0);
+    if (outline) {
+      EXPECT_GT(CountPrim(*g, PrimId::kRematBarrier), 0);
+    }
     std::vector<Value> args = Args(f);
     args.push_back(Value::Tuple({Value(Tensor::FromScalar<double>(1.0)), Value(Tensor::FromScalar<double>(-2.0))}));
     absl::StatusOr<Value> r = RunGraph(*g, args);

@@ -133,6 +133,13 @@ __device__ inline auto ApplyBinary(T a, T b) {
   if constexpr (kOp == BinaryOp::kGreaterEqual) return a >= b;
   if constexpr (kOp == BinaryOp::kLogicalAnd) return static_cast<bool>(a) && static_cast<bool>(b);
   if constexpr (kOp == BinaryOp::kLogicalOr) return static_cast<bool>(a) || static_cast<bool>(b);
+  // a = y (the forward output), b = d (its sensitivity).
+  if constexpr (kOp == BinaryOp::kTanhGrad) return static_cast<T>(b * (T(1) - a * a));
+  if constexpr (kOp == BinaryOp::kSigmoidGrad) return static_cast<T>(b * a * (T(1) - a));
+  // a = x (the forward input), b = d.
+  if constexpr (kOp == BinaryOp::kSinGrad) return static_cast<T>(b * cos(a));
+  if constexpr (kOp == BinaryOp::kCosGrad) return static_cast<T>(-(b * sin(a)));
+  if constexpr (kOp == BinaryOp::kReluGrad) return static_cast<T>(a > T(0) ? b : T(0));
 }
 
 // Offsets of output element i in each of the first N operands.
@@ -189,7 +196,9 @@ cudaError_t BinaryFor(DT dt, const void* a, const void* b, void* out, const Broa
                       cudaStream_t s) {
   constexpr bool kBoolOnly = kOp == BinaryOp::kLogicalAnd || kOp == BinaryOp::kLogicalOr;
   constexpr bool kAllTypes = kOp == BinaryOp::kEqual || kOp == BinaryOp::kNotEqual;
-  constexpr bool kFloatOnly = kOp == BinaryOp::kPow;
+  constexpr bool kFloatOnly =
+      kOp == BinaryOp::kPow || kOp == BinaryOp::kTanhGrad || kOp == BinaryOp::kSigmoidGrad ||
+      kOp == BinaryOp::kSinGrad || kOp == BinaryOp::kCosGrad || kOp == BinaryOp::kReluGrad;
   return DispatchAll(dt, [&](auto zero) -> cudaError_t {
     using T = decltype(zero);
     constexpr bool kIsBool = std::is_same_v<T, bool>;
@@ -298,6 +307,11 @@ cudaError_t LaunchBinary(BinaryOp op, DT dt, const void* a, const void* b, void*
     KGRAD_BINARY_CASE(kGreaterEqual)
     KGRAD_BINARY_CASE(kLogicalAnd)
     KGRAD_BINARY_CASE(kLogicalOr)
+    KGRAD_BINARY_CASE(kTanhGrad)
+    KGRAD_BINARY_CASE(kSigmoidGrad)
+    KGRAD_BINARY_CASE(kSinGrad)
+    KGRAD_BINARY_CASE(kCosGrad)
+    KGRAD_BINARY_CASE(kReluGrad)
 #undef KGRAD_BINARY_CASE
   }
   return cudaErrorInvalidValue;

@@ -40,7 +40,8 @@ cudaError_t LaunchUnary(UnaryOp op, DT dt, const void* x, void* y, int64_t n, cu
 
 enum class BinaryOp : int {
   kAdd, kSub, kMul, kDiv, kPow, kMaximum, kMinimum, kEqual, kNotEqual, kLess, kLessEqual,
-  kGreater, kGreaterEqual, kLogicalAnd, kLogicalOr,
+  kGreater, kGreaterEqual, kLogicalAnd, kLogicalOr, kTanhGrad, kSigmoidGrad,
+  kSinGrad, kCosGrad, kReluGrad,
 };
 
 // An output of `count` elements walked over `rank` merged dims (outermost first),

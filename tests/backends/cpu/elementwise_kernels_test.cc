@@ -268,6 +268,13 @@ std::vector<BinaryCase> BinaryCases() {
       {PrimId::kGreaterEqual, [](double a, double b) { return double(a >= b); }, num},
       {PrimId::kLogicalAnd, [](double a, double b) { return double(a != 0 && b != 0); }, {kBool}},
       {PrimId::kLogicalOr, [](double a, double b) { return double(a != 0 || b != 0); }, {kBool}},
+      // (y, d): the backward maps of tanh and sigmoid from their output.
+      {PrimId::kTanhGrad, [](double y, double d) { return d * (1 - y * y); }, {kF32, kF64}},
+      {PrimId::kSigmoidGrad, [](double y, double d) { return d * y * (1 - y); }, {kF32, kF64}},
+      // (x, d): the backward maps of sin, cos and relu from their input.
+      {PrimId::kSinGrad, [](double x, double d) { return d * std::cos(x); }, {kF32, kF64}},
+      {PrimId::kCosGrad, [](double x, double d) { return -d * std::sin(x); }, {kF32, kF64}},
+      {PrimId::kReluGrad, [](double x, double d) { return x > 0 ? d : 0.0; }, {kF32, kF64}},
   };
 }
 
