@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
-# Imported PyTorch models in kgrad beside PyTorch, same machine, same run:
-# torchvision resnet18 and mobilenet_v2 (batch 8, 224x224, training mode) and a
-# 2-layer nn.LSTM (hidden 64, 50 steps, batch 8). Prints a Markdown table of the
-# medians and the kgrad/PyTorch ratios.
+# Imported PyTorch models in kgrad beside PyTorch and ONNX Runtime, same machine,
+# same run, same .onnx files: torchvision resnet18 and mobilenet_v2 (batch 1 and 8,
+# 224x224, training mode), a 4-layer nn.TransformerEncoder (d 256, batch 8 x 128
+# tokens, eval mode) and a 2-layer nn.LSTM (hidden 64, 50 steps, batch 8). Prints a
+# Markdown table of the medians and the ratios. ONNX Runtime 1.30 (forward only,
+# 2 intra-op threads) comes from npm (tools/ort/install_ort.sh); without npm its
+# column says n/a.
 #   bash bench/onnx_models.sh [OUT_DIR]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -16,16 +19,31 @@ while read -r line; do
   args+=("$name=$out/$name.onnx")
 done < "$out/torch.jsonl"
 bazel-bin/bench/onnx_models_bench "${args[@]}" > "$out/kgrad.jsonl"
+: > "$out/ort.jsonl"
+if ort_dir=$(bash tools/ort/install_ort.sh 2>/dev/null); then
+  while read -r line; do
+    name=$(sed 's/.*"model": "\([^"]*\)".*/\1/' <<<"$line")
+    dims=$(sed 's/.*"dims": "\([^"]*\)".*/\1/' <<<"$line")
+    t=$(NODE_PATH="$ort_dir/node_modules" node tools/ort/ort_run.js time "$out/$name.onnx" "$dims") \
+      && echo "{\"model\": \"$name\", ${t#\{}" >> "$out/ort.jsonl" \
+      || echo "onnx_models: ONNX Runtime failed on $name" >&2
+  done < "$out/torch.jsonl"
+fi
 /usr/bin/python3 - "$out" <<'PY'
 import json, sys
 out = sys.argv[1]
 torch = {j["model"]: j for j in map(json.loads, open(f"{out}/torch.jsonl"))}
 kg = {j["model"]: j for j in map(json.loads, open(f"{out}/kgrad.jsonl"))}
-print("| model | kgrad forward | PyTorch forward | ratio | kgrad step | PyTorch step | ratio |")
-print("|---|---|---|---|---|---|---|")
+ort = {j["model"]: j for j in map(json.loads, open(f"{out}/ort.jsonl"))}
+print("| model | kgrad forward | ORT forward | kgrad/ORT | PyTorch forward | kgrad/PyTorch "
+      "| kgrad step | PyTorch step | kgrad/PyTorch |")
+print("|---|---|---|---|---|---|---|---|---|")
 for name, t in torch.items():
     k = kg[name]
-    print(f"| {name} | {k['forward_ms']:.1f} ms | {t['forward_ms']:.1f} ms | "
+    o = ort.get(name)
+    ort_ms = f"{o['forward_ms']:.1f} ms" if o else "n/a"
+    ort_ratio = f"{k['forward_ms'] / o['forward_ms']:.2f}" if o else "n/a"
+    print(f"| {name} | {k['forward_ms']:.1f} ms | {ort_ms} | {ort_ratio} | {t['forward_ms']:.1f} ms | "
           f"{k['forward_ms'] / t['forward_ms']:.2f} | {k['step_ms']:.1f} ms | {t['step_ms']:.1f} ms | "
           f"{k['step_ms'] / t['step_ms']:.2f} |")
 PY

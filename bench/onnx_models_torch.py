@@ -34,10 +34,26 @@ class Lstm(nn.Module):
         return self.lstm(x)[0]
 
 
+class Encoder(nn.Module):
+    """4 layers of nn.TransformerEncoderLayer, d_model 256, 4 heads, batch first."""
+
+    def __init__(self):
+        super().__init__()
+        layer = nn.TransformerEncoderLayer(256, 4, dim_feedforward=1024, batch_first=True)
+        self.encoder = nn.TransformerEncoder(layer, num_layers=4, enable_nested_tensor=False)
+
+    def forward(self, x):
+        return self.encoder(x)
+
+
 def models():
     tv = torchvision.models
+    yield "resnet18_b1", tv.resnet18(), torch.randn(1, 3, 224, 224), True
     yield "resnet18_b8", tv.resnet18(), torch.randn(8, 3, 224, 224), True
+    yield "mobilenet_v2_b1", tv.mobilenet_v2(), torch.randn(1, 3, 224, 224), True
     yield "mobilenet_v2_b8", tv.mobilenet_v2(), torch.randn(8, 3, 224, 224), True
+    # Evaluation mode (dropout off) so that every runtime computes the same thing.
+    yield "transformer4_d256_b8x128", Encoder(), torch.randn(8, 128, 256), False
     yield "lstm2_h64_s50_b8", Lstm(), torch.randn(8, 50, 64), False
 
 
@@ -60,6 +76,7 @@ def main():
             torch.autograd.grad(out, params, ct)
 
         print(json.dumps({"model": name, "forward_ms": fwd, "step_ms": median_ms(step),
+                          "dims": "x".join(str(d) for d in x.shape),
                           "torch": torch.__version__,
                           "blas": torch.__config__.show().count("OpenBLAS") > 0}), flush=True)
 

@@ -7,7 +7,8 @@
 //   backprop_input:  col  = W_g^T * dY_g, then col2im  (scatter-add back into dx)
 //   backprop_filter: dW_g += dY_g * col^T, summed over the batch
 // The batch is split over threads, or, for few big samples, left to Eigen's
-// OpenMP-parallel GEMM. Every kernel validates its inputs and attributes itself,
+// OpenMP-parallel GEMM. Depthwise convolutions (one input channel per group) take
+// direct loops instead (depthwise_conv.h). Every kernel validates its inputs and attributes itself,
 // by the rules of ops/conv_window.h.
 #include <algorithm>
 #include <array>
@@ -16,6 +17,7 @@
 #include "absl/status/status.h"
 #include "backends/cpu/conv_window.h"
 #include "backends/cpu/cpu_kernels.h"
+#include "backends/cpu/depthwise_conv.h"
 #include "backends/cpu/eigen.h"
 #include "backends/cpu/parallel.h"
 #include "core/status_macros.h"
@@ -26,6 +28,7 @@ namespace cpu {
 namespace {
 
 using conv_internal::DispatchFloat;
+using conv_internal::IsDepthwise;
 using conv_internal::ValidRange;
 using ops::ConvGeom;
 using ops::Window;
@@ -212,6 +215,13 @@ absl::StatusOr<Value> Conv2d(KernelContext& ctx) {
   KGRAD_ASSIGN_OR_RETURN(const Tensor* w, ctx.FloatTensorAt(1));
   KGRAD_ASSIGN_OR_RETURN(ConvGeom g, ops::ConvKernelGeom(ctx.prim(), {x, w}));
   KGRAD_ASSIGN_OR_RETURN(Tensor y, ctx.Allocate(x->dtype(), g.y_shape()));
+  if (IsDepthwise(g)) {
+    DispatchFloat(x->dtype(), [&](auto zero) {
+      using T = decltype(zero);
+      conv_internal::DepthwiseForward<T>(g, x->data<T>(), w->data<T>(), y.mutable_data<T>());
+    });
+    return Value(std::move(y));
+  }
   KGRAD_ASSIGN_OR_RETURN(ConvPlan plan, MakePlan(ctx, x->dtype(), g));
   DispatchFloat(x->dtype(), [&](auto zero) {
     using T = decltype(zero);
@@ -255,6 +265,14 @@ absl::StatusOr<Value> Conv2dBackpropInputKernel(KernelContext& ctx) {
   KGRAD_ASSIGN_OR_RETURN(const Tensor* x_ref, ctx.FloatTensorAt(2));
   KGRAD_ASSIGN_OR_RETURN(ConvGeom g, ops::ConvKernelGeom(ctx.prim(), {dy, w, x_ref}));
   KGRAD_ASSIGN_OR_RETURN(Tensor dx, ctx.Allocate(dy->dtype(), x_ref->shape()));
+  if (IsDepthwise(g)) {
+    DispatchFloat(dy->dtype(), [&](auto zero) {
+      using T = decltype(zero);
+      conv_internal::DepthwiseBackpropInput<T>(g, dy->data<T>(), w->data<T>(),
+                                               dx.mutable_data<T>());
+    });
+    return Value(std::move(dx));
+  }
   KGRAD_ASSIGN_OR_RETURN(ConvPlan plan, MakePlan(ctx, dy->dtype(), g));
   DispatchFloat(dy->dtype(), [&](auto zero) {
     using T = decltype(zero);
@@ -306,6 +324,14 @@ absl::StatusOr<Value> Conv2dBackpropFilterKernel(KernelContext& ctx) {
   KGRAD_ASSIGN_OR_RETURN(const Tensor* w_ref, ctx.FloatTensorAt(2));
   KGRAD_ASSIGN_OR_RETURN(ConvGeom g, ops::ConvKernelGeom(ctx.prim(), {x, dy, w_ref}));
   KGRAD_ASSIGN_OR_RETURN(Tensor dw, ctx.Allocate(x->dtype(), g.w_shape()));
+  if (IsDepthwise(g)) {
+    DispatchFloat(x->dtype(), [&](auto zero) {
+      using T = decltype(zero);
+      conv_internal::DepthwiseBackpropFilter<T>(g, x->data<T>(), dy->data<T>(),
+                                                dw.mutable_data<T>());
+    });
+    return Value(std::move(dw));
+  }
   KGRAD_ASSIGN_OR_RETURN(ConvPlan plan, MakePlan(ctx, x->dtype(), g));
   int64_t partials = plan.chunks == 1 ? 0 : plan.chunks;
   KGRAD_ASSIGN_OR_RETURN(Tensor partial, ctx.Allocate(x->dtype(), {partials, dw.NumElements()}));

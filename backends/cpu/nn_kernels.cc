@@ -16,6 +16,7 @@
 #include "absl/status/status.h"
 #include "absl/types/span.h"
 #include "backends/cpu/cpu_kernels.h"
+#include "backends/cpu/double_sums.h"
 #include "backends/cpu/eigen.h"
 #include "backends/cpu/dropout_hash.h"
 #include "backends/cpu/parallel.h"
@@ -278,14 +279,12 @@ void ApplyAffine(const T* x, T* y, int64_t n, const Affine& a) {
 template <typename T>
 void BatchNormChannel(const T* x, T* y, int64_t c, const AxisSplit& g, double eps,
                       const T* scale, const T* bias) {
-  auto seg = [&](int64_t o) { return ConstSeg<T>(x + (o * g.len + c) * g.inner, g.inner); };
+  auto seg = [&](int64_t o) { return x + (o * g.len + c) * g.inner; };
   double sum = 0, sq = 0;
-  for (int64_t o = 0; o < g.outer; ++o) sum += seg(o).template cast<double>().sum();
+  for (int64_t o = 0; o < g.outer; ++o) sum += SumAsDouble(seg(o), g.inner);
   int64_t count = g.outer * g.inner;
   double mean = sum / static_cast<double>(count);
-  for (int64_t o = 0; o < g.outer; ++o) {
-    sq += (seg(o).template cast<double>() - mean).square().sum();
-  }
+  for (int64_t o = 0; o < g.outer; ++o) sq += SquaredDeviationSum(seg(o), g.inner, mean);
   Affine a = GroupAffine(mean, sq, count, eps, scale[c], bias[c]);
   for (int64_t o = 0; o < g.outer; ++o) {
     int64_t at = (o * g.len + c) * g.inner;
@@ -359,8 +358,8 @@ absl::StatusOr<Value> BatchNorm(KernelContext& ctx) {
 template <typename T>
 void LayerNormRow(const T* x, T* y, int64_t n, double eps, const T* scale, const T* bias) {
   auto xr = ConstSeg<T>(x, n).template cast<double>();
-  double mean = xr.sum() / static_cast<double>(n);
-  double rstd = 1 / std::sqrt((xr - mean).square().sum() / static_cast<double>(n) + eps);
+  double mean = SumAsDouble(x, n) / static_cast<double>(n);
+  double rstd = 1 / std::sqrt(SquaredDeviationSum(x, n, mean) / static_cast<double>(n) + eps);
   Seg<T>(y, n) = ((xr - mean) * rstd * ConstSeg<T>(scale, n).template cast<double>() +
                   ConstSeg<T>(bias, n).template cast<double>())
                      .template cast<T>();

@@ -1,6 +1,9 @@
 // Runs an ONNX model in ONNX Runtime (CPU, 2 threads) on .npy inputs and writes
 // its outputs as .npy; or compares two .npy files.
 //   node ort_run.js run MODEL.onnx OUT_DIR IN.npy...   -> OUT_DIR/ort_<k>.npy
+//   node ort_run.js time MODEL.onnx DIMS        -> {"forward_ms": median} on stdout; one
+//       float32 input of DIMS (e.g. 8x3x224x224) from a fixed-seed normal draw;
+//       2 warm-up runs, then repetitions for 3 s (5 to 30), as bench/ times kgrad
 //   node ort_run.js compare TOL ORT_DIR KGRAD_DIR         ORT_DIR/ort_<k>.npy against
 //       KGRAD_DIR's k-th output (out.npy, or out_0.npy, out_1.npy, ...); exit 1 when
 //       a dtype, shape or count differs, or max |a - b| / scale > TOL, scale being
@@ -72,6 +75,45 @@ async function run(model, outDir, inputs) {
   console.log(`${path.basename(model)}: ${session.outputNames.length} outputs`);
 }
 
+// Standard normal floats from a small fixed-seed generator (xorshift + Box-Muller):
+// timing does not depend on the values, only on there being no denormals or NaNs.
+function normals(n) {
+  const out = new Float32Array(n);
+  let state = 0x2545F491;
+  const uniform = () => {
+    state ^= state << 13; state ^= state >>> 17; state ^= state << 5;
+    return ((state >>> 0) + 0.5) / 4294967296;
+  };
+  for (let i = 0; i < n; ++i) {
+    out[i] = Math.sqrt(-2 * Math.log(uniform())) * Math.cos(2 * Math.PI * uniform());
+  }
+  return out;
+}
+
+async function time(model, dims) {
+  const ort = require('onnxruntime-node');
+  const session = await ort.InferenceSession.create(model, {intraOpNumThreads: 2});
+  if (session.inputNames.length !== 1) {
+    throw new Error(`${model} takes ${session.inputNames.length} inputs; time wants one`);
+  }
+  const shape = dims.split('x').map(Number);
+  if (shape.some(d => !Number.isInteger(d) || d <= 0)) throw new Error(`bad DIMS '${dims}'`);
+  const feeds = {[session.inputNames[0]]:
+                     new ort.Tensor('float32', normals(shape.reduce((a, b) => a * b, 1)), shape)};
+  for (let i = 0; i < 2; ++i) await session.run(feeds);
+  const times = [];
+  const start = process.hrtime.bigint();
+  const elapsedMs = () => Number(process.hrtime.bigint() - start) / 1e6;
+  while (times.length < 30 && (times.length < 5 || elapsedMs() < 3000)) {
+    const t = process.hrtime.bigint();
+    await session.run(feeds);
+    times.push(Number(process.hrtime.bigint() - t) / 1e6);
+  }
+  times.sort((a, b) => a - b);
+  console.log(JSON.stringify({forward_ms: times[Math.floor(times.length / 2)],
+                              ort: require('onnxruntime-node/package.json').version}));
+}
+
 function maxAbs(a) {
   let m = 0;
   for (let i = 0; i < a.data.length; ++i) m = Math.max(m, Math.abs(Number(a.data[i])));
@@ -119,11 +161,12 @@ function compare(tol, ortDir, kgradDir) {
 async function main() {
   const [cmd, ...args] = process.argv.slice(2);
   if (cmd === 'run') return run(args[0], args[1], args.slice(2));
+  if (cmd === 'time') return time(args[0], args[1]);
   if (cmd === 'compare') {
     if (!compare(Number(args[0]), args[1], args[2])) process.exitCode = 1;
     return;
   }
-  throw new Error('usage: ort_run.js run MODEL OUT_DIR IN... | compare TOL ORT_DIR KGRAD_DIR');
+  throw new Error('usage: ort_run.js run MODEL OUT_DIR IN... | time MODEL DIMS | compare TOL ORT_DIR KGRAD_DIR');
 }
 
 main().catch(e => { console.error(`ort_run: ${e.message}`); process.exitCode = 2; });

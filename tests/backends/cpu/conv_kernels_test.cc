@@ -137,6 +137,13 @@ std::vector<ConvCase> ConvCases() {
       {"groups2", {3, 4, 7, 6}, {6, 2, 3, 3}, {1, 2}, {1, 0}, {1, 1}, 2},
       {"depthwise", {2, 5, 6, 7}, {5, 1, 3, 3}, {1, 1}, {1, 1}, {1, 1}, 5},
       {"depthwise_multiplier2", {2, 3, 6, 6}, {6, 1, 2, 3}, {2, 1}, {0, 1, 1, 0}, {1, 1}, 3},
+      // The direct depthwise loops: strides, dilations, padding wider than the
+      // kernel (rows and columns of padding only), 1x1 taps, threads.
+      {"depthwise_stride2_dilated", {2, 4, 11, 9}, {4, 1, 3, 3}, {2, 2}, {2, 0, 1, 3}, {2, 2}, 4},
+      {"depthwise_multiplier3_stride3", {1, 2, 10, 13}, {6, 1, 3, 2}, {3, 3}, {1, 1}, {1, 3}, 2},
+      {"depthwise_wide_padding", {1, 3, 4, 4}, {3, 1, 2, 2}, {1, 1}, {4, 4}, {1, 1}, 3},
+      {"depthwise_1x1", {2, 4, 5, 6}, {4, 1, 1, 1}, {1, 1}, {0, 0}, {1, 1}, 4},
+      {"depthwise_parallel", {4, 16, 40, 36}, {32, 1, 3, 3}, {1, 1}, {1, 1}, {1, 1}, 16},
       {"pointwise_1x1", {3, 6, 5, 4}, {7, 6, 1, 1}},
       {"pointwise_groups3", {2, 6, 4, 5}, {9, 2, 1, 1}, {1, 1}, {0, 0}, {1, 1}, 3},
       {"1x1_stride2_pad", {2, 3, 7, 6}, {4, 3, 1, 1}, {2, 2}, {1, 0, 0, 1}},
