@@ -30,6 +30,14 @@ class Device {
                                       double value) = 0;
   // Waits for queued work (no-op on CPU).
   virtual absl::Status Synchronize() { return absl::OkStatus(); }
+
+  // Runs in flight share the device. The executor calls BeginRun before a run's
+  // first kernel, BeforeKernel(token) before each kernel and EndRun(token) after
+  // the run, with the token BeginRun returned. The CPU uses them to give each of
+  // several concurrent runs one thread (see cpu_device.cc).
+  virtual int BeginRun() { return 0; }
+  virtual void BeforeKernel(int token) { (void)token; }
+  virtual void EndRun(int token) { (void)token; }
 };
 
 // `v` with every tensor in it (at any tuple depth) copied to `device`, or to the

@@ -462,9 +462,9 @@ class Machine {
  public:
   Machine(const absl::flat_hash_map<const FuncGraph*, std::unique_ptr<Plan>>& plans,
           std::vector<Value> weights, Device* device, const ExecutorOptions& options,
-          Profile* profile)
+          Profile* profile, int run_token)
       : plans_(plans), weights_(std::move(weights)), device_(device), options_(options),
-        max_depth_(options.max_call_depth), profile_(profile) {}
+        max_depth_(options.max_call_depth), profile_(profile), run_token_(run_token) {}
 
   absl::StatusOr<Value> Run(const Plan* entry, std::vector<Value> args) {
     KGRAD_RETURN_IF_ERROR(Push(entry, std::move(args), {}, nullptr));
@@ -543,6 +543,7 @@ class Machine {
     const bool meter = metered() && !s.prim->def().moves_only;
     if (meter) CollectBuffers(args_);
     KernelContext ctx(*s.prim, absl::MakeSpan(args_.data(), args_.size()), device_);
+    device_->BeforeKernel(run_token_);
     std::chrono::steady_clock::time_point start;
     if (profile_ != nullptr) start = std::chrono::steady_clock::now();
     absl::StatusOr<Value> out = s.kernel(ctx);
@@ -632,6 +633,7 @@ class Machine {
       const bool meter = metered() && !prim.def().moves_only;
       if (meter) CollectBuffers(args);
       KernelContext ctx(prim, absl::MakeSpan(args), device_);
+      device_->BeforeKernel(run_token_);
       absl::StatusOr<Value> out = kernel(ctx);
       if (!out.ok()) return AtNode(out.status(), s.node, &prim);
       if (meter) {
@@ -717,14 +719,18 @@ class Machine {
   std::vector<Frame> stack_;
   absl::InlinedVector<Value, 6> args_;
   Profile* profile_;
+  int run_token_;  // from Device::BeginRun
 };
 
 }  // namespace
 
 absl::StatusOr<Value> Executor::Execute(std::vector<Value> args, std::vector<Value> weights,
                                         Profile* profile) const {
-  Machine m(plans_, std::move(weights), device_, options_, profile);
-  return m.Run(plans_.at(entry_).get(), std::move(args));
+  const int token = device_->BeginRun();
+  Machine m(plans_, std::move(weights), device_, options_, profile, token);
+  absl::StatusOr<Value> out = m.Run(plans_.at(entry_).get(), std::move(args));
+  device_->EndRun(token);
+  return out;
 }
 
 std::string Profile::ToString() const {
