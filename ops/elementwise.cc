@@ -186,13 +186,16 @@ absl::Status BpropSigmoidGrad(BpropContext& c) {
 }
 
 // Forward: y = relu(x) = x < 0 ? 0 : x.  Backward: dx = x > 0 ? dy : 0 (0 at the
-// kink x = 0, and for NaN).
+// kink x = 0, and for NaN) = relu_grad(y, dy): y > 0 exactly where x > 0, so the
+// rule reads the output, which the next layer keeps alive anyway, rather than
+// holding x (or a mask of it) until the backward pass.
 absl::Status BpropRelu(BpropContext& c) {
-  c.SetGrad(0, c.Op(PrimId::kReluGrad, {c.I(0), c.Dout()}));
+  c.SetGrad(0, c.Op(PrimId::kReluGrad, {c.Out(), c.Dout()}));
   return absl::OkStatus();
 }
 
-// Forward: g = relu_grad(x, d) = x > 0 ? d : 0, piecewise constant in x.
+// Forward: g = relu_grad(x, d) = x > 0 ? d : 0, piecewise constant in x (relu's
+// rule passes y = relu(x) as x: same sign test).
 // Backward: dx = 0 (almost everywhere), dd = sum_to(relu_grad(x, dg), d).
 absl::Status BpropReluGrad(BpropContext& c) {
   c.SetGrad(1, c.SumToInput(c.Op(PrimId::kReluGrad, {c.I(0), c.Dout()}), 1));
