@@ -17,6 +17,7 @@ warm-up, as in the suite.
 """
 
 import json
+import os
 import statistics
 import sys
 import time
@@ -199,6 +200,20 @@ def measure_sgemm(timer, out, spec):
     stage("sgemm")
 
 
+def blas_in_use():
+    """Which libblas.so.3 torch's matmuls go through (Debian's alternatives choose
+    it: the reference BLAS, or OpenBLAS once libopenblas0-pthread is installed)."""
+    torch.ones(4, 4) @ torch.ones(4, 4)
+    with open("/proc/self/maps") as f:
+        paths = {line.split()[-1] for line in f if "libblas.so" in line or "openblas" in line}
+    real = sorted({os.path.realpath(p) for p in paths})
+    if any("openblas" in p for p in real):
+        return "OpenBLAS (%s)" % os.path.basename(os.path.dirname(next(p for p in real if "openblas" in p)))
+    if real:
+        return "reference (%s)" % real[0]
+    return "none loaded"
+
+
 def main():
     if len(sys.argv) != 3:
         sys.stderr.write("usage: torch_side.py SPEC.json RESULT.json\n")
@@ -210,7 +225,8 @@ def main():
     place = Placement(spec.get("device", "cpu"))
     programs = spec.get("programs", ["mlp", "conv", "chain", "ad_build", "sgemm"])
     sync = lambda: None
-    out = {"version": torch.__version__, "threads": torch.get_num_threads()}
+    out = {"version": "%s, BLAS: %s" % (torch.__version__, blas_in_use()),
+           "threads": torch.get_num_threads()}
     if place.gpu:
         # kgrad computes f32 matmuls and convolutions in full f32 (no TF32).
         torch.backends.cuda.matmul.allow_tf32 = False
