@@ -17,11 +17,17 @@ bool IsDepthwise(const ConvGeom& g) { return g.win.groups > 1 && g.cg == 1; }
 
 namespace {
 
-// Planes of h*w elements per parallel grain: a plane is cheap, so several share a
-// thread wake-up.
-int64_t PlaneGrain(const ConvGeom& g) {
-  int64_t work = std::max<int64_t>(1, g.oh * g.ow * g.kh * g.kw);
-  return std::max<int64_t>(1, kParallelGrain / work);
+// The fewest tasks of `work_per_task` multiply-adds each worth running in parallel
+// (a ParallelFor grain): small tasks share a thread wake-up. Work is estimated in
+// double: the dims are bounded, but their products need not fit int64.
+int64_t TaskGrain(double work_per_task) {
+  return static_cast<int64_t>(std::clamp(kParallelGrain / std::max(1.0, work_per_task), 1.0,
+                                         static_cast<double>(kParallelGrain)));
+}
+
+// An output plane's multiply-adds.
+double PlaneWork(const ConvGeom& g) {
+  return static_cast<double>(g.oh) * g.ow * g.kh * g.kw;
 }
 
 // The input row read by output row i through filter row p, or -1 for padding.
@@ -66,7 +72,7 @@ void DepthwiseForward(const ConvGeom& g, const T* x, const T* w, T* y) {
   const int64_t taps = g.kh * g.kw;
   const int64_t sw = g.win.stride[1];
   const std::vector<ColumnTap> cols = ColumnTaps(g);
-  ParallelFor(g.n * g.o, PlaneGrain(g), [&](int64_t b, int64_t e) {
+  ParallelFor(g.n * g.o, TaskGrain(PlaneWork(g)), [&](int64_t b, int64_t e) {
     for (int64_t plane = b; plane < e; ++plane) {
       const int64_t n = plane / g.o, o = plane % g.o, c = o / g.og;
       const T* xp = x + (n * g.c + c) * g.h * g.w;
@@ -94,7 +100,7 @@ void DepthwiseBackpropInput(const ConvGeom& g, const T* dy, const T* w, T* dx) {
   const std::vector<ColumnTap> cols = ColumnTaps(g);
   // One input plane per task: it receives only its own group's output channels,
   // so no two tasks write the same element.
-  ParallelFor(g.n * g.c, std::max<int64_t>(1, PlaneGrain(g) / g.og), [&](int64_t b, int64_t e) {
+  ParallelFor(g.n * g.c, TaskGrain(PlaneWork(g) * g.og), [&](int64_t b, int64_t e) {
     for (int64_t plane = b; plane < e; ++plane) {
       const int64_t n = plane / g.c, c = plane % g.c;
       T* xp = dx + plane * g.h * g.w;
@@ -132,8 +138,7 @@ void DepthwiseBackpropFilter(const ConvGeom& g, const T* x, const T* dy, T* dw) 
   const Window& k = g.win;
   const int64_t taps = g.kh * g.kw;
   // One output channel per task, its taps summed over samples in order.
-  const int64_t per_channel = std::max<int64_t>(1, g.n * g.oh * g.ow * taps);
-  ParallelFor(g.o, std::max<int64_t>(1, kParallelGrain / per_channel), [&](int64_t b, int64_t e) {
+  ParallelFor(g.o, TaskGrain(PlaneWork(g) * g.n), [&](int64_t b, int64_t e) {
     std::vector<T> lanes(g.ow);
     for (int64_t o = b; o < e; ++o) {
       const int64_t c = o / g.og;
