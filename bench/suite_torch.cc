@@ -43,6 +43,19 @@ std::string Python() {
   return p != nullptr && *p != '\0' ? p : kPython;
 }
 
+namespace {
+
+// apt-get install of one Debian package, the route bazelw takes for its own
+// packages (through sudo when not root); returns the shell's status.
+int AptInstall(const std::string& package) {
+  std::string sudo = getuid() == 0 ? "" : "sudo -n ";
+  std::string env = absl::StrCat("DEBIAN_FRONTEND=noninteractive ", sudo);
+  std::string cmd = absl::StrCat(env, "apt-get update -qq >/dev/null 2>&1 && ", env,
+                                 "apt-get install -y -qq --no-install-recommends ", package,
+                                 " >/dev/null 2>&1");
+  return std::system(cmd.c_str());
+}
+
 // Debian's python3-torch does its matmuls through libblas.so.3, which is the
 // reference BLAS (~7.5 GFLOP/s here) unless an optimised one is installed:
 // libopenblas0-pthread switches the alternative (~220 GFLOP/s), a fair peer for
@@ -53,15 +66,13 @@ void EnsureOpenBlas(Progress& progress) {
                   "grep -q 'install ok installed'") == 0) {
     return;
   }
-  std::string sudo = getuid() == 0 ? "" : "sudo -n ";
   progress.Note("suite: installing libopenblas0-pthread with apt-get (PyTorch's BLAS)");
-  std::string cmd = absl::StrCat("DEBIAN_FRONTEND=noninteractive ", sudo, "apt-get update -qq >/dev/null 2>&1 && ",
-                                 "DEBIAN_FRONTEND=noninteractive ", sudo,
-                                 "apt-get install -y -qq --no-install-recommends libopenblas0-pthread >/dev/null 2>&1");
-  if (std::system(cmd.c_str()) != 0) {
+  if (AptInstall("libopenblas0-pthread") != 0) {
     progress.Note("suite: libopenblas0-pthread could not be installed; PyTorch keeps the reference BLAS");
   }
 }
+
+}  // namespace
 
 absl::Status EnsureTorch(Progress& progress) {
   if (access(Python().c_str(), X_OK) != 0) {
@@ -69,14 +80,9 @@ absl::Status EnsureTorch(Progress& progress) {
   }
   EnsureOpenBlas(progress);
   if (TorchImports()) return absl::OkStatus();
-  // Same route as bazelw for its packages: apt-get, through sudo when not root.
-  std::string sudo = getuid() == 0 ? "" : "sudo -n ";
   progress.Note(absl::StrCat("suite: python3-torch is missing for ", Python(),
                              "; installing it with apt-get (as bazelw installs its packages, ~640 MB)"));
-  std::string cmd = absl::StrCat("DEBIAN_FRONTEND=noninteractive ", sudo, "apt-get update -qq >/dev/null 2>&1 && ",
-                                 "DEBIAN_FRONTEND=noninteractive ", sudo,
-                                 "apt-get install -y -qq --no-install-recommends python3-torch >/dev/null 2>&1");
-  int rc = std::system(cmd.c_str());
+  int rc = AptInstall("python3-torch");
   if (TorchImports()) return absl::OkStatus();
   if (rc != 0) {
     return absl::UnavailableError(

@@ -2,11 +2,8 @@
 
 #include <atomic>
 
-#ifdef _OPENMP
-#include <omp.h>
-#endif
-
 #include "backends/cpu/cpu_kernels.h"
+#include "backends/cpu/parallel.h"
 #include "backends/structural_kernels.h"
 
 namespace kgrad {
@@ -35,33 +32,17 @@ class CpuDeviceImpl final : public Device {
   // that began alone gives up its team as soon as another run starts.
   int BeginRun() override {
     active_runs_.fetch_add(1, std::memory_order_relaxed);
-    return MaxThreads();
+    return cpu::MaxThreads();
   }
   void BeforeKernel(int token) override {
-    SetThreads(active_runs_.load(std::memory_order_relaxed) > 1 ? 1 : token);
+    cpu::SetMaxThreads(active_runs_.load(std::memory_order_relaxed) > 1 ? 1 : token);
   }
   void EndRun(int token) override {
     active_runs_.fetch_sub(1, std::memory_order_relaxed);
-    SetThreads(token);  // the caller's own setting back
+    cpu::SetMaxThreads(token);  // the caller's own setting back
   }
 
  private:
-  static int MaxThreads() {
-#ifdef _OPENMP
-    return omp_get_max_threads();
-#else
-    return 1;
-#endif
-  }
-  // Sets the calling thread's OpenMP thread count (a per-thread setting).
-  static void SetThreads(int n) {
-#ifdef _OPENMP
-    if (omp_get_max_threads() != n) omp_set_num_threads(n);
-#else
-    (void)n;
-#endif
-  }
-
   std::atomic<int> active_runs_{0};
 };
 

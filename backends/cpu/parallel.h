@@ -25,6 +25,15 @@ inline int MaxThreads() {
 #endif
 }
 
+// Sets the calling thread's OpenMP thread count (a per-thread setting).
+inline void SetMaxThreads(int n) {
+#ifdef _OPENMP
+  if (omp_get_max_threads() != n) omp_set_num_threads(n);
+#else
+  (void)n;
+#endif
+}
+
 // fn(begin, end) over [0, n) in contiguous chunks, in parallel when n >= grain.
 template <typename Fn>
 void ParallelFor(int64_t n, int64_t grain, Fn&& fn) {
