@@ -5,6 +5,8 @@
 #include "ad/ad_context.h"
 #include "ad/grad_operation.h"
 #include "ad/prepare.h"
+#include "ad/tangent_context.h"
+#include "ad/transposed_jvp.h"
 #include "absl/container/flat_hash_map.h"
 #include "core/builder.h"
 #include "core/infer.h"
@@ -29,28 +31,21 @@ absl::StatusOr<FuncGraph*> Jvp(Module& module, FuncGraph* fg, const JvpOptions& 
     for (Parameter* p : fg->parameters()) tangents.push_back(p->name() + "_dot");
     return DifferentiationOperatorGraph(module, fg, module.Prim(PrimId::kJvp), tangents);
   }
-  // Step 1. h(x..., u) = (f(x...), J^T u), flattened by the optimiser.
-  KGRAD_ASSIGN_OR_RETURN(FuncGraph* h, Vjp(module, fg, options.arg_types));
-  if (options.optimize) KGRAD_RETURN_IF_ERROR(Optimize(module, h).status());
-  // Step 2. K(h): reverse mode of h, whose bprop maps a cotangent of J^T u to J v.
-  KGRAD_ASSIGN_OR_RETURN(FuncGraph* prepared, PrepareForAd(h, {}));
-  AdContext ctx(&module, prepared);
-  KGRAD_ASSIGN_OR_RETURN(FuncGraph* kh, ctx.K(prepared));
-  // Step 3. jvp(x..., v...) with u = 0 (any u gives the same J v; zero lets the
-  // optimiser delete the first reverse pass).
-  GraphBuilder b(&module, absl::StrCat("jvp_", fg->name()), fg->parent());
-  std::vector<AnfNode*> xs = CopyParams(b, fg, "");
-  std::vector<AnfNode*> vs = CopyParams(b, fg, "_dot");
-  AnfNode* u0 = b.Op(PrimId::kZerosLike, {b.Call(fg, xs)});
-  std::vector<AnfNode*> h_args = xs;
-  h_args.push_back(u0);
-  AnfNode* app = b.Call(kh, h_args);
-  AnfNode* hout = b.GetItem(app, 0);
-  AnfNode* out = b.GetItem(hout, 0);
-  AnfNode* sens = b.Tuple({b.Op(PrimId::kZerosLike, {out}), b.Tuple(vs)});
-  AnfNode* din = b.Call(b.GetItem(app, 1), {sens});
-  AnfNode* jv = b.GetItem(din, static_cast<int64_t>(xs.size()) + 1);
-  KGRAD_ASSIGN_OR_RETURN(FuncGraph* jvp, b.Return(b.Tuple({out, jv})));
+  OptimizeOptions defaults;
+  if (options.construction == JvpConstruction::kTransposedWholeGraph) {
+    return TransposedJvp(module, fg, options.arg_types, options.optimize ? &defaults : nullptr);
+  }
+  if (fg == nullptr || fg->module() != &module) {
+    return absl::InvalidArgumentError("the graph to differentiate must belong to the module");
+  }
+  KGRAD_ASSIGN_OR_RETURN(FuncGraph* prepared, PrepareForAd(fg, options.arg_types));
+  FuncGraph* jvp = nullptr;
+  {
+    TangentContext ctx(&module, prepared, absl::StrCat("jvp_", fg->name()));
+    KGRAD_ASSIGN_OR_RETURN(jvp, ctx.T(prepared));
+    // Like a builder's top-level graph, the result belongs to the caller.
+    if (jvp->parent() == nullptr) jvp->set_public(true);
+  }  // the rules stop being public: inlined, they are collected
   if (options.optimize) KGRAD_RETURN_IF_ERROR(Optimize(module, jvp).status());
   return jvp;
 }

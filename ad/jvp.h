@@ -1,13 +1,11 @@
-// Forward mode, derived by transposing the reverse graph.
-//
-// The vector-Jacobian product h(x, u) = J(x)^T u is linear in u, so reverse mode
-// applied to u -> h(x, u) with the cotangent v returns (J^T)^T v = J v. We take
-// that route (as MindSpore does) rather than writing a second set of tangent
-// rules, because every bprop rule then serves as its own transpose rule, and
-// switch, loops, closures and higher order come for free. MindSpore leaves the
-// first reverse pass in the result; kgrad evaluates it at u = 0 and optimises:
-// every value of that pass folds to zero and is deleted, so a first-order Jvp
-// graph keeps only the forward computation and the tangent propagation.
+// Forward mode, derived from the reverse rules by transposition, and
+// structural: each primitive's tangent rule is its bprop transposed (derived once
+// per signature, ad/tangent_rules.h), and the graph is mapped node for node
+// (ad/tangent_functor.h): calls to calls, switch to switch, closures to closures,
+// a loop to a loop carrying (value, tangent). Memory is that of the forward pass
+// plus the tangents, whatever the trip count; the optimiser then inlines the
+// rules. The whole-graph transposition (ad/transposed_jvp.h) stays available
+// as a cross-check.
 //
 //   Jvp(f)(x..., v...) = (f(x...), J v)
 //   Linearize(f)(x...) = (f(x...), @tangent)  with @tangent(v...) = J v reusing the
@@ -27,8 +25,14 @@
 
 namespace kgrad {
 
+enum class JvpConstruction {
+  kStructural,           // per-primitive rules, the program's shape kept
+  kTransposedWholeGraph  // reverse of reverse of the whole graph (tests' cross-check)
+};
+
 struct JvpOptions {
-  bool optimize = true;  // run the optimiser (without it the reverse pass stays)
+  bool optimize = true;  // run the optimiser (without it the rules stay calls)
+  JvpConstruction construction = JvpConstruction::kStructural;
   std::vector<AbstractPtr> arg_types;
   // Return @jvp_f(x..., v...) = jvp(@f)(x..., v...), the operator itself, for a
   // graph that others load (ad/expand_differentiation.h expands it).
