@@ -122,12 +122,19 @@ void ChainRows(Rows& rows) {
 
 void JvpRows(Rows& rows) {
   const std::string sc = "4. Jvp";
-  for (const char* p : {"mlp", "chain"}) {
-    std::string key(p);
+  // The MLP's tangent repeats every matmul of the forward (x_dot @ w1 included), so
+  // 2.0 is its floor; the elementwise work around them gets 5%.
+  struct Target {
+    const char* key;
+    double at_most;
+    const char* text;
+  };
+  for (const Target& t : {Target{"mlp", 2.05, "<= 2.05"}, Target{"chain", 2.0, "<= 2.0"}}) {
+    std::string key(t.key);
     rows.Both(sc, key + " jvp (ms)", key + ".jvp_ms");
     AtMost(rows.Add(sc, key + " jvp / forward", key + ".jvp_over_fwd", rows.K(key + ".jvp_ms") / rows.K(key + ".fwd_ms"),
                     rows.T(key + ".jvp_ms") / rows.T(key + ".fwd_ms")),
-           2.0, "<= 2.0");
+           t.at_most, t.text);
   }
 }
 

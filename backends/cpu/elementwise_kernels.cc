@@ -251,6 +251,14 @@ template <size_t N>
 BroadcastPlan<N> MakeBroadcastPlan(const Shape& out, const std::array<const Shape*, N>& ins) {
   BroadcastPlan<N> plan;
   plan.count = NumElementsOf(out);
+  bool same = true;
+  for (size_t k = 0; k < N; ++k) same &= *ins[k] == out;
+  if (same) {
+    // No broadcasting (the common case, and every tangent's): one flat row.
+    plan.inner = std::max<int64_t>(plan.count, 1);
+    plan.inner_strides.fill(1);
+    return plan;
+  }
   std::array<Shape, N> aligned;
   for (size_t k = 0; k < N; ++k) aligned[k] = AlignedStrides(*ins[k], out);
   Shape dims;

@@ -1,4 +1,5 @@
-// Forward mode by transposition: Jvp through switch, loops and closures; jvp of
+// Forward mode by transposition: Jvp through switch, loops and closures (both
+// constructions, structural and whole-graph, agreeing); jvp of
 // grad against a finite-difference Hessian-vector product; the inner-product
 // identity; a Jvp with no reverse computation left; Linearize, LinearTranspose,
 // Jacfwd, Jacrev.
@@ -78,6 +79,29 @@ TEST(JvpTest, ThroughSwitchLoopAndClosureMatchesDifferencesAndTheVjp) {
     double lhs = Dot(jvt, u.tensor());
     double rhs = Dot(vx.tensor(), vt->tuple()[1].tuple()[0].tensor()) + Dot(vy.tensor(), vt->tuple()[1].tuple()[1].tensor());
     EXPECT_NEAR(lhs, rhs, 1e-10 * std::max(1.0, std::abs(lhs)));
+  }
+}
+
+TEST(JvpTest, StructuralAndWholeGraphConstructionsAgreeThroughSwitchLoopAndClosure) {
+  for (bool positive : {true, false}) {
+    Module m(DefaultRegistry());
+    FuncGraph* f = ControlFlowProgram(&m);
+    absl::StatusOr<FuncGraph*> structural = Jvp(m, f);
+    ASSERT_TRUE(structural.ok()) << structural.status();
+    JvpOptions o;
+    o.construction = JvpConstruction::kTransposedWholeGraph;
+    absl::StatusOr<FuncGraph*> whole = Jvp(m, f, o);
+    ASSERT_TRUE(whole.ok()) << whole.status();
+    std::mt19937_64 rng(positive ? 31 : 32);
+    Value x = positive ? RandomF64({3}, rng, 0.1, 1.0) : RandomF64({3}, rng, -1.0, -0.1);
+    std::vector<Value> args = {x, RandomF64({3}, rng), RandomF64({3}, rng), RandomF64({3}, rng)};
+    Tensor a = RunGraph(*structural, args)->tuple()[1].tensor();
+    Tensor b = RunGraph(*whole, args)->tuple()[1].tensor();
+    for (int i = 0; i < 3; ++i) {
+      EXPECT_NEAR(a.data<double>()[i], b.data<double>()[i], 1e-12 * std::max(1.0, std::abs(b.data<double>()[i])));
+    }
+    // The structural one keeps the loop's shape: no more applications.
+    EXPECT_LE(CountApplications(*structural), CountApplications(*whole));
   }
 }
 
