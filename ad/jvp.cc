@@ -42,6 +42,9 @@ absl::StatusOr<FuncGraph*> Jvp(Module& module, FuncGraph* fg, const JvpOptions& 
   FuncGraph* jvp = nullptr;
   {
     TangentContext ctx(&module, prepared, absl::StrCat("jvp_", fg->name()));
+    if (ctx.CustomBpropReadingEnclosingValues() != nullptr) {
+      return TransposedJvp(module, fg, options.arg_types, options.optimize ? &defaults : nullptr);
+    }
     KGRAD_ASSIGN_OR_RETURN(jvp, ctx.T(prepared));
     // Like a builder's top-level graph, the result belongs to the caller.
     if (jvp->parent() == nullptr) jvp->set_public(true);

@@ -5,7 +5,9 @@
 // a loop to a loop carrying (value, tangent). Memory is that of the forward pass
 // plus the tangents, whatever the trip count; the optimiser then inlines the
 // rules. The whole-graph transposition (ad/transposed_jvp.h) stays available
-// as a cross-check.
+// as a cross-check, and differentiates the one kind of program the structural
+// transform leaves to it: one where a graph with a custom bprop reads values of
+// enclosing graphs (its bprop gives their sensitivities too).
 //
 //   Jvp(f)(x..., v...) = (f(x...), J v)
 //   Linearize(f)(x...) = (f(x...), @tangent)  with @tangent(v...) = J v reusing the

@@ -51,6 +51,16 @@ absl::StatusOr<FuncGraph*> TangentContext::T(FuncGraph* g) {
   return f->t_graph();
 }
 
+const FuncGraph* TangentContext::CustomBpropReadingEnclosingValues() const {
+  for (const FuncGraph* g : scope_order_) {
+    if (g->custom_bprop() == nullptr) continue;
+    for (const AnfNode* fv : primal_info_.at(g).fvs) {
+      if (MayVary(fv)) return g;
+    }
+  }
+  return nullptr;
+}
+
 bool TangentContext::MayVary(const AnfNode* node) const {
   if (node->is_value() || node->graph() == nullptr) return false;  // constants, weights
   return InScope(node->graph()) && CarriesTangent(node->abstract());

@@ -45,6 +45,11 @@ class TangentContext {
   // Whether the primitive application `c` needs a derived rule, and for which
   // inputs; false for the primitives the functor maps structurally.
   bool NeedsRule(const CNode* c, std::vector<bool>* active) const;
+  // A graph in scope with a custom bprop that reads differentiated values of
+  // enclosing graphs (nullptr: none). Its bprop also gives those values'
+  // sensitivities, which a rule for the graph alone cannot transpose: such a
+  // program is differentiated as a whole by ad/transposed_jvp.h instead.
+  const FuncGraph* CustomBpropReadingEnclosingValues() const;
   // The whole-graph Jvp standing for T(g), for a graph with a custom bprop.
   FuncGraph* CustomJvp(const FuncGraph* g) const { return custom_jvp_.at(g); }
   // The name of T(g).

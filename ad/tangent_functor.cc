@@ -205,16 +205,15 @@ absl::Status TangentFunctor::BuildOutput() {
 }
 
 // A user-written bprop defines the derivative of its graph; its transpose is the
-// graph's tangent rule. The whole-graph transposition sees the graph as a
-// closed function, so one that reads differentiated values of enclosing graphs is
-// refused rather than given a tangent that misses theirs.
+// graph's tangent rule. The whole-graph transposition sees the graph as a closed
+// function: a program where such a graph reads differentiated values of enclosing
+// graphs is differentiated as a whole instead (ad/jvp.cc), so this is a check.
 absl::Status TangentFunctor::RunCustomBprop() {
   for (AnfNode* fv : ctx_->PrimalInfo(primal_).fvs) {
-    if (fv->graph() == nullptr || !ctx_->InScope(fv->graph()) || !CarriesTangent(fv->abstract())) continue;
-    return absl::UnimplementedError(absl::StrCat(
-        "forward mode through graph '", primal_->name(), "', which has a custom bprop and reads '",
-        fv->DebugName(), "' of graph '", fv->graph()->name(),
-        "': pass that value as an argument instead"));
+    if (!ctx_->MayVary(fv)) continue;
+    return absl::InternalError(absl::StrCat(
+        "graph '", primal_->name(), "' has a custom bprop and reads '", fv->DebugName(),
+        "' of graph '", fv->graph()->name(), "': its Jvp needs the whole-graph construction"));
   }
   FuncGraph* jvp = ctx_->CustomJvp(primal_);
   GraphBuilder b(t_);

@@ -21,7 +21,9 @@
 //   - switch, make_tuple, tuple_getitem, depend and remat_barrier map
 //     structurally: switch(c, a, b) -> switch(c, D(a), D(b)), and so on.
 // A graph with a custom bprop is the one place where the whole-graph
-// transposition (ad/transposed_jvp.h) is used: its rule is its bprop.
+// transposition (ad/transposed_jvp.h) is used: its rule is its bprop. (A program
+// where such a graph reads values of enclosing graphs is differentiated as a
+// whole by that construction: see ad/jvp.h.)
 #ifndef KGRAD_AD_TANGENT_FUNCTOR_H_
 #define KGRAD_AD_TANGENT_FUNCTOR_H_
 
