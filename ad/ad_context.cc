@@ -6,27 +6,11 @@
 
 namespace kgrad {
 
-AdContext::AdContext(Module* module, FuncGraph* root) : module_(module) {
-  Manager& m = module->manager();
-  for (FuncGraph* g : m.Reachable({root})) {
-    // Enclosing graphs of the root are context, not differentiated.
-    if (g != root && root->IsSelfOrAncestor(g)) continue;
-    scope_.insert(g);
-  }
-  for (const FuncGraph* g : scope_) primal_info_[g] = m.Info(const_cast<FuncGraph*>(g));
-}
+AdContext::AdContext(Module* module, FuncGraph* root) : module_(module), worklist_(module, root) {}
 
 AdContext::~AdContext() = default;
 
-DFunctor* AdContext::FunctorOf(FuncGraph* g) {
-  auto it = functors_.find(g);
-  if (it != functors_.end()) return it->second.get();
-  auto f = std::make_unique<DFunctor>(this, g);
-  DFunctor* raw = f.get();
-  functors_[g] = std::move(f);
-  pending_.push_back(raw);
-  return raw;
-}
+DFunctor* AdContext::FunctorOf(FuncGraph* g) { return worklist_.FunctorOf(this, g); }
 
 absl::StatusOr<FuncGraph*> AdContext::K(FuncGraph* g) {
   if (!InScope(g)) {
@@ -34,13 +18,7 @@ absl::StatusOr<FuncGraph*> AdContext::K(FuncGraph* g) {
         absl::StrCat("graph '", g->name(), "' is not in the scope of this transform"));
   }
   DFunctor* f = FunctorOf(g);
-  // Functors run in creation order: a graph's enclosing graph is mapped before it,
-  // so free variables already have their K-images.
-  while (!pending_.empty()) {
-    DFunctor* next = pending_.front();
-    pending_.pop_front();
-    KGRAD_RETURN_IF_ERROR(next->Run());
-  }
+  KGRAD_RETURN_IF_ERROR(worklist_.RunPending());
   return f->k_graph();
 }
 

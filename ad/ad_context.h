@@ -4,14 +4,10 @@
 #ifndef KGRAD_AD_AD_CONTEXT_H_
 #define KGRAD_AD_AD_CONTEXT_H_
 
-#include <deque>
-#include <memory>
 #include <string>
-#include <vector>
 
-#include "absl/container/flat_hash_map.h"
-#include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
+#include "ad/functor_worklist.h"
 #include "core/manager.h"
 #include "core/module.h"
 
@@ -33,13 +29,12 @@ class AdContext {
   absl::StatusOr<FuncGraph*> K(FuncGraph* g);
 
   // Whether g is differentiated in this context (its nodes have K-images).
-  bool InScope(const FuncGraph* g) const { return scope_.contains(g); }
+  bool InScope(const FuncGraph* g) const { return worklist_.InScope(g); }
   // The functor of g (created, with an empty K graph, on first request).
   DFunctor* FunctorOf(FuncGraph* g);
   // Order and free variables of a primal graph, as they were before the
-  // transform started adding graphs (the analyses would otherwise be recomputed
-  // after every new node).
-  const GraphInfo& PrimalInfo(const FuncGraph* g) const { return primal_info_.at(g); }
+  // transform started adding graphs.
+  const GraphInfo& PrimalInfo(const FuncGraph* g) const { return worklist_.PrimalInfo(g); }
 
   // The key under which a free variable's sensitivity travels in envs. Stable
   // for a node within a module, shared by every functor.
@@ -47,10 +42,7 @@ class AdContext {
 
  private:
   Module* module_;
-  absl::flat_hash_set<const FuncGraph*> scope_;
-  absl::flat_hash_map<const FuncGraph*, GraphInfo> primal_info_;
-  absl::flat_hash_map<const FuncGraph*, std::unique_ptr<DFunctor>> functors_;
-  std::deque<DFunctor*> pending_;
+  FunctorWorklist<DFunctor, AdContext> worklist_;
 };
 
 }  // namespace kgrad

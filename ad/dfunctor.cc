@@ -42,23 +42,11 @@ absl::StatusOr<AnfNode*> DFunctor::KOf(AnfNode* node) {
   if (const Parameter* p = node->AsParameter(); p != nullptr && p->is_weight()) return node;
   if (const ValueNode* v = node->AsValue()) {
     const Value& value = v->value();
-    if (value.is_graph()) {
-      FuncGraph* h = value.graph();
-      if (!ctx_->InScope(h)) {
-        return absl::FailedPreconditionError(absl::StrCat(
-            primal_->name(), ": graph '", h->name(),
-            "' encloses the graph being differentiated and cannot be called from it"));
-      }
-      AnfNode* k = k_graph_->NewValueNode(Value::Graph(ctx_->FunctorOf(h)->k_graph()));
-      k_[node] = k;
-      return k;
-    }
-    if (value.is_primitive()) {
-      return absl::InternalError(absl::StrCat("graph '", primal_->name(), "': primitive ",
-                                              value.primitive()->name(),
-                                              " used as a value was not lowered before AD"));
-    }
-    return node;  // constants are their own K-image
+    KGRAD_RETURN_IF_ERROR(CheckMappableConstant(primal_, value, value.is_graph() && ctx_->InScope(value.graph())));
+    if (!value.is_graph()) return node;  // constants are their own K-image
+    AnfNode* k = k_graph_->NewValueNode(Value::Graph(ctx_->FunctorOf(value.graph())->k_graph()));
+    k_[node] = k;
+    return k;
   }
   FuncGraph* owner = node->graph();
   if (owner != primal_) {

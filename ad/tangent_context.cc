@@ -9,30 +9,15 @@
 namespace kgrad {
 
 TangentContext::TangentContext(Module* module, FuncGraph* root, std::string root_name)
-    : module_(module), root_(root), root_name_(std::move(root_name)), rules_(module) {
-  Manager& m = module->manager();
-  for (FuncGraph* g : m.Reachable({root})) {
-    if (g != root && root->IsSelfOrAncestor(g)) continue;
-    scope_.insert(g);
-    scope_order_.push_back(g);
-  }
-  for (const FuncGraph* g : scope_) primal_info_[g] = m.Info(const_cast<FuncGraph*>(g));
-}
+    : module_(module), root_(root), root_name_(std::move(root_name)), worklist_(module, root),
+      rules_(module) {}
 
 TangentContext::~TangentContext() = default;
 
+TangentFunctor* TangentContext::FunctorOf(FuncGraph* g) { return worklist_.FunctorOf(this, g); }
+
 std::string TangentContext::NameOf(const FuncGraph* g) const {
   return g == root_ ? root_name_ : absl::StrCat("jvp_", g->name());
-}
-
-TangentFunctor* TangentContext::FunctorOf(FuncGraph* g) {
-  auto it = functors_.find(g);
-  if (it != functors_.end()) return it->second.get();
-  auto f = std::make_unique<TangentFunctor>(this, g);
-  TangentFunctor* raw = f.get();
-  functors_[g] = std::move(f);
-  pending_.push_back(raw);
-  return raw;
 }
 
 absl::StatusOr<FuncGraph*> TangentContext::T(FuncGraph* g) {
@@ -40,21 +25,16 @@ absl::StatusOr<FuncGraph*> TangentContext::T(FuncGraph* g) {
     return absl::InvalidArgumentError(
         absl::StrCat("graph '", g->name(), "' is not in the scope of this transform"));
   }
-  if (functors_.empty()) KGRAD_RETURN_IF_ERROR(DeriveRules());
+  if (!worklist_.started()) KGRAD_RETURN_IF_ERROR(DeriveRules());
   TangentFunctor* f = FunctorOf(g);
-  // A worklist, not recursion: a graph's functor runs after its enclosing graph's.
-  while (!pending_.empty()) {
-    TangentFunctor* next = pending_.front();
-    pending_.pop_front();
-    KGRAD_RETURN_IF_ERROR(next->Run());
-  }
+  KGRAD_RETURN_IF_ERROR(worklist_.RunPending());
   return f->t_graph();
 }
 
 const FuncGraph* TangentContext::CustomBpropReadingEnclosingValues() const {
-  for (const FuncGraph* g : scope_order_) {
+  for (const FuncGraph* g : worklist_.graphs()) {
     if (g->custom_bprop() == nullptr) continue;
-    for (const AnfNode* fv : primal_info_.at(g).fvs) {
+    for (const AnfNode* fv : PrimalInfo(g).fvs) {
       if (MayVary(fv)) return g;
     }
   }
@@ -96,7 +76,7 @@ absl::Status TangentContext::DeriveRules() {
   root_->set_public(true);
   absl::Status status = absl::OkStatus();
   std::vector<bool> active;
-  for (FuncGraph* g : scope_order_) {
+  for (FuncGraph* g : worklist_.graphs()) {
     if (g->custom_bprop() != nullptr) {
       OptimizeOptions o;
       absl::StatusOr<FuncGraph*> jvp = TransposedJvp(*module_, g, {}, &o);
@@ -108,7 +88,7 @@ absl::Status TangentContext::DeriveRules() {
       custom_jvp_[g] = *jvp;
       continue;
     }
-    for (CNode* c : primal_info_.at(g).order) {
+    for (CNode* c : PrimalInfo(g).order) {
       if (c->primitive() == nullptr || !NeedsRule(c, &active)) continue;
       status = rules_.Derive(c, active);
       if (!status.ok()) break;

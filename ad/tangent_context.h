@@ -5,14 +5,12 @@
 #ifndef KGRAD_AD_TANGENT_CONTEXT_H_
 #define KGRAD_AD_TANGENT_CONTEXT_H_
 
-#include <deque>
-#include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
-#include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
+#include "ad/functor_worklist.h"
 #include "ad/tangent_rules.h"
 #include "core/manager.h"
 #include "core/module.h"
@@ -32,11 +30,10 @@ class TangentContext {
   // T(g): (x..., t...) -> (g(x...), J t). Builds every functor the transform needs.
   absl::StatusOr<FuncGraph*> T(FuncGraph* g);
 
-  bool InScope(const FuncGraph* g) const { return scope_.contains(g); }
-  // The functor of g (created, with an empty graph, on first request; its
-  // enclosing graph's functor first, so that it runs first).
+  bool InScope(const FuncGraph* g) const { return worklist_.InScope(g); }
+  // The functor of g (created, with an empty graph, on first request).
   TangentFunctor* FunctorOf(FuncGraph* g);
-  const GraphInfo& PrimalInfo(const FuncGraph* g) const { return primal_info_.at(g); }
+  const GraphInfo& PrimalInfo(const FuncGraph* g) const { return worklist_.PrimalInfo(g); }
   TangentRules& rules() { return rules_; }
   // Whether input `node` of an application in a transformed graph may carry a
   // tangent (from its type and where it comes from: constants, weights and values
@@ -59,16 +56,12 @@ class TangentContext {
   Module* module_;
   FuncGraph* root_;
   std::string root_name_;
-  absl::flat_hash_set<const FuncGraph*> scope_;
-  absl::flat_hash_map<const FuncGraph*, GraphInfo> primal_info_;
-  absl::flat_hash_map<const FuncGraph*, std::unique_ptr<TangentFunctor>> functors_;
+  FunctorWorklist<TangentFunctor, TangentContext> worklist_;
   // Derives every rule (and custom bprop's Jvp) the transform needs, before any
   // graph of it exists.
   absl::Status DeriveRules();
 
-  std::vector<FuncGraph*> scope_order_;
   absl::flat_hash_map<const FuncGraph*, FuncGraph*> custom_jvp_;
-  std::deque<TangentFunctor*> pending_;
   TangentRules rules_;
 };
 

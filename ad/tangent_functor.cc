@@ -25,23 +25,11 @@ absl::StatusOr<AnfNode*> TangentFunctor::PrimalOf(AnfNode* node) {
   if (const Parameter* p = node->AsParameter(); p != nullptr && p->is_weight()) return node;
   if (const ValueNode* v = node->AsValue()) {
     const Value& value = v->value();
-    if (value.is_graph()) {
-      FuncGraph* h = value.graph();
-      if (!ctx_->InScope(h)) {
-        return absl::FailedPreconditionError(absl::StrCat(
-            primal_->name(), ": graph '", h->name(),
-            "' encloses the graph being differentiated and cannot be called from it"));
-      }
-      AnfNode* t = t_->NewValueNode(Value::Graph(ctx_->FunctorOf(h)->t_graph()));
-      p_[node] = t;
-      return t;
-    }
-    if (value.is_primitive()) {
-      return absl::InternalError(absl::StrCat("graph '", primal_->name(), "': primitive ",
-                                              value.primitive()->name(),
-                                              " used as a value was not lowered before AD"));
-    }
-    return node;
+    KGRAD_RETURN_IF_ERROR(CheckMappableConstant(primal_, value, value.is_graph() && ctx_->InScope(value.graph())));
+    if (!value.is_graph()) return node;
+    AnfNode* t = t_->NewValueNode(Value::Graph(ctx_->FunctorOf(value.graph())->t_graph()));
+    p_[node] = t;
+    return t;
   }
   FuncGraph* owner = node->graph();
   if (owner != primal_) {

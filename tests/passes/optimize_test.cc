@@ -21,21 +21,7 @@ namespace kgrad {
 namespace {
 
 using testing::CountPrim;
-
-double MaxRelDiff(const Value& a, const Value& b) {
-  if (a.is_tuple()) {
-    double m = 0;
-    for (size_t i = 0; i < a.tuple().size(); ++i) m = std::max(m, MaxRelDiff(a.tuple()[i], b.tuple()[i]));
-    return m;
-  }
-  if (a.is_scalar()) return std::abs(a.scalar().AsDouble() - b.scalar().AsDouble());
-  double m = 0;
-  for (int64_t i = 0; i < a.tensor().NumElements(); ++i) {
-    double x = a.tensor().ElementAsDouble(i), y = b.tensor().ElementAsDouble(i);
-    m = std::max(m, std::abs(x - y) / std::max(1.0, std::abs(x)));
-  }
-  return m;
-}
+using testing::MaxRelDiff;
 
 Value Npy(const std::string& path) { return Value(ReadNpyFile(path).value()); }
 

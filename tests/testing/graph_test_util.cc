@@ -1,5 +1,8 @@
 #include "tests/testing/graph_test_util.h"
 
+#include <algorithm>
+#include <cmath>
+
 #include "core/builder.h"
 #include "core/manager.h"
 #include "core/module.h"
@@ -7,6 +10,23 @@
 
 namespace kgrad {
 namespace testing {
+
+double MaxRelDiff(const Value& a, const Value& b) {
+  if (a.is_tuple()) {
+    double m = 0;
+    for (size_t i = 0; i < a.tuple().size() && i < b.tuple().size(); ++i) {
+      m = std::max(m, MaxRelDiff(a.tuple()[i], b.tuple()[i]));
+    }
+    return m;
+  }
+  if (a.is_scalar()) return std::abs(a.scalar().AsDouble() - b.scalar().AsDouble());
+  double m = 0;
+  for (int64_t i = 0; i < a.tensor().NumElements(); ++i) {
+    double x = a.tensor().ElementAsDouble(i), y = b.tensor().ElementAsDouble(i);
+    m = std::max(m, std::abs(x - y) / std::max(1.0, std::abs(x)));
+  }
+  return m;
+}
 
 std::string Canonical(FuncGraph* g) {
   PrintOptions o;

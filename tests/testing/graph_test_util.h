@@ -27,6 +27,10 @@ int CountPrim(FuncGraph* root, PrimId id);
 // Number of applications in the graphs `root` reaches.
 int CountApplications(FuncGraph* root);
 
+// The largest |a - b| / max(1, |a|) over the elements of two values of one
+// structure (tuples element by element, scalars and tensors).
+double MaxRelDiff(const Value& a, const Value& b);
+
 // A counted loop in `b` (a while loop, tail recursion): h = init, then
 // h = step(c, i, h) for i = 0, 1, ... while i < n, with c the builder of the loop
 // body; returns the final h. `n` is a constant or a node `b` can read.
