@@ -7,6 +7,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "backends/fused_elementwise.h"
 #include "backends/kernel.h"
 #include "core/tensor.h"
 #include "core/value.h"
@@ -28,6 +29,9 @@ class Device {
   // A tensor of `dtype` and `shape` filled with `value`.
   virtual absl::StatusOr<Tensor> Fill(DType dtype, absl::Span<const int64_t> shape,
                                       double value) = 0;
+  // The evaluator of fused elementwise runs (backends/fused_elementwise.h), or
+  // nullptr: the executor then runs every application on its own.
+  virtual FusedElementwiseFn fused_elementwise() const { return nullptr; }
   // Waits for queued work (no-op on CPU).
   virtual absl::Status Synchronize() { return absl::OkStatus(); }
 

@@ -1,6 +1,7 @@
 #include "backends/executor.h"
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <mutex>
 #include <utility>
@@ -11,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "backends/cpu/cpu_device.h"
+#include "backends/fusion_planner.h"
 #include "backends/run_order.h"
 #include "core/infer.h"
 #include "core/manager.h"
@@ -29,8 +31,21 @@ struct Operand {
   int32_t index;
 };
 
+// A fused run (backends/fused_elementwise.h) and, for operands the device's
+// evaluator does not take, its applications with their kernels.
+struct FusedGroup {
+  FusedProgram program;
+  // The applications as they are (backends/fusion_planner.h): operands and
+  // outputs numbered inputs first, then application i as num_inputs + i.
+  std::vector<std::array<int32_t, 2>> node_operands;
+  std::vector<int32_t> node_outputs;
+  std::vector<const CNode*> nodes;
+  std::vector<const Primitive*> prims;
+  std::vector<KernelFn> kernels;
+};
+
 struct Step {
-  enum class Kind : uint8_t { kKernel, kCall, kClosure } kind;
+  enum class Kind : uint8_t { kKernel, kCall, kClosure, kFused } kind;
   const CNode* node = nullptr;
   const Primitive* prim = nullptr;  // kKernel
   KernelFn kernel = nullptr;        // kKernel
@@ -39,6 +54,8 @@ struct Step {
   absl::InlinedVector<bool, 4> move;       // read by moving (last use of the slot)
   absl::InlinedVector<int32_t, 2> release; // slots dead after this step
   int32_t out = -1;
+  std::shared_ptr<const FusedGroup> fused;  // kFused
+  std::vector<int32_t> outs;                // kFused: one slot per program output
   bool tail = false;
 };
 
@@ -67,8 +84,9 @@ namespace {
 class PlanCompiler {
  public:
   PlanCompiler(FuncGraph* g, Device* device, Manager& manager,
-               const absl::flat_hash_map<const Parameter*, int>& weight_index)
-      : g_(g), device_(device), manager_(manager), weight_index_(weight_index) {}
+               const absl::flat_hash_map<const Parameter*, int>& weight_index, bool fuse)
+      : g_(g), device_(device), manager_(manager), weight_index_(weight_index),
+        fuse_(fuse && device->fused_elementwise() != nullptr) {}
 
   absl::StatusOr<std::unique_ptr<Plan>> Compile() {
     plan_ = std::make_unique<Plan>();
@@ -81,7 +99,7 @@ class PlanCompiler {
       plan_->fvs.push_back(fv);
       slot_[fv] = NewSlot();
     }
-    for (CNode* c : RunOrder(g_, info)) KGRAD_RETURN_IF_ERROR(CompileNode(c));
+    KGRAD_RETURN_IF_ERROR(CompileNodes(RunOrder(g_, info), !MakesClosures(g_, info)));
     if (g_->output() == nullptr) {
       return absl::FailedPreconditionError(absl::StrCat("graph '", g_->name(), "' has no output"));
     }
@@ -94,6 +112,58 @@ class PlanCompiler {
 
  private:
   int32_t NewSlot() { return next_slot_++; }
+
+  absl::Status CompileNodes(const std::vector<CNode*>& order, bool may_reorder) {
+    if (!fuse_) {
+      for (CNode* c : order) KGRAD_RETURN_IF_ERROR(CompileNode(c));
+      return absl::OkStatus();
+    }
+    FusionPlan fp = PlanFusion(order, may_reorder);
+    size_t r = 0;
+    for (size_t i = 0; i < fp.order.size();) {
+      if (r < fp.runs.size() && fp.runs[r].first == i) {
+        const size_t end = fp.runs[r++].second;
+        KGRAD_RETURN_IF_ERROR(CompileFused(absl::MakeSpan(fp.order).subspan(i, end - i)));
+        i = end;
+        continue;
+      }
+      KGRAD_RETURN_IF_ERROR(CompileNode(fp.order[i++]));
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status CompileFused(absl::Span<CNode* const> run) {
+    FusedRunProgram frp = BuildFusedProgram(run);
+    auto group = std::make_shared<FusedGroup>();
+    group->program = std::move(frp.program);
+    group->node_operands = std::move(frp.node_operands);
+    group->node_outputs = std::move(frp.node_outputs);
+    for (CNode* c : run) {
+      const Primitive* prim = c->primitive();
+      KernelFn kernel = device_->kernel(prim->id());
+      if (kernel == nullptr) {
+        return absl::UnimplementedError(absl::StrCat(c->Location(), ": no ", device_->name(),
+                                                     " kernel for primitive '", prim->name(), "'"));
+      }
+      group->nodes.push_back(c);
+      group->prims.push_back(prim);
+      group->kernels.push_back(kernel);
+    }
+    Step step;
+    step.kind = Step::Kind::kFused;
+    step.node = run.front();
+    for (AnfNode* in : frp.inputs) {
+      KGRAD_ASSIGN_OR_RETURN(Operand op, OperandOf(in, run.front()));
+      step.inputs.push_back(op);
+    }
+    for (CNode* c : frp.outputs) {
+      slot_[c] = NewSlot();
+      step.outs.push_back(slot_[c]);
+    }
+    step.fused = std::move(group);
+    plan_->steps.push_back(std::move(step));
+    return absl::OkStatus();
+  }
 
   absl::Status CompileNode(CNode* c) {
     if (c->size() == 0) {
@@ -217,7 +287,9 @@ class PlanCompiler {
     }
     if (plan_->output.kind == OperandKind::kSlot) last_use[plan_->output.index] = n;
     std::vector<int> defined_at(next_slot_, -1);
-    for (int i = 0; i < n; ++i) defined_at[plan_->steps[i].out] = i;
+    for (int i = 0; i < n; ++i) {
+      for (int32_t out : OutsOf(plan_->steps[i])) defined_at[out] = i;
+    }
     for (int i = 0; i < n; ++i) {
       Step& s = plan_->steps[i];
       s.move.assign(s.inputs.size(), false);
@@ -233,17 +305,24 @@ class PlanCompiler {
           s.release.push_back(op.index);
         }
       }
-      if (last_use[s.out] < 0) s.release.push_back(s.out);
+      for (int32_t out : OutsOf(s)) {
+        if (last_use[out] < 0) s.release.push_back(out);
+      }
     }
     for (int slot = 0; slot < next_slot_; ++slot) {
       if (defined_at[slot] < 0 && last_use[slot] < 0) plan_->release_at_entry.push_back(slot);
     }
   }
 
+  static std::vector<int32_t> OutsOf(const Step& s) {
+    return s.kind == Step::Kind::kFused ? s.outs : std::vector<int32_t>{s.out};
+  }
+
   FuncGraph* g_;
   Device* device_;
   Manager& manager_;
   const absl::flat_hash_map<const Parameter*, int>& weight_index_;
+  const bool fuse_;
   std::unique_ptr<Plan> plan_;
   absl::flat_hash_map<const AnfNode*, int32_t> slot_;
   absl::flat_hash_map<const FuncGraph*, int32_t> closure_slot_;
@@ -309,15 +388,18 @@ absl::Status Executor::Compile() {
   }
   Manager& manager = module->manager();
   for (FuncGraph* g : manager.Reachable({entry_})) {
-    PlanCompiler compiler(g, device_, manager, weight_index_);
+    PlanCompiler compiler(g, device_, manager, weight_index_, options_.fuse_elementwise);
     KGRAD_ASSIGN_OR_RETURN(std::unique_ptr<Plan> plan, compiler.Compile());
     stats_.steps += static_cast<int>(plan->steps.size());
+    for (const Step& s : plan->steps) {
+      if (s.kind == Step::Kind::kFused) stats_.fused += static_cast<int>(s.fused->nodes.size());
+    }
     plans_[g] = std::move(plan);
   }
   stats_.graphs = static_cast<int>(plans_.size());
   stats_.flat = true;
   for (const Step& s : plans_.at(entry_)->steps) {
-    if (s.kind != Step::Kind::kKernel) stats_.flat = false;
+    if (s.kind != Step::Kind::kKernel && s.kind != Step::Kind::kFused) stats_.flat = false;
   }
   // With declared input types, one check covers every run. When the declared
   // types do not check (undeclared inputs, or unknown dims some op needs known),
@@ -494,6 +576,9 @@ class Machine {
         case Step::Kind::kClosure:
           MakeClosure(f, s);
           break;
+        case Step::Kind::kFused:
+          KGRAD_RETURN_IF_ERROR(RunFused(f, s));
+          break;
         case Step::Kind::kCall:
           KGRAD_RETURN_IF_ERROR(Call(s));
           break;
@@ -562,6 +647,71 @@ class Machine {
     args_.clear();
     Finish(f, s);
     return absl::OkStatus();
+  }
+
+  absl::Status RunFused(Frame& f, const Step& s) {
+    Gather(f, s, 0, &args_);
+    const bool meter = metered();
+    if (meter) CollectBuffers(args_);
+    device_->BeforeKernel(run_token_);
+    std::chrono::steady_clock::time_point start;
+    if (profile_ != nullptr) start = std::chrono::steady_clock::now();
+    absl::StatusOr<std::vector<Value>> outs = FusedOutputs(*s.fused);
+    if (profile_ != nullptr) {
+      (void)device_->Synchronize();
+      Profile::Entry& e = profile_->by_primitive["fused_elementwise"];
+      ++e.calls;
+      e.ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    }
+    if (!outs.ok()) return outs.status();
+    for (size_t k = 0; k < s.outs.size(); ++k) {
+      if (meter) {
+        absl::Status charged = Charge((*outs)[k]);
+        if (!charged.ok()) return AtNode(charged, s.node, nullptr);
+      }
+      f.slots[s.outs[k]] = std::move((*outs)[k]);
+    }
+    args_.clear();
+    Finish(f, s);
+    return absl::OkStatus();
+  }
+
+  // The device evaluates the program when every input is a floating tensor of one
+  // dtype and shape on it; otherwise (broadcasting, other types) each application
+  // runs with its own kernel, which also reports what is wrong.
+  absl::StatusOr<std::vector<Value>> FusedOutputs(const FusedGroup& g) {
+    absl::InlinedVector<const Tensor*, 8> tensors;
+    bool uniform = true;
+    for (const Value& v : args_) {
+      if (!v.is_tensor()) {
+        uniform = false;
+        break;
+      }
+      const Tensor& t = v.tensor();
+      const Tensor* first = tensors.empty() ? &t : tensors[0];
+      uniform &= IsFloating(t.dtype()) && t.dtype() == first->dtype() && t.shape() == first->shape() &&
+                 t.device() == device_->type();
+      tensors.push_back(&t);
+    }
+    std::vector<Value> out;
+    if (uniform && !tensors.empty()) {
+      absl::StatusOr<std::vector<Tensor>> ts = device_->fused_elementwise()(g.program, tensors, device_);
+      if (!ts.ok()) return AtNode(ts.status(), g.nodes.front(), nullptr);
+      for (Tensor& t : *ts) out.push_back(Value(std::move(t)));
+      return out;
+    }
+    std::vector<Value> vals(args_.begin(), args_.end());
+    for (size_t i = 0; i < g.nodes.size(); ++i) {
+      const std::array<int32_t, 2>& ops = g.node_operands[i];
+      absl::InlinedVector<Value, 2> a{vals[ops[0]]};
+      if (ops[1] >= 0) a.push_back(vals[ops[1]]);
+      KernelContext ctx(*g.prims[i], absl::MakeSpan(a.data(), a.size()), device_);
+      absl::StatusOr<Value> v = g.kernels[i](ctx);
+      if (!v.ok()) return AtNode(v.status(), g.nodes[i], g.prims[i]);
+      vals.push_back(*std::move(v));
+    }
+    for (int32_t id : g.node_outputs) out.push_back(vals[id]);
+    return out;
   }
 
   // Allocation metering (ExecutorOptions::max_run_bytes): an output tensor is new

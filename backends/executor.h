@@ -2,7 +2,9 @@
 // is compiled once into a Plan: its applications in order, each reading and
 // writing numbered slots, with the slots each step frees (last use), closures
 // created from captured slots, and calls marked when in tail position. A graph
-// without calls (the usual case after optimisation) is a flat kernel schedule.
+// without calls (the usual case after optimisation) is a flat kernel schedule; on
+// the CPU, runs of elementwise applications are one step each
+// (backends/fusion_planner.h).
 // Calls run on an explicit frame stack, so recursion never grows the C++ stack:
 // tail calls replace the caller's frame (a 100,000-iteration loop runs in one
 // frame), other calls are limited by `max_call_depth` (ResourceExhausted beyond).
@@ -58,11 +60,17 @@ struct ExecutorOptions {
   // loop iteration to the next (a state wrapped in one more tuple each time),
   // which no type can describe; kernels still check their inputs.
   bool check_types = true;
+  // Runs of connected elementwise applications (backends/fusion_planner.h) run as
+  // one step on a device that can (the CPU): their values stay in a small scratch
+  // block, only those read outside the run become tensors. Off: one kernel per
+  // application (what the per-application overhead benchmarks measure).
+  bool fuse_elementwise = true;
 };
 
 struct ExecutorStats {
   int graphs = 0;       // compiled graphs
-  int steps = 0;        // steps over all plans
+  int steps = 0;        // steps over all plans (a fused run is one)
+  int fused = 0;        // applications inside fused runs
   bool flat = false;    // the entry graph makes no calls and creates no closures
 };
 

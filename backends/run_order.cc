@@ -6,10 +6,7 @@
 #include "absl/container/flat_hash_set.h"
 
 namespace kgrad {
-namespace {
 
-// Whether some application of `g` uses a graph nested in it (a closure over its
-// nodes): the free variables such a closure captures are not input edges.
 bool MakesClosures(const FuncGraph* g, const GraphInfo& info) {
   for (const CNode* c : info.order) {
     for (const AnfNode* in : c->inputs()) {
@@ -19,8 +16,6 @@ bool MakesClosures(const FuncGraph* g, const GraphInfo& info) {
   }
   return false;
 }
-
-}  // namespace
 
 std::vector<CNode*> RunOrder(FuncGraph* g, const GraphInfo& info) {
   if (MakesClosures(g, info)) return info.order;

@@ -25,6 +25,11 @@ namespace kgrad {
 // nodes keep `info.order`, which also orders what closures capture.
 std::vector<CNode*> RunOrder(FuncGraph* g, const GraphInfo& info);
 
+// Whether some application of g uses a graph nested in it (a closure over its
+// nodes): the free variables such a closure captures are not input edges, so an
+// order may not move applications past them.
+bool MakesClosures(const FuncGraph* g, const GraphInfo& info);
+
 }  // namespace kgrad
 
 #endif  // KGRAD_BACKENDS_RUN_ORDER_H_

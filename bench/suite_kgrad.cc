@@ -267,15 +267,26 @@ absl::Status MeasureChain(const KgradRun& run, Metrics* out, TensorManifest* ten
   KGRAD_RETURN_IF_ERROR(Check(*es, args, "chain step"));
   KGRAD_RETURN_IF_ERROR(Check(*ej, jargs, "chain jvp"));
   (*out)["chain.fwd_ms"] = MedianMs([&] { (void)ef->Run(args); }, run.budget);
-  (*out)["chain.fwd_nodes"] = ef->stats().steps;
+  (*out)["chain.fwd_nodes"] = ef->stats().steps + ef->stats().fused;
   run.progress->Done("chain forward (kgrad)");
   (*out)["chain.step_ms"] = MedianMs([&] { (void)es->Run(args); }, run.budget);
-  (*out)["chain.step_nodes"] = es->stats().steps;
+  (*out)["chain.step_nodes"] = es->stats().steps + es->stats().fused;
   if (run.profile) Note(run, "chain step", *es, args);
   run.progress->Done("chain step (kgrad)");
   (*out)["chain.jvp_ms"] = MedianMs([&] { (void)ej->Run(jargs); }, run.budget);
-  (*out)["chain.jvp_nodes"] = ej->stats().steps;
+  (*out)["chain.jvp_nodes"] = ej->stats().steps + ej->stats().fused;
   run.progress->Done("chain jvp (kgrad)");
+  // The executor's cost per application: the same graphs with one kernel per
+  // application (runs of elementwise applications otherwise run fused).
+  ExecutorOptions unfused;
+  unfused.fuse_elementwise = false;
+  KGRAD_ASSIGN_OR_RETURN(std::unique_ptr<Executor> ef1, Executor::Create(f, unfused));
+  KGRAD_ASSIGN_OR_RETURN(std::unique_ptr<Executor> es1, Executor::Create(step, unfused));
+  (*out)["chain.fwd_unfused_ms"] = MedianMs([&] { (void)ef1->Run(args); }, run.budget);
+  (*out)["chain.fwd_applications"] = ef1->stats().steps;
+  (*out)["chain.step_unfused_ms"] = MedianMs([&] { (void)es1->Run(args); }, run.budget);
+  (*out)["chain.step_applications"] = es1->stats().steps;
+  run.progress->Done("chain unfused (kgrad)");
   return absl::OkStatus();
 }
 

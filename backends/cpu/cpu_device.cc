@@ -3,6 +3,7 @@
 #include <atomic>
 
 #include "backends/cpu/cpu_kernels.h"
+#include "backends/cpu/fused_elementwise_kernel.h"
 #include "backends/cpu/parallel.h"
 #include "backends/structural_kernels.h"
 
@@ -15,6 +16,7 @@ class CpuDeviceImpl final : public Device {
   std::string name() const override { return "cpu"; }
   Allocator* allocator() override { return CpuAllocator(); }
   KernelFn kernel(PrimId id) const override { return CpuKernels().Get(id); }
+  FusedElementwiseFn fused_elementwise() const override { return &cpu::RunFusedElementwise; }
   absl::StatusOr<Tensor> CopyToDevice(const Tensor& host) override { return host; }
   absl::StatusOr<Tensor> CopyToHost(const Tensor& t) override { return t; }
   absl::StatusOr<Tensor> Fill(DType dtype, absl::Span<const int64_t> shape,
