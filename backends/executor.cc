@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "backends/cpu/cpu_device.h"
+#include "backends/fused_step.h"
 #include "backends/fusion_planner.h"
 #include "backends/run_order.h"
 #include "core/infer.h"
@@ -29,19 +30,6 @@ enum class OperandKind : uint8_t { kSlot, kConst, kWeight };
 struct Operand {
   OperandKind kind;
   int32_t index;
-};
-
-// A fused run (backends/fused_elementwise.h) and, for operands the device's
-// evaluator does not take, its applications with their kernels.
-struct FusedGroup {
-  FusedProgram program;
-  // The applications as they are (backends/fusion_planner.h): operands and
-  // outputs numbered inputs first, then application i as num_inputs + i.
-  std::vector<std::array<int32_t, 2>> node_operands;
-  std::vector<int32_t> node_outputs;
-  std::vector<const CNode*> nodes;
-  std::vector<const Primitive*> prims;
-  std::vector<KernelFn> kernels;
 };
 
 struct Step {
@@ -134,33 +122,21 @@ class PlanCompiler {
 
   absl::Status CompileFused(absl::Span<CNode* const> run) {
     FusedRunProgram frp = BuildFusedProgram(run);
-    auto group = std::make_shared<FusedGroup>();
-    group->program = std::move(frp.program);
-    group->node_operands = std::move(frp.node_operands);
-    group->node_outputs = std::move(frp.node_outputs);
-    for (CNode* c : run) {
-      const Primitive* prim = c->primitive();
-      KernelFn kernel = device_->kernel(prim->id());
-      if (kernel == nullptr) {
-        return absl::UnimplementedError(absl::StrCat(c->Location(), ": no ", device_->name(),
-                                                     " kernel for primitive '", prim->name(), "'"));
-      }
-      group->nodes.push_back(c);
-      group->prims.push_back(prim);
-      group->kernels.push_back(kernel);
-    }
+    std::vector<AnfNode*> inputs = frp.inputs;
+    std::vector<CNode*> outputs = frp.outputs;
+    KGRAD_ASSIGN_OR_RETURN(FusedGroup group, MakeFusedGroup(run, std::move(frp), device_));
     Step step;
     step.kind = Step::Kind::kFused;
     step.node = run.front();
-    for (AnfNode* in : frp.inputs) {
+    for (AnfNode* in : inputs) {
       KGRAD_ASSIGN_OR_RETURN(Operand op, OperandOf(in, run.front()));
       step.inputs.push_back(op);
     }
-    for (CNode* c : frp.outputs) {
+    for (CNode* c : outputs) {
       slot_[c] = NewSlot();
       step.outs.push_back(slot_[c]);
     }
-    step.fused = std::move(group);
+    step.fused = std::make_shared<const FusedGroup>(std::move(group));
     plan_->steps.push_back(std::move(step));
     return absl::OkStatus();
   }
@@ -656,7 +632,7 @@ class Machine {
     device_->BeforeKernel(run_token_);
     std::chrono::steady_clock::time_point start;
     if (profile_ != nullptr) start = std::chrono::steady_clock::now();
-    absl::StatusOr<std::vector<Value>> outs = FusedOutputs(*s.fused);
+    absl::StatusOr<std::vector<Value>> outs = RunFusedGroup(*s.fused, absl::MakeConstSpan(args_.data(), args_.size()), device_);
     if (profile_ != nullptr) {
       (void)device_->Synchronize();
       Profile::Entry& e = profile_->by_primitive["fused_elementwise"];
@@ -674,44 +650,6 @@ class Machine {
     args_.clear();
     Finish(f, s);
     return absl::OkStatus();
-  }
-
-  // The device evaluates the program when every input is a floating tensor of one
-  // dtype and shape on it; otherwise (broadcasting, other types) each application
-  // runs with its own kernel, which also reports what is wrong.
-  absl::StatusOr<std::vector<Value>> FusedOutputs(const FusedGroup& g) {
-    absl::InlinedVector<const Tensor*, 8> tensors;
-    bool uniform = true;
-    for (const Value& v : args_) {
-      if (!v.is_tensor()) {
-        uniform = false;
-        break;
-      }
-      const Tensor& t = v.tensor();
-      const Tensor* first = tensors.empty() ? &t : tensors[0];
-      uniform &= IsFloating(t.dtype()) && t.dtype() == first->dtype() && t.shape() == first->shape() &&
-                 t.device() == device_->type();
-      tensors.push_back(&t);
-    }
-    std::vector<Value> out;
-    if (uniform && !tensors.empty()) {
-      absl::StatusOr<std::vector<Tensor>> ts = device_->fused_elementwise()(g.program, tensors, device_);
-      if (!ts.ok()) return AtNode(ts.status(), g.nodes.front(), nullptr);
-      for (Tensor& t : *ts) out.push_back(Value(std::move(t)));
-      return out;
-    }
-    std::vector<Value> vals(args_.begin(), args_.end());
-    for (size_t i = 0; i < g.nodes.size(); ++i) {
-      const std::array<int32_t, 2>& ops = g.node_operands[i];
-      absl::InlinedVector<Value, 2> a{vals[ops[0]]};
-      if (ops[1] >= 0) a.push_back(vals[ops[1]]);
-      KernelContext ctx(*g.prims[i], absl::MakeSpan(a.data(), a.size()), device_);
-      absl::StatusOr<Value> v = g.kernels[i](ctx);
-      if (!v.ok()) return AtNode(v.status(), g.nodes[i], g.prims[i]);
-      vals.push_back(*std::move(v));
-    }
-    for (int32_t id : g.node_outputs) out.push_back(vals[id]);
-    return out;
   }
 
   // Allocation metering (ExecutorOptions::max_run_bytes): an output tensor is new

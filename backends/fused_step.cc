@@ -1,0 +1,73 @@
+#include "backends/fused_step.h"
+
+#include <utility>
+
+#include "absl/container/inlined_vector.h"
+#include "absl/strings/str_cat.h"
+
+namespace kgrad {
+namespace {
+
+absl::Status At(const absl::Status& s, const CNode* node, const Primitive* prim) {
+  std::string what = prim != nullptr ? absl::StrCat(" (", prim->name(), ")") : "";
+  return absl::Status(s.code(), absl::StrCat(node->Location(), what, ": ", s.message()));
+}
+
+}  // namespace
+
+absl::StatusOr<FusedGroup> MakeFusedGroup(absl::Span<CNode* const> run, FusedRunProgram frp, Device* device) {
+  FusedGroup group;
+  group.program = std::move(frp.program);
+  group.node_operands = std::move(frp.node_operands);
+  group.node_outputs = std::move(frp.node_outputs);
+  for (CNode* c : run) {
+    const Primitive* prim = c->primitive();
+    KernelFn kernel = device->kernel(prim->id());
+    if (kernel == nullptr) {
+      return absl::UnimplementedError(absl::StrCat(c->Location(), ": no ", device->name(),
+                                                   " kernel for primitive '", prim->name(), "'"));
+    }
+    group.nodes.push_back(c);
+    group.prims.push_back(prim);
+    group.kernels.push_back(kernel);
+  }
+  return group;
+}
+
+absl::StatusOr<std::vector<Value>> RunFusedGroup(const FusedGroup& g, absl::Span<const Value> args,
+                                                 Device* device) {
+  absl::InlinedVector<const Tensor*, 8> tensors;
+  bool uniform = !args.empty();
+  for (const Value& v : args) {
+    if (!v.is_tensor()) {
+      uniform = false;
+      break;
+    }
+    const Tensor& t = v.tensor();
+    const Tensor* first = tensors.empty() ? &t : tensors[0];
+    uniform &= IsFloating(t.dtype()) && t.dtype() == first->dtype() && t.shape() == first->shape() &&
+               t.device() == device->type();
+    tensors.push_back(&t);
+  }
+  std::vector<Value> out;
+  if (uniform) {
+    absl::StatusOr<std::vector<Tensor>> ts = device->fused_elementwise()(g.program, tensors, device);
+    if (!ts.ok()) return At(ts.status(), g.nodes.front(), nullptr);
+    for (Tensor& t : *ts) out.push_back(Value(std::move(t)));
+    return out;
+  }
+  std::vector<Value> vals(args.begin(), args.end());
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const std::array<int32_t, 2>& ops = g.node_operands[i];
+    absl::InlinedVector<Value, 2> a{vals[ops[0]]};
+    if (ops[1] >= 0) a.push_back(vals[ops[1]]);
+    KernelContext ctx(*g.prims[i], absl::MakeSpan(a.data(), a.size()), device);
+    absl::StatusOr<Value> v = g.kernels[i](ctx);
+    if (!v.ok()) return At(v.status(), g.nodes[i], g.prims[i]);
+    vals.push_back(*std::move(v));
+  }
+  for (int32_t id : g.node_outputs) out.push_back(vals[id]);
+  return out;
+}
+
+}  // namespace kgrad
