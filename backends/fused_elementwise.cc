@@ -49,6 +49,7 @@ void AssignRows(FusedProgram* p) {
     auto [ops, n] = operands(p->instrs[i]);
     for (int j = 0; j < n; ++j) last[ops[j]] = static_cast<int32_t>(i);
   }
+  p->last_read = last;
   std::vector<int32_t> free_rows;
   std::vector<bool> released(n_values, false);
   for (size_t i = 0; i < p->instrs.size(); ++i) {

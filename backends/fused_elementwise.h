@@ -61,16 +61,22 @@ struct FusedProgram {
   std::vector<int32_t> output_of;  // per value: output index, or -1
   std::vector<int32_t> row_of;     // per value: scratch row, or -1
   int32_t rows = 0;
+  // Per value: the last instruction reading it, or -1. An output produced at or
+  // after an input's last read may be written into that input's buffer (every
+  // instruction is pointwise and a block runs the instructions in order).
+  std::vector<int32_t> last_read;
 };
 
-// Fills output_of, row_of and rows by a linear scan over the instructions (an
+// Fills output_of, row_of, rows and last_read by a linear scan over the instructions (an
 // instruction may write a row it reads: every instruction is pointwise).
 void AssignRows(FusedProgram* program);
 
-// Evaluates `program` on `inputs` (one floating dtype, one shape); one tensor
-// per output.
-using FusedElementwiseFn = absl::StatusOr<std::vector<Tensor>> (*)(
-    const FusedProgram& program, absl::Span<const Tensor* const> inputs, Device* device);
+// Evaluates `program` on `inputs` (one floating dtype, one shape) into `outputs`
+// (allocated by the caller with that dtype and shape; an output may share an
+// input's buffer as last_read allows).
+using FusedElementwiseFn = absl::Status (*)(const FusedProgram& program,
+                                            absl::Span<const Tensor* const> inputs,
+                                            absl::Span<Tensor> outputs, Device* device);
 
 }  // namespace kgrad
 

@@ -13,6 +13,36 @@ absl::Status At(const absl::Status& s, const CNode* node, const Primitive* prim)
   return absl::Status(s.code(), absl::StrCat(node->Location(), what, ": ", s.message()));
 }
 
+// The output tensors of a run whose inputs are uniform: an input nothing else
+// holds (its last use moved it here) lends its buffer to an output written at or
+// after its last read, as a kernel updates in place; the others are new.
+absl::StatusOr<std::vector<Tensor>> Outputs(const FusedProgram& p, absl::Span<const Value> args,
+                                            Device* device) {
+  const Tensor& first = args[0].tensor();
+  std::vector<bool> lent(args.size(), false);
+  std::vector<Tensor> out;
+  for (int32_t v : p.outputs) {
+    const int32_t at = v - p.num_inputs;
+    int found = -1;
+    for (size_t j = 0; j < args.size() && found < 0; ++j) {
+      const Tensor& t = args[j].tensor();
+      if (!lent[j] && p.last_read[j] <= at && t.IsUniquelyOwned() &&
+          t.buffer()->allocator() == device->allocator()) {
+        found = static_cast<int>(j);
+      }
+    }
+    if (found >= 0) {
+      lent[found] = true;
+      out.push_back(args[found].tensor());
+      continue;
+    }
+    absl::StatusOr<Tensor> t = Tensor::Create(first.dtype(), first.shape(), device->allocator());
+    if (!t.ok()) return t.status();
+    out.push_back(*std::move(t));
+  }
+  return out;
+}
+
 }  // namespace
 
 absl::StatusOr<FusedGroup> MakeFusedGroup(absl::Span<CNode* const> run, FusedRunProgram frp, Device* device) {
@@ -51,10 +81,16 @@ absl::StatusOr<std::vector<Value>> RunFusedGroup(const FusedGroup& g, absl::Span
   }
   std::vector<Value> out;
   if (uniform) {
-    absl::StatusOr<std::vector<Tensor>> ts = device->fused_elementwise()(g.program, tensors, device);
-    if (!ts.ok()) return At(ts.status(), g.nodes.front(), nullptr);
-    for (Tensor& t : *ts) out.push_back(Value(std::move(t)));
-    return out;
+    absl::StatusOr<std::vector<Tensor>> ts = Outputs(g.program, args, device);
+    if (ts.ok()) {
+      absl::Status s = device->fused_elementwise()(g.program, tensors, absl::MakeSpan(*ts), device);
+      if (s.ok()) {
+        for (Tensor& t : *ts) out.push_back(Value(std::move(t)));
+        return out;
+      }
+      ts = s;
+    }
+    return At(ts.status(), g.nodes.front(), nullptr);
   }
   std::vector<Value> vals(args.begin(), args.end());
   for (size_t i = 0; i < g.nodes.size(); ++i) {

@@ -64,7 +64,7 @@ void Binary(FusedCode code, const T* a, const T* b, T* y, int64_t n) {
 
 template <typename T>
 void Evaluate(const FusedProgram& p, absl::Span<const Tensor* const> inputs,
-              std::vector<Tensor>& outputs, int64_t count) {
+              absl::Span<Tensor> outputs, int64_t count) {
   const int64_t blocks = (count + kBlock - 1) / kBlock;
   const int64_t work = static_cast<int64_t>(p.instrs.size()) * std::min(count, kBlock);
   // Threads only for two blocks or more, each worth a parallel region.
@@ -103,24 +103,18 @@ void Evaluate(const FusedProgram& p, absl::Span<const Tensor* const> inputs,
 
 }  // namespace
 
-absl::StatusOr<std::vector<Tensor>> RunFusedElementwise(const FusedProgram& program,
-                                                        absl::Span<const Tensor* const> inputs,
-                                                        Device* device) {
+absl::Status RunFusedElementwise(const FusedProgram& program, absl::Span<const Tensor* const> inputs,
+                                 absl::Span<Tensor> outputs, Device* device) {
+  (void)device;
   const Tensor& first = *inputs.at(0);
-  std::vector<Tensor> outputs;
-  for (size_t k = 0; k < program.outputs.size(); ++k) {
-    absl::StatusOr<Tensor> t = Tensor::Create(first.dtype(), first.shape(), device->allocator());
-    if (!t.ok()) return t.status();
-    outputs.push_back(*std::move(t));
-  }
   const int64_t count = first.NumElements();
-  if (count == 0) return outputs;
+  if (count == 0) return absl::OkStatus();
   if (first.dtype() == DType::kFloat64) {
     Evaluate<double>(program, inputs, outputs, count);
   } else {
     Evaluate<float>(program, inputs, outputs, count);
   }
-  return outputs;
+  return absl::OkStatus();
 }
 
 }  // namespace cpu

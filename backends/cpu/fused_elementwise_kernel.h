@@ -16,9 +16,8 @@ namespace cpu {
 // operands (a vectorised loop, Eigen's array functions for the transcendental
 // ones, as their own kernels compute them), values not written to outputs live in
 // a scratch row per live value, rows reused after a value's last read.
-absl::StatusOr<std::vector<Tensor>> RunFusedElementwise(const FusedProgram& program,
-                                                        absl::Span<const Tensor* const> inputs,
-                                                        Device* device);
+absl::Status RunFusedElementwise(const FusedProgram& program, absl::Span<const Tensor* const> inputs,
+                                 absl::Span<Tensor> outputs, Device* device);
 
 }  // namespace cpu
 }  // namespace kgrad
