@@ -603,7 +603,8 @@ class Machine {
     Gather(f, s, 0, &args_);
     const bool meter = metered() && !s.prim->def().moves_only;
     if (meter) CollectBuffers(args_);
-    KernelContext ctx(*s.prim, absl::MakeSpan(args_.data(), args_.size()), device_);
+    KernelContext ctx(*s.prim, absl::MakeSpan(args_.data(), args_.size()), device_,
+                      options_.communicator);
     device_->BeforeKernel(run_token_);
     std::chrono::steady_clock::time_point start;
     if (profile_ != nullptr) start = std::chrono::steady_clock::now();
@@ -720,7 +721,7 @@ class Machine {
       }
       const bool meter = metered() && !prim.def().moves_only;
       if (meter) CollectBuffers(args);
-      KernelContext ctx(prim, absl::MakeSpan(args), device_);
+      KernelContext ctx(prim, absl::MakeSpan(args), device_, options_.communicator);
       device_->BeforeKernel(run_token_);
       absl::StatusOr<Value> out = kernel(ctx);
       if (!out.ok()) return AtNode(out.status(), s.node, &prim);

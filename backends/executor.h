@@ -28,6 +28,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
+#include "backends/communicator.h"
 #include "backends/device.h"
 #include "core/func_graph.h"
 
@@ -65,6 +66,11 @@ struct ExecutorOptions {
   // block, only those read outside the run become tensors. Off: one kernel per
   // application (what the per-application overhead benchmarks measure).
   bool fuse_elementwise = true;
+  // The ranks the collective primitives (all_reduce, ...; ops/collective.h) run
+  // across: an MpiCommunicator (backends/mpi) in a data-parallel job, a
+  // LocalCommunicator in one process; nullptr: collectives fail. Not owned; one
+  // Run at a time may use it.
+  Communicator* communicator = nullptr;
 };
 
 struct ExecutorStats {

@@ -16,18 +16,23 @@
 
 namespace kgrad {
 
+class Communicator;
 class Device;
 
 class KernelContext {
  public:
-  KernelContext(const Primitive& prim, absl::Span<Value> inputs, Device* device)
-      : prim_(prim), inputs_(inputs), device_(device) {}
+  // `communicator`: the ranks the collective primitives run across
+  // (ExecutorOptions::communicator), or nullptr.
+  KernelContext(const Primitive& prim, absl::Span<Value> inputs, Device* device,
+                Communicator* communicator = nullptr)
+      : prim_(prim), inputs_(inputs), device_(device), communicator_(communicator) {}
 
   const Primitive& prim() const { return prim_; }
   size_t num_inputs() const { return inputs_.size(); }
   const Value& input(size_t i) const { return inputs_[i]; }
   Value& mutable_input(size_t i) { return inputs_[i]; }
   Device* device() const { return device_; }
+  Communicator* communicator() const { return communicator_; }
 
   // Input `i` as a tensor (a scalar input is not converted); error otherwise.
   absl::StatusOr<const Tensor*> TensorAt(size_t i) const;
@@ -63,6 +68,7 @@ class KernelContext {
   const Primitive& prim_;
   absl::Span<Value> inputs_;
   Device* device_;
+  Communicator* communicator_;
 };
 
 // Error unless tensors `a` (input i) and `b` (input j) share a dtype.

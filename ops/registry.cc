@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <vector>
 
+#include "ops/collective.h"
 #include "ops/conv.h"
 #include "ops/differentiation.h"
 #include "ops/elementwise.h"
@@ -27,6 +28,7 @@ const PrimitiveRegistry& DefaultRegistry() {
     ops::RegisterNnOps(&defs);
     ops::RegisterConvOps(&defs);
     ops::RegisterDifferentiationOps(&defs);
+    ops::RegisterCollectiveOps(&defs);
     auto r = PrimitiveRegistry::Create(std::move(defs));
     if (!r.ok()) {
       // A broken op table is a build defect, not user input.

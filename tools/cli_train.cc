@@ -11,6 +11,7 @@
 #include "core/status_macros.h"
 #include "tools/cli_args.h"
 #include "tools/cli_common.h"
+#include "tools/cli_data_parallel.h"
 #include "tools/npy.h"
 
 namespace kgrad {
@@ -64,19 +65,14 @@ absl::StatusOr<double> TakeStep(const Module& m, const FuncGraph* g, const Value
   return loss.tensor().ElementAsDouble(0);
 }
 
-absl::Status Train(const ParsedArgs& args, std::ostream& out) {
-  if (args.positional.size() != 1) return absl::InvalidArgumentError("train takes one FILE");
-  KGRAD_ASSIGN_OR_RETURN(int64_t steps, PositiveOption(args, "steps", 100));
-  KGRAD_ASSIGN_OR_RETURN(int64_t every, PositiveOption(args, "print-every", 1));
-  KGRAD_ASSIGN_OR_RETURN(std::unique_ptr<Module> m, LoadModule(args.positional[0]));
-  KGRAD_ASSIGN_OR_RETURN(FuncGraph* g, SelectGraph(*m, args));
-  if (m->weights().empty()) {
+// The weights' starting values: the file's, or --weight overrides.
+absl::StatusOr<WeightMap> StartingWeights(const Module& m, const FuncGraph* g, const ParsedArgs& args) {
+  if (m.weights().empty()) {
     return absl::InvalidArgumentError(absl::StrCat("the model has no weights to train (graph '",
                                                    g->name(), "')"));
   }
-  KGRAD_ASSIGN_OR_RETURN(std::vector<Value> inputs, ReadInputs(g, args));
   KGRAD_ASSIGN_OR_RETURN(WeightMap weights, ReadWeightOverrides(args));
-  for (const auto& w : m->weights()) {
+  for (const auto& w : m.weights()) {
     if (!weights.contains(w->name()) && w->default_value().has_value()) {
       weights[w->name()] = *w->default_value();
     }
@@ -84,7 +80,32 @@ absl::Status Train(const ParsedArgs& args, std::ostream& out) {
       return absl::InvalidArgumentError(absl::StrCat("weight '", w->name(), "' has no value"));
     }
   }
-  KGRAD_ASSIGN_OR_RETURN(std::unique_ptr<Executor> e, Executor::Create(g));
+  return weights;
+}
+
+// One process's training: the whole batch, or (with `comm`) this rank's share
+// of it in a data-parallel job; only rank 0 prints and writes.
+absl::Status Train(const ParsedArgs& args, std::ostream& out) {
+  if (args.positional.size() != 1) return absl::InvalidArgumentError("train takes one FILE");
+  KGRAD_ASSIGN_OR_RETURN(int64_t steps, PositiveOption(args, "steps", 100));
+  KGRAD_ASSIGN_OR_RETURN(int64_t every, PositiveOption(args, "print-every", 1));
+  const bool parallel = args.Has("data-parallel");
+  std::unique_ptr<Communicator> comm;
+  if (parallel) {
+    KGRAD_ASSIGN_OR_RETURN(comm, JoinDataParallel(args, args.positional[0]));
+  }
+  KGRAD_ASSIGN_OR_RETURN(std::unique_ptr<Module> m, LoadModule(args.positional[0], !parallel));
+  KGRAD_ASSIGN_OR_RETURN(FuncGraph* g, SelectGraph(*m, args));
+  KGRAD_ASSIGN_OR_RETURN(WeightMap weights, StartingWeights(*m, g, args));
+  KGRAD_ASSIGN_OR_RETURN(std::vector<Value> inputs, ReadInputs(g, args));
+  ExecutorOptions options;
+  if (parallel) {
+    KGRAD_RETURN_IF_ERROR(MakeStepDataParallel(*m, g, *comm, args, out));
+    KGRAD_ASSIGN_OR_RETURN(inputs, ShardInputs(g, std::move(inputs), *comm, args));
+    options.communicator = comm.get();
+  }
+  const bool speaks = comm == nullptr || comm->rank() == 0;
+  KGRAD_ASSIGN_OR_RETURN(std::unique_ptr<Executor> e, Executor::Create(g, options));
   double first = 0, last = 0;
   for (int64_t step = 1; step <= steps; ++step) {
     KGRAD_ASSIGN_OR_RETURN(Value result, e->Run(inputs, weights));
@@ -94,9 +115,14 @@ absl::Status Train(const ParsedArgs& args, std::ostream& out) {
       return absl::InvalidArgumentError(absl::StrCat("step ", step, ": the loss is ", last,
                                                      " (diverged; try a smaller learning rate)"));
     }
-    if (step % every == 0 || step == 1 || step == steps) out << "step " << step << " loss " << last << "\n";
+    if (speaks && (step % every == 0 || step == 1 || step == steps)) {
+      out << "step " << step << " loss " << last << "\n";
+    }
   }
+  if (parallel) KGRAD_RETURN_IF_ERROR(CheckSameWeights(weights, *comm));
+  if (!speaks) return absl::OkStatus();
   out << "loss " << first << " -> " << last << " in " << steps << " steps\n";
+  if (parallel) out << "weights bit-identical on all " << comm->size() << " ranks\n";
   if (args.Has("output")) {
     for (const auto& [name, t] : weights) {
       KGRAD_RETURN_IF_ERROR(WriteOutputs(Value(t), args.Get("output"), name));
@@ -109,7 +135,10 @@ absl::Status Train(const ParsedArgs& args, std::ostream& out) {
 
 int TrainCommand(const std::vector<std::string>& argv, std::ostream& out, std::ostream& err) {
   absl::StatusOr<ParsedArgs> args =
-      ParseArgs(argv, {"steps", "print-every", "input", "weight", "output", "graph"}, {});
+      ParseArgs(argv,
+                {"steps", "print-every", "input", "weight", "output", "graph", "collective-timeout",
+                 "bucket-mb", "replicated"},
+                {"data-parallel", "gradient-sum"});
   if (!args.ok()) return Fail(args.status(), err);
   absl::Status s = Train(*args, out);
   return s.ok() ? 0 : Fail(s, err);

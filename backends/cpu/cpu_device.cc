@@ -5,6 +5,7 @@
 #include "backends/cpu/cpu_kernels.h"
 #include "backends/cpu/fused_elementwise_kernel.h"
 #include "backends/cpu/parallel.h"
+#include "backends/collective_kernels.h"
 #include "backends/structural_kernels.h"
 
 namespace kgrad {
@@ -54,6 +55,7 @@ const KernelTable& CpuKernels() {
   static const KernelTable* const table = [] {
     auto* t = new KernelTable();
     RegisterStructuralKernels(t);
+    RegisterCollectiveKernels(t);
     cpu::RegisterElementwiseKernels(t);
     cpu::RegisterReduceKernels(t);
     cpu::RegisterShapeKernels(t);

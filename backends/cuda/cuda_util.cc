@@ -127,7 +127,7 @@ absl::StatusOr<Value> CpuFallback(KernelContext& ctx) {
   // Drop our references to the device inputs the executor handed over, so that
   // their memory can be reused while the CPU works.
   for (size_t i = 0; i < ctx.num_inputs(); ++i) ctx.mutable_input(i) = Value();
-  KernelContext cpu_ctx(ctx.prim(), absl::MakeSpan(host), CpuDevice());
+  KernelContext cpu_ctx(ctx.prim(), absl::MakeSpan(host), CpuDevice(), ctx.communicator());
   KGRAD_ASSIGN_OR_RETURN(Value out, cpu(cpu_ctx));
   return ValueToDevice(out, ctx.device());
 }

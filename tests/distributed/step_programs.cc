@@ -1,0 +1,176 @@
+#include "tests/distributed/step_programs.h"
+
+#include <cmath>
+#include <cstring>
+#include <random>
+
+#include "ad/expand_differentiation.h"
+#include "backends/cpu/constant_evaluator.h"
+#include "backends/executor.h"
+#include "core/builder.h"
+#include "core/status_macros.h"
+#include "ops/registry.h"
+
+namespace kgrad {
+namespace testing {
+namespace {
+
+// A tensor of `dtype` whose element i is f(i).
+template <typename F>
+Tensor Make(DType dtype, Shape shape, F f) {
+  Tensor t = Tensor::Create(dtype, shape).value();
+  for (int64_t i = 0; i < t.NumElements(); ++i) {
+    if (dtype == DType::kFloat32) {
+      t.mutable_data<float>()[i] = static_cast<float>(f(i));
+    } else {
+      t.mutable_data<double>()[i] = f(i);
+    }
+  }
+  return t;
+}
+
+// Small deterministic starting weights (no two alike).
+Tensor Init(DType dtype, Shape shape, double phase) {
+  return Make(dtype, shape, [phase](int64_t i) { return 0.5 * std::sin(1.7 * i + phase); });
+}
+
+// The step graph around `loss`: value_and_grad{weights="*"}, then w - 0.5 dw for
+// every weight, returning (loss, new weights).
+FuncGraph* StepAround(Module* m, FuncGraph* loss, DType dtype, Shape x_shape, Shape labels_shape) {
+  GraphBuilder b(m, "step");
+  AnfNode* x = b.Param("x", dtype, x_shape);
+  AnfNode* labels = b.Param("labels", dtype, labels_shape);
+  AnfNode* vg_op = b.Op(PrimId::kValueAndGrad, {b.GraphRef(loss)},
+                        {{"wrt", std::vector<int64_t>{}}, {"weights", std::string("*")}});
+  AnfNode* vg = b.Call(vg_op, {x, labels});
+  AnfNode* grads = b.GetItem(vg, 1);
+  AnfNode* lr = b.Const(Value(Make(dtype, {}, [](int64_t) { return 0.5; })));
+  std::vector<AnfNode*> updated;
+  for (size_t k = 0; k < m->weights().size(); ++k) {
+    AnfNode* w = m->weights()[k].get();
+    updated.push_back(b.Op(PrimId::kSub, {w, b.Op(PrimId::kMul, {lr, b.GetItem(grads, static_cast<int64_t>(k))})}));
+  }
+  return b.Return(b.Tuple({b.GetItem(vg, 0), b.Tuple(updated)})).value();
+}
+
+AnfNode* CrossEntropy(GraphBuilder& b, AnfNode* logits, AnfNode* labels) {
+  return b.Op(PrimId::kReduceMean, {b.Op(PrimId::kSoftmaxCrossEntropy, {logits, labels})});
+}
+
+StepProgram Finish(std::unique_ptr<Module> m, FuncGraph* step) {
+  m->set_constant_evaluator(&CpuConstantEvaluator::Get());
+  m->set_entry(step);
+  return StepProgram{std::move(m), step};
+}
+
+}  // namespace
+
+StepProgram MlpStep(DType dtype, int64_t batch, int64_t hidden) {
+  auto m = std::make_unique<Module>(DefaultRegistry());
+  GraphBuilder b(m.get(), "mlp_loss");
+  AnfNode* x = b.Param("x", dtype, {batch, 4});
+  AnfNode* labels = b.Param("labels", dtype, {batch, 2});
+  AnfNode* w1 = b.Weight("w1", Init(dtype, {4, hidden}, 0.1));
+  AnfNode* b1 = b.Weight("b1", Init(dtype, {hidden}, 0.7));
+  AnfNode* w2 = b.Weight("w2", Init(dtype, {hidden, 2}, 1.3));
+  AnfNode* b2 = b.Weight("b2", Init(dtype, {2}, 2.1));
+  AnfNode* h = b.Op(PrimId::kTanh, {b.Op(PrimId::kAdd, {b.Op(PrimId::kMatMul, {x, w1}), b1})});
+  AnfNode* logits = b.Op(PrimId::kAdd, {b.Op(PrimId::kMatMul, {h, w2}), b2});
+  FuncGraph* loss = b.Return(CrossEntropy(b, logits, labels)).value();
+  FuncGraph* step = StepAround(m.get(), loss, dtype, {batch, 4}, {batch, 2});
+  return Finish(std::move(m), step);
+}
+
+StepProgram CnnStep(DType dtype, int64_t batch) {
+  auto m = std::make_unique<Module>(DefaultRegistry());
+  GraphBuilder b(m.get(), "cnn_loss");
+  AnfNode* x = b.Param("x", dtype, {batch, 1, 6, 6});
+  AnfNode* labels = b.Param("labels", dtype, {batch, 2});
+  AnfNode* k = b.Weight("k", Init(dtype, {3, 1, 3, 3}, 0.3));
+  AnfNode* kb = b.Weight("kb", Init(dtype, {3, 1, 1}, 0.9));
+  AnfNode* w = b.Weight("w", Init(dtype, {3, 2}, 1.9));
+  AnfNode* wb = b.Weight("wb", Init(dtype, {2}, 2.6));
+  AnfNode* conv = b.Op(PrimId::kConv2d, {x, k}, {{"padding", std::vector<int64_t>{1, 1}}});
+  AnfNode* act = b.Op(PrimId::kRelu, {b.Op(PrimId::kAdd, {conv, kb})});
+  AnfNode* pooled = b.Op(PrimId::kReduceMean, {act}, {{"axes", std::vector<int64_t>{2, 3}}});
+  AnfNode* logits = b.Op(PrimId::kAdd, {b.Op(PrimId::kMatMul, {pooled, w}), wb});
+  FuncGraph* loss = b.Return(CrossEntropy(b, logits, labels)).value();
+  FuncGraph* step = StepAround(m.get(), loss, dtype, {batch, 1, 6, 6}, {batch, 2});
+  return Finish(std::move(m), step);
+}
+
+std::vector<Value> StepData(const StepProgram& p, int64_t batch, uint64_t seed) {
+  const AbstractTensor* xt = AsTensor(p.step->parameters()[0]->declared());
+  const DType dtype = xt->dtype();
+  Shape x_shape = xt->shape();
+  x_shape[0] = batch;
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> u(-1.0, 1.0);
+  std::vector<double> xs;
+  int64_t n = 1;
+  for (int64_t d : x_shape) n *= d;
+  for (int64_t i = 0; i < n; ++i) xs.push_back(u(rng));
+  Tensor x = Make(dtype, x_shape, [&](int64_t i) { return xs[i]; });
+  Tensor labels = Make(dtype, {batch, 2}, [&](int64_t i) {
+    const int64_t row = i / 2;
+    return (i % 2) == (xs[row * (n / batch)] > 0 ? 1 : 0) ? 1.0 : 0.0;
+  });
+  return {Value(x), Value(labels)};
+}
+
+std::vector<Value> RowsOf(const std::vector<Value>& inputs, int64_t begin, int64_t end) {
+  std::vector<Value> out;
+  for (const Value& v : inputs) {
+    const Tensor& t = v.tensor();
+    Shape s = t.shape();
+    const size_t row = t.nbytes() / static_cast<size_t>(s[0]);
+    s[0] = end - begin;
+    Tensor r = Tensor::Create(t.dtype(), s).value();
+    std::memcpy(r.raw_data(), static_cast<const char*>(t.raw_data()) + begin * row, r.nbytes());
+    out.push_back(Value(r));
+  }
+  return out;
+}
+
+absl::StatusOr<Trained> Train(StepProgram& p, const std::vector<Value>& inputs, int steps,
+                              Communicator* comm) {
+  KGRAD_RETURN_IF_ERROR(ExpandDifferentiation(*p.module).status());
+  ExecutorOptions options;
+  options.communicator = comm;
+  KGRAD_ASSIGN_OR_RETURN(std::unique_ptr<Executor> e, Executor::Create(p.step, options));
+  Trained t;
+  absl::flat_hash_map<std::string, Tensor> weights;
+  for (const auto& w : p.module->weights()) weights[w->name()] = *w->default_value();
+  for (int s = 0; s < steps; ++s) {
+    KGRAD_ASSIGN_OR_RETURN(Value out, e->Run(inputs, weights));
+    t.losses.push_back(out.tuple()[0].tensor().ElementAsDouble(0));
+    for (size_t k = 0; k < p.module->weights().size(); ++k) {
+      weights[p.module->weights()[k]->name()] = out.tuple()[1].tuple()[k].tensor();
+    }
+  }
+  for (const auto& [name, w] : weights) t.weights[name] = w;
+  return t;
+}
+
+double MaxWeightDiff(const Trained& a, const Trained& b) {
+  double worst = 0;
+  for (const auto& [name, w] : a.weights) {
+    const Tensor& v = b.weights.at(name);
+    for (int64_t i = 0; i < w.NumElements(); ++i) {
+      worst = std::max(worst, std::abs(w.ElementAsDouble(i) - v.ElementAsDouble(i)));
+    }
+  }
+  return worst;
+}
+
+std::string WeightBytes(const Trained& t) {
+  std::string bytes;
+  for (const auto& [name, w] : t.weights) {
+    bytes += name;
+    bytes.append(static_cast<const char*>(w.raw_data()), w.nbytes());
+  }
+  return bytes;
+}
+
+}  // namespace testing
+}  // namespace kgrad
