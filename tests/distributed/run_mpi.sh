@@ -1,12 +1,10 @@
 #!/usr/bin/env bash
 # Runs a program as an N-rank MPI job on this machine: run_mpi.sh N PROGRAM ARGS...
+# (or run_mpi.sh -- MPIRUN_ARGS...: mpirun's own arguments, e.g. two programs).
 # Oversubscribed (more ranks than cores is fine for correctness), as root when
 # the machine runs tests as root; a job that does not end within the limit is
 # killed (the collectives have their own timeouts; this is the outer bound).
 set -euo pipefail
-ranks=$1
-program=$2
-shift 2
 # Bazel's test temporary directory is too deep for the Unix sockets OpenMPI's
 # runtime (PMIx) makes there (108 characters at most): a short one of our own.
 job_tmp=$(mktemp -d /tmp/kgrad-mpi.XXXXXX)
@@ -19,5 +17,12 @@ export OMPI_MCA_btl_vader_single_copy_mechanism=none  # no cross-process memory 
 # each job keeps its segments in its own directory.
 export OMPI_MCA_btl_vader_backing_directory=$job_tmp
 # KGRAD_MPIRUN_FLAGS: more mpirun options (rank_exit_test.sh: --enable-recovery).
-timeout 600 mpirun --allow-run-as-root --oversubscribe --bind-to none ${KGRAD_MPIRUN_FLAGS:-} \
-  -np "$ranks" "$program" "$@"
+mpirun=(timeout 600 mpirun --allow-run-as-root --oversubscribe --bind-to none ${KGRAD_MPIRUN_FLAGS:-})
+if [ "$1" = "--" ]; then
+  shift
+  "${mpirun[@]}" "$@"
+else
+  ranks=$1
+  shift
+  "${mpirun[@]}" -np "$ranks" "$@"
+fi
