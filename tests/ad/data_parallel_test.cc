@@ -12,7 +12,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "ops/registry.h"
-#include "tests/distributed/step_programs.h"
+#include "examples/distributed/step_programs.h"
 #include "tests/testing/graph_test_util.h"
 #include "tests/testing/op_test_util.h"
 
@@ -21,6 +21,12 @@ namespace testing {
 namespace {
 
 using ::testing::HasSubstr;
+using examples::MlpStep;
+using examples::StepData;
+using examples::StepProgram;
+using examples::Train;
+using examples::Trained;
+using examples::WeightBytes;
 
 DataParallelOptions Ranks(int n, int64_t bucket_bytes = 25 << 20) {
   DataParallelOptions o;

@@ -18,7 +18,7 @@
 #include "core/status_macros.h"
 #include "ops/registry.h"
 #include "gtest/gtest.h"
-#include "tests/distributed/step_programs.h"
+#include "examples/distributed/step_programs.h"
 
 namespace kgrad {
 namespace {
@@ -264,63 +264,63 @@ TEST(CollectiveMpi, ForwardModeMatchesFiniteDifferencesAcrossRanks) {
 
 // 20 steps on this rank's share against 20 steps on the whole batch in one
 // process (every rank computes that reference itself).
-void ExpectMatchesOneProcess(testing::StepProgram (*build)(DType, int64_t), DType dtype, double tol,
+void ExpectMatchesOneProcess(examples::StepProgram (*build)(DType, int64_t), DType dtype, double tol,
                              int64_t bucket_bytes) {
   const int64_t batch = 4 * Ranks();
-  testing::StepProgram whole = build(dtype, batch);
-  std::vector<Value> data = testing::StepData(whole, batch, 42);
-  absl::StatusOr<testing::Trained> reference = testing::Train(whole, data, 20, nullptr);
+  examples::StepProgram whole = build(dtype, batch);
+  std::vector<Value> data = examples::StepData(whole, batch, 42);
+  absl::StatusOr<examples::Trained> reference = examples::Train(whole, data, 20, nullptr);
   ASSERT_TRUE(AllRanks(reference.ok())) << reference.status();
 
-  testing::StepProgram mine = build(dtype, batch);
+  examples::StepProgram mine = build(dtype, batch);
   DataParallelOptions o;
   o.ranks = Ranks();
   o.bucket_bytes = bucket_bytes;
   absl::StatusOr<DataParallelReport> r = MakeDataParallel(*mine.module, mine.step, o);
   ASSERT_TRUE(AllRanks(r.ok())) << r.status();
   const int64_t share = batch / Ranks();
-  absl::StatusOr<testing::Trained> trained =
-      testing::Train(mine, testing::RowsOf(data, Rank() * share, (Rank() + 1) * share), 20, &Comm());
+  absl::StatusOr<examples::Trained> trained =
+      examples::Train(mine, examples::RowsOf(data, Rank() * share, (Rank() + 1) * share), 20, &Comm());
   ASSERT_TRUE(AllRanks(trained.ok())) << trained.status();
-  EXPECT_LE(testing::MaxWeightDiff(*trained, *reference), tol);
+  EXPECT_LE(examples::MaxWeightDiff(*trained, *reference), tol);
   for (size_t s = 0; s < reference->losses.size(); ++s) {
     EXPECT_NEAR(trained->losses[s], reference->losses[s], tol) << "step " << s + 1;
   }
   EXPECT_LT(reference->losses.back(), reference->losses.front());  // it trains
-  absl::Status same = Comm().Agree(StableFingerprint(testing::WeightBytes(*trained)), "the weights");
+  absl::Status same = Comm().Agree(StableFingerprint(examples::WeightBytes(*trained)), "the weights");
   EXPECT_TRUE(same.ok()) << same;
 }
 
 TEST(DataParallelMpi, MlpFloat64MatchesOneProcess) {
-  ExpectMatchesOneProcess([](DType d, int64_t b) { return testing::MlpStep(d, b); }, DType::kFloat64,
+  ExpectMatchesOneProcess([](DType d, int64_t b) { return examples::MlpStep(d, b); }, DType::kFloat64,
                           1e-6, 25 << 20);
 }
 
 TEST(DataParallelMpi, MlpFloat32InSmallBucketsMatchesOneProcess) {
   // 40-byte buckets: several all_reduces per step, one per gradient or two.
-  ExpectMatchesOneProcess([](DType d, int64_t b) { return testing::MlpStep(d, b); }, DType::kFloat32,
+  ExpectMatchesOneProcess([](DType d, int64_t b) { return examples::MlpStep(d, b); }, DType::kFloat32,
                           1e-5, 40);
 }
 
 TEST(DataParallelMpi, CnnFloat32MatchesOneProcess) {
-  ExpectMatchesOneProcess(testing::CnnStep, DType::kFloat32, 1e-5, 25 << 20);
+  ExpectMatchesOneProcess([](DType d, int64_t b) { return examples::CnnStep(d, b); }, DType::kFloat32, 1e-5, 25 << 20);
 }
 
 TEST(DataParallelMpi, RanksRunningDifferentModelsFailOnEveryRank) {
   // Rank 0's hidden layer has 6 units, the others' 5: the gradient buckets differ.
-  testing::StepProgram p = testing::MlpStep(DType::kFloat64, 4 * Ranks(), Rank() == 0 ? 6 : 5);
-  std::vector<Value> data = testing::StepData(p, 4, 3);
+  examples::StepProgram p = examples::MlpStep(DType::kFloat64, 4 * Ranks(), {4, Rank() == 0 ? 6 : 5, 2});
+  std::vector<Value> data = examples::StepData(p, 4, 3);
   DataParallelOptions o;
   o.ranks = Ranks();
   ASSERT_TRUE(MakeDataParallel(*p.module, p.step, o).ok());
-  absl::StatusOr<testing::Trained> t = testing::Train(p, data, 1, &Comm());
+  absl::StatusOr<examples::Trained> t = examples::Train(p, data, 1, &Comm());
   ASSERT_FALSE(t.ok());
   EXPECT_NE(t.status().message().find("disagree"), std::string::npos) << t.status();
   EXPECT_NE(t.status().message().find("all_reduce"), std::string::npos) << t.status();
 }
 
 TEST(DataParallelMpi, BatchThatDoesNotDivideFailsOnEveryRank) {
-  testing::StepProgram p = testing::MlpStep(DType::kFloat64, 4 * Ranks() + 1);
+  examples::StepProgram p = examples::MlpStep(DType::kFloat64, 4 * Ranks() + 1);
   DataParallelOptions o;
   o.ranks = Ranks();
   absl::StatusOr<DataParallelReport> r = MakeDataParallel(*p.module, p.step, o);

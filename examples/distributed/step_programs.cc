@@ -1,6 +1,8 @@
-#include "tests/distributed/step_programs.h"
+#include "examples/distributed/step_programs.h"
 
+#include <algorithm>
 #include <cmath>
+#include <string>
 #include <cstring>
 #include <random>
 
@@ -12,7 +14,7 @@
 #include "ops/registry.h"
 
 namespace kgrad {
-namespace testing {
+namespace examples {
 namespace {
 
 // A tensor of `dtype` whose element i is f(i).
@@ -29,14 +31,16 @@ Tensor Make(DType dtype, Shape shape, F f) {
   return t;
 }
 
-// Small deterministic starting weights (no two alike).
-Tensor Init(DType dtype, Shape shape, double phase) {
-  return Make(dtype, shape, [phase](int64_t i) { return 0.5 * std::sin(1.7 * i + phase); });
+// Small deterministic starting weights (no two alike), scaled by 2/sqrt(fan_in).
+Tensor Init(DType dtype, Shape shape, double phase, int64_t fan_in = 4) {
+  const double scale = 1.0 / std::sqrt(static_cast<double>(fan_in));
+  return Make(dtype, shape, [=](int64_t i) { return scale * std::sin(1.7 * i + phase); });
 }
 
 // The step graph around `loss`: value_and_grad{weights="*"}, then w - 0.5 dw for
 // every weight, returning (loss, new weights).
-FuncGraph* StepAround(Module* m, FuncGraph* loss, DType dtype, Shape x_shape, Shape labels_shape) {
+FuncGraph* StepAround(Module* m, FuncGraph* loss, DType dtype, Shape x_shape, Shape labels_shape,
+                      double rate) {
   GraphBuilder b(m, "step");
   AnfNode* x = b.Param("x", dtype, x_shape);
   AnfNode* labels = b.Param("labels", dtype, labels_shape);
@@ -44,7 +48,7 @@ FuncGraph* StepAround(Module* m, FuncGraph* loss, DType dtype, Shape x_shape, Sh
                         {{"wrt", std::vector<int64_t>{}}, {"weights", std::string("*")}});
   AnfNode* vg = b.Call(vg_op, {x, labels});
   AnfNode* grads = b.GetItem(vg, 1);
-  AnfNode* lr = b.Const(Value(Make(dtype, {}, [](int64_t) { return 0.5; })));
+  AnfNode* lr = b.Const(Value(Make(dtype, {}, [rate](int64_t) { return rate; })));
   std::vector<AnfNode*> updated;
   for (size_t k = 0; k < m->weights().size(); ++k) {
     AnfNode* w = m->weights()[k].get();
@@ -65,23 +69,24 @@ StepProgram Finish(std::unique_ptr<Module> m, FuncGraph* step) {
 
 }  // namespace
 
-StepProgram MlpStep(DType dtype, int64_t batch, int64_t hidden) {
+StepProgram MlpStep(DType dtype, int64_t batch, std::vector<int64_t> widths, double lr) {
   auto m = std::make_unique<Module>(DefaultRegistry());
   GraphBuilder b(m.get(), "mlp_loss");
-  AnfNode* x = b.Param("x", dtype, {batch, 4});
-  AnfNode* labels = b.Param("labels", dtype, {batch, 2});
-  AnfNode* w1 = b.Weight("w1", Init(dtype, {4, hidden}, 0.1));
-  AnfNode* b1 = b.Weight("b1", Init(dtype, {hidden}, 0.7));
-  AnfNode* w2 = b.Weight("w2", Init(dtype, {hidden, 2}, 1.3));
-  AnfNode* b2 = b.Weight("b2", Init(dtype, {2}, 2.1));
-  AnfNode* h = b.Op(PrimId::kTanh, {b.Op(PrimId::kAdd, {b.Op(PrimId::kMatMul, {x, w1}), b1})});
-  AnfNode* logits = b.Op(PrimId::kAdd, {b.Op(PrimId::kMatMul, {h, w2}), b2});
-  FuncGraph* loss = b.Return(CrossEntropy(b, logits, labels)).value();
-  FuncGraph* step = StepAround(m.get(), loss, dtype, {batch, 4}, {batch, 2});
+  AnfNode* h = b.Param("x", dtype, {batch, widths.front()});
+  AnfNode* labels = b.Param("labels", dtype, {batch, widths.back()});
+  for (size_t k = 0; k + 1 < widths.size(); ++k) {
+    const std::string n = std::to_string(k + 1);
+    AnfNode* w = b.Weight("w" + n, Init(dtype, {widths[k], widths[k + 1]}, 0.1 + k, widths[k]));
+    AnfNode* bias = b.Weight("b" + n, Init(dtype, {widths[k + 1]}, 0.7 + k, 4));
+    h = b.Op(PrimId::kAdd, {b.Op(PrimId::kMatMul, {h, w}), bias});
+    if (k + 2 < widths.size()) h = b.Op(PrimId::kTanh, {h});
+  }
+  FuncGraph* loss = b.Return(CrossEntropy(b, h, labels)).value();
+  FuncGraph* step = StepAround(m.get(), loss, dtype, {batch, widths.front()}, {batch, widths.back()}, lr);
   return Finish(std::move(m), step);
 }
 
-StepProgram CnnStep(DType dtype, int64_t batch) {
+StepProgram CnnStep(DType dtype, int64_t batch, double lr) {
   auto m = std::make_unique<Module>(DefaultRegistry());
   GraphBuilder b(m.get(), "cnn_loss");
   AnfNode* x = b.Param("x", dtype, {batch, 1, 6, 6});
@@ -95,7 +100,7 @@ StepProgram CnnStep(DType dtype, int64_t batch) {
   AnfNode* pooled = b.Op(PrimId::kReduceMean, {act}, {{"axes", std::vector<int64_t>{2, 3}}});
   AnfNode* logits = b.Op(PrimId::kAdd, {b.Op(PrimId::kMatMul, {pooled, w}), wb});
   FuncGraph* loss = b.Return(CrossEntropy(b, logits, labels)).value();
-  FuncGraph* step = StepAround(m.get(), loss, dtype, {batch, 1, 6, 6}, {batch, 2});
+  FuncGraph* step = StepAround(m.get(), loss, dtype, {batch, 1, 6, 6}, {batch, 2}, lr);
   return Finish(std::move(m), step);
 }
 
@@ -111,9 +116,10 @@ std::vector<Value> StepData(const StepProgram& p, int64_t batch, uint64_t seed) 
   for (int64_t d : x_shape) n *= d;
   for (int64_t i = 0; i < n; ++i) xs.push_back(u(rng));
   Tensor x = Make(dtype, x_shape, [&](int64_t i) { return xs[i]; });
-  Tensor labels = Make(dtype, {batch, 2}, [&](int64_t i) {
-    const int64_t row = i / 2;
-    return (i % 2) == (xs[row * (n / batch)] > 0 ? 1 : 0) ? 1.0 : 0.0;
+  const int64_t classes = AsTensor(p.step->parameters()[1]->declared())->shape()[1];
+  Tensor labels = Make(dtype, {batch, classes}, [&](int64_t i) {
+    const int64_t row = i / classes, hit = static_cast<int64_t>((xs[row * (n / batch)] + 1) / 2 * classes);
+    return i % classes == std::min(hit, classes - 1) ? 1.0 : 0.0;
   });
   return {Value(x), Value(labels)};
 }
@@ -133,7 +139,7 @@ std::vector<Value> RowsOf(const std::vector<Value>& inputs, int64_t begin, int64
 }
 
 absl::StatusOr<Trained> Train(StepProgram& p, const std::vector<Value>& inputs, int steps,
-                              Communicator* comm) {
+                              Communicator* comm, std::vector<Profile>* profiles) {
   KGRAD_RETURN_IF_ERROR(ExpandDifferentiation(*p.module).status());
   ExecutorOptions options;
   options.communicator = comm;
@@ -142,7 +148,9 @@ absl::StatusOr<Trained> Train(StepProgram& p, const std::vector<Value>& inputs, 
   absl::flat_hash_map<std::string, Tensor> weights;
   for (const auto& w : p.module->weights()) weights[w->name()] = *w->default_value();
   for (int s = 0; s < steps; ++s) {
-    KGRAD_ASSIGN_OR_RETURN(Value out, e->Run(inputs, weights));
+    Profile* profile = nullptr;
+    if (profiles != nullptr) profile = &profiles->emplace_back();
+    KGRAD_ASSIGN_OR_RETURN(Value out, e->Run(inputs, weights, profile));
     t.losses.push_back(out.tuple()[0].tensor().ElementAsDouble(0));
     for (size_t k = 0; k < p.module->weights().size(); ++k) {
       weights[p.module->weights()[k]->name()] = out.tuple()[1].tuple()[k].tensor();
@@ -172,5 +180,5 @@ std::string WeightBytes(const Trained& t) {
   return bytes;
 }
 
-}  // namespace testing
+}  // namespace examples
 }  // namespace kgrad
