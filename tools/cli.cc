@@ -69,6 +69,11 @@ commands:
                                 run a training-step graph N times (default 100): it returns
                                 (loss, new weights), one per weight in file order, which the
                                 next step uses; prints the loss, writes the final weights
+      [--data-parallel]         under mpirun: each rank trains on its rows of the batch,
+      [--collective-timeout S]  gradients averaged across ranks by all_reduce in buckets
+      [--bucket-mb M]           of M MB (default 25; --gradient-sum: summed); inputs named
+      [--replicated A,B]        by --replicated go whole to every rank; a collective that
+      [--gradient-sum]          waits longer than S seconds (default 300) fails
   bench FILE [--input NAME=X.npy ...] [--dim NAME=N ...] [--grad] [--jvp] [--repeat N]
       [--warmup N]              time the forward pass (and the training step, the Jvp):
                                 median and spread of N runs (default 10); inputs not

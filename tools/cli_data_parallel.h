@@ -3,7 +3,7 @@
 // share of the batch and trains; the gradients are averaged across ranks by
 // all_reduce over MPI (backends/mpi/mpi_communicator.h).
 //
-//   mpirun -np 4 kgrad train step.pbtxt --data-parallel --steps 20 \
+//   mpirun -np 4 kgrad train step.pbtxt --data-parallel --steps 20
 //       --input x=x.npy --input labels=labels.npy [--collective-timeout S]
 //       [--bucket-mb M] [--replicated NAME,...] [--gradient-sum]
 //

@@ -3,7 +3,7 @@
 //
 //   mpirun -np 4 bazel-bin/examples/distributed/train --model mlp --batch 64 --steps 20
 //   mpirun -np 2 bazel-bin/examples/distributed/train --model cnn --batch 32
-//   mpirun -np 2 bazel-bin/examples/distributed/train --model mlp --widths 784,1024,1024,10 \
+//   mpirun -np 2 bazel-bin/examples/distributed/train --model mlp --widths 784,1024,1024,10
 //       --batch 128 --steps 30 --timing
 //
 // Each rank builds the same step graph for the global batch, makes it
