@@ -59,6 +59,24 @@ absl::StatusOr<int> IntCount(int64_t n) {
   return static_cast<int>(n);
 }
 
+// An arithmetic collective's MPI arguments.
+struct MpiArithmetic {
+  MPI_Datatype type;
+  int count;
+};
+absl::StatusOr<MpiArithmetic> ArithmeticArgs(DType dtype, int64_t count) {
+  absl::StatusOr<MPI_Datatype> type = Arithmetic(dtype);
+  if (!type.ok()) return type.status();
+  absl::StatusOr<int> n = IntCount(count);
+  if (!n.ok()) return n.status();
+  return MpiArithmetic{*type, *n};
+}
+
+absl::Status CheckRoot(int root, int size) {
+  if (root >= 0 && root < size) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat("root ", root, " is not a rank of ", size));
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<MpiCommunicator>> MpiCommunicator::Create(MpiOptions options) {
@@ -139,6 +157,7 @@ absl::Status Wait(MPI_Request* request, double timeout_seconds, absl::string_vie
 }  // namespace
 
 absl::Status MpiCommunicator::Guarded(absl::FunctionRef<absl::Status()> body) {
+  absl::MutexLock lock(&mu_);
   if (!impl_->broken.ok()) {
     return absl::FailedPreconditionError(
         absl::StrCat(name(), " is broken by an earlier failure: ", impl_->broken.message()));
@@ -161,11 +180,10 @@ absl::Status PostAndWait(int rc, MPI_Request* request, double timeout, absl::str
 
 absl::Status MpiCommunicator::AllReduce(const void* in, void* out, int64_t count, DType dtype,
                                         ReduceOp op) {
-  absl::StatusOr<MPI_Datatype> type = Arithmetic(dtype);
-  if (!type.ok()) return type.status();
-  absl::StatusOr<int> n = IntCount(count);
-  if (!n.ok()) return n.status();
-  absl::MutexLock lock(&mu_);
+  absl::StatusOr<MpiArithmetic> a = ArithmeticArgs(dtype, count);
+  if (!a.ok()) return a.status();
+  const MPI_Datatype* type = &a->type;
+  const int* n = &a->count;
   const double t = options_.timeout_seconds;
   return Guarded([&] {
     MPI_Request r;
@@ -198,7 +216,6 @@ absl::Status MpiCommunicator::AllReduce(const void* in, void* out, int64_t count
 absl::Status MpiCommunicator::AllGather(const void* in, void* out, int64_t bytes) {
   absl::StatusOr<int> n = IntCount(bytes);
   if (!n.ok()) return n.status();
-  absl::MutexLock lock(&mu_);
   return Guarded([&] {
     MPI_Request r;
     return PostAndWait(MPI_Iallgather(in, *n, MPI_BYTE, out, *n, MPI_BYTE, impl_->comm, &r), &r,
@@ -208,15 +225,12 @@ absl::Status MpiCommunicator::AllGather(const void* in, void* out, int64_t bytes
 
 absl::Status MpiCommunicator::ReduceScatter(const void* in, void* out, int64_t count,
                                             DType dtype) {
-  absl::StatusOr<MPI_Datatype> type = Arithmetic(dtype);
-  if (!type.ok()) return type.status();
-  absl::StatusOr<int> n = IntCount(count);
-  if (!n.ok()) return n.status();
-  absl::MutexLock lock(&mu_);
+  absl::StatusOr<MpiArithmetic> a = ArithmeticArgs(dtype, count);
+  if (!a.ok()) return a.status();
   return Guarded([&] {
     MPI_Request r;
     return PostAndWait(
-        MPI_Ireduce_scatter_block(in, out, *n, *type, MPI_SUM, impl_->comm, &r), &r,
+        MPI_Ireduce_scatter_block(in, out, a->count, a->type, MPI_SUM, impl_->comm, &r), &r,
         options_.timeout_seconds, "reduce_scatter");
   });
 }
@@ -224,10 +238,7 @@ absl::Status MpiCommunicator::ReduceScatter(const void* in, void* out, int64_t c
 absl::Status MpiCommunicator::Broadcast(void* buf, int64_t bytes, int root) {
   absl::StatusOr<int> n = IntCount(bytes);
   if (!n.ok()) return n.status();
-  if (root < 0 || root >= size_) {
-    return absl::InvalidArgumentError(absl::StrCat("root ", root, " is not a rank of ", size_));
-  }
-  absl::MutexLock lock(&mu_);
+  if (absl::Status s = CheckRoot(root, size_); !s.ok()) return s;
   return Guarded([&] {
     MPI_Request r;
     return PostAndWait(MPI_Ibcast(buf, *n, MPI_BYTE, root, impl_->comm, &r), &r,
@@ -237,17 +248,12 @@ absl::Status MpiCommunicator::Broadcast(void* buf, int64_t bytes, int root) {
 
 absl::Status MpiCommunicator::Reduce(const void* in, void* out, int64_t count, DType dtype,
                                      int root) {
-  absl::StatusOr<MPI_Datatype> type = Arithmetic(dtype);
-  if (!type.ok()) return type.status();
-  absl::StatusOr<int> n = IntCount(count);
-  if (!n.ok()) return n.status();
-  if (root < 0 || root >= size_) {
-    return absl::InvalidArgumentError(absl::StrCat("root ", root, " is not a rank of ", size_));
-  }
-  absl::MutexLock lock(&mu_);
+  absl::StatusOr<MpiArithmetic> a = ArithmeticArgs(dtype, count);
+  if (!a.ok()) return a.status();
+  if (absl::Status s = CheckRoot(root, size_); !s.ok()) return s;
   return Guarded([&] {
     MPI_Request r;
-    return PostAndWait(MPI_Ireduce(in, out, *n, *type, MPI_SUM, root, impl_->comm, &r), &r,
+    return PostAndWait(MPI_Ireduce(in, out, a->count, a->type, MPI_SUM, root, impl_->comm, &r), &r,
                          options_.timeout_seconds, "reduce_to");
   });
 }
@@ -255,15 +261,11 @@ absl::Status MpiCommunicator::Reduce(const void* in, void* out, int64_t count, D
 absl::Status MpiCommunicator::Agree(uint64_t value, absl::string_view what) {
   uint64_t mine[2] = {value, ~value};
   uint64_t most[2] = {0, 0};
-  absl::Status s;
-  {
-    absl::MutexLock lock(&mu_);
-    s = Guarded([&] {
-      MPI_Request r;
-      return PostAndWait(MPI_Iallreduce(mine, most, 2, MPI_UINT64_T, MPI_MAX, impl_->comm, &r), &r,
-                         options_.timeout_seconds, "agreement");
-    });
-  }
+  absl::Status s = Guarded([&] {
+    MPI_Request r;
+    return PostAndWait(MPI_Iallreduce(mine, most, 2, MPI_UINT64_T, MPI_MAX, impl_->comm, &r), &r,
+                       options_.timeout_seconds, "agreement");
+  });
   if (!s.ok()) return s;
   // Equal everywhere iff the largest value and the largest complement are ours
   // (then the smallest value is ours too); otherwise every rank sees a difference.

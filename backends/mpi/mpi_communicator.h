@@ -53,7 +53,7 @@ class MpiCommunicator : public Communicator {
  private:
   struct Impl;
   MpiCommunicator(std::unique_ptr<Impl> impl, MpiOptions options, int rank, int size);
-  // Runs one collective's MPI calls (under mu_): fails at once on a broken
+  // Runs one collective's MPI calls under mu_: fails at once on a broken
   // communicator; a failure breaks it.
   absl::Status Guarded(absl::FunctionRef<absl::Status()> body);
 
