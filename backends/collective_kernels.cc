@@ -4,6 +4,7 @@
 #include "backends/collectives.h"
 #include "backends/communicator.h"
 #include "core/status_macros.h"
+#include "ops/collective.h"
 
 namespace kgrad {
 namespace {
@@ -25,9 +26,8 @@ absl::StatusOr<Value> CollectiveKernel(KernelContext& ctx) {
 }  // namespace
 
 void RegisterCollectiveKernels(KernelTable* table) {
-  for (PrimId id : {PrimId::kAllReduce, PrimId::kAllGather, PrimId::kReduceScatter,
-                    PrimId::kBroadcast, PrimId::kReduceTo}) {
-    table->Set(id, CollectiveKernel);
+  for (int i = 0; i < kNumPrimIds; ++i) {
+    if (ops::IsCollective(static_cast<PrimId>(i))) table->Set(static_cast<PrimId>(i), CollectiveKernel);
   }
 }
 

@@ -12,6 +12,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "backends/cpu/cpu_device.h"
+#include "backends/argument_checks.h"
+#include "backends/collective_worker.h"
 #include "backends/fused_step.h"
 #include "backends/fusion_planner.h"
 #include "backends/run_order.h"
@@ -19,6 +21,7 @@
 #include "core/manager.h"
 #include "core/module.h"
 #include "core/status_macros.h"
+#include "ops/collective.h"
 #include "core/value_walk.h"
 
 namespace kgrad {
@@ -45,6 +48,8 @@ struct Step {
   std::shared_ptr<const FusedGroup> fused;  // kFused
   std::vector<int32_t> outs;                // kFused: one slot per program output
   bool tail = false;
+  bool async = false;  // a collective handed to the CollectiveWorker
+  bool waits = false;  // reads a slot an async collective writes
 };
 
 absl::Status AtNode(const absl::Status& s, const CNode* node, const Primitive* prim) {
@@ -72,9 +77,10 @@ namespace {
 class PlanCompiler {
  public:
   PlanCompiler(FuncGraph* g, Device* device, Manager& manager,
-               const absl::flat_hash_map<const Parameter*, int>& weight_index, bool fuse)
+               const absl::flat_hash_map<const Parameter*, int>& weight_index, bool fuse,
+               bool overlap)
       : g_(g), device_(device), manager_(manager), weight_index_(weight_index),
-        fuse_(fuse && device->fused_elementwise() != nullptr) {}
+        fuse_(fuse && device->fused_elementwise() != nullptr), overlap_(overlap) {}
 
   absl::StatusOr<std::unique_ptr<Plan>> Compile() {
     plan_ = std::make_unique<Plan>();
@@ -87,12 +93,19 @@ class PlanCompiler {
       plan_->fvs.push_back(fv);
       slot_[fv] = NewSlot();
     }
-    KGRAD_RETURN_IF_ERROR(CompileNodes(RunOrder(g_, info), !MakesClosures(g_, info)));
+    const bool closures = MakesClosures(g_, info);
+    std::vector<CNode*> order = RunOrder(g_, info);
+    // Overlapped collectives want their own order (fused runs then only group
+    // what is adjacent in it).
+    const bool collectives_first = overlap_ && !closures;
+    if (collectives_first) order = CollectivesEarly(order);
+    KGRAD_RETURN_IF_ERROR(CompileNodes(order, !closures && !collectives_first));
     if (g_->output() == nullptr) {
       return absl::FailedPreconditionError(absl::StrCat("graph '", g_->name(), "' has no output"));
     }
     KGRAD_ASSIGN_OR_RETURN(plan_->output, OperandOf(g_->output(), nullptr));
     MarkTailCall();
+    MarkWaits();
     ComputeLiveness();
     plan_->num_slots = next_slot_;
     return std::move(plan_);
@@ -163,6 +176,7 @@ class PlanCompiler {
       }
       step.kind = Step::Kind::kKernel;
       step.prim = prim;
+      step.async = overlap_ && ops::IsCollective(prim->id());
       step.kernel = device_->kernel(prim->id());
       if (step.kernel == nullptr) {
         return absl::UnimplementedError(absl::StrCat(c->Location(), ": no ", device_->name(),
@@ -242,6 +256,18 @@ class PlanCompiler {
     return Operand{OperandKind::kSlot, step.out};
   }
 
+  // Steps that read what an async collective writes wait for the collectives
+  // in flight first.
+  void MarkWaits() {
+    absl::flat_hash_set<int32_t> async_slots;
+    for (Step& s : plan_->steps) {
+      for (const Operand& op : s.inputs) {
+        if (op.kind == OperandKind::kSlot && async_slots.contains(op.index)) s.waits = true;
+      }
+      if (s.async) async_slots.insert(s.out);
+    }
+  }
+
   void MarkTailCall() {
     if (plan_->steps.empty()) return;
     Step& last = plan_->steps.back();
@@ -299,6 +325,7 @@ class PlanCompiler {
   Manager& manager_;
   const absl::flat_hash_map<const Parameter*, int>& weight_index_;
   const bool fuse_;
+  const bool overlap_;
   std::unique_ptr<Plan> plan_;
   absl::flat_hash_map<const AnfNode*, int32_t> slot_;
   absl::flat_hash_map<const FuncGraph*, int32_t> closure_slot_;
@@ -363,12 +390,17 @@ absl::Status Executor::Compile() {
     weight_values_.push_back(Value(std::move(t)));
   }
   Manager& manager = module->manager();
+  // Collectives run on a worker thread, overlapping the steps that do not read
+  // them, when there is a communicator (host tensors: the CPU).
+  const bool overlap = options_.communicator != nullptr && options_.overlap_collectives &&
+                       device_->type() == DeviceType::kCpu;
   for (FuncGraph* g : manager.Reachable({entry_})) {
-    PlanCompiler compiler(g, device_, manager, weight_index_, options_.fuse_elementwise);
+    PlanCompiler compiler(g, device_, manager, weight_index_, options_.fuse_elementwise, overlap);
     KGRAD_ASSIGN_OR_RETURN(std::unique_ptr<Plan> plan, compiler.Compile());
     stats_.steps += static_cast<int>(plan->steps.size());
     for (const Step& s : plan->steps) {
       if (s.kind == Step::Kind::kFused) stats_.fused += static_cast<int>(s.fused->nodes.size());
+      if (s.async && worker_ == nullptr) worker_ = std::make_unique<CollectiveWorker>(options_.communicator);
     }
     plans_[g] = std::move(plan);
   }
@@ -417,63 +449,6 @@ absl::Status Executor::CheckSignature(const std::vector<Value>& args) const {
   return absl::OkStatus();
 }
 
-namespace {
-
-absl::Status CheckArgument(const Parameter* p, const Value& v, const FuncGraph* g) {
-  const AbstractTensor* want = AsTensor(p->declared());
-  if (want == nullptr) return absl::OkStatus();
-  if (!v.is_tensor()) {
-    return absl::InvalidArgumentError(absl::StrCat("graph '", g->name(), "', input '",
-                                                   p->DebugName(), "' must be ", want->ToString(),
-                                                   ", got ", v.TypeString()));
-  }
-  const Tensor& t = v.tensor();
-  bool ok = t.dtype() == want->dtype() && t.rank() == want->rank();
-  for (int i = 0; ok && i < t.rank(); ++i) {
-    ok = want->shape()[i] < 0 || want->shape()[i] == t.dim(i);
-  }
-  if (!ok) {
-    return absl::InvalidArgumentError(absl::StrCat("graph '", g->name(), "', input '",
-                                                   p->DebugName(), "' must be ", want->ToString(),
-                                                   ", got ", t.TypeString()));
-  }
-  return absl::OkStatus();
-}
-
-// Every dim symbol of the declared input types takes one size per run: the first
-// input that carries it fixes it, and an input that disagrees is refused, named
-// with the input that fixed the symbol.
-absl::Status CheckSymbols(const std::vector<Parameter*>& params, const std::vector<Value>& args,
-                          const FuncGraph* g) {
-  struct Binding {
-    int64_t symbol, size;
-    size_t param;
-    int dim;
-  };
-  absl::InlinedVector<Binding, 4> seen;
-  for (size_t p = 0; p < params.size(); ++p) {
-    const AbstractTensor* want = AsTensor(params[p]->declared());
-    if (want == nullptr || !args[p].is_tensor()) continue;
-    for (int i = 0; i < want->rank(); ++i) {
-      const int64_t sym = want->shape()[i];
-      if (!IsSymbolDim(sym)) continue;
-      const int64_t size = args[p].tensor().dim(i);
-      auto it = std::find_if(seen.begin(), seen.end(), [&](const Binding& b) { return b.symbol == sym; });
-      if (it == seen.end()) {
-        seen.push_back({sym, size, p, i});
-      } else if (it->size != size) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "graph '", g->name(), "': inputs '", params[it->param]->DebugName(), "' (dim ", it->dim,
-            " = ", it->size, ") and '", params[p]->DebugName(), "' (dim ", i, " = ", size,
-            ") must agree on the size '", DimToString(sym), "'"));
-      }
-    }
-  }
-  return absl::OkStatus();
-}
-
-}  // namespace
-
 absl::StatusOr<Value> Executor::Run(std::vector<Value> args,
                                     const absl::flat_hash_map<std::string, Tensor>& weights,
                                     Profile* profile) const {
@@ -520,9 +495,10 @@ class Machine {
  public:
   Machine(const absl::flat_hash_map<const FuncGraph*, std::unique_ptr<Plan>>& plans,
           std::vector<Value> weights, Device* device, const ExecutorOptions& options,
-          Profile* profile, int run_token)
+          Profile* profile, int run_token, CollectiveWorker* worker)
       : plans_(plans), weights_(std::move(weights)), device_(device), options_(options),
-        max_depth_(options.max_call_depth), profile_(profile), run_token_(run_token) {}
+        max_depth_(options.max_call_depth), profile_(profile), run_token_(run_token),
+        worker_(worker) {}
 
   absl::StatusOr<Value> Run(const Plan* entry, std::vector<Value> args) {
     KGRAD_RETURN_IF_ERROR(Push(entry, std::move(args), {}, nullptr));
@@ -534,6 +510,10 @@ class Machine {
     while (true) {
       KGRAD_RETURN_IF_ERROR(CheckDeadline());
       Frame& f = stack_.back();
+      if (!pending_.empty() && (f.pc >= f.plan->steps.size() || f.plan->steps[f.pc].waits ||
+                                f.plan->steps[f.pc].kind == Step::Kind::kCall)) {
+        KGRAD_RETURN_IF_ERROR(ResolvePending());
+      }
       if (f.pc >= f.plan->steps.size()) {
         Value result = Read(f, f.plan->output, true);
         stack_.pop_back();
@@ -601,6 +581,14 @@ class Machine {
 
   absl::Status RunKernel(Frame& f, const Step& s) {
     Gather(f, s, 0, &args_);
+    if (s.async && args_[0].is_tensor()) {
+      // Runs on the worker's thread while the next steps run; a step that
+      // reads the result waits for it (ResolvePending).
+      pending_.Add({stack_.size() - 1, s.out, s.node, s.prim, worker_->Submit(*s.prim, args_[0].tensor())});
+      args_.clear();
+      Finish(f, s);
+      return absl::OkStatus();
+    }
     const bool meter = metered() && !s.prim->def().moves_only;
     if (meter) CollectBuffers(args_);
     KernelContext ctx(*s.prim, absl::MakeSpan(args_.data(), args_.size()), device_,
@@ -651,6 +639,22 @@ class Machine {
     args_.clear();
     Finish(f, s);
     return absl::OkStatus();
+  }
+
+  absl::Status ResolvePending() {
+    double* waited = profile_ != nullptr ? &profile_->by_primitive["collective wait"].ms : nullptr;
+    return pending_.Resolve(
+        [this](const PendingCollectives::Entry& e, absl::StatusOr<Tensor> r) -> absl::Status {
+          if (!r.ok()) return AtNode(r.status(), e.node, e.prim);
+          Value v(*std::move(r));
+          if (metered()) {
+            input_buffers_.clear();
+            if (absl::Status s = Charge(v); !s.ok()) return AtNode(s, e.node, e.prim);
+          }
+          stack_[e.frame].slots[e.slot] = std::move(v);
+          return absl::OkStatus();
+        },
+        waited);
   }
 
   // Allocation metering (ExecutorOptions::max_run_bytes): an output tensor is new
@@ -809,6 +813,8 @@ class Machine {
   absl::InlinedVector<Value, 6> args_;
   Profile* profile_;
   int run_token_;  // from Device::BeginRun
+  CollectiveWorker* worker_;  // null unless collectives overlap (ExecutorOptions)
+  PendingCollectives pending_;
 };
 
 }  // namespace
@@ -816,7 +822,7 @@ class Machine {
 absl::StatusOr<Value> Executor::Execute(std::vector<Value> args, std::vector<Value> weights,
                                         Profile* profile) const {
   const int token = device_->BeginRun();
-  Machine m(plans_, std::move(weights), device_, options_, profile, token);
+  Machine m(plans_, std::move(weights), device_, options_, profile, token, worker_.get());
   absl::StatusOr<Value> out = m.Run(plans_.at(entry_).get(), std::move(args));
   device_->EndRun(token);
   return out;

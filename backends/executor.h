@@ -71,6 +71,11 @@ struct ExecutorOptions {
   // LocalCommunicator in one process; nullptr: collectives fail. Not owned; one
   // Run at a time may use it.
   Communicator* communicator = nullptr;
+  // With a communicator, collectives run on a thread of their own while the
+  // steps that do not read their results go on (backends/collective_worker.h),
+  // and the run order starts them as early as it can. Off: each collective runs
+  // where the run order puts it and the run waits for it there.
+  bool overlap_collectives = true;
 };
 
 struct ExecutorStats {
@@ -81,6 +86,7 @@ struct ExecutorStats {
 };
 
 class Plan;
+class CollectiveWorker;
 
 // Time spent per primitive in one run (when asked for).
 struct Profile {
@@ -127,6 +133,7 @@ class Executor {
   std::vector<Value> weight_values_;              // on the device
   absl::flat_hash_map<const Parameter*, int> weight_index_;
   ExecutorStats stats_;
+  std::unique_ptr<CollectiveWorker> worker_;  // with overlapped collectives
   bool types_checked_ = false;  // checked in Create for the declared types
   struct SignatureCache;
   std::unique_ptr<SignatureCache> signatures_;

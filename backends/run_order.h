@@ -30,6 +30,14 @@ std::vector<CNode*> RunOrder(FuncGraph* g, const GraphInfo& info);
 // order may not move applications past them.
 bool MakesClosures(const FuncGraph* g, const GraphInfo& info);
 
+// `order` re-sorted so that collectives (ops/collective.h) start as early and
+// their results are read as late as dependencies allow: a topological sort that
+// prefers collectives and what only feeds them (a gradient and its bucket), then
+// the rest in `order`'s order, and leaves what reads a collective's result for
+// when nothing else is ready. `order` itself when it has no collective. Not for
+// graphs that make closures (their captures are not edges).
+std::vector<CNode*> CollectivesEarly(const std::vector<CNode*>& order);
+
 }  // namespace kgrad
 
 #endif  // KGRAD_BACKENDS_RUN_ORDER_H_

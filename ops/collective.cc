@@ -11,6 +11,11 @@
 namespace kgrad {
 namespace ops {
 
+bool IsCollective(PrimId id) {
+  return id == PrimId::kAllReduce || id == PrimId::kAllGather || id == PrimId::kReduceScatter ||
+         id == PrimId::kBroadcast || id == PrimId::kReduceTo;
+}
+
 absl::StatusOr<CollectiveReduce> ParseCollectiveReduce(const Primitive& p) {
   const std::string& op = p.GetString("op");
   if (op == "sum") return CollectiveReduce::kSum;

@@ -34,6 +34,9 @@ namespace ops {
 
 void RegisterCollectiveOps(std::vector<PrimitiveDef>* defs);
 
+// Whether `id` is one of the collectives above.
+bool IsCollective(PrimId id);
+
 enum class CollectiveReduce { kSum, kMean, kMax, kMin };
 
 // all_reduce's `op` attribute ("sum", "mean", "max" or "min").

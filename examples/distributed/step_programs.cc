@@ -1,6 +1,7 @@
 #include "examples/distributed/step_programs.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <string>
 #include <cstring>
@@ -139,10 +140,11 @@ std::vector<Value> RowsOf(const std::vector<Value>& inputs, int64_t begin, int64
 }
 
 absl::StatusOr<Trained> Train(StepProgram& p, const std::vector<Value>& inputs, int steps,
-                              Communicator* comm, std::vector<Profile>* profiles) {
+                              Communicator* comm, std::vector<Profile>* profiles, bool overlap) {
   KGRAD_RETURN_IF_ERROR(ExpandDifferentiation(*p.module).status());
   ExecutorOptions options;
   options.communicator = comm;
+  options.overlap_collectives = overlap;
   KGRAD_ASSIGN_OR_RETURN(std::unique_ptr<Executor> e, Executor::Create(p.step, options));
   Trained t;
   absl::flat_hash_map<std::string, Tensor> weights;
@@ -150,7 +152,10 @@ absl::StatusOr<Trained> Train(StepProgram& p, const std::vector<Value>& inputs, 
   for (int s = 0; s < steps; ++s) {
     Profile* profile = nullptr;
     if (profiles != nullptr) profile = &profiles->emplace_back();
+    const auto start = std::chrono::steady_clock::now();
     KGRAD_ASSIGN_OR_RETURN(Value out, e->Run(inputs, weights, profile));
+    t.step_ms.push_back(
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
     t.losses.push_back(out.tuple()[0].tensor().ElementAsDouble(0));
     for (size_t k = 0; k < p.module->weights().size(); ++k) {
       weights[p.module->weights()[k]->name()] = out.tuple()[1].tuple()[k].tensor();

@@ -41,12 +41,14 @@ std::vector<Value> RowsOf(const std::vector<Value>& inputs, int64_t begin, int64
 struct Trained {
   std::map<std::string, Tensor> weights;  // by name
   std::vector<double> losses;
+  std::vector<double> step_ms;  // wall-clock time of each step
 };
 // `steps` steps of `p` (differentiation expanded here) on `inputs`, with
-// `comm` as the executor's communicator; per-step profiles into `profiles`
-// when given.
+// `comm` as the executor's communicator (collectives overlapped unless
+// `overlap` is false); per-step profiles into `profiles` when given.
 absl::StatusOr<Trained> Train(StepProgram& p, const std::vector<Value>& inputs, int steps,
-                              Communicator* comm, std::vector<Profile>* profiles = nullptr);
+                              Communicator* comm, std::vector<Profile>* profiles = nullptr,
+                              bool overlap = true);
 
 // The largest |a - b| over all weights.
 double MaxWeightDiff(const Trained& a, const Trained& b);

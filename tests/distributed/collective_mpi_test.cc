@@ -265,7 +265,7 @@ TEST(CollectiveMpi, ForwardModeMatchesFiniteDifferencesAcrossRanks) {
 // 20 steps on this rank's share against 20 steps on the whole batch in one
 // process (every rank computes that reference itself).
 void ExpectMatchesOneProcess(examples::StepProgram (*build)(DType, int64_t), DType dtype, double tol,
-                             int64_t bucket_bytes) {
+                             int64_t bucket_bytes, bool overlap = true) {
   const int64_t batch = 4 * Ranks();
   examples::StepProgram whole = build(dtype, batch);
   std::vector<Value> data = examples::StepData(whole, batch, 42);
@@ -280,7 +280,8 @@ void ExpectMatchesOneProcess(examples::StepProgram (*build)(DType, int64_t), DTy
   ASSERT_TRUE(AllRanks(r.ok())) << r.status();
   const int64_t share = batch / Ranks();
   absl::StatusOr<examples::Trained> trained =
-      examples::Train(mine, examples::RowsOf(data, Rank() * share, (Rank() + 1) * share), 20, &Comm());
+      examples::Train(mine, examples::RowsOf(data, Rank() * share, (Rank() + 1) * share), 20, &Comm(),
+                      nullptr, overlap);
   ASSERT_TRUE(AllRanks(trained.ok())) << trained.status();
   EXPECT_LE(examples::MaxWeightDiff(*trained, *reference), tol);
   for (size_t s = 0; s < reference->losses.size(); ++s) {
@@ -300,6 +301,12 @@ TEST(DataParallelMpi, MlpFloat32InSmallBucketsMatchesOneProcess) {
   // 40-byte buckets: several all_reduces per step, one per gradient or two.
   ExpectMatchesOneProcess([](DType d, int64_t b) { return examples::MlpStep(d, b); }, DType::kFloat32,
                           1e-5, 40);
+}
+
+TEST(DataParallelMpi, MlpWithoutOverlapMatchesOneProcess) {
+  // Each all_reduce where the run order puts it, the run waiting for it there.
+  ExpectMatchesOneProcess([](DType d, int64_t b) { return examples::MlpStep(d, b); }, DType::kFloat64,
+                          1e-6, 40, /*overlap=*/false);
 }
 
 TEST(DataParallelMpi, CnnFloat32MatchesOneProcess) {
