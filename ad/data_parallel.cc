@@ -60,14 +60,40 @@ absl::StatusOr<int64_t> ShardEntry(FuncGraph* step, const DataParallelOptions& o
   return batch;
 }
 
-// Parameters of other reachable graphs declared with the full batch.
-void ShardInner(const std::vector<FuncGraph*>& graphs, FuncGraph* step, int64_t batch, int ranks) {
-  if (batch < 0) return;
-  for (FuncGraph* g : graphs) {
-    if (g == step) continue;
-    for (Parameter* p : g->parameters()) {
-      const AbstractTensor* t = AsTensor(p->declared());
-      if (t != nullptr && !t->shape().empty() && t->shape()[0] == batch) SetRows(p, *t, batch / ranks);
+// The graph a call's arguments go to, positionally: a graph constant called
+// directly, or the operand of grad / value_and_grad (which call it with the
+// same arguments); nullptr otherwise.
+FuncGraph* ArgumentsGoTo(const CNode* c) {
+  const AnfNode* callee = c->input(0);
+  if (FuncGraph* g = GraphOf(callee); g != nullptr) return g;
+  const CNode* op = callee->is_cnode() ? callee->AsCNode() : nullptr;
+  if (op == nullptr || op->primitive() == nullptr || op->size() < 2) return nullptr;
+  const PrimId id = op->primitive()->id();
+  if (id != PrimId::kGrad && id != PrimId::kValueAndGrad) return nullptr;
+  return GraphOf(op->input(1));
+}
+
+// Parameters of other reachable graphs that receive a batch (followed through
+// calls until nothing changes) and are declared with the full batch: 1/N of it.
+void ShardInner(Module& m, const std::vector<FuncGraph*>& graphs, int64_t batch, int ranks,
+                absl::flat_hash_set<const AnfNode*>* batches) {
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (FuncGraph* g : graphs) {
+      for (CNode* c : m.manager().Info(g).order) {
+        FuncGraph* callee = ArgumentsGoTo(c);
+        if (callee == nullptr) continue;
+        const auto& params = callee->parameters();
+        for (size_t i = 0; i < c->num_args() && i < params.size(); ++i) {
+          if (!batches->contains(c->arg(i)) || batches->contains(params[i])) continue;
+          batches->insert(params[i]);
+          changed = true;
+          const AbstractTensor* t = AsTensor(params[i]->declared());
+          if (batch >= 0 && t != nullptr && !t->shape().empty() && t->shape()[0] == batch) {
+            SetRows(params[i], *t, batch / ranks);
+          }
+        }
+      }
     }
   }
 }
@@ -317,7 +343,7 @@ absl::StatusOr<DataParallelReport> MakeDataParallel(Module& module, FuncGraph* s
   absl::flat_hash_set<const AnfNode*> batches;
   KGRAD_ASSIGN_OR_RETURN(int64_t batch, ShardEntry(step, options, &batches));
   std::vector<FuncGraph*> graphs = module.manager().Reachable({step});
-  ShardInner(graphs, step, batch, options.ranks);
+  ShardInner(module, graphs, batch, options.ranks, &batches);
   KGRAD_ASSIGN_OR_RETURN(std::vector<Call> calls, FindDifferentiations(module, graphs));
   if (calls.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(

@@ -3,9 +3,11 @@
 // every rank of an N-rank job runs on its share of the batch.
 //
 //   - Each batch input (an entry parameter not listed as replicated) is declared
-//     with 1/N of its rows; so is any parameter of a reachable graph declared with
-//     the full batch as its leading dim (the loss graph the step differentiates).
-//     A batch that does not divide by N is an error naming the parameter.
+//     with 1/N of its rows; so is each parameter of a reachable graph that
+//     receives a batch (through a call, or grad / value_and_grad of the graph)
+//     and is declared with the full batch as its leading dim (the loss graph the
+//     step differentiates). A batch that does not divide by N is an error naming
+//     the parameter.
 //   - Every gradient a grad/value_and_grad application returns is combined across
 //     ranks with all_reduce (mean by default: a loss that averages over the batch
 //     has the full batch's gradient as the mean of the shards'), in buckets of

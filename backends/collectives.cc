@@ -117,7 +117,7 @@ uint64_t StableFingerprint(absl::string_view bytes) {
   return h;
 }
 
-absl::StatusOr<Tensor> RunCollective(const Primitive& p, const Tensor& x, Communicator& comm) {
+absl::StatusOr<Shape> PrepareCollective(const Primitive& p, const Tensor& x, Communicator& comm) {
   KGRAD_RETURN_IF_ERROR(ops::CheckCollectiveRanks(p, comm.size()));
   KGRAD_ASSIGN_OR_RETURN(Shape out, ops::CollectiveOutShape(p, ops::TensorType(x), comm.size()));
   // Every rank states what it is about to run; a rank with another shape, dtype
@@ -125,6 +125,16 @@ absl::StatusOr<Tensor> RunCollective(const Primitive& p, const Tensor& x, Commun
   const std::string what = absl::StrCat(p.ToString(), " on ", x.TypeString());
   KGRAD_RETURN_IF_ERROR(comm.Agree(StableFingerprint(what), absl::StrCat("the collective (this rank runs ",
                                                                          what, ")")));
+  return out;
+}
+
+absl::StatusOr<Tensor> RunCollective(const Primitive& p, const Tensor& x, Communicator& comm) {
+  if (comm.memory() != DeviceType::kCpu || x.device() != DeviceType::kCpu) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        comm.name(), " works on ", DeviceTypeName(comm.memory()), " buffers; ", p.name(),
+        " got a tensor on ", DeviceTypeName(x.device()), " for a host collective"));
+  }
+  KGRAD_ASSIGN_OR_RETURN(Shape out, PrepareCollective(p, x, comm));
   KGRAD_ASSIGN_OR_RETURN(Tensor y, Tensor::Create(x.dtype(), out));
   if (x.NumElements() == 0 && y.NumElements() == 0) return y;
   KGRAD_RETURN_IF_ERROR(Dispatch(p, x, y, comm));

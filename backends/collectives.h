@@ -17,8 +17,14 @@
 
 namespace kgrad {
 
-// y = p(x) across the ranks of `comm`; x and y are host tensors.
+// y = p(x) across the ranks of `comm`; x and y are host tensors (a communicator
+// whose memory is the host).
 absl::StatusOr<Tensor> RunCollective(const Primitive& p, const Tensor& x, Communicator& comm);
+
+// What every collective kernel does first, whatever its device: the checks
+// inference makes, for the communicator's size, and the ranks' agreement on what
+// they run. Returns y's dims.
+absl::StatusOr<Shape> PrepareCollective(const Primitive& p, const Tensor& x, Communicator& comm);
 
 // A fingerprint that is the same in every process (FNV-1a; absl::Hash is
 // salted per process), for Communicator::Agree.

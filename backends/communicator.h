@@ -20,6 +20,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "core/dtype.h"
+#include "core/tensor.h"
 
 namespace kgrad {
 
@@ -32,6 +33,9 @@ class Communicator {
   virtual int size() const = 0;
   // "mpi rank 1 of 4".
   virtual std::string name() const = 0;
+  // Where the buffers of the operations below live: host memory (MPI), or the
+  // memory of a CUDA device (NCCL: backends/cuda/nccl_communicator.h).
+  virtual DeviceType memory() const { return DeviceType::kCpu; }
 
   // `count` elements of `dtype` (f32, f64, i32 or i64 for the reductions) at `in`,
   // reduced over ranks into `out` (may be `in`). Every rank gets bit-identical

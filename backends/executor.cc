@@ -393,7 +393,8 @@ absl::Status Executor::Compile() {
   // Collectives run on a worker thread, overlapping the steps that do not read
   // them, when there is a communicator (host tensors: the CPU).
   const bool overlap = options_.communicator != nullptr && options_.overlap_collectives &&
-                       device_->type() == DeviceType::kCpu;
+                       device_->type() == DeviceType::kCpu &&
+                       options_.communicator->memory() == DeviceType::kCpu;
   for (FuncGraph* g : manager.Reachable({entry_})) {
     PlanCompiler compiler(g, device_, manager, weight_index_, options_.fuse_elementwise, overlap);
     KGRAD_ASSIGN_OR_RETURN(std::unique_ptr<Plan> plan, compiler.Compile());

@@ -171,6 +171,9 @@ absl::StatusOr<Value> CpuFallback(KernelContext& ctx);
 
 // ----- Registration, one function per op family --------------------------------------------
 KGRAD_KERNEL_FAMILIES(KGRAD_DECLARE_REGISTER_KERNELS)
+// The collectives (collective_kernels.cc): on the device with an NCCL
+// communicator, through the host with an MPI one.
+void RegisterCollectiveKernels(KernelTable* table);
 
 }  // namespace cuda
 }  // namespace kgrad

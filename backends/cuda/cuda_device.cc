@@ -244,6 +244,7 @@ const Table& TheTable() {
     RegisterLinalgKernels(&t->kernels);
     RegisterNnKernels(&t->kernels);
     RegisterConvKernels(&t->kernels);
+    RegisterCollectiveKernels(&t->kernels);
     // Whatever the CPU has and CUDA lacks runs through the host; every CUDA
     // kernel checks each call for storage dtypes (a loop over the inputs).
     const KernelTable& cpu = CpuKernels();

@@ -140,11 +140,13 @@ std::vector<Value> RowsOf(const std::vector<Value>& inputs, int64_t begin, int64
 }
 
 absl::StatusOr<Trained> Train(StepProgram& p, const std::vector<Value>& inputs, int steps,
-                              Communicator* comm, std::vector<Profile>* profiles, bool overlap) {
+                              Communicator* comm, std::vector<Profile>* profiles, bool overlap,
+                              Device* device) {
   KGRAD_RETURN_IF_ERROR(ExpandDifferentiation(*p.module).status());
   ExecutorOptions options;
   options.communicator = comm;
   options.overlap_collectives = overlap;
+  options.device = device;
   KGRAD_ASSIGN_OR_RETURN(std::unique_ptr<Executor> e, Executor::Create(p.step, options));
   Trained t;
   absl::flat_hash_map<std::string, Tensor> weights;

@@ -45,10 +45,11 @@ struct Trained {
 };
 // `steps` steps of `p` (differentiation expanded here) on `inputs`, with
 // `comm` as the executor's communicator (collectives overlapped unless
-// `overlap` is false); per-step profiles into `profiles` when given.
+// `overlap` is false) on `device` (nullptr: the CPU); per-step profiles into
+// `profiles` when given.
 absl::StatusOr<Trained> Train(StepProgram& p, const std::vector<Value>& inputs, int steps,
                               Communicator* comm, std::vector<Profile>* profiles = nullptr,
-                              bool overlap = true);
+                              bool overlap = true, Device* device = nullptr);
 
 // The largest |a - b| over all weights.
 double MaxWeightDiff(const Trained& a, const Trained& b);

@@ -142,6 +142,30 @@ TEST(DataParallelTest, ReplicatedInputsKeepTheirRowsAndGetCombinedGradients) {
   EXPECT_DOUBLE_EQ(out->tuple()[1].tuple()[0].tensor().ElementAsDouble(4), 2 / 6.0);
 }
 
+// A replicated input as long as the batch is not split where the loss graph
+// receives it: only what carries the batch is.
+TEST(DataParallelTest, OnlyParametersThatReceiveTheBatchAreSplit) {
+  Module m(DefaultRegistry());
+  GraphBuilder fb(&m, "f");
+  AnfNode* fx = fb.Param("x", DType::kFloat64, {4, 3});
+  AnfNode* fw = fb.Param("w", DType::kFloat64, {4, 3});
+  FuncGraph* f = fb.Return(fb.Op(PrimId::kMul, {fb.Op(PrimId::kReduceMean, {fx}),
+                                                fb.Op(PrimId::kReduceSum, {fw})})).value();
+  GraphBuilder b(&m, "step");
+  AnfNode* x = b.Param("x", DType::kFloat64, {4, 3});
+  AnfNode* w = b.Param("w", DType::kFloat64, {4, 3});
+  AnfNode* g = b.Op(PrimId::kGrad, {b.GraphRef(f)}, {{"wrt", std::vector<int64_t>{1}}});
+  FuncGraph* step = b.Return(b.Call(g, {x, w})).value();
+  DataParallelOptions o = Ranks(2);
+  o.replicated = {"w"};
+  absl::StatusOr<DataParallelReport> r = MakeDataParallel(m, step, o);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(Declared(f, 0), "f64[2,3]");
+  EXPECT_EQ(Declared(f, 1), "f64[4,3]");
+  EXPECT_EQ(r->gradients, 1);  // dw, averaged
+  ExpectAllReduces(step, m, 1, "mean", 2);
+}
+
 TEST(DataParallelTest, Errors) {
   {
     StepProgram p = MlpStep(DType::kFloat64, 9);

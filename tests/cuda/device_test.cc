@@ -65,10 +65,7 @@ TEST(CudaDeviceTest, EveryPrimitiveWithACpuKernelHasACudaKernel) {
       // Selection by value (data-dependent output order and count).
       PrimId::kTopK, PrimId::kNonZero,
       // A rate computed at run time, read on the host.
-      PrimId::kDynamicDropout,
-      // Collectives: host buffers through the communicator (MPI).
-      PrimId::kAllReduce, PrimId::kAllGather, PrimId::kReduceScatter, PrimId::kBroadcast,
-      PrimId::kReduceTo};
+      PrimId::kDynamicDropout};
   std::vector<std::string> names;
   for (PrimId id : CudaFallbackPrimitives()) {
     if (std::find(through_cpu.begin(), through_cpu.end(), id) == through_cpu.end()) {
