@@ -12,6 +12,7 @@
 #include "ad/data_parallel.h"
 #include "ad/expand_differentiation.h"
 #include "backends/collectives.h"
+#include "backends/cpu/parallel.h"
 #include "backends/mpi/mpi_communicator.h"
 #include "core/status_macros.h"
 
@@ -51,6 +52,8 @@ absl::StatusOr<std::unique_ptr<Communicator>> JoinDataParallel(const ParsedArgs&
   KGRAD_ASSIGN_OR_RETURN(double timeout, PositiveNumber(args, "collective-timeout", 300));
   KGRAD_ASSIGN_OR_RETURN(std::unique_ptr<MpiCommunicator> comm,
                          MpiCommunicator::Create(MpiOptions{timeout}));
+  // The ranks on this machine share its cores.
+  cpu::SetMaxThreads(comm->ThreadsPerRank());
   std::ifstream in(path, std::ios::binary);
   std::stringstream bytes;
   bytes << in.rdbuf();
@@ -71,7 +74,9 @@ absl::Status MakeStepDataParallel(Module& m, FuncGraph* step, Communicator& comm
   KGRAD_ASSIGN_OR_RETURN(DataParallelReport r, MakeDataParallel(m, step, o));
   KGRAD_RETURN_IF_ERROR(ExpandDifferentiation(m).status());
   if (comm.rank() == 0) {
-    out << "data parallel: " << comm.size() << " ranks, " << r.gradients << " gradients in "
+    const int threads = cpu::MaxThreads();
+    out << "data parallel: " << comm.size() << " ranks (" << threads
+        << (threads == 1 ? " thread" : " threads") << " each), " << r.gradients << " gradients in "
         << r.buckets - r.differentiations << " buckets, " << r.bytes << " bytes all-reduced per step\n";
   }
   return absl::OkStatus();

@@ -2,11 +2,14 @@
 
 #include <mpi/mpi.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <climits>
 #include <thread>
 #include <vector>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 
 namespace kgrad {
@@ -99,15 +102,31 @@ absl::StatusOr<std::unique_ptr<MpiCommunicator>> MpiCommunicator::Create(MpiOpti
   int rc = MPI_Comm_dup(MPI_COMM_WORLD, &impl->comm);
   if (rc != MPI_SUCCESS) return MpiError(rc, "MPI_Comm_dup");
   MPI_Comm_set_errhandler(impl->comm, MPI_ERRORS_RETURN);
-  int rank = 0, size = 1;
+  int rank = 0, size = 1, local_size = 1;
   MPI_Comm_rank(impl->comm, &rank);
   MPI_Comm_size(impl->comm, &size);
+  // The ranks sharing this machine's memory (MPI-3's shared-memory split).
+  MPI_Comm local = MPI_COMM_NULL;
+  if (MPI_Comm_split_type(impl->comm, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &local) == MPI_SUCCESS) {
+    MPI_Comm_size(local, &local_size);
+    MPI_Comm_free(&local);
+  }
   ++LiveCommunicators();
-  return std::unique_ptr<MpiCommunicator>(new MpiCommunicator(std::move(impl), options, rank, size));
+  return std::unique_ptr<MpiCommunicator>(
+      new MpiCommunicator(std::move(impl), options, rank, size, local_size));
 }
 
-MpiCommunicator::MpiCommunicator(std::unique_ptr<Impl> impl, MpiOptions options, int rank, int size)
-    : impl_(std::move(impl)), options_(options), rank_(rank), size_(size) {}
+MpiCommunicator::MpiCommunicator(std::unique_ptr<Impl> impl, MpiOptions options, int rank, int size,
+                                 int local_size)
+    : impl_(std::move(impl)), options_(options), rank_(rank), size_(size), local_size_(local_size) {}
+
+int MpiCommunicator::ThreadsPerRank() const {
+  int threads = 0;
+  const char* env = std::getenv("OMP_NUM_THREADS");
+  if (env != nullptr && absl::SimpleAtoi(env, &threads) && threads > 0) return threads;
+  const int cores = static_cast<int>(std::thread::hardware_concurrency());
+  return std::max(1, cores / std::max(1, local_size_));
+}
 
 MpiCommunicator::~MpiCommunicator() {
   absl::MutexLock lock(&LifecycleMutex());

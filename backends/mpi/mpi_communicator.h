@@ -41,6 +41,13 @@ class MpiCommunicator : public Communicator {
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   std::string name() const override;
+  // The ranks of the job on this machine (they share its cores).
+  int local_size() const { return local_size_; }
+  // Threads for this rank's kernels: OMP_NUM_THREADS when set, else the
+  // machine's cores divided among its ranks (at least 1). Ranks that each start
+  // a thread per core oversubscribe the machine, and every parallel region then
+  // waits for descheduled threads (2 ranks x 2 threads on 2 cores: 5x slower).
+  int ThreadsPerRank() const;
 
   absl::Status AllReduce(const void* in, void* out, int64_t count, DType dtype,
                          ReduceOp op) override;
@@ -52,7 +59,8 @@ class MpiCommunicator : public Communicator {
 
  private:
   struct Impl;
-  MpiCommunicator(std::unique_ptr<Impl> impl, MpiOptions options, int rank, int size);
+  MpiCommunicator(std::unique_ptr<Impl> impl, MpiOptions options, int rank, int size,
+                  int local_size);
   // Runs one collective's MPI calls under mu_: fails at once on a broken
   // communicator; a failure breaks it.
   absl::Status Guarded(absl::FunctionRef<absl::Status()> body);
@@ -61,6 +69,7 @@ class MpiCommunicator : public Communicator {
   MpiOptions options_;
   int rank_;
   int size_;
+  int local_size_;
   absl::Mutex mu_;  // one collective at a time (MPI_THREAD_SERIALIZED)
 };
 

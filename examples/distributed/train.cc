@@ -21,6 +21,7 @@
 #include "absl/strings/str_split.h"
 #include "ad/data_parallel.h"
 #include "backends/collectives.h"
+#include "backends/cpu/parallel.h"
 #include "backends/mpi/mpi_communicator.h"
 #include "core/status_macros.h"
 #include "examples/distributed/step_programs.h"
@@ -79,6 +80,7 @@ double Median(std::vector<double> v) {
 
 absl::Status Run(const Flags& f) {
   KGRAD_ASSIGN_OR_RETURN(std::unique_ptr<MpiCommunicator> comm, MpiCommunicator::Create());
+  cpu::SetMaxThreads(comm->ThreadsPerRank());  // the ranks on this machine share its cores
   const DType dtype = f.f64 ? DType::kFloat64 : DType::kFloat32;
   examples::StepProgram p = f.model == "cnn" ? examples::CnnStep(dtype, f.batch)
                                              : examples::MlpStep(dtype, f.batch, f.widths, 0.1);
@@ -98,9 +100,9 @@ absl::Status Run(const Flags& f) {
   for (size_t s = 0; s < t.losses.size(); ++s) {
     if (s == 0 || (s + 1) % 5 == 0 || s + 1 == t.losses.size()) std::printf("step %zu loss %.6f\n", s + 1, t.losses[s]);
   }
-  std::printf("%s, global batch %lld on %d ranks: weights bit-identical on every rank; %lld bytes "
+  std::printf("%s, global batch %lld on %d ranks (%d thread(s) each): weights bit-identical on every rank; %lld bytes "
               "all-reduced per step in %d all_reduce(s)\n",
-              f.model.c_str(), static_cast<long long>(f.batch), comm->size(),
+              f.model.c_str(), static_cast<long long>(f.batch), comm->size(), cpu::MaxThreads(),
               static_cast<long long>(report.bytes), report.buckets);
   if (f.timing) {
     // Wall-clock steps; the communication the step waited for: all_reduce run

@@ -31,7 +31,7 @@ one=$("$kgrad" train "$dir/step.pbtxt" --steps 20 "${data[@]}" 2>&1) || fail "on
 two=$("$run_mpi" 2 "$kgrad" train "$dir/step.pbtxt" --data-parallel --steps 20 "${data[@]}" 2>&1) ||
   fail "two ranks: $two"
 grep -q "weights bit-identical on all 2 ranks" <<<"$two" || fail "no identity check: $two"
-grep -q "data parallel: 2 ranks, 4 gradients in 1 buckets" <<<"$two" || fail "no summary: $two"
+grep -qE "data parallel: 2 ranks \([0-9]+ threads? each\), 4 gradients in 1 buckets" <<<"$two" || fail "no summary: $two"
 # The same losses (rounded as printed) at every step.
 diff <(grep '^step' <<<"$one" | awk '{printf "%s %.4f\n", $2, $4}') \
      <(grep '^step' <<<"$two" | awk '{printf "%s %.4f\n", $2, $4}') || fail "losses differ"
