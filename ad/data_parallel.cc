@@ -1,6 +1,7 @@
 #include "ad/data_parallel.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
@@ -351,11 +352,33 @@ absl::StatusOr<DataParallelReport> MakeDataParallel(Module& module, FuncGraph* s
         "combine across ranks"));
   }
   // The types of the results (for the gradients' shapes) on one rank's shard.
-  KGRAD_RETURN_IF_ERROR(InferGraph(step).status());
+  if (absl::Status s = InferGraph(step).status(); !s.ok()) {
+    if (batch < 0) return s;
+    return absl::Status(s.code(), absl::StrCat(
+        "with the batch of ", batch, " rows split among ", options.ranks, " ranks (", batch / options.ranks,
+        " each), ", s.message(), " (a model exported for a fixed batch size keeps that size in its "
+        "shapes; export it with a dynamic batch axis, e.g. torch.onnx.export(..., dynamic_axes="
+        "{'input': {0: 'batch'}}))"));
+  }
   DataParallelReport report;
   Rewriter rw(module, options, batches, &report);
   for (const Call& c : calls) KGRAD_RETURN_IF_ERROR(rw.Rewrite(c));
   return report;
+}
+
+absl::StatusOr<Tensor> BatchRows(const Tensor& batch, int64_t begin, int64_t end) {
+  if (batch.rank() == 0 || begin < 0 || end < begin || end > batch.dim(0)) {
+    return absl::InvalidArgumentError(absl::StrCat("rows [", begin, ", ", end, ") of ",
+                                                   batch.TypeString(), " are not rows of it"));
+  }
+  Shape s = batch.shape();
+  s[0] = end - begin;
+  KGRAD_ASSIGN_OR_RETURN(Tensor out, Tensor::Create(batch.dtype(), s));
+  const size_t row = batch.dim(0) == 0 ? 0 : batch.nbytes() / static_cast<size_t>(batch.dim(0));
+  if (out.nbytes() > 0) {
+    std::memcpy(out.raw_data(), static_cast<const char*>(batch.raw_data()) + begin * row, out.nbytes());
+  }
+  return out;
 }
 
 }  // namespace kgrad

@@ -59,6 +59,10 @@ struct DataParallelReport {
 absl::StatusOr<DataParallelReport> MakeDataParallel(Module& module, FuncGraph* step,
                                                     const DataParallelOptions& options);
 
+// Rows [begin, end) of a batch (along its leading dim): rank r of N takes rows
+// [r B/N, (r + 1) B/N) of each batch input.
+absl::StatusOr<Tensor> BatchRows(const Tensor& batch, int64_t begin, int64_t end);
+
 }  // namespace kgrad
 
 #endif  // KGRAD_AD_DATA_PARALLEL_H_

@@ -178,6 +178,22 @@ TEST(DataParallelTest, Errors) {
     ExpectFailure(MakeDataParallel(*p.module, p.step, Ranks(2, 0)), {"bucket_bytes"});
   }
   {
+    // A fixed batch size inside the model (a reshape to [8, 3], as a static
+    // export writes it) cannot take 4 rows.
+    Module m(DefaultRegistry());
+    GraphBuilder fb(&m, "f");
+    AnfNode* fx = fb.Param("x", DType::kFloat64, {8, 3});
+    AnfNode* flat = fb.Op(PrimId::kReshape, {fb.Op(PrimId::kSin, {fx})}, {{"shape", std::vector<int64_t>{8, 3}}});
+    FuncGraph* f = fb.Return(fb.Op(PrimId::kReduceSum, {flat})).value();
+    GraphBuilder b(&m, "step");
+    AnfNode* x = b.Param("x", DType::kFloat64, {8, 3});
+    AnfNode* w = b.Op(PrimId::kValueAndGrad, {b.GraphRef(f)});
+    FuncGraph* step = b.Return(b.Call(w, {x})).value();
+    DataParallelOptions o = Ranks(2);
+    ExpectFailure(MakeDataParallel(m, step, o),
+                  {"batch of 8 rows split among 2 ranks (4 each)", "reshape", "dynamic batch axis"});
+  }
+  {
     // A graph with no gradient in it.
     Module m(DefaultRegistry());
     GraphBuilder b(&m, "plain");
