@@ -1,7 +1,6 @@
 #include "tools/cli_data_parallel.h"
 
 #include <algorithm>
-#include <cstring>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -33,16 +32,6 @@ absl::StatusOr<double> PositiveNumber(const ParsedArgs& args, const std::string&
         absl::StrCat("--", name, " wants a positive number, got '", args.Get(name), "'"));
   }
   return v;
-}
-
-// Rows [begin, end) of `t` along its leading dim.
-absl::StatusOr<Tensor> Rows(const Tensor& t, int64_t begin, int64_t end) {
-  Shape s = t.shape();
-  s[0] = end - begin;
-  KGRAD_ASSIGN_OR_RETURN(Tensor out, Tensor::Create(t.dtype(), s));
-  const size_t row = t.dim(0) == 0 ? 0 : t.nbytes() / static_cast<size_t>(t.dim(0));
-  std::memcpy(out.raw_data(), static_cast<const char*>(t.raw_data()) + begin * row, out.nbytes());
-  return out;
 }
 
 }  // namespace
@@ -105,7 +94,7 @@ absl::StatusOr<std::vector<Value>> ShardInputs(FuncGraph* step, std::vector<Valu
                                                      " rows does not divide among ", n, " ranks"));
     }
     const int64_t share = rows / n;
-    KGRAD_ASSIGN_OR_RETURN(Tensor mine, Rows(t, comm.rank() * share, (comm.rank() + 1) * share));
+    KGRAD_ASSIGN_OR_RETURN(Tensor mine, BatchRows(t, comm.rank() * share, (comm.rank() + 1) * share));
     inputs[i] = Value(std::move(mine));
   }
   return inputs;

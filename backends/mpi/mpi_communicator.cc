@@ -201,14 +201,12 @@ absl::Status MpiCommunicator::AllReduce(const void* in, void* out, int64_t count
                                         ReduceOp op) {
   absl::StatusOr<MpiArithmetic> a = ArithmeticArgs(dtype, count);
   if (!a.ok()) return a.status();
-  const MPI_Datatype* type = &a->type;
-  const int* n = &a->count;
   const double t = options_.timeout_seconds;
   return Guarded([&] {
     MPI_Request r;
     if (op != ReduceOp::kSum) {
       // max and min are exact: any order gives every rank the same bits.
-      return PostAndWait(MPI_Iallreduce(in == out ? MPI_IN_PLACE : in, out, *n, *type,
+      return PostAndWait(MPI_Iallreduce(in == out ? MPI_IN_PLACE : in, out, a->count, a->type,
                                           op == ReduceOp::kMax ? MPI_MAX : MPI_MIN, impl_->comm, &r),
                          &r, t, "all_reduce");
     }
@@ -217,17 +215,17 @@ absl::Status MpiCommunicator::AllReduce(const void* in, void* out, int64_t count
     // same bits, as a ring all-reduce does.
     std::vector<int> counts(size_), displs(size_);
     for (int k = 0; k < size_; ++k) {
-      counts[k] = *n / size_ + (k < *n % size_ ? 1 : 0);
+      counts[k] = a->count / size_ + (k < a->count % size_ ? 1 : 0);
       displs[k] = k == 0 ? 0 : displs[k - 1] + counts[k - 1];
     }
     const size_t esize = DTypeSize(dtype);
     std::vector<char> block(static_cast<size_t>(counts[rank_]) * esize + 1);
-    absl::Status s = PostAndWait(MPI_Ireduce_scatter(in, block.data(), counts.data(), *type,
+    absl::Status s = PostAndWait(MPI_Ireduce_scatter(in, block.data(), counts.data(), a->type,
                                                      MPI_SUM, impl_->comm, &r),
                                  &r, t, "all_reduce (reduce-scatter)");
     if (!s.ok()) return s;
-    return PostAndWait(MPI_Iallgatherv(block.data(), counts[rank_], *type, out, counts.data(),
-                                       displs.data(), *type, impl_->comm, &r),
+    return PostAndWait(MPI_Iallgatherv(block.data(), counts[rank_], a->type, out, counts.data(),
+                                       displs.data(), a->type, impl_->comm, &r),
                        &r, t, "all_reduce (all-gather)");
   });
 }

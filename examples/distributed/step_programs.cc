@@ -4,9 +4,9 @@
 #include <chrono>
 #include <cmath>
 #include <string>
-#include <cstring>
 #include <random>
 
+#include "ad/data_parallel.h"
 #include "ad/expand_differentiation.h"
 #include "backends/cpu/constant_evaluator.h"
 #include "backends/executor.h"
@@ -127,15 +127,7 @@ std::vector<Value> StepData(const StepProgram& p, int64_t batch, uint64_t seed) 
 
 std::vector<Value> RowsOf(const std::vector<Value>& inputs, int64_t begin, int64_t end) {
   std::vector<Value> out;
-  for (const Value& v : inputs) {
-    const Tensor& t = v.tensor();
-    Shape s = t.shape();
-    const size_t row = t.nbytes() / static_cast<size_t>(s[0]);
-    s[0] = end - begin;
-    Tensor r = Tensor::Create(t.dtype(), s).value();
-    std::memcpy(r.raw_data(), static_cast<const char*>(t.raw_data()) + begin * row, r.nbytes());
-    out.push_back(Value(r));
-  }
+  for (const Value& v : inputs) out.push_back(Value(BatchRows(v.tensor(), begin, end).value()));
   return out;
 }
 
