@@ -9,12 +9,17 @@
 #include <string>
 #include <vector>
 
+#include "backends/cpu/cpu_device.h"
+#include "backends/cpu/dnnl_conv.h"
+#include "backends/cpu/parallel.h"
 #include "core/primitive.h"
 #include "core/scalar.h"
 #include "core/tensor.h"
 #include "core/value.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "ops/conv_window.h"
+#include "ops/registry.h"
 #include "tests/testing/op_test_util.h"
 
 namespace kgrad {
@@ -151,10 +156,15 @@ std::vector<ConvCase> ConvCases() {
       {"kernel_equals_input", {2, 3, 4, 5}, {2, 3, 4, 5}},
       {"stride_larger_than_kernel", {1, 2, 10, 10}, {2, 2, 2, 2}, {4, 3}, {1, 1}},
       {"batch8_parallel", {8, 8, 12, 12}, {16, 8, 3, 3}, {1, 1}, {1, 1}},
+      // Uneven batch chunks (5 samples in 4) with groups, strides, dilation.
+      {"batch5_groups_strided", {5, 4, 9, 8}, {6, 2, 3, 2}, {2, 1}, {1, 0, 2, 1}, {1, 2}, 2},
       {"batch1_large_gemm", {1, 32, 24, 24}, {64, 32, 3, 3}, {1, 1}, {1, 1}},
       // Column matrices over the kernels' scratch budget (4M elements): im2col tiles.
       {"tiled_im2col", {1, 64, 92, 90}, {2, 64, 3, 3}, {1, 1}, {1, 1}},
       {"tiled_im2col_dilated_batch2", {2, 32, 130, 128}, {3, 32, 3, 3}, {1, 1}, {2, 2}, {2, 2}},
+      // Whole bands of output rows that read padding only.
+      {"padding_only_row_bands", {1, 2, 3, 3}, {3, 2, 1, 1}, {1, 1}, {4, 4}},
+      {"padding_only_row_bands_batch2", {2, 3, 4, 5}, {2, 3, 2, 2}, {2, 1}, {5, 0, 1, 1}},
       {"empty_batch", {0, 3, 5, 5}, {4, 3, 3, 3}, {1, 1}, {1, 1}},
       {"zero_input_channels", {2, 0, 5, 5}, {4, 0, 3, 3}},
       {"zero_output_channels", {2, 3, 5, 5}, {0, 3, 3, 3}},
@@ -210,6 +220,74 @@ TEST_P(ConvKernelTest, BackpropInputMatchesNaiveLoops) {
 TEST_P(ConvKernelTest, BackpropFilterMatchesNaiveLoops) {
   ExpectKernel(PrimId::kConv2dBackpropFilter, {x_, dy_, w_}, k_.attrs(), k_.w,
                NaiveBackpropFilter(k_, ToDoubles(x_), ToDoubles(dy_)));
+}
+
+// The f32 kernels above go through oneDNN where it applies; this checks that it
+// does apply (a silent fallback to the im2col loops would pass those tests) and
+// runs oneDNN's three convolutions directly against the naive loops. Empty
+// cases are the own loops' (nothing to compute).
+TEST_P(ConvKernelTest, OneDnnTakesEveryNonEmptyF32Case) {
+  absl::StatusOr<PrimitivePtr> p = DefaultRegistry().Make(PrimId::kConv2d, k_.attrs());
+  ASSERT_TRUE(p.ok()) << p.status();
+  absl::StatusOr<ops::ConvGeom> g = ops::ConvKernelGeom(**p, {&x_, &w_});
+  ASSERT_TRUE(g.ok()) << g.status();
+  if (dtype_ != kF32) {
+    EXPECT_FALSE(cpu::conv_internal::DnnlConvApplies(*g, dtype_));  // f64: the own loops
+    return;
+  }
+  bool empty = NumElementsOf(k_.x) == 0 || NumElementsOf(k_.w) == 0 || NumElementsOf(k_.y()) == 0;
+#ifdef KGRAD_NO_DNNL
+  EXPECT_FALSE(cpu::conv_internal::DnnlConvApplies(*g, kF32));
+#else
+  ASSERT_EQ(cpu::conv_internal::DnnlConvApplies(*g, kF32), !empty);
+  if (empty) return;
+  std::vector<Value> none;
+  KernelContext ctx(**p, absl::MakeSpan(none), CpuDevice());
+  using cpu::conv_internal::DnnlConv, cpu::conv_internal::DnnlConvKind;
+  Tensor y = MakeTensor(kF32, k_.y(), std::vector<double>(NumElementsOf(k_.y()), 7.0));
+  Tensor dx = MakeTensor(kF32, k_.x, std::vector<double>(NumElementsOf(k_.x), 7.0));
+  Tensor dw = MakeTensor(kF32, k_.w, std::vector<double>(NumElementsOf(k_.w), 7.0));
+  const auto f = [](const Tensor& t) { return t.mutable_data<float>(); };
+  ASSERT_TRUE(DnnlConv(ctx, *g, DnnlConvKind::kForward, f(x_), f(w_), f(y)).ok());
+  ExpectClose(y, kF32, k_.y(), NaiveConv(k_, ToDoubles(x_), ToDoubles(w_)));
+  ASSERT_TRUE(DnnlConv(ctx, *g, DnnlConvKind::kBackwardData, f(dx), f(w_), f(dy_)).ok());
+  ExpectClose(dx, kF32, k_.x, NaiveBackpropInput(k_, ToDoubles(dy_), ToDoubles(w_)));
+  absl::Status bw = DnnlConv(ctx, *g, DnnlConvKind::kBackwardWeights, f(x_), f(dw), f(dy_));
+  if (k_.x[0] < cpu::conv_internal::kWeightChunks) {
+    // Few samples: the im2col kernel's output-channel blocks take it.
+    EXPECT_TRUE(absl::IsUnimplemented(bw)) << bw;
+    return;
+  }
+  ASSERT_TRUE(bw.ok()) << bw;
+  ExpectClose(dw, kF32, k_.w, NaiveBackpropFilter(k_, ToDoubles(x_), ToDoubles(dy_)));
+#endif
+}
+
+// A caller's thread count changes with how many runs share the cores, and a
+// result must not change with it (tests/stress/concurrency_test checks whole
+// programs bit for bit): every kernel gives the same bits on 1, 2, 3 and 5
+// threads.
+TEST_P(ConvKernelTest, ResultsDoNotDependOnTheThreadCount) {
+  const int saved = cpu::MaxThreads();
+  std::vector<Tensor> first;
+  for (int threads : {1, 2, 3, 5}) {
+    cpu::SetMaxThreads(threads);
+    std::vector<Tensor> got = {
+        RunOk(PrimId::kConv2d, {x_, w_}, k_.attrs()),
+        RunOk(PrimId::kConv2dBackpropInput, {dy_, w_, x_}, k_.attrs()),
+        RunOk(PrimId::kConv2dBackpropFilter, {x_, dy_, w_}, k_.attrs()),
+    };
+    if (first.empty()) {
+      first = got;
+      continue;
+    }
+    for (size_t i = 0; i < got.size(); ++i) {
+      ASSERT_TRUE(got[i].defined() && first[i].defined());
+      EXPECT_EQ(MaxAbsDiff(got[i], ToDoubles(first[i])), 0.0)
+          << "op " << i << " on " << threads << " threads";
+    }
+  }
+  cpu::SetMaxThreads(saved);
 }
 
 // The adjoint identities, checked in f64 only (f32 rounding hides nothing there).
