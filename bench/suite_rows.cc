@@ -69,28 +69,28 @@ void LossRow(Rows& rows, const std::string& scenario, const std::string& prefix)
   row.pass = Judge(rel, rel <= 1e-3);
 }
 
-// forward, step, step/forward; returns the step row's index.
-size_t ModelRows(Rows& rows, const std::string& scenario, const std::string& p) {
+// forward, step, step/forward (at most `ratio`); returns the step row's index.
+size_t ModelRows(Rows& rows, const std::string& scenario, const std::string& p, double ratio) {
   rows.Both(scenario, "forward (ms)", p + ".fwd_ms");
   rows.Both(scenario, "forward + gradient step (ms)", p + ".step_ms");
   size_t step = rows.size() - 1;
   AtMost(rows.Add(scenario, "step / forward", p + ".grad_over_fwd", rows.K(p + ".step_ms") / rows.K(p + ".fwd_ms"),
                   rows.T(p + ".step_ms") / rows.T(p + ".fwd_ms")),
-         3.0, "<= 3.0");
+         ratio, absl::StrFormat("<= %.1f", ratio));
   return step;
 }
 
 void MlpRows(const SuiteShapes& s, Rows& rows) {
   const std::string sc = "1. MLP";
-  ModelRows(rows, sc, "mlp");
+  ModelRows(rows, sc, "mlp", 3.0);
   double flops = MlpStepFlops(s);
   double k = flops / (rows.K("mlp.step_ms") * 1e6), t = flops / (rows.T("mlp.step_ms") * 1e6);
   rows.Add(sc, "step GFLOP/s (matmul FLOPs)", "mlp.step_gflops", k, t);
   double sgemm = rows.K("sgemm_gflops");
   Row& pct = rows.Add(sc, absl::StrCat("step GFLOP/s as % of Eigen sgemm (", Label(sgemm), " GFLOP/s)"),
                       "mlp.step_pct_sgemm", 100 * k / sgemm, 100 * t / sgemm);
-  pct.target = ">= 60%";
-  pct.pass = Judge(pct.kgrad, pct.kgrad >= 60);
+  pct.target = ">= 80%";
+  pct.pass = Judge(pct.kgrad, pct.kgrad >= 80);
   AtMost(rows.Add(sc, "step with a symbolic batch / static batch", "mlp.dyn_over_static",
                   rows.K("mlp.dyn_over_static"), kNaN),
          1.10, "<= 1.10");
@@ -99,15 +99,15 @@ void MlpRows(const SuiteShapes& s, Rows& rows) {
 
 void ConvRows(Rows& rows) {
   const std::string sc = "2. conv net";
-  Row& step = rows.at(ModelRows(rows, sc, "conv"));
-  step.target = "faster than PyTorch";
-  step.pass = Judge(step.kgrad / step.torch, step.kgrad < step.torch);
+  Row& step = rows.at(ModelRows(rows, sc, "conv", 2.5));
+  step.target = "<= 0.5x PyTorch";
+  step.pass = Judge(step.kgrad / step.torch, step.kgrad <= 0.5 * step.torch);
   LossRow(rows, sc, "conv");
 }
 
 void ChainRows(Rows& rows) {
   const std::string sc = "3. 1,000-op chain";
-  ModelRows(rows, sc, "chain");
+  ModelRows(rows, sc, "chain", 2.5);
   // Both sides divided by the applications kgrad's optimised gradient graph has,
   // kgrad's time taken with one kernel per application (ExecutorOptions::
   // fuse_elementwise off), so that the row measures the executor's cost per
@@ -116,7 +116,7 @@ void ChainRows(Rows& rows) {
   AtMost(rows.Add(sc, absl::StrCat("per-node overhead, step, unfused (us; ", Label(nodes), " nodes)"),
                   "chain.step_us_per_node", rows.K("chain.step_unfused_ms") * 1e3 / nodes,
                   rows.T("chain.step_ms") * 1e3 / nodes),
-         0.3, "<= 0.3 us");
+         0.15, "<= 0.15 us");
   double fwd_nodes = rows.K("chain.fwd_applications");
   rows.Add(sc, absl::StrCat("per-node overhead, forward, unfused (us; ", Label(fwd_nodes), " nodes)"),
            "chain.fwd_us_per_node", rows.K("chain.fwd_unfused_ms") * 1e3 / fwd_nodes,
@@ -152,16 +152,17 @@ void BuildRows(const SuiteShapes& s, Rows& rows) {
         sc, absl::StrCat(Nodes(n), " nodes (ms; ", Label(rows.K(absl::StrCat("ad_build.", n, "_nodes_after"))),
                          " nodes after)"),
         key);
-    if (n == 10000) AtMost(row, 100, "<= 100 ms");
+    if (n == 10000) AtMost(row, 50, "<= 50 ms");
+    if (n == 100000) AtMost(row, 600, "<= 600 ms");
   }
-  // ~linear: 10x the nodes should cost ~10x the time; 12.5x allows n log n.
+  // ~linear: 10x the nodes should cost ~10x the time; 12x allows a little more.
   for (size_t i = 1; i < s.build_sizes.size(); ++i) {
     int a = s.build_sizes[i - 1], b = s.build_sizes[i];
     std::string ka = absl::StrCat("ad_build.", a, "_ms"), kb = absl::StrCat("ad_build.", b, "_ms");
     double linear = static_cast<double>(b) / a;
     AtMost(rows.Add(sc, absl::StrFormat("growth %s -> %s (time ratio; linear = %.0f)", Nodes(a), Nodes(b), linear),
                     absl::StrCat("ad_build.growth_", a, "_", b), rows.K(kb) / rows.K(ka), rows.T(kb) / rows.T(ka)),
-           1.25 * linear, absl::StrFormat("<= %.1f", 1.25 * linear));
+           1.2 * linear, absl::StrFormat("<= %.0f", 1.2 * linear));
   }
 }
 
@@ -173,8 +174,8 @@ void MemoryRows(const SuiteShapes& s, Rows& rows) {
     double peak = rows.K(key + ".peak_bytes") / 1e6;
     rows.Add(sc, key + " peak, allocator high-water mark (MB)", key + ".peak_mb", peak, kNaN);
     rows.Add(sc, key + " planned minimum (MB)", key + ".planned_mb", plan.total() / 1e6, kNaN);
-    AtMost(rows.Add(sc, key + " peak / planned", key + ".peak_over_planned", peak * 1e6 / plan.total(), kNaN), 1.2,
-           "<= 1.2");
+    AtMost(rows.Add(sc, key + " peak / planned", key + ".peak_over_planned", peak * 1e6 / plan.total(), kNaN), 1.1,
+           "<= 1.1");
     rows.note(absl::StrFormat("%s planned minimum = %s = %.2f + %.2f + %.2f + %.2f + %.2f MB.", key, plan.formula,
                               plan.weights / 1e6, plan.inputs / 1e6, plan.saved / 1e6, plan.grads / 1e6,
                               plan.temporaries / 1e6));
@@ -193,7 +194,7 @@ void VsCpuRow(Rows& rows, const std::string& scenario, const std::string& p) {
 void AddGpuRows(const SuiteShapes& s, Report* report) {
   Rows rows(report);
   const std::string mlp = "1. MLP";
-  ModelRows(rows, mlp, "mlp");
+  ModelRows(rows, mlp, "mlp", 3.0);
   double flops = MlpStepFlops(s);
   rows.Add(mlp, "step GFLOP/s (matmul FLOPs)", "mlp.step_gflops", flops / (rows.K("mlp.step_ms") * 1e6),
            flops / (rows.T("mlp.step_ms") * 1e6));
@@ -201,7 +202,7 @@ void AddGpuRows(const SuiteShapes& s, Report* report) {
   LossRow(rows, mlp, "mlp");
   VsCpuRow(rows, mlp, "mlp");
   const std::string conv = "2. conv net";
-  ModelRows(rows, conv, "conv");
+  ModelRows(rows, conv, "conv", 2.5);
   LossRow(rows, conv, "conv");
   VsCpuRow(rows, conv, "conv");
 }
