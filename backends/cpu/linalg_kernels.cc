@@ -1,8 +1,8 @@
 // CPU kernels: linalg family (matmul, einsum). The checks and shapes are
 // ops/linalg.h's, the einsum contraction order ops/einsum_spec.h's, shared with
 // inference and the CUDA kernels. Matrix products go through one batched GEMM:
-// Eigen's for floats (row-major maps, transposes as views, so no copies), a plain
-// loop for integers.
+// Eigen's for floats (row-major maps, transposes as views, so no copies) and
+// oneDNN's sgemm for big f32 tiles, a plain loop for integers.
 #include <algorithm>
 #include <array>
 #include <cstdint>
@@ -21,15 +21,18 @@
 #include "ops/einsum_spec.h"
 #include "ops/linalg.h"
 
+#ifndef KGRAD_NO_DNNL
+#include <oneapi/dnnl/dnnl.h>
+#endif
+
 namespace kgrad {
 namespace cpu {
 namespace {
 
 // A thread gets at least this many multiply-adds of a batch of matrices.
 inline constexpr int64_t kMinParallelGemm = int64_t{1} << 16;
-// Matrices with at least this many multiply-adds use Eigen's own threads, one
-// matrix at a time, unless the batch alone has a matrix for every thread; smaller
-// ones are spread over threads by batch.
+// Matrices with at least this many multiply-adds are cut into fixed output tiles
+// (below); smaller ones are computed whole, spread over threads by batch.
 inline constexpr int64_t kBigGemm = int64_t{1} << 21;
 
 // ----- GEMM -------------------------------------------------------------------------
@@ -91,6 +94,50 @@ void SerialGemm(const T* a, const T* b, T* c, const GemmDims& d) {
   }
 }
 
+// ----- Tiles of big GEMMs -----------------------------------------------------------
+// A GEMM's result must not depend on the thread count (a caller's share of the
+// cores changes with the runs beside it): Eigen's and oneDNN's threaded GEMMs block
+// and split their sums by the number of threads (measured: oneDNN's sgemm gives
+// other bits on 1, 2, 3, 5 and 8 threads for 128x784x1024 and every k-heavy shape
+// tried). So a big GEMM is cut into output tiles of a size fixed by the shapes,
+// each computed on one thread.
+inline constexpr int64_t kTileRows = 128, kTileCols = 512;
+
+// c[r0:r1, c0:c1] of c = op(a) * op(b), on the calling thread. f32 goes to
+// oneDNN's sgemm (row-major, ~1.1-1.7x Eigen's rate on the MLP's and the
+// transformer's shapes), f64 and builds without oneDNN to Eigen.
+template <typename T>
+void TileGemm(const T* a, const T* b, T* c, const GemmDims& d, int64_t r0, int64_t r1, int64_t c0,
+              int64_t c1) {
+  const int64_t rows = r1 - r0, cols = c1 - c0;
+  const int64_t lda = d.ta ? d.m : d.k, ldb = d.tb ? d.k : d.n;
+  const T* at = a + (d.ta ? r0 : r0 * d.k);
+  const T* bt = b + (d.tb ? c0 * d.k : c0);
+  T* ct = c + r0 * d.n + c0;
+#ifndef KGRAD_NO_DNNL
+  if constexpr (std::is_same_v<T, float>) {
+    if (dnnl_sgemm(d.ta ? 'T' : 'N', d.tb ? 'T' : 'N', rows, cols, d.k, 1.0f, at, lda, bt, ldb, 0.0f,
+                   ct, d.n) == dnnl_success) {
+      return;
+    }
+  }
+#endif
+  using Stride = Eigen::OuterStride<>;
+  using ConstMap = Eigen::Map<const RowMatrix<T>, 0, Stride>;
+  Eigen::Map<RowMatrix<T>, 0, Stride> out(ct, rows, cols, Stride(d.n));
+  ConstMap ma(at, d.ta ? d.k : rows, d.ta ? rows : d.k, Stride(lda));
+  ConstMap mb(bt, d.tb ? cols : d.k, d.tb ? d.k : cols, Stride(ldb));
+  if (!d.ta && !d.tb) {
+    out.noalias() = ma * mb;
+  } else if (d.ta && !d.tb) {
+    out.noalias() = ma.transpose() * mb;
+  } else if (!d.ta && d.tb) {
+    out.noalias() = ma * mb.transpose();
+  } else {
+    out.noalias() = ma.transpose() * mb.transpose();
+  }
+}
+
 // Where each batch's matrix starts in an operand: bi * stride, or table[bi] when
 // broadcasting makes the pattern irregular.
 struct BatchOffsets {
@@ -142,18 +189,30 @@ void BatchedGemm(const T* a, const T* b, T* c, const GemmDims& d, int64_t batch,
         GemmLoopRow(a + a_off[bi], b + b_off[bi], c + bi * mn, d, r % d.m);
       }
     });
-  } else {
-    auto run = [&](int64_t begin, int64_t end) {
-      for (int64_t bi = begin; bi < end; ++bi) {
-        SerialGemm(a + a_off[bi], b + b_off[bi], c + bi * mn, d);
+  } else if (work >= kBigGemm && d.k > 0) {
+    // Fixed output tiles of every matrix, spread over the threads.
+    const int64_t tm = (d.m + kTileRows - 1) / kTileRows, tn = (d.n + kTileCols - 1) / kTileCols;
+    ParallelFor(batch * tm * tn, 2, [&](int64_t begin, int64_t end) {
+      const int threads = MaxThreads();
+      SetMaxThreads(1);  // one thread per tile, also inside oneDNN and Eigen
+      for (int64_t t = begin; t < end; ++t) {
+        const int64_t bi = t / (tm * tn), i = t % (tm * tn) / tn, j = t % tn;
+        TileGemm(a + a_off[bi], b + b_off[bi], c + bi * mn, d, i * kTileRows,
+                 std::min(d.m, (i + 1) * kTileRows), j * kTileCols, std::min(d.n, (j + 1) * kTileCols));
       }
-    };
-    if (batch == 1 || (work >= kBigGemm && batch < MaxThreads())) {
-      run(0, batch);  // outside a parallel region: Eigen uses all threads per matrix
-    } else {
-      // Inside ParallelFor's region Eigen sees nested parallelism and stays serial.
-      ParallelFor(batch, std::max<int64_t>(1, kMinParallelGemm / work), run);
-    }
+      SetMaxThreads(threads);
+    });
+  } else {
+    // Small matrices whole, each on one thread (spread by batch).
+    ParallelFor(batch, std::max<int64_t>(1, kMinParallelGemm / std::max<int64_t>(work, 1)),
+                [&](int64_t begin, int64_t end) {
+                  const int threads = MaxThreads();
+                  SetMaxThreads(1);
+                  for (int64_t bi = begin; bi < end; ++bi) {
+                    SerialGemm(a + a_off[bi], b + b_off[bi], c + bi * mn, d);
+                  }
+                  SetMaxThreads(threads);
+                });
   }
 }
 

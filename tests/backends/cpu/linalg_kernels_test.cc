@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/cpu/parallel.h"
 #include "core/tensor.h"
 #include "core/value.h"
 #include "gmock/gmock.h"
@@ -122,7 +123,41 @@ std::vector<MatMulCase> MatMulCases() {
       {{3, 50, 40}, {3, 50, 30}, true, false},      // Eigen, batched
       {{200, 6, 5}, {200, 5, 7}, false, false},     // many small matrices
       {{5, 130, 120}, {5, 140, 120}, false, true},  // batched, above kBigGemm
+      // Output tiles (128 x 512) with ragged edges, every transpose.
+      {{300, 70}, {70, 600}, false, false},
+      {{70, 300}, {70, 600}, true, false},
+      {{300, 70}, {600, 70}, false, true},
+      {{70, 300}, {600, 70}, true, true},
+      {{2, 130, 100}, {100, 520}, false, false},  // b shared: one stacked GEMM of 260 rows
+      // Long sums (threaded GEMMs split k here).
+      {{16, 4000}, {4000, 40}, false, false},
+      {{2000, 64}, {64, 2000}, true, true},
   };
+}
+
+// A caller's thread count changes with the runs beside it; a product must not
+// (big GEMMs are cut into output tiles fixed by the shapes): the same bits on 1,
+// 2, 3 and 5 threads, for every case above.
+TEST(MatMulKernelTest, ResultsDoNotDependOnTheThreadCount) {
+  std::mt19937_64 rng(99);
+  const int saved = cpu::MaxThreads();
+  for (DType dtype : {kF32, kF64}) {
+    for (const MatMulCase& c : MatMulCases()) {
+      SCOPED_TRACE(::testing::Message() << DTypeName(dtype) << " " << ShapeToString(c.a) << " x "
+                                        << ShapeToString(c.b) << " ta=" << c.ta << " tb=" << c.tb);
+      Tensor a = RandomTensor(dtype, c.a, rng), b = RandomTensor(dtype, c.b, rng);
+      std::vector<double> first;
+      for (int threads : {1, 2, 3, 5}) {
+        cpu::SetMaxThreads(threads);
+        absl::StatusOr<Value> got = RunMatMul(a, b, c.ta, c.tb);
+        ASSERT_TRUE(got.ok() && got->is_tensor()) << got.status();
+        std::vector<double> values = ToDoubles(got->tensor());
+        if (first.empty()) first = values;
+        EXPECT_EQ(values, first) << "on " << threads << " threads";
+      }
+    }
+  }
+  cpu::SetMaxThreads(saved);
 }
 
 TEST(MatMulKernelTest, MatchesNaiveReferenceInEveryDType) {
