@@ -48,21 +48,27 @@ using RowMatrix = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMaj
 // Eigen picks its own algorithm by size: packed GEMM, or a coefficient-based
 // product for tiny matrices (measured: its choice beats a lazy product forced on
 // 8x8x8 and 12x12x12 batches).
+// out = op(ma) * op(mb) on Eigen maps (transposes as views, so no copies).
+template <typename Out, typename A, typename B>
+void EigenProduct(Out& out, const A& ma, const B& mb, bool ta, bool tb) {
+  if (!ta && !tb) {
+    out.noalias() = ma * mb;
+  } else if (ta && !tb) {
+    out.noalias() = ma.transpose() * mb;
+  } else if (!ta && tb) {
+    out.noalias() = ma * mb.transpose();
+  } else {
+    out.noalias() = ma.transpose() * mb.transpose();
+  }
+}
+
 template <typename T>
 void EigenGemm(const T* a, const T* b, T* c, const GemmDims& d) {
   using ConstMap = Eigen::Map<const RowMatrix<T>>;
   Eigen::Map<RowMatrix<T>> out(c, d.m, d.n);
   ConstMap ma(a, d.ta ? d.k : d.m, d.ta ? d.m : d.k);
   ConstMap mb(b, d.tb ? d.n : d.k, d.tb ? d.k : d.n);
-  if (!d.ta && !d.tb) {
-    out.noalias() = ma * mb;
-  } else if (d.ta && !d.tb) {
-    out.noalias() = ma.transpose() * mb;
-  } else if (!d.ta && d.tb) {
-    out.noalias() = ma * mb.transpose();
-  } else {
-    out.noalias() = ma.transpose() * mb.transpose();
-  }
+  EigenProduct(out, ma, mb, d.ta, d.tb);
 }
 
 // Row i of c = op(a) * op(b) for integers (wrapping, like all integer
@@ -127,15 +133,7 @@ void TileGemm(const T* a, const T* b, T* c, const GemmDims& d, int64_t r0, int64
   Eigen::Map<RowMatrix<T>, 0, Stride> out(ct, rows, cols, Stride(d.n));
   ConstMap ma(at, d.ta ? d.k : rows, d.ta ? rows : d.k, Stride(lda));
   ConstMap mb(bt, d.tb ? cols : d.k, d.tb ? d.k : cols, Stride(ldb));
-  if (!d.ta && !d.tb) {
-    out.noalias() = ma * mb;
-  } else if (d.ta && !d.tb) {
-    out.noalias() = ma.transpose() * mb;
-  } else if (!d.ta && d.tb) {
-    out.noalias() = ma * mb.transpose();
-  } else {
-    out.noalias() = ma.transpose() * mb.transpose();
-  }
+  EigenProduct(out, ma, mb, d.ta, d.tb);
 }
 
 // Where each batch's matrix starts in an operand: bi * stride, or table[bi] when
