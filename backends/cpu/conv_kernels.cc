@@ -6,13 +6,14 @@
 //   conv2d:          Y_g  = W_g * col                 [O/g, OH*OW]
 //   backprop_input:  col  = W_g^T * dY_g, then col2im  (scatter-add back into dx)
 //   backprop_filter: dW_g += dY_g * col^T, summed over the batch
-// The batch is split over threads, or, for few big samples, left to Eigen's
-// OpenMP-parallel GEMM. f32 convolutions go to oneDNN where it takes them
-// (dnnl_conv.h: its direct JIT kernels beat im2col + GEMM, and its depthwise
-// kernels the loops of depthwise_conv.h, measured on resnet18 and mobilenet_v2);
-// f64, which the gradient checks use, always takes the loops here. Depthwise
-// convolutions (one input channel per group) take direct loops (depthwise_conv.h). Every
-// kernel validates its inputs and attributes itself, by the rules of
+// conv2d and backprop_input split the batch over threads, or, for few big
+// samples, leave it to Eigen's OpenMP-parallel GEMM; backprop_filter splits each
+// GEMM into fixed blocks of output channels (see there). f32 convolutions go to
+// oneDNN where it takes them (dnnl_conv.h: its direct JIT kernels beat im2col +
+// GEMM, and its depthwise kernels the loops of depthwise_conv.h, measured on
+// resnet18 and mobilenet_v2); f64, which the gradient checks use, always takes the
+// loops here, and depthwise convolutions the direct loops of depthwise_conv.h.
+// Every kernel validates its inputs and attributes itself, by the rules of
 // ops/conv_window.h.
 #include <algorithm>
 #include <array>
@@ -196,6 +197,17 @@ ConstMatMap<T> Columns(const ConvGeom& g, const T* xg, int64_t i0, int64_t i1, T
   return View(static_cast<const T*>(col), ColRows(g), tile, tile);
 }
 
+// Columns, with im2col's channels spread over the threads when `parallel` (a
+// copy: no sums whose order could change).
+template <typename T>
+ConstMatMap<T> ParallelColumns(const ConvGeom& g, const T* xg, int64_t i0, int64_t i1, T* col,
+                               bool parallel) {
+  if (!parallel || IsPointwise(g)) return Columns(g, xg, i0, i1, col);
+  ParallelFor(g.cg, 2, [&](int64_t c0, int64_t c1) { Im2Col(g, xg, i0, i1, col, c0, c1); });
+  int64_t tile = (i1 - i0) * g.ow;
+  return View(static_cast<const T*>(col), ColRows(g), tile, tile);
+}
+
 // Runs the convolution through oneDNN when it takes it: true when it ran, false
 // when the loops here must (not applicable, or no oneDNN kernel for the window).
 // oneDNN only reads the inputs; its C API takes every buffer as void*.
@@ -337,23 +349,14 @@ void Conv2dBackpropFilter(const ConvGeom& g, const ConvPlan& plan, const T* x, c
       for (int64_t i0 = 0; i0 < g.oh; i0 += plan.tile_rows) {
         int64_t i1 = std::min(g.oh, i0 + plan.tile_rows);
         int64_t tile = (i1 - i0) * g.ow;
-        // The columns in parallel (a copy: no sums to keep in order), unless x is them.
-        if (!IsPointwise(g) && blocks > 1) {
-          ParallelFor(g.cg, 2, [&](int64_t c0, int64_t c1) { Im2Col(g, xg, i0, i1, col, c0, c1); });
-        }
-        auto columns = !IsPointwise(g) && blocks > 1
-                           ? View(static_cast<const T*>(col), rows, tile, tile)
-                           : Columns(g, xg, i0, i1, col);
+        auto columns = ParallelColumns(g, xg, i0, i1, col, blocks > 1);
         auto dyv = View(dyg + i0 * g.ow, g.og, tile, cols);
-        ParallelFor(blocks, 2, [&](int64_t b, int64_t e) {
-          const int threads = MaxThreads();
-          SetMaxThreads(1);
+        ParallelForOneThreadEach(blocks, 2, [&](int64_t b, int64_t e) {
           for (int64_t blk = b; blk < e; ++blk) {
             const int64_t o0 = g.og * blk / blocks, o1 = g.og * (blk + 1) / blocks;
             dwg.middleRows(o0, o1 - o0).noalias() +=
                 dyv.middleRows(o0, o1 - o0) * columns.transpose();
           }
-          SetMaxThreads(threads);
         });
       }
     }

@@ -221,16 +221,18 @@ absl::Status DnnlConvCall(const KernelContext& ctx, const ConvGeom& g, DnnlConvK
   if (kind != DnnlConvKind::kForward) KGRAD_RETURN_IF_ERROR(BackwardDesc(s, kind, fwd, &bwd));
   const PrimDesc& pd = kind == DnnlConvKind::kForward ? fwd : bwd;
   auto md = [&](dnnl_query_t q) { return dnnl_primitive_desc_query_md(pd.get(), q, 0); };
-  const bool fw = kind == DnnlConvKind::kForward, bd = kind == DnnlConvKind::kBackwardData;
+  // The output is y (forward), x (backward data) or w (backward weights); the
+  // operand in that role is a difference ("diff_") in the backward primitives.
+  const bool out_x = kind == DnnlConvKind::kBackwardData;
+  const bool out_w = kind == DnnlConvKind::kBackwardWeights;
+  const bool out_y = kind == DnnlConvKind::kForward;
   Operand ops[3] = {
-      {fw || !bd ? DNNL_ARG_SRC : DNNL_ARG_DIFF_SRC, &s.x_user,
-       md(bd ? dnnl_query_diff_src_md : dnnl_query_src_md), x, bd},
-      {kind == DnnlConvKind::kBackwardWeights ? DNNL_ARG_DIFF_WEIGHTS : DNNL_ARG_WEIGHTS, &s.w_user,
-       md(kind == DnnlConvKind::kBackwardWeights ? dnnl_query_diff_weights_md
-                                                 : dnnl_query_weights_md),
-       w, kind == DnnlConvKind::kBackwardWeights},
-      {fw ? DNNL_ARG_DST : DNNL_ARG_DIFF_DST, &s.y_user,
-       md(fw ? dnnl_query_dst_md : dnnl_query_diff_dst_md), y, fw},
+      {out_x ? DNNL_ARG_DIFF_SRC : DNNL_ARG_SRC, &s.x_user,
+       md(out_x ? dnnl_query_diff_src_md : dnnl_query_src_md), x, out_x},
+      {out_w ? DNNL_ARG_DIFF_WEIGHTS : DNNL_ARG_WEIGHTS, &s.w_user,
+       md(out_w ? dnnl_query_diff_weights_md : dnnl_query_weights_md), w, out_w},
+      {out_y ? DNNL_ARG_DST : DNNL_ARG_DIFF_DST, &s.y_user,
+       md(out_y ? dnnl_query_dst_md : dnnl_query_diff_dst_md), y, out_y},
   };
   for (Operand& op : ops) KGRAD_RETURN_IF_ERROR(Bind(ctx, s, &op));
   Tensor pad_scratch;
@@ -278,9 +280,7 @@ absl::Status BackwardWeightsInChunks(const KernelContext& ctx, const ConvGeom& g
   const int64_t chunks = kWeightChunks, wsize = g.o * g.cg * g.kh * g.kw;
   KGRAD_ASSIGN_OR_RETURN(Tensor partial, ctx.Allocate(DType::kFloat32, {chunks - 1, wsize}));
   std::vector<absl::Status> status(chunks);
-  ParallelFor(chunks, 2, [&](int64_t b, int64_t e) {
-    const int threads = MaxThreads();
-    SetMaxThreads(1);
+  ParallelForOneThreadEach(chunks, 2, [&](int64_t b, int64_t e) {
     for (int64_t c = b; c < e; ++c) {
       ConvGeom part = g;
       const int64_t n0 = g.n * c / chunks;
@@ -289,7 +289,6 @@ absl::Status BackwardWeightsInChunks(const KernelContext& ctx, const ConvGeom& g
       status[c] = DnnlConvCall(ctx, part, DnnlConvKind::kBackwardWeights, x + n0 * g.c * g.h * g.w,
                                out, dy + n0 * g.o * g.oh * g.ow);
     }
-    SetMaxThreads(threads);
   });
   for (const absl::Status& st : status) KGRAD_RETURN_IF_ERROR(st);
   const float* p = partial.data<float>();

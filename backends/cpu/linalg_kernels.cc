@@ -190,27 +190,21 @@ void BatchedGemm(const T* a, const T* b, T* c, const GemmDims& d, int64_t batch,
   } else if (work >= kBigGemm && d.k > 0) {
     // Fixed output tiles of every matrix, spread over the threads.
     const int64_t tm = (d.m + kTileRows - 1) / kTileRows, tn = (d.n + kTileCols - 1) / kTileCols;
-    ParallelFor(batch * tm * tn, 2, [&](int64_t begin, int64_t end) {
-      const int threads = MaxThreads();
-      SetMaxThreads(1);  // one thread per tile, also inside oneDNN and Eigen
+    ParallelForOneThreadEach(batch * tm * tn, 2, [&](int64_t begin, int64_t end) {
       for (int64_t t = begin; t < end; ++t) {
         const int64_t bi = t / (tm * tn), i = t % (tm * tn) / tn, j = t % tn;
         TileGemm(a + a_off[bi], b + b_off[bi], c + bi * mn, d, i * kTileRows,
                  std::min(d.m, (i + 1) * kTileRows), j * kTileCols, std::min(d.n, (j + 1) * kTileCols));
       }
-      SetMaxThreads(threads);
     });
   } else {
     // Small matrices whole, each on one thread (spread by batch).
-    ParallelFor(batch, std::max<int64_t>(1, kMinParallelGemm / std::max<int64_t>(work, 1)),
-                [&](int64_t begin, int64_t end) {
-                  const int threads = MaxThreads();
-                  SetMaxThreads(1);
-                  for (int64_t bi = begin; bi < end; ++bi) {
-                    SerialGemm(a + a_off[bi], b + b_off[bi], c + bi * mn, d);
-                  }
-                  SetMaxThreads(threads);
-                });
+    ParallelForOneThreadEach(batch, std::max<int64_t>(1, kMinParallelGemm / std::max<int64_t>(work, 1)),
+                             [&](int64_t begin, int64_t end) {
+                               for (int64_t bi = begin; bi < end; ++bi) {
+                                 SerialGemm(a + a_off[bi], b + b_off[bi], c + bi * mn, d);
+                               }
+                             });
   }
 }
 

@@ -56,6 +56,21 @@ void ParallelFor(int64_t n, int64_t grain, Fn&& fn) {
   }
 }
 
+// ParallelFor whose chunks each run with one OpenMP thread, so that the
+// libraries they call (Eigen's GEMM, oneDNN) start no threads of their own: a
+// chunk's result then depends on its own work only, never on the thread count
+// (a caller's share of the cores changes with the runs beside it). The caller's
+// setting is restored after each chunk.
+template <typename Fn>
+void ParallelForOneThreadEach(int64_t n, int64_t grain, Fn&& fn) {
+  ParallelFor(n, grain, [&](int64_t begin, int64_t end) {
+    const int threads = MaxThreads();
+    SetMaxThreads(1);
+    fn(begin, end);
+    SetMaxThreads(threads);
+  });
+}
+
 }  // namespace cpu
 }  // namespace kgrad
 
