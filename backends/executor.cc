@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "backends/cpu/cpu_device.h"
+#include "backends/cpu/denormals.h"
 #include "backends/argument_checks.h"
 #include "backends/collective_worker.h"
 #include "backends/fused_step.h"
@@ -373,6 +374,11 @@ Executor::~Executor() = default;
 
 absl::StatusOr<std::unique_ptr<Executor>> Executor::Create(FuncGraph* entry,
                                                            ExecutorOptions options) {
+  if (options.flush_denormals && !cpu::kCanFlushDenormals) {
+    return absl::UnimplementedError(absl::StrCat(
+        "graph '", entry->name(),
+        "': ExecutorOptions::flush_denormals needs an x86-64 build (it sets MXCSR)"));
+  }
   std::unique_ptr<Executor> e(new Executor(entry, options));
   KGRAD_RETURN_IF_ERROR(e->Compile());
   return e;
@@ -484,6 +490,8 @@ absl::StatusOr<Value> Executor::Run(std::vector<Value> args,
     KGRAD_ASSIGN_OR_RETURN(Tensor t, device_->CopyToDevice(tensor));
     w[index] = Value(std::move(t));
   }
+  // Scoped: the caller's thread gets its own mode back.
+  cpu::ScopedDenormalMode mode(options_.flush_denormals ? cpu::kFlushBits : cpu::DenormalMode());
   KGRAD_ASSIGN_OR_RETURN(Value out, Execute(std::move(args), std::move(w), profile));
   KGRAD_RETURN_IF_ERROR(device_->Synchronize());
   return ValueToHost(out, device_);

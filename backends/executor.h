@@ -76,6 +76,14 @@ struct ExecutorOptions {
   // and the run order starts them as early as it can. Off: each collective runs
   // where the run order puts it and the run waits for it there.
   bool overlap_collectives = true;
+  // Host kernels flush subnormal floats to zero during each Run (on the calling
+  // thread and the kernels' own threads; backends/cpu/denormals.h), as PyTorch's
+  // set_flush_denormal and ONNX Runtime's set_denormal_as_zero do: much faster
+  // where values underflow (a gradient carried back through long chains), at the
+  // cost of gradual underflow. Off: the calling thread's own mode. x86-64 only
+  // (Create fails elsewhere). oneDNN's convolutions start threads of their own,
+  // which keep their mode.
+  bool flush_denormals = false;
 };
 
 struct ExecutorStats {

@@ -121,6 +121,13 @@ void ChainRows(Rows& rows) {
   rows.Add(sc, absl::StrCat("per-node overhead, forward, unfused (us; ", Label(fwd_nodes), " nodes)"),
            "chain.fwd_us_per_node", rows.K("chain.fwd_unfused_ms") * 1e3 / fwd_nodes,
            rows.T("chain.fwd_ms") * 1e3 / fwd_nodes);
+  // The same with subnormals flushed (kgrad only; PyTorch keeps its default).
+  AtMost(rows.Add(sc, "step / forward, subnormals flushed (flush_denormals)", "chain.flushed_grad_over_fwd",
+                  rows.K("chain.step_flushed_ms") / rows.K("chain.fwd_flushed_ms"), kNaN),
+         2.5, "<= 2.5");
+  AtMost(rows.Add(sc, "per-node overhead, step, unfused, subnormals flushed (us)", "chain.step_us_per_node_flushed",
+                  rows.K("chain.step_unfused_flushed_ms") * 1e3 / nodes, kNaN),
+         0.15, "<= 0.15 us");
   LossRow(rows, sc, "chain");
 }
 

@@ -130,6 +130,22 @@ TEST(SuiteRowsTest, RatiosAndTargets) {
   EXPECT_TRUE(std::isnan(Find(r, "mlp.jvp_ms").torch));
 }
 
+TEST(SuiteRowsTest, TheChainIsAlsoJudgedWithSubnormalsFlushed) {
+  Report r = WithMetrics({{"chain.fwd_ms", 2}, {"chain.step_ms", 9}, {"chain.fwd_flushed_ms", 2},
+                          {"chain.step_flushed_ms", 4.5}, {"chain.step_applications", 1000},
+                          {"chain.step_unfused_ms", 0.2}, {"chain.step_unfused_flushed_ms", 0.12}},
+                         {});
+  EXPECT_EQ(Find(r, "chain.grad_over_fwd").pass, false);  // 4.5
+  const Row& flushed = Find(r, "chain.flushed_grad_over_fwd");
+  EXPECT_DOUBLE_EQ(flushed.kgrad, 2.25);
+  EXPECT_EQ(flushed.pass, true);
+  EXPECT_TRUE(std::isnan(flushed.torch));
+  EXPECT_EQ(Find(r, "chain.step_us_per_node").pass, false);  // 0.2 us
+  const Row& per_node = Find(r, "chain.step_us_per_node_flushed");
+  EXPECT_DOUBLE_EQ(per_node.kgrad, 0.12);
+  EXPECT_EQ(per_node.pass, true);
+}
+
 TEST(SuiteRowsTest, AMissingPyTorchSideLeavesItsTargetsOpen) {
   Report r = WithMetrics({{"conv.fwd_ms", 2}, {"conv.step_ms", 5}, {"mlp.loss", 2.3}}, {});
   EXPECT_FALSE(Find(r, "conv.step_ms").pass.has_value());

@@ -35,14 +35,16 @@ commands:
                                 their parents; --grad draws the gradient graph beside the
                                 forward one
   run FILE --input NAME=VALUE... [--weight NAME=FILE.npy]... [--output DIR] [--graph G]
-      [--profile] [--max-seconds S] [--max-tail-calls N]
+      [--profile] [--max-seconds S] [--max-tail-calls N] [--flush-denormals]
                                 run the entry graph (or G); VALUE is a .npy file, or a
                                 literal for a scalar input; outputs are summarised and,
                                 with --output, written as DIR/out[_i].npy (leaves nested
                                 deeper than 8 tuples as out_leafK); --profile adds the
                                 time spent per primitive; --max-seconds stops the run
                                 after S seconds (default: none), --max-tail-calls after N
-                                tail calls, i.e. N/2 loop iterations (default 100000000)
+                                tail calls, i.e. N/2 loop iterations (default 100000000);
+                                --flush-denormals computes subnormal floats as zero
+                                (faster where values underflow; x86-64)
   grad FILE -o OUT [--wrt all|weights|0,2] [--sens] [--value] [--has-aux] [--optimize]
       [--graph G] [--remat nothing_saveable|dots_saveable|everything_saveable]
                                 write the gradient graph (entry of OUT) of the entry graph
@@ -75,7 +77,8 @@ commands:
       [--replicated A,B]        by --replicated go whole to every rank; a collective that
       [--gradient-sum]          waits longer than S seconds (default 300) fails
   bench FILE [--input NAME=X.npy ...] [--dim NAME=N ...] [--grad] [--jvp] [--repeat N]
-      [--warmup N]              time the forward pass (and the training step, the Jvp):
+      [--warmup N] [--flush-denormals]
+                                time the forward pass (and the training step, the Jvp):
                                 median and spread of N runs (default 10); inputs not
                                 given are random, symbolic dims sized by --dim
   import-onnx MODEL.onnx -o OUT [--remat nothing_saveable|dots_saveable]
@@ -143,9 +146,10 @@ int Print(const std::vector<std::string>& argv, std::ostream& out, std::ostream&
   return 0;
 }
 
-// --max-seconds S and --max-tail-calls N (positive numbers).
+// --max-seconds S and --max-tail-calls N (positive numbers), --flush-denormals.
 absl::StatusOr<ExecutorOptions> RunLimits(const ParsedArgs& args) {
   ExecutorOptions o;
+  o.flush_denormals = args.Has("flush-denormals");
   if (args.Has("max-seconds")) {
     std::string text = args.Get("max-seconds");
     if (!absl::SimpleAtod(text, &o.max_run_seconds) || !(o.max_run_seconds > 0)) {
@@ -181,7 +185,7 @@ absl::Status RunCommand(const ParsedArgs& args, std::ostream& out) {
 
 int Run(const std::vector<std::string>& argv, std::ostream& out, std::ostream& err) {
   absl::StatusOr<ParsedArgs> args = ParseArgs(argv, {"input", "weight", "output", "graph", "max-seconds", "max-tail-calls"},
-                                                {"profile"});
+                                                {"profile", "flush-denormals"});
   if (!args.ok()) return Fail(args.status(), err);
   absl::Status s = RunCommand(*args, out);
   return s.ok() ? 0 : Fail(s, err);

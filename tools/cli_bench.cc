@@ -123,8 +123,9 @@ struct Timing {
   double median_ms = 0, min_ms = 0, max_ms = 0;
 };
 
-absl::StatusOr<Timing> Time(FuncGraph* g, const std::vector<Value>& args, int64_t warmup, int64_t repeat) {
-  KGRAD_ASSIGN_OR_RETURN(std::unique_ptr<Executor> e, Executor::Create(g));
+absl::StatusOr<Timing> Time(FuncGraph* g, const std::vector<Value>& args, int64_t warmup, int64_t repeat,
+                            const ExecutorOptions& options) {
+  KGRAD_ASSIGN_OR_RETURN(std::unique_ptr<Executor> e, Executor::Create(g, options));
   for (int64_t i = 0; i < warmup; ++i) KGRAD_RETURN_IF_ERROR(e->Run(args).status());
   std::vector<double> ms;
   for (int64_t i = 0; i < repeat; ++i) {
@@ -182,11 +183,14 @@ absl::Status Bench(const ParsedArgs& args, std::ostream& out) {
   if (args.Has("jvp")) {
     KGRAD_ASSIGN_OR_RETURN(jvp, Jvp(*m, g));
   }
-  out << "graph '" << g->name() << "', " << repeat << " runs after " << warmup << " warm-up\n";
-  KGRAD_ASSIGN_OR_RETURN(Timing fwd, Time(g, inputs, warmup, repeat));
+  ExecutorOptions options;
+  options.flush_denormals = args.Has("flush-denormals");
+  out << "graph '" << g->name() << "', " << repeat << " runs after " << warmup << " warm-up"
+      << (options.flush_denormals ? ", subnormals flushed" : "") << "\n";
+  KGRAD_ASSIGN_OR_RETURN(Timing fwd, Time(g, inputs, warmup, repeat, options));
   out << Line("forward", fwd) << "\n";
   if (step != nullptr) {
-    KGRAD_ASSIGN_OR_RETURN(Timing t, Time(step, inputs, warmup, repeat));
+    KGRAD_ASSIGN_OR_RETURN(Timing t, Time(step, inputs, warmup, repeat, options));
     out << Line("step", t) << absl::StrFormat("  step/forward %.2f", t.median_ms / fwd.median_ms) << "\n";
   }
   if (jvp != nullptr) {
@@ -194,7 +198,7 @@ absl::Status Bench(const ParsedArgs& args, std::ostream& out) {
     // depend on the values).
     std::vector<Value> with_tangents = inputs;
     with_tangents.insert(with_tangents.end(), inputs.begin(), inputs.end());
-    KGRAD_ASSIGN_OR_RETURN(Timing t, Time(jvp, with_tangents, warmup, repeat));
+    KGRAD_ASSIGN_OR_RETURN(Timing t, Time(jvp, with_tangents, warmup, repeat, options));
     out << Line("jvp", t) << absl::StrFormat("  jvp/forward %.2f", t.median_ms / fwd.median_ms) << "\n";
   }
   return absl::OkStatus();
@@ -204,7 +208,7 @@ absl::Status Bench(const ParsedArgs& args, std::ostream& out) {
 
 int BenchCommand(const std::vector<std::string>& argv, std::ostream& out, std::ostream& err) {
   absl::StatusOr<ParsedArgs> args =
-      ParseArgs(argv, {"input", "dim", "repeat", "warmup", "seed", "graph"}, {"grad", "jvp"});
+      ParseArgs(argv, {"input", "dim", "repeat", "warmup", "seed", "graph"}, {"grad", "jvp", "flush-denormals"});
   if (!args.ok()) return Fail(args.status(), err);
   absl::Status s = Bench(*args, out);
   return s.ok() ? 0 : Fail(s, err);

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "backends/cpu/denormals.h"
+
 #ifdef _OPENMP
 #include <omp.h>
 #endif
@@ -35,6 +37,7 @@ inline void SetMaxThreads(int n) {
 }
 
 // fn(begin, end) over [0, n) in contiguous chunks, in parallel when n >= grain.
+// Every chunk runs with the caller's denormal mode (backends/cpu/denormals.h).
 template <typename Fn>
 void ParallelFor(int64_t n, int64_t grain, Fn&& fn) {
   if (n <= 0) return;
@@ -42,8 +45,10 @@ void ParallelFor(int64_t n, int64_t grain, Fn&& fn) {
     fn(int64_t{0}, n);
     return;
   }
+  const uint32_t denormal_mode = DenormalMode();
 #pragma omp parallel
   {
+    ScopedDenormalMode mode(denormal_mode);
     int64_t threads = 1, me = 0;
 #ifdef _OPENMP
     threads = omp_get_num_threads();

@@ -53,6 +53,14 @@ TEST(CliBenchTest, SymbolicDimsOfAnOnnxModelTakeTheirSizeFromDim) {
   EXPECT_LT(Median(r.out, "jvp"), 0);  // not asked for
 }
 
+TEST(CliBenchTest, FlushDenormalsIsReported) {
+  Result r = Cli({"bench", "examples/mlp.pbtxt", "--input", "x=examples/data/mlp_x.npy", "--grad",
+                  "--repeat", "2", "--warmup", "0", "--flush-denormals"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("graph 'mlp', 2 runs after 0 warm-up, subnormals flushed"));
+  EXPECT_GT(Median(r.out, "step"), 0);
+}
+
 TEST(CliBenchTest, BadArgumentsAreErrors) {
   Result r = Cli({"bench", "examples/mlp.pbtxt", "--repeat", "0"});
   EXPECT_EQ(r.status, 1);
