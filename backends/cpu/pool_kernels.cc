@@ -199,6 +199,42 @@ bool IsPlain2x2(const PoolGeom& g) {
          g.win.pad_hi == zero && 2 * g.oh <= g.h && 2 * g.ow <= g.w;
 }
 
+// Output columns per block of the 2x2 row loops: a fixed trip count, so that
+// each block compiles to straight vector code. Rows of typical conv nets are short
+// (7 or 14 outputs at 28x28) and the remainder loop of a variable-length row cost
+// as much as its vector part.
+constexpr int64_t kBlock2x2 = 8;
+
+// fn(j0, n) over output columns [0, ow) in blocks of kBlock2x2 (n is the
+// compile-time block width) and, when ow is not a multiple, one last block that
+// ends at ow and overlaps the one before: the 2x2 loops compute each output
+// column from its own window and write it whole, so computing a column twice
+// writes the same values. Rows shorter than a block run column by column (n = 1).
+template <typename Fn>
+void ForEachBlock2x2(int64_t ow, Fn&& fn) {
+  if (ow < kBlock2x2) {
+    for (int64_t j = 0; j < ow; ++j) fn(j, std::integral_constant<int64_t, 1>());
+    return;
+  }
+  int64_t j = 0;
+  for (; j + kBlock2x2 <= ow; j += kBlock2x2) fn(j, std::integral_constant<int64_t, kBlock2x2>());
+  if (j < ow) fn(ow - kBlock2x2, std::integral_constant<int64_t, kBlock2x2>());
+}
+
+// y[j] for output columns [0, n) of one row: rows r0, r1 of the input.
+template <typename T, int64_t n>
+void MaxBlock2x2(const T* __restrict r0, const T* __restrict r1, T* __restrict y) {
+  for (int64_t j = 0; j < n; ++j) {
+    const T a = r0[2 * j], b = r0[2 * j + 1], c = r1[2 * j], d = r1[2 * j + 1];
+    T m = a;
+    m = b > m ? b : m;
+    m = c > m ? c : m;
+    m = d > m ? d : m;
+    const bool nan = (a != a) | (b != b) | (c != c) | (d != d);
+    y[j] = nan ? a + b + c + d : m;  // the sum of a NaN is NaN
+  }
+}
+
 template <typename T>
 void MaxPool2x2(const PoolGeom& g, const T* x, T* y, int64_t chunks) {
   ForEachPlane(g, chunks, [&](int64_t pl, int64_t) {
@@ -207,15 +243,9 @@ void MaxPool2x2(const PoolGeom& g, const T* x, T* y, int64_t chunks) {
       const T* r0 = xp + 2 * i * g.w;
       const T* r1 = r0 + g.w;
       T* yr = y + (pl * g.oh + i) * g.ow;
-      for (int64_t j = 0; j < g.ow; ++j) {
-        const T a = r0[2 * j], b = r0[2 * j + 1], c = r1[2 * j], d = r1[2 * j + 1];
-        T m = a;
-        m = b > m ? b : m;
-        m = c > m ? c : m;
-        m = d > m ? d : m;
-        const bool nan = (a != a) | (b != b) | (c != c) | (d != d);
-        yr[j] = nan ? a + b + c + d : m;  // the sum of a NaN is NaN
-      }
+      ForEachBlock2x2(g.ow, [&](int64_t j, auto n) {
+        MaxBlock2x2<T, decltype(n)::value>(r0 + 2 * j, r1 + 2 * j, yr + j);
+      });
     }
   });
 }
@@ -243,13 +273,13 @@ struct Winner2x2 {
   }
 };
 
-// One output row of the scatter: x rows r0, r1 and their dx rows d0, d1. The
+// n output columns of the scatter: x rows r0, r1 and their dx rows d0, d1. The
 // windows do not overlap, so each window's four cells are written (the routed
 // value and three zeros). Restrict pointers: dx never aliases x or dy.
-template <typename T>
-void ScatterRow2x2(const T* __restrict r0, const T* __restrict r1, const T* __restrict dy, T* __restrict d0,
-                   T* __restrict d1, int64_t ow) {
-  for (int64_t j = 0; j < ow; ++j) {
+template <typename T, int64_t n>
+void ScatterBlock2x2(const T* __restrict r0, const T* __restrict r1, const T* __restrict dy, T* __restrict d0,
+                     T* __restrict d1) {
+  for (int64_t j = 0; j < n; ++j) {
     const Winner2x2<T> w(r0[2 * j], r0[2 * j + 1], r1[2 * j], r1[2 * j + 1]);
     const T v = dy[j];
     d0[2 * j] = w.a ? v : T(0);
@@ -259,11 +289,11 @@ void ScatterRow2x2(const T* __restrict r0, const T* __restrict r1, const T* __re
   }
 }
 
-// One output row of the gather: y[j] = the ddx cell at window j's argmax.
-template <typename T>
-void GatherRow2x2(const T* __restrict r0, const T* __restrict r1, const T* __restrict s0, const T* __restrict s1,
-                  T* __restrict y, int64_t ow) {
-  for (int64_t j = 0; j < ow; ++j) {
+// n output columns of the gather: y[j] = the ddx cell at window j's argmax.
+template <typename T, int64_t n>
+void GatherBlock2x2(const T* __restrict r0, const T* __restrict r1, const T* __restrict s0,
+                    const T* __restrict s1, T* __restrict y) {
+  for (int64_t j = 0; j < n; ++j) {
     const Winner2x2<T> w(r0[2 * j], r0[2 * j + 1], r1[2 * j], r1[2 * j + 1]);
     const T a = s0[2 * j], b = s0[2 * j + 1], c = s1[2 * j], d = s1[2 * j + 1];
     y[j] = w.a ? a : (w.b ? b : (w.c ? c : d));
@@ -281,11 +311,15 @@ void Route2x2(const PoolGeom& g, const T* x, const T* src, T* dst, int64_t chunk
     for (int64_t i = 0; i < g.oh; ++i) {
       const int64_t r0 = plane + 2 * i * g.w, r1 = r0 + g.w;
       const int64_t o = (pl * g.oh + i) * g.ow;
-      if (kScatter) {
-        ScatterRow2x2(x + r0, x + r1, src + o, dst + r0, dst + r1, g.ow);
-      } else {
-        GatherRow2x2(x + r0, x + r1, src + r0, src + r1, dst + o, g.ow);
-      }
+      ForEachBlock2x2(g.ow, [&](int64_t j, auto n) {
+        constexpr int64_t kN = decltype(n)::value;
+        const int64_t c0 = r0 + 2 * j, c1 = r1 + 2 * j;
+        if constexpr (kScatter) {
+          ScatterBlock2x2<T, kN>(x + c0, x + c1, src + o + j, dst + c0, dst + c1);
+        } else {
+          GatherBlock2x2<T, kN>(x + c0, x + c1, src + c0, src + c1, dst + o + j);
+        }
+      });
     }
   });
 }

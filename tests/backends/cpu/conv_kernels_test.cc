@@ -605,18 +605,22 @@ TEST(PoolKernelEdgeTest, NaNPropagatesAndReceivesTheGradient) {
 
 // 2x2 windows at stride 2 run their own loops; a right padding of one column on
 // an even width gives the same windows through the general loops. Both must
-// agree on NaNs (the first NaN of a window takes the gradient) and ties.
+// agree on NaNs (the first NaN of a window takes the gradient) and ties. Output
+// rows of 20, 16, 9 and 7 columns: blocks of 8 with an overlapping last block,
+// whole blocks only, a last block overlapping all but one column, and no block.
 TEST(PoolKernelEdgeTest, TwoByTwoLoopsMatchTheGeneralOnes) {
   std::mt19937_64 rng(Seed("2x2_vs_general", kF32));
-  for (DType dtype : {kF32, kF64}) {
-    std::vector<double> xv = ToDoubles(RandomTensor(dtype, {2, 3, 6, 40}, rng, -2.0, 2.0));
+  for (auto [dtype, width] : std::vector<std::pair<DType, int64_t>>{
+           {kF32, 40}, {kF64, 40}, {kF32, 32}, {kF32, 18}, {kF64, 18}, {kF32, 14}}) {
+    SCOPED_TRACE(::testing::Message() << DTypeName(dtype) << " width " << width);
+    std::vector<double> xv = ToDoubles(RandomTensor(dtype, {2, 3, 6, width}, rng, -2.0, 2.0));
     for (size_t i = 0; i < xv.size(); ++i) {
       xv[i] = std::floor(xv[i]);                   // ties
       if (rng() % 9 == 0) xv[i] = kNaN;            // some windows hold one NaN, some two
     }
-    Tensor x = MakeTensor(dtype, {2, 3, 6, 40}, xv);
-    Tensor dy = RandomTensor(dtype, {2, 3, 3, 20}, rng);
-    Tensor ddx = RandomTensor(dtype, {2, 3, 6, 40}, rng);
+    Tensor x = MakeTensor(dtype, {2, 3, 6, width}, xv);
+    Tensor dy = RandomTensor(dtype, {2, 3, 3, width / 2}, rng);
+    Tensor ddx = RandomTensor(dtype, {2, 3, 6, width}, rng);
     AttrMap fast = {{"kernel", AttrValue(Ints{2, 2})}};
     AttrMap general = {{"kernel", AttrValue(Ints{2, 2})},
                        {"stride", AttrValue(Ints{2, 2})},
