@@ -17,6 +17,7 @@
 #include "backends/collective_worker.h"
 #include "backends/fused_step.h"
 #include "backends/fusion_planner.h"
+#include "backends/kernel_cache.h"
 #include "backends/run_order.h"
 #include "core/infer.h"
 #include "core/manager.h"
@@ -48,6 +49,8 @@ struct Step {
   int32_t out = -1;
   std::shared_ptr<const FusedGroup> fused;  // kFused
   std::vector<int32_t> outs;                // kFused: one slot per program output
+  // kKernel steps that read a weight: their kernel's memo across runs.
+  std::shared_ptr<KernelCache> cache;
   bool tail = false;
   bool async = false;  // a collective handed to the CollectiveWorker
   bool waits = false;  // reads a slot an async collective writes
@@ -79,9 +82,10 @@ class PlanCompiler {
  public:
   PlanCompiler(FuncGraph* g, Device* device, Manager& manager,
                const absl::flat_hash_map<const Parameter*, int>& weight_index, bool fuse,
-               bool overlap)
+               bool overlap, bool weight_caches)
       : g_(g), device_(device), manager_(manager), weight_index_(weight_index),
-        fuse_(fuse && device->fused_elementwise() != nullptr), overlap_(overlap) {}
+        fuse_(fuse && device->fused_elementwise() != nullptr), overlap_(overlap),
+        weight_caches_(weight_caches) {}
 
   absl::StatusOr<std::unique_ptr<Plan>> Compile() {
     plan_ = std::make_unique<Plan>();
@@ -190,6 +194,10 @@ class PlanCompiler {
     for (size_t i = first_arg; i < c->size(); ++i) {
       KGRAD_ASSIGN_OR_RETURN(Operand op, OperandOf(c->input(i), c));
       step.inputs.push_back(op);
+      if (weight_caches_ && step.kind == Step::Kind::kKernel && op.kind == OperandKind::kWeight &&
+          step.cache == nullptr) {
+        step.cache = std::make_shared<KernelCache>();
+      }
     }
     step.out = NewSlot();
     slot_[c] = step.out;
@@ -327,6 +335,7 @@ class PlanCompiler {
   const absl::flat_hash_map<const Parameter*, int>& weight_index_;
   const bool fuse_;
   const bool overlap_;
+  const bool weight_caches_;  // ExecutorOptions::reuse_weight_layouts
   std::unique_ptr<Plan> plan_;
   absl::flat_hash_map<const AnfNode*, int32_t> slot_;
   absl::flat_hash_map<const FuncGraph*, int32_t> closure_slot_;
@@ -402,7 +411,8 @@ absl::Status Executor::Compile() {
                        device_->type() == DeviceType::kCpu &&
                        options_.communicator->memory() == DeviceType::kCpu;
   for (FuncGraph* g : manager.Reachable({entry_})) {
-    PlanCompiler compiler(g, device_, manager, weight_index_, options_.fuse_elementwise, overlap);
+    PlanCompiler compiler(g, device_, manager, weight_index_, options_.fuse_elementwise, overlap,
+                          options_.reuse_weight_layouts);
     KGRAD_ASSIGN_OR_RETURN(std::unique_ptr<Plan> plan, compiler.Compile());
     stats_.steps += static_cast<int>(plan->steps.size());
     for (const Step& s : plan->steps) {
@@ -503,9 +513,10 @@ namespace {
 class Machine {
  public:
   Machine(const absl::flat_hash_map<const FuncGraph*, std::unique_ptr<Plan>>& plans,
-          std::vector<Value> weights, Device* device, const ExecutorOptions& options,
-          Profile* profile, int run_token, CollectiveWorker* worker)
-      : plans_(plans), weights_(std::move(weights)), device_(device), options_(options),
+          std::vector<Value> weights, const std::vector<Value>& own_weights, Device* device,
+          const ExecutorOptions& options, Profile* profile, int run_token, CollectiveWorker* worker)
+      : plans_(plans), weights_(std::move(weights)), own_weights_(own_weights), device_(device),
+        options_(options),
         max_depth_(options.max_call_depth), profile_(profile), run_token_(run_token),
         worker_(worker) {}
 
@@ -578,6 +589,18 @@ class Machine {
     return Value();
   }
 
+  // Bit i: args_[i] is the executor's own weight tensor (not one Run replaced).
+  uint32_t OwnWeightInputs(const Step& s) const {
+    uint32_t mask = 0;
+    for (size_t i = 0; i < s.inputs.size() && i < 32; ++i) {
+      const Operand& op = s.inputs[i];
+      if (op.kind != OperandKind::kWeight || !args_[i].is_tensor()) continue;
+      const Value& own = own_weights_[op.index];
+      if (own.is_tensor() && own.tensor().buffer() == args_[i].tensor().buffer()) mask |= 1u << i;
+    }
+    return mask;
+  }
+
   void Gather(Frame& f, const Step& s, size_t from, absl::InlinedVector<Value, 6>* out) {
     out->clear();
     for (size_t i = from; i < s.inputs.size(); ++i) out->push_back(Read(f, s.inputs[i], s.move[i]));
@@ -602,6 +625,7 @@ class Machine {
     if (meter) CollectBuffers(args_);
     KernelContext ctx(*s.prim, absl::MakeSpan(args_.data(), args_.size()), device_,
                       options_.communicator);
+    if (s.cache != nullptr) ctx.set_cache(s.cache.get(), OwnWeightInputs(s));
     device_->BeforeKernel(run_token_);
     std::chrono::steady_clock::time_point start;
     if (profile_ != nullptr) start = std::chrono::steady_clock::now();
@@ -810,6 +834,7 @@ class Machine {
 
   const absl::flat_hash_map<const FuncGraph*, std::unique_ptr<Plan>>& plans_;
   std::vector<Value> weights_;
+  const std::vector<Value>& own_weights_;  // the executor's, before Run's overrides
   Device* device_;
   const ExecutorOptions& options_;
   int max_depth_;
@@ -831,7 +856,8 @@ class Machine {
 absl::StatusOr<Value> Executor::Execute(std::vector<Value> args, std::vector<Value> weights,
                                         Profile* profile) const {
   const int token = device_->BeginRun();
-  Machine m(plans_, std::move(weights), device_, options_, profile, token, worker_.get());
+  Machine m(plans_, std::move(weights), weight_values_, device_, options_, profile, token,
+            worker_.get());
   absl::StatusOr<Value> out = m.Run(plans_.at(entry_).get(), std::move(args));
   device_->EndRun(token);
   return out;

@@ -84,6 +84,14 @@ struct ExecutorOptions {
   // (Create fails elsewhere). oneDNN's convolutions start threads of their own,
   // which keep their mode.
   bool flush_denormals = false;
+  // Kernels keep what they derive from the executor's own weights across runs
+  // (backends/kernel_cache.h): oneDNN's f32 convolutions keep each weight in
+  // their blocked layout instead of reordering it every call (a second copy of
+  // those weights for the executor's lifetime; resnet18 batch 1: forward 13.0 ->
+  // 11.x ms). Weights passed to Run (`weights`) are never kept. Weight tensors
+  // must not be changed in place after Create (on the CPU the executor shares
+  // their buffers): pass new values through Run.
+  bool reuse_weight_layouts = true;
 };
 
 struct ExecutorStats {

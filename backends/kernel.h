@@ -18,6 +18,7 @@ namespace kgrad {
 
 class Communicator;
 class Device;
+class KernelCache;
 
 class KernelContext {
  public:
@@ -33,6 +34,17 @@ class KernelContext {
   Value& mutable_input(size_t i) { return inputs_[i]; }
   Device* device() const { return device_; }
   Communicator* communicator() const { return communicator_; }
+  // The step's memo across runs (backends/kernel_cache.h), and whether input `i`
+  // is one of the executor's own weights (the same tensor every run unless a
+  // Run overrides it): only such inputs may have derived copies kept there.
+  // nullptr / false outside a compiled step, or with
+  // ExecutorOptions::reuse_weight_layouts off.
+  KernelCache* cache() const { return cache_; }
+  bool persistent(size_t i) const { return cache_ != nullptr && i < 32 && ((persistent_ >> i) & 1u); }
+  void set_cache(KernelCache* cache, uint32_t persistent_inputs) {
+    cache_ = cache;
+    persistent_ = persistent_inputs;
+  }
 
   // Input `i` as a tensor (a scalar input is not converted); error otherwise.
   absl::StatusOr<const Tensor*> TensorAt(size_t i) const;
@@ -69,6 +81,8 @@ class KernelContext {
   absl::Span<Value> inputs_;
   Device* device_;
   Communicator* communicator_;
+  KernelCache* cache_ = nullptr;
+  uint32_t persistent_ = 0;  // bit i: input i is an executor weight
 };
 
 // Error unless tensors `a` (input i) and `b` (input j) share a dtype.

@@ -214,8 +214,11 @@ ConstMatMap<T> ParallelColumns(const ConvGeom& g, const T* xg, int64_t i0, int64
 absl::StatusOr<bool> TryDnnl(const KernelContext& ctx, const ConvGeom& g, DType dtype,
                              DnnlConvKind kind, const Tensor& x, const Tensor& w, const Tensor& y) {
   if (!conv_internal::DnnlConvApplies(g, dtype)) return false;
+  // The weight is input 1 of conv2d and conv2d_backprop_input (the output of the
+  // filter's backprop).
+  const Tensor* kept_w = kind != DnnlConvKind::kBackwardWeights && ctx.persistent(1) ? &w : nullptr;
   absl::Status s = conv_internal::DnnlConv(ctx, g, kind, x.mutable_data<float>(),
-                                          w.mutable_data<float>(), y.mutable_data<float>());
+                                          w.mutable_data<float>(), y.mutable_data<float>(), kept_w);
   if (absl::IsUnimplemented(s)) return false;
   KGRAD_RETURN_IF_ERROR(s);
   return true;

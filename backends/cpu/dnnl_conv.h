@@ -42,9 +42,11 @@ bool DnnlConvApplies(const ops::ConvGeom& g, DType dtype);
 // calling thread's OpenMP thread count (backward weights: fixed batch chunks). An error names the oneDNN call
 // that failed; kUnimplemented when oneDNN has no kernel for the window, and for
 // the backward weights of fewer than kWeightChunks samples (the caller then
-// uses its own kernels).
+// uses its own kernels). `kept_w`: the weight input (forward, backward data) when
+// it is one of the executor's own weights (KernelContext::persistent), whose
+// blocked copy the step's cache then keeps across runs; nullptr: reordered per call.
 absl::Status DnnlConv(const KernelContext& ctx, const ops::ConvGeom& g, DnnlConvKind kind,
-                      float* x, float* w, float* y);
+                      float* x, float* w, float* y, const Tensor* kept_w = nullptr);
 
 }  // namespace conv_internal
 }  // namespace cpu

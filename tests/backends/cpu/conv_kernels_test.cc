@@ -12,6 +12,7 @@
 #include "backends/cpu/cpu_device.h"
 #include "backends/cpu/dnnl_conv.h"
 #include "backends/cpu/parallel.h"
+#include "backends/kernel_cache.h"
 #include "core/primitive.h"
 #include "core/scalar.h"
 #include "core/tensor.h"
@@ -150,6 +151,9 @@ std::vector<ConvCase> ConvCases() {
       {"depthwise_1x1", {2, 4, 5, 6}, {4, 1, 1, 1}, {1, 1}, {0, 0}, {1, 1}, 4},
       {"depthwise_parallel", {4, 16, 40, 36}, {32, 1, 3, 3}, {1, 1}, {1, 1}, {1, 1}, 16},
       {"pointwise_1x1", {3, 6, 5, 4}, {7, 6, 1, 1}},
+      // Pointwise convolutions run on NCHW through oneDNN's GEMM kernel: one big
+      // enough for its threads.
+      {"pointwise_1x1_large", {8, 32, 14, 14}, {64, 32, 1, 1}},
       {"pointwise_groups3", {2, 6, 4, 5}, {9, 2, 1, 1}, {1, 1}, {0, 0}, {1, 1}, 3},
       {"1x1_stride2_pad", {2, 3, 7, 6}, {4, 3, 1, 1}, {2, 2}, {1, 0, 0, 1}},
       {"mixed_everything", {2, 6, 11, 9}, {3, 2, 3, 2}, {2, 3}, {2, 0, 1, 3}, {1, 2}, 3},
@@ -261,6 +265,35 @@ TEST_P(ConvKernelTest, OneDnnTakesEveryNonEmptyF32Case) {
   ASSERT_TRUE(bw.ok()) << bw;
   ExpectClose(dw, kF32, k_.w, NaiveBackpropFilter(k_, ToDoubles(x_), ToDoubles(dy_)));
 #endif
+}
+
+// A weight the step keeps (KernelContext::persistent) is reordered once and its
+// blocked copy reused: the second call gives the same result, a different weight
+// tensor (another buffer) its own result, never the kept one's.
+TEST_P(ConvKernelTest, KeptWeightLayoutsGiveTheResultsOfFreshOnes) {
+  if (dtype_ != kF32) return;
+  absl::StatusOr<PrimitivePtr> p = DefaultRegistry().Make(PrimId::kConv2d, k_.attrs());
+  ASSERT_TRUE(p.ok()) << p.status();
+  absl::StatusOr<ops::ConvGeom> g = ops::ConvKernelGeom(**p, {&x_, &w_});
+  ASSERT_TRUE(g.ok()) << g.status();
+  if (!cpu::conv_internal::DnnlConvApplies(*g, kF32)) return;
+  std::vector<Value> none;
+  KernelContext ctx(**p, absl::MakeSpan(none), CpuDevice());
+  KernelCache cache;
+  ctx.set_cache(&cache, 0b10);
+  using cpu::conv_internal::DnnlConv, cpu::conv_internal::DnnlConvKind;
+  const auto f = [](const Tensor& t) { return t.mutable_data<float>(); };
+  std::mt19937_64 rng(Seed("kept_weights", kF32));
+  Tensor w2 = RandomTensor(kF32, k_.w, rng);
+  for (const Tensor* w : {&w_, &w_, &w2, &w_}) {
+    Tensor y = MakeTensor(kF32, k_.y(), std::vector<double>(NumElementsOf(k_.y()), 7.0));
+    ASSERT_TRUE(DnnlConv(ctx, *g, DnnlConvKind::kForward, f(x_), f(*w), f(y), w).ok());
+    ExpectClose(y, kF32, k_.y(), NaiveConv(k_, ToDoubles(x_), ToDoubles(*w)));
+    Tensor dx = MakeTensor(kF32, k_.x, std::vector<double>(NumElementsOf(k_.x), 7.0));
+    ASSERT_TRUE(DnnlConv(ctx, *g, DnnlConvKind::kBackwardData, f(dx), f(*w), f(dy_), w).ok());
+    ExpectClose(dx, kF32, k_.x, NaiveBackpropInput(k_, ToDoubles(dy_), ToDoubles(*w)));
+  }
+  EXPECT_LE(cache.size(), 2u);  // one layout per direction at most, w2 replaced w_'s
 }
 
 // A caller's thread count changes with how many runs share the cores, and a
