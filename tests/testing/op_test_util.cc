@@ -2,9 +2,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 #include "backends/cpu/cpu_device.h"
+#include "backends/cpu/parallel.h"
 #include "core/status_macros.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -184,6 +186,27 @@ Value F64(Shape shape, const std::vector<double>& values) {
 
 Value I64(Shape shape, const std::vector<double>& values) {
   return Value(MakeTensor(DType::kInt64, std::move(shape), values));
+}
+
+void ExpectSameOnAnyThreadCount(PrimId id, const std::vector<Value>& inputs, const AttrMap& attrs) {
+  const int saved = cpu::MaxThreads();
+  std::vector<double> first;
+  for (int threads : {1, 2, 3, 5}) {
+    cpu::SetMaxThreads(threads);
+    absl::StatusOr<Value> r = RunCpuKernel(id, inputs, attrs);
+    ASSERT_TRUE(r.ok() && r->is_tensor()) << r.status();
+    // Bits, not values: NaN == NaN and -0 != +0 here.
+    std::vector<double> bits;
+    for (int64_t i = 0; i < r->tensor().NumElements(); ++i) bits.push_back(r->tensor().ElementAsDouble(i));
+    if (first.empty()) {
+      first = bits;
+      continue;
+    }
+    ASSERT_EQ(bits.size(), first.size());
+    EXPECT_EQ(std::memcmp(bits.data(), first.data(), bits.size() * sizeof(double)), 0)
+        << "differs on " << threads << " threads";
+  }
+  cpu::SetMaxThreads(saved);
 }
 
 double MaxAbsDiff(const Tensor& a, const std::vector<double>& expected) {

@@ -129,6 +129,11 @@ double MaxAbsDiff(const Tensor& a, const std::vector<double>& expected);
 // Max |v| (0 for none).
 double MaxAbs(const std::vector<double>& v);
 
+// Runs the CPU kernel of `id` on 1, 2, 3 and 5 OpenMP threads and expects the
+// same bits every time (a caller's share of the cores changes with the runs
+// beside it, and results must not); the caller's thread count is restored.
+void ExpectSameOnAnyThreadCount(PrimId id, const std::vector<Value>& inputs, const AttrMap& attrs = {});
+
 }  // namespace testing
 }  // namespace kgrad
 

@@ -567,6 +567,28 @@ TEST(DynamicDropoutKernelTest, RateOutOfRangeIsAnError) {
               "must be one value");
 }
 
+// Softmax rows, batch-norm statistics (per channel, in fixed lanes) and the
+// cross-entropy's sums give the same bits on any number of threads.
+TEST(NnKernelTest, ResultsDoNotDependOnTheThreadCount) {
+  std::mt19937_64 rng(92);
+  Tensor rows = RandomTensor(kF32, {256, 1000}, rng, -5, 5);
+  for (PrimId id : {PrimId::kSoftmax, PrimId::kLogSoftmax}) {
+    ExpectSameOnAnyThreadCount(id, {Value(rows)}, Axis(1));
+    ExpectSameOnAnyThreadCount(id, {Value(rows)}, Axis(0));
+  }
+  Tensor labels = RandomTensor(kF32, {256, 1000}, rng, 0, 1);
+  ExpectSameOnAnyThreadCount(PrimId::kSoftmaxCrossEntropy, {Value(rows), Value(labels)}, Axis(1));
+  for (auto [shape, axis] : std::vector<std::pair<Shape, int64_t>>{
+           {{64, 8, 32, 32}, 1}, {{32, 20, 20, 16}, -1}, {{4096, 300}, 1}}) {
+    int64_t channels = shape[axis < 0 ? axis + shape.size() : axis];
+    Tensor x = RandomTensor(kF32, shape, rng, -3, 3);
+    Tensor scale = RandomTensor(kF32, {channels}, rng, 0.5, 2);
+    Tensor bias = RandomTensor(kF32, {channels}, rng);
+    ExpectSameOnAnyThreadCount(PrimId::kBatchNorm, {Value(x), Value(scale), Value(bias)},
+                               {{"axis", axis}, {"epsilon", 1e-5}});
+  }
+}
+
 }  // namespace
 }  // namespace testing
 }  // namespace kgrad

@@ -404,6 +404,29 @@ TEST(ArgReduceKernelTest, Errors) {
   }
 }
 
+// Reductions split long sums into chunks fixed by the sizes, never by the
+// threads: one long contiguous run (chunked), many runs (one output per task),
+// rows kept innermost (pieces of a row per task), argmax along rows and across.
+TEST(ReduceKernelTest, ResultsDoNotDependOnTheThreadCount) {
+  std::mt19937_64 rng(91);
+  Tensor long_run = RandomTensor(DType::kFloat32, {1 << 19}, rng);
+  Tensor matrix = RandomTensor(DType::kFloat32, {512, 700}, rng);
+  Tensor cube = RandomTensor(DType::kFloat32, {64, 48, 40}, rng);
+  for (PrimId id : {PrimId::kReduceSum, PrimId::kReduceMean, PrimId::kReduceMax, PrimId::kLogsumexp}) {
+    SCOPED_TRACE(static_cast<int>(id));
+    ExpectSameOnAnyThreadCount(id, {Value(long_run)}, Axes({0}));
+    ExpectSameOnAnyThreadCount(id, {Value(matrix)}, Axes({1}));
+    ExpectSameOnAnyThreadCount(id, {Value(matrix)}, Axes({0}));
+    ExpectSameOnAnyThreadCount(id, {Value(cube)}, Axes({0, 2}));
+  }
+  Tensor matrix64 = RandomTensor(DType::kFloat64, {512, 700}, rng);
+  ExpectSameOnAnyThreadCount(PrimId::kReduceSum, {Value(matrix64)}, Axes({0, 1}));
+  for (int64_t axis : {0, 1}) {
+    ExpectSameOnAnyThreadCount(PrimId::kArgmax, {Value(matrix)}, {{"axis", axis}, {"keepdims", false}});
+    ExpectSameOnAnyThreadCount(PrimId::kCumSum, {Value(matrix)}, {{"axis", axis}});
+  }
+}
+
 }  // namespace
 }  // namespace testing
 }  // namespace kgrad
