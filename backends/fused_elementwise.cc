@@ -23,6 +23,8 @@ std::optional<FusedCode> FusedCodeOf(PrimId id) {
     case PrimId::kSinGrad: return FusedCode::kSinGrad;
     case PrimId::kCosGrad: return FusedCode::kCosGrad;
     case PrimId::kReluGrad: return FusedCode::kReluGrad;
+    case PrimId::kMaximum: return FusedCode::kMaximum;
+    case PrimId::kMinimum: return FusedCode::kMinimum;
     default: return std::nullopt;
   }
 }

@@ -8,9 +8,10 @@
 // instruction in order. An instruction reads one or two earlier values. A device
 // that can evaluate programs returns an evaluator from
 // Device::fused_elementwise(); it is called only when every input is a tensor of
-// one floating dtype and one shape (the executor checks, and otherwise runs the
-// applications one by one with their own kernels), so each instruction computes
-// exactly what its primitive's kernel would.
+// one floating dtype and one shape, or a rank-0 tensor of that dtype (a scalar
+// operand such as a clip bound, broadcast) (the executor checks, and otherwise
+// runs the applications one by one with their own kernels), so each instruction
+// computes exactly what its primitive's kernel would.
 #ifndef KGRAD_BACKENDS_FUSED_ELEMENTWISE_H_
 #define KGRAD_BACKENDS_FUSED_ELEMENTWISE_H_
 
@@ -32,6 +33,7 @@ enum class FusedCode : uint8_t {
   kNeg, kTanh, kSin, kCos, kExp, kSigmoid, kRelu,
   // binary
   kAdd, kSub, kMul, kDiv, kTanhGrad, kSigmoidGrad, kSinGrad, kCosGrad, kReluGrad,
+  kMaximum, kMinimum,
   // a * b + c * d: an add of two products read nowhere else (the product rule's
   // tangent), one instruction instead of three; not a primitive of its own
   kMulAdd,
@@ -71,9 +73,10 @@ struct FusedProgram {
 // instruction may write a row it reads: every instruction is pointwise).
 void AssignRows(FusedProgram* program);
 
-// Evaluates `program` on `inputs` (one floating dtype, one shape) into `outputs`
-// (allocated by the caller with that dtype and shape; an output may share an
-// input's buffer as last_read allows).
+// Evaluates `program` on `inputs` (one floating dtype; one shape, or rank 0 for
+// broadcast scalars) into `outputs` (allocated by the caller with that dtype and
+// the full shape; an output may share a full-shape input's buffer as last_read
+// allows).
 using FusedElementwiseFn = absl::Status (*)(const FusedProgram& program,
                                             absl::Span<const Tensor* const> inputs,
                                             absl::Span<Tensor> outputs, Device* device);

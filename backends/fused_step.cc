@@ -17,8 +17,7 @@ absl::Status At(const absl::Status& s, const CNode* node, const Primitive* prim)
 // holds (its last use moved it here) lends its buffer to an output written at or
 // after its last read, as a kernel updates in place; the others are new.
 absl::StatusOr<std::vector<Tensor>> Outputs(const FusedProgram& p, absl::Span<const Value> args,
-                                            Device* device) {
-  const Tensor& first = args[0].tensor();
+                                            const Tensor& first, Device* device) {
   std::vector<bool> lent(args.size(), false);
   std::vector<Tensor> out;
   for (int32_t v : p.outputs) {
@@ -26,7 +25,7 @@ absl::StatusOr<std::vector<Tensor>> Outputs(const FusedProgram& p, absl::Span<co
     int found = -1;
     for (size_t j = 0; j < args.size() && found < 0; ++j) {
       const Tensor& t = args[j].tensor();
-      if (!lent[j] && p.last_read[j] <= at && t.IsUniquelyOwned() &&
+      if (!lent[j] && p.last_read[j] <= at && t.IsUniquelyOwned() && t.shape() == first.shape() &&
           t.buffer()->allocator() == device->allocator()) {
         found = static_cast<int>(j);
       }
@@ -41,6 +40,20 @@ absl::StatusOr<std::vector<Tensor>> Outputs(const FusedProgram& p, absl::Span<co
     out.push_back(*std::move(t));
   }
   return out;
+}
+
+// Whether every value of the program has the run's shape when the inputs
+// flagged in `full` do and the others are broadcast scalars: each instruction
+// must read at least one value of the run's shape (an instruction of scalars
+// only would be a scalar, and the evaluator writes every value at full size).
+bool EveryValueIsFull(const FusedProgram& p, std::vector<bool> full) {
+  for (const FusedInstr& in : p.instrs) {
+    bool any = false;
+    for (int32_t v : {in.a, in.b, in.c, in.d}) any |= v >= 0 && full[v];
+    if (!any) return false;
+    full.push_back(true);
+  }
+  return true;
 }
 
 }  // namespace
@@ -67,6 +80,9 @@ absl::StatusOr<FusedGroup> MakeFusedGroup(absl::Span<CNode* const> run, FusedRun
 absl::StatusOr<std::vector<Value>> RunFusedGroup(const FusedGroup& g, absl::Span<const Value> args,
                                                  Device* device) {
   absl::InlinedVector<const Tensor*, 8> tensors;
+  // The run's shape: its first input of rank > 0 (else the first input); the
+  // others have that shape or rank 0 (broadcast scalars, e.g. clip bounds).
+  const Tensor* first = nullptr;
   bool uniform = !args.empty();
   for (const Value& v : args) {
     if (!v.is_tensor()) {
@@ -74,14 +90,20 @@ absl::StatusOr<std::vector<Value>> RunFusedGroup(const FusedGroup& g, absl::Span
       break;
     }
     const Tensor& t = v.tensor();
-    const Tensor* first = tensors.empty() ? &t : tensors[0];
-    uniform &= IsFloating(t.dtype()) && t.dtype() == first->dtype() && t.shape() == first->shape() &&
-               t.device() == device->type();
+    if (first == nullptr || (first->shape().empty() && !t.shape().empty())) first = &t;
     tensors.push_back(&t);
   }
+  std::vector<bool> full(tensors.size(), false);
+  for (size_t i = 0; uniform && i < tensors.size(); ++i) {
+    const Tensor& t = *tensors[i];
+    full[i] = t.shape() == first->shape();
+    uniform = IsFloating(t.dtype()) && t.dtype() == first->dtype() && t.device() == device->type() &&
+              (full[i] || t.shape().empty());
+  }
+  uniform = uniform && EveryValueIsFull(g.program, std::move(full));
   std::vector<Value> out;
   if (uniform) {
-    absl::StatusOr<std::vector<Tensor>> ts = Outputs(g.program, args, device);
+    absl::StatusOr<std::vector<Tensor>> ts = Outputs(g.program, args, *first, device);
     if (ts.ok()) {
       absl::Status s = device->fused_elementwise()(g.program, tensors, absl::MakeSpan(*ts), device);
       if (s.ok()) {

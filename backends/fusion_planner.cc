@@ -12,8 +12,9 @@ namespace kgrad {
 namespace {
 
 // Static facts, where inference left them: a floating tensor of a known shape
-// computed from operands of that shape. Unknown types are allowed (the executor
-// checks the operands when it runs and falls back to the kernels).
+// computed from operands of that shape or of rank 0 (broadcast scalars). Unknown
+// types are allowed (the executor checks the operands when it runs and falls
+// back to the kernels).
 bool Fusable(const CNode* c) {
   const Primitive* prim = c->primitive();
   if (prim == nullptr) return false;
@@ -26,7 +27,9 @@ bool Fusable(const CNode* c) {
     const AbstractTensor* in = AsTensor(c->arg(i)->abstract());
     if (c->arg(i)->abstract() == nullptr) continue;
     if (in == nullptr || in->dtype() != out->dtype()) return false;
-    if (in->shape_known() && out->shape_known() && in->shape() != out->shape()) return false;
+    if (in->shape_known() && out->shape_known() && in->shape() != out->shape() && !in->shape().empty()) {
+      return false;
+    }
   }
   return true;
 }

@@ -47,7 +47,8 @@ FuncGraph* EveryFusedOp(Module* m, DType dtype, Shape shape) {
     outs.push_back(h);
   }
   for (PrimId id : {PrimId::kAdd, PrimId::kSub, PrimId::kMul, PrimId::kDiv, PrimId::kTanhGrad,
-                    PrimId::kSigmoidGrad, PrimId::kSinGrad, PrimId::kCosGrad, PrimId::kReluGrad}) {
+                    PrimId::kSigmoidGrad, PrimId::kSinGrad, PrimId::kCosGrad, PrimId::kReluGrad,
+                    PrimId::kMaximum, PrimId::kMinimum}) {
     h = b.Op(id, {h, id == PrimId::kDiv ? b.Op(PrimId::kExp, {y}) : y});
     outs.push_back(h);
   }
@@ -77,15 +78,82 @@ TEST(FusedElementwiseTest, EveryFusedPrimitiveGivesWhatItsKernelGives) {
       ASSERT_TRUE(fused.ok()) << fused.status();
       absl::StatusOr<Value> plain = RunWith(f, args, false);
       ASSERT_TRUE(plain.ok()) << plain.status();
-      EXPECT_EQ(fused_stats.fused, 17);  // every application but the output tuple
+      EXPECT_EQ(fused_stats.fused, 19);  // every application but the output tuple
       EXPECT_LE(fused_stats.steps, 3);
       // Equal up to the vectorised cos/sin of sin_grad and cos_grad (an ulp or two).
       EXPECT_LE(MaxRelDiff(*plain, *fused), dtype == DType::kFloat32 ? 1e-6 : 1e-12)
           << DTypeName(dtype) << " " << ShapeToString(shape);
-      ASSERT_EQ(fused->tuple().size(), 16u);
+      ASSERT_EQ(fused->tuple().size(), 18u);
       for (const Value& v : fused->tuple()) EXPECT_EQ(v.tensor().shape(), shape);
     }
   }
+}
+
+// Bits of every element, NaNs included (a NaN equals a NaN here).
+bool SameBits(const Tensor& a, const Tensor& b) {
+  if (a.TypeString() != b.TypeString()) return false;
+  for (int64_t i = 0; i < a.NumElements(); ++i) {
+    double x = a.ElementAsDouble(i), y = b.ElementAsDouble(i);
+    if (!(x == y || (std::isnan(x) && std::isnan(y)))) return false;
+  }
+  return true;
+}
+
+// clip(x, 0, 6) as ONNX imports it: maximum then minimum with rank-0 bounds.
+// The bounds are broadcast operands of one fused run, NaN stays NaN (it wins in
+// both, as in the kernels), and a bound may come first.
+TEST(FusedElementwiseTest, ScalarOperandsLikeClipBoundsAreBroadcast) {
+  for (DType dtype : {DType::kFloat32, DType::kFloat64}) {
+    Module m(DefaultRegistry());
+    GraphBuilder b(&m, "clip");
+    const Shape shape = {2, 700};
+    AnfNode* x = b.Param("x", dtype, shape);
+    auto bound = [&](double v) {
+      return b.Const(Value(dtype == DType::kFloat32 ? Tensor::FromScalar<float>(static_cast<float>(v))
+                                                    : Tensor::FromScalar<double>(v)));
+    };
+    AnfNode* lo = b.Op(PrimId::kMaximum, {x, bound(0)});
+    AnfNode* hi = b.Op(PrimId::kMinimum, {bound(6), lo});
+    FuncGraph* f = b.Return(b.Op(PrimId::kMul, {hi, x})).value();
+    ASSERT_TRUE(InferGraph(f).ok());
+    Value in = Random(dtype, shape, 9, -10, 10);
+    Tensor t = in.tensor();
+    for (int64_t i = 0; i < t.NumElements(); i += 97) {
+      if (dtype == DType::kFloat32) t.mutable_data<float>()[i] = std::nanf("");
+      if (dtype == DType::kFloat64) t.mutable_data<double>()[i] = std::nan("");
+    }
+    ExecutorStats stats;
+    absl::StatusOr<Value> fused = RunWith(f, {in}, true, &stats);
+    ASSERT_TRUE(fused.ok()) << fused.status();
+    absl::StatusOr<Value> plain = RunWith(f, {in}, false);
+    ASSERT_TRUE(plain.ok()) << plain.status();
+    EXPECT_EQ(stats.fused, 3);
+    EXPECT_EQ(stats.steps, 1);
+    EXPECT_TRUE(SameBits(fused->tensor(), plain->tensor())) << DTypeName(dtype);
+    EXPECT_TRUE(std::isnan(fused->tensor().ElementAsDouble(97)));
+  }
+}
+
+// An instruction that reads only scalars would be a scalar: such a run goes
+// through the kernels, and its scalar output keeps its shape.
+TEST(FusedElementwiseTest, ARunWithAnApplicationOfScalarsOnlyRunsThroughTheKernels) {
+  Module m(DefaultRegistry());
+  GraphBuilder b(&m, "g");
+  AnfNode* x = b.Param("x", DType::kFloat32, {3, 4});
+  AnfNode* s = b.Param("s", DType::kFloat32, {});
+  AnfNode* sum = b.Op(PrimId::kAdd, {s, s});
+  FuncGraph* g = b.Return(b.Tuple({b.Op(PrimId::kMul, {x, sum}), sum})).value();
+  ASSERT_TRUE(InferGraph(g).ok());
+  std::vector<Value> args = {Random(DType::kFloat32, {3, 4}, 10), Value(Tensor::FromScalar<float>(1.5f))};
+  ExecutorStats stats;
+  absl::StatusOr<Value> fused = RunWith(g, args, true, &stats);
+  ASSERT_TRUE(fused.ok()) << fused.status();
+  EXPECT_EQ(stats.fused, 2);  // planned as a run
+  absl::StatusOr<Value> plain = RunWith(g, args, false);
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  EXPECT_EQ(fused->tuple()[1].tensor().TypeString(), "f32[]");
+  EXPECT_TRUE(SameBits(fused->tuple()[0].tensor(), plain->tuple()[0].tensor()));
+  EXPECT_EQ(fused->tuple()[1].tensor().ElementAsDouble(0), 3.0);
 }
 
 TEST(FusedElementwiseTest, AJvpOfAnElementwiseChainRunsAsOneRun) {
