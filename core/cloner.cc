@@ -145,12 +145,18 @@ LiftedGraph LiftFreeVariables(FuncGraph* g, const std::string& suffix) {
   return out;
 }
 
-Inliner::Inliner(Module* m) : module_(m) {
-  Manager& manager = m->manager();
+Inliner::Inliner(Module* m, const Orders* start_orders) : module_(m), start_orders_(start_orders) {
   for (const auto& g : m->graphs()) {
-    orders_[g.get()] = manager.Info(g.get()).order;
     if (g->parent() != nullptr) children_[g->parent()].push_back(g.get());
   }
+}
+
+const std::vector<CNode*>* Inliner::Order(const FuncGraph* g) const {
+  if (emptied_.contains(g)) return nullptr;
+  auto it = start_orders_->find(g);
+  if (it != start_orders_->end()) return &it->second;
+  auto jt = orders_.find(g);
+  return jt == orders_.end() ? nullptr : &jt->second;
 }
 
 AnfNode* Inliner::Inline(FuncGraph* callee, FuncGraph* caller, absl::Span<AnfNode* const> args,
@@ -177,21 +183,47 @@ AnfNode* Inliner::Inline(FuncGraph* callee, FuncGraph* caller, absl::Span<AnfNod
   // Graphs nested in the callee move under the caller; the body reads their
   // shells, and they read the copied body as free variables.
   copier.MakeShells(nested, "", callee, caller);
-  copier.CopyNodes(caller, orders_.at(callee));
+  const std::vector<CNode*>& body = *Order(callee);
+  copier.CopyNodes(caller, body);
   if (copies != nullptr) {
-    for (CNode* n : orders_.at(callee)) copies->push_back(map.nodes.at(n)->AsCNode());
+    for (CNode* n : body) copies->push_back(map.nodes.at(n)->AsCNode());
   }
   AnfNode* result = copier.Mapped(callee->output(), caller);
-  for (FuncGraph* g : nested) copier.CopyGraph(g, orders_.at(g));
+  // A nested graph the sweep never saw (unreachable at its start) has its order
+  // read now: the sweep has not changed it.
+  std::vector<const std::vector<CNode*>*> nested_orders;
+  for (FuncGraph* g : nested) {
+    const std::vector<CNode*>* order = Order(g);
+    if (order == nullptr) order = &(orders_[g] = module_->manager().Info(g).order);
+    nested_orders.push_back(order);
+    for (const CNode* c : *order) copied_calls_ |= c->primitive() == nullptr;
+  }
+  for (size_t i = 0; i < nested.size(); ++i) copier.CopyGraph(nested[i], *nested_orders[i]);
   // The copies' orders are the originals' mapped (copied in that order), so a
   // graph created by this inline can itself be inlined in the same sweep.
-  for (FuncGraph* g : nested) {
-    FuncGraph* c = map.graphs.at(g);
+  for (size_t i = 0; i < nested.size(); ++i) {
+    FuncGraph* c = map.graphs.at(nested[i]);
     std::vector<CNode*>& order = orders_[c];
-    for (CNode* n : orders_.at(g)) order.push_back(map.nodes.at(n)->AsCNode());
+    for (CNode* n : *nested_orders[i]) order.push_back(map.nodes.at(n)->AsCNode());
     children_[c->parent()].push_back(c);
   }
   return result;
+}
+
+AnfNode* Inliner::Transplant(FuncGraph* callee, FuncGraph* caller, std::vector<CNode*>* moved) {
+  const std::vector<CNode*>& body = *Order(callee);
+  moved->insert(moved->end(), body.begin(), body.end());
+  std::vector<FuncGraph*> children;
+  auto it = children_.find(callee);
+  if (it != children_.end()) {
+    children = std::move(it->second);
+    children_.erase(it);
+  }
+  AnfNode* out = callee->MoveBodyTo(caller, children);
+  std::vector<FuncGraph*>& adopted = children_[caller];
+  adopted.insert(adopted.end(), children.begin(), children.end());
+  emptied_.insert(callee);
+  return out;
 }
 
 }  // namespace kgrad

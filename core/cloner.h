@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/types/span.h"
 #include "core/func_graph.h"
 
@@ -42,21 +43,38 @@ struct LiftedGraph {
 };
 LiftedGraph LiftFreeVariables(FuncGraph* g, const std::string& suffix);
 
-// Many inlines in one sweep: the graphs' orders are read once, when the Inliner is
-// made, and stay valid while no edge changes (new nodes and graphs may appear).
+// Many inlines in one sweep: the callees' orders are the ones the caller read when
+// the sweep started (`start_orders`, which must outlive the Inliner), valid while no
+// edge changes (new nodes and graphs may appear), plus those of graphs the inlines
+// create.
 class Inliner {
  public:
-  explicit Inliner(Module* m);
+  using Orders = absl::flat_hash_map<const FuncGraph*, std::vector<CNode*>>;
+  Inliner(Module* m, const Orders* start_orders);
   // `copies`, when given, receives the applications created in `caller`.
   AnfNode* Inline(FuncGraph* callee, FuncGraph* caller, absl::Span<AnfNode* const> args,
                   std::vector<CNode*>* copies = nullptr);
-  // Whether the Inliner has the graph's order (it existed when the Inliner was
-  // made, or an inline made it).
-  bool Knows(const FuncGraph* g) const { return orders_.contains(g); }
+  // Inlines by moving the callee's body into the caller, for a callee called at
+  // this site and nowhere else: nothing is copied, and the graphs nested in the
+  // callee move under the caller. `moved` receives the applications, in the
+  // callee's order. Returns the callee's former output, which may be one of its
+  // parameters: the caller binds them to the arguments (Transaction::Replace).
+  AnfNode* Transplant(FuncGraph* callee, FuncGraph* caller, std::vector<CNode*>* moved);
+  // Whether the Inliner has the graph's order (given at the start, or an inline
+  // made the graph), and the graph was not transplanted.
+  bool Knows(const FuncGraph* g) const { return Order(g) != nullptr; }
+  // Whether a graph nested in an inlined callee, now copied under the caller,
+  // calls something other than a primitive (calls the sweep did not visit).
+  bool copied_calls() const { return copied_calls_; }
 
  private:
+  const std::vector<CNode*>* Order(const FuncGraph* g) const;
+
   Module* module_;
-  absl::flat_hash_map<const FuncGraph*, std::vector<CNode*>> orders_;
+  const Orders* start_orders_;
+  Orders orders_;  // graphs the inlines made
+  absl::flat_hash_set<const FuncGraph*> emptied_;  // transplanted
+  bool copied_calls_ = false;
   absl::flat_hash_map<const FuncGraph*, std::vector<FuncGraph*>> children_;
 };
 

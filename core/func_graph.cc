@@ -1,9 +1,12 @@
 #include "core/func_graph.h"
 
+#include <algorithm>
+
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "core/module.h"
 #include "core/status_macros.h"
+#include "core/value_walk.h"
 
 namespace kgrad {
 
@@ -35,7 +38,10 @@ void FuncGraph::Touch() {
 }
 
 void FuncGraph::TouchOwner(const AnfNode* n) {
-  if (n != nullptr && n->graph() != nullptr) n->graph()->Touch();
+  // Only an application's uses by other graphs matter to its owner (the manager
+  // schedules applications that nested graphs read); constants and parameters
+  // used from elsewhere leave the owner as it was.
+  if (n != nullptr && n->graph() != nullptr && n->is_cnode()) n->graph()->Touch();
 }
 
 void FuncGraph::set_parent(FuncGraph* parent) {
@@ -97,8 +103,57 @@ ValueNode* FuncGraph::NewValueNode(Value v) {
   auto n = std::make_unique<ValueNode>(this, module_->NewNodeId(), std::move(v));
   ValueNode* raw = n.get();
   raw->set_abstract(AbstractOfValue(raw->value()));
+  const Value& value = raw->value();
+  if (value.is_graph()) {
+    value.graph()->referrers_.push_back(raw);
+  } else if (value.is_tuple()) {
+    (void)ForEachLeaf(value, [](const Value& leaf, absl::Span<const size_t>) {
+      if (leaf.is_graph()) ++leaf.graph()->tuple_referrers_;
+      return absl::OkStatus();
+    });
+  }
   nodes_.push_back(std::move(n));
   return raw;
+}
+
+void FuncGraph::ForgetReferrer(const ValueNode* v) {
+  const Value& value = v->value();
+  if (value.is_graph()) {
+    std::vector<ValueNode*>& r = value.graph()->referrers_;
+    auto it = std::find(r.begin(), r.end(), v);
+    if (it != r.end()) {
+      *it = r.back();
+      r.pop_back();
+    }
+  } else if (value.is_tuple()) {
+    (void)ForEachLeaf(value, [](const Value& leaf, absl::Span<const size_t>) {
+      if (leaf.is_graph()) --leaf.graph()->tuple_referrers_;
+      return absl::OkStatus();
+    });
+  }
+}
+
+AnfNode* FuncGraph::MoveBodyTo(FuncGraph* target, const std::vector<FuncGraph*>& children) {
+  std::vector<std::unique_ptr<AnfNode>> keep;
+  for (auto& n : nodes_) {
+    if (n->is_parameter()) {
+      keep.push_back(std::move(n));
+      continue;
+    }
+    n->graph_ = target;
+    target->nodes_.push_back(std::move(n));
+  }
+  nodes_ = std::move(keep);
+  prim_nodes_.clear();  // its constants belong to `target` now
+  for (FuncGraph* c : children) c->set_parent(target);
+  AnfNode* out = output_;
+  if (out != nullptr) {
+    out->RemoveUse(Use{nullptr, -1, this});
+    output_ = nullptr;
+  }
+  target->Touch();
+  Touch();
+  return out;
 }
 
 ValueNode* FuncGraph::PrimitiveNode(const PrimitivePtr& p) {

@@ -76,17 +76,31 @@ class FuncGraph {
   // Every node this graph owns, reachable or not, in creation order.
   const std::vector<std::unique_ptr<AnfNode>>& owned_nodes() const { return nodes_; }
 
+  // The constants that hold this graph (as themselves, not inside a tuple), live
+  // or not, until garbage collection frees them; and how many constant tuples hold
+  // it (a graph in a tuple constant can be reached in ways nothing tracks).
+  const std::vector<ValueNode*>& referrers() const { return referrers_; }
+  int tuple_referrers() const { return tuple_referrers_; }
+
+  // Inlining at the only call site: every node but the parameters moves into
+  // `target`, the graphs nested here (`children`) move under it, and the former
+  // output is returned; this graph is left with its parameters and no output.
+  AnfNode* MoveBodyTo(FuncGraph* target, const std::vector<FuncGraph*>& children);
+
   // Bumped whenever the graph's structure may have changed: its edges, output,
   // parameters, or the uses of its nodes by other graphs. The manager recomputes
   // only graphs whose version moved.
   uint64_t version() const { return version_; }
   void Touch();
-  // Touches the graph owning `n`, if any.
+  // Touches the graph owning `n` when `n` is an application (whose uses from
+  // other graphs the graph's analyses depend on).
   static void TouchOwner(const AnfNode* n);
 
  private:
   friend class Module;
   friend class Transaction;
+  // Garbage collection frees `v`: it no longer refers to its graph(s).
+  static void ForgetReferrer(const ValueNode* v);
   FuncGraph(Module* module, std::string name, FuncGraph* parent)
       : module_(module), name_(std::move(name)), parent_(parent) {}
   Module* module_;
@@ -99,6 +113,8 @@ class FuncGraph {
   RematPolicy remat_ = RematPolicy::kEverythingSaveable;
   uint64_t version_ = 0;
   std::vector<std::unique_ptr<AnfNode>> nodes_;
+  std::vector<ValueNode*> referrers_;
+  int tuple_referrers_ = 0;
   // PrimitiveNode's cache, by definition and attribute hash (equality checked).
   absl::flat_hash_map<std::pair<const PrimitiveDef*, size_t>, std::vector<ValueNode*>> prim_nodes_;
 };

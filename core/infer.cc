@@ -77,9 +77,15 @@ class Inferrer {
     for (const auto& w : module_->weights()) node_abs_[w.get()] = w->abstract();
     for (int round = 0; round < options_.max_rounds; ++round) {
       changed_ = false;
+      stale_ = false;
+      fv_reads_.clear();
       evaluated_.clear();
       KGRAD_ASSIGN_OR_RETURN(AbstractPtr result, Analyse(entry, args));
-      if (changed_) continue;
+      // A round that read no value before it was final (a recursive call's result
+      // while it was being computed, a free variable that grew after it was read)
+      // computed the fixpoint: another round would repeat it. Without recursion
+      // that is the first round.
+      if (changed_ && stale_) continue;
       if (result == nullptr) return NeverReturns(entry);
       if (options_.record) {
         for (auto& [node, abs] : node_abs_) node->set_abstract(abs);
@@ -263,6 +269,7 @@ class Inferrer {
     for (AbstractPtr& a : args) a = Broaden(a);
     ContextKey key = WidenIfNeeded(ContextKey{g, std::move(args)});
     if (in_progress_.contains(key) || evaluated_.contains(key)) {
+      if (in_progress_.contains(key)) stale_ = true;  // the result so far, not the final one
       auto it = results_.find(key);
       if (it != results_.end()) return std::optional<AbstractPtr>(it->second);
       if (in_progress_.contains(key)) recursing_.insert(g);
@@ -323,7 +330,12 @@ class Inferrer {
     auto it = local.find(n);
     if (it != local.end()) return it->second;
     auto jt = node_abs_.find(n);
-    if (jt != node_abs_.end()) return jt->second;
+    if (jt != node_abs_.end()) {
+      // A free variable: the join over its graph's contexts so far (Record marks
+      // the round stale when it grows later).
+      if (!n->is_parameter() || n->graph() != nullptr) fv_reads_.insert(n);
+      return jt->second;
+    }
     // A free variable of the entry itself (when a nested graph is analysed on its
     // own): this analysis cannot compute it; the enclosing graph's recorded type
     // stands for it.
@@ -349,6 +361,7 @@ class Inferrer {
     if (!AbstractEquals(*j, slot)) {
       slot = *j;
       changed_ = true;
+      if (fv_reads_.contains(n)) stale_ = true;
     }
     return absl::OkStatus();
   }
@@ -427,6 +440,8 @@ class Inferrer {
   InferOptions options_;
   FuncGraph* entry_ = nullptr;
   bool changed_ = false;
+  bool stale_ = false;  // this round read a value that changed afterwards
+  absl::flat_hash_set<const AnfNode*> fv_reads_;  // nodes read outside their frame this round
   std::vector<Frame> stack_;
   absl::flat_hash_map<ContextKey, AbstractPtr> results_;
   absl::flat_hash_set<ContextKey> in_progress_;

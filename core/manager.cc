@@ -34,32 +34,23 @@ void SortById(std::vector<AnfNode*>* nodes) {
 }  // namespace
 
 const GraphInfo& Manager::Info(FuncGraph* g) {
-  if (version_ != module_->version()) Recompute();
-  auto it = info_.find(g);
-  if (it == info_.end()) {
-    // A graph created after the last recompute without any edit since cannot
-    // exist (creation bumps the version); an unknown graph has no info.
-    static const GraphInfo* const kEmpty = new GraphInfo();
-    return *kEmpty;
-  }
-  return it->second;
+  Verify(g);
+  return entries_[g].info;
 }
 
 int Manager::FvIndex(FuncGraph* g, AnfNode* node) {
-  if (version_ != module_->version()) Recompute();
-  auto it = fv_index_.find(g);
-  if (it == fv_index_.end()) return -1;
-  auto jt = it->second.find(node);
-  return jt == it->second.end() ? -1 : jt->second;
+  Verify(g);
+  Entry& e = entries_[g];
+  if (e.fv_index_version != e.verified) {
+    e.fv_index.clear();
+    for (size_t i = 0; i < e.info.fvs.size(); ++i) e.fv_index[e.info.fvs[i]] = static_cast<int>(i);
+    e.fv_index_version = e.verified;
+  }
+  auto it = e.fv_index.find(node);
+  return it == e.fv_index.end() ? -1 : it->second;
 }
 
-
-void Manager::Reset() {
-  info_.clear();
-  fv_index_.clear();
-  scans_.clear();
-  version_ = ~uint64_t{0};
-}
+void Manager::Reset() { entries_.clear(); }
 
 // What a graph reads directly: free variables, graphs named by constants. The scan
 // starts from the output and from the graph's nodes that other graphs use (a nested
@@ -68,7 +59,6 @@ void Manager::Reset() {
 void Manager::ScanGraph(FuncGraph* g, Scan* sc) {
   sc->direct_fvs.clear();
   sc->used_graphs.clear();
-  sc->graph_refs.clear();
   const uint64_t epoch = ++epoch_;
   absl::flat_hash_set<AnfNode*> fv_set;
   absl::flat_hash_set<FuncGraph*> used_set;
@@ -97,7 +87,6 @@ void Manager::ScanGraph(FuncGraph* g, Scan* sc) {
       CollectGraphs(v, &refs);
       for (FuncGraph* h : refs) {
         if (used_set.insert(h).second) sc->used_graphs.push_back(h);
-        sc->graph_refs.emplace_back(node->AsValue(), h);
       }
       continue;
     }
@@ -114,61 +103,57 @@ void Manager::ScanGraph(FuncGraph* g, Scan* sc) {
   SortById(&sc->direct_fvs);
 }
 
-void Manager::Recompute() {
-  std::vector<FuncGraph*> graphs;
-  graphs.reserve(module_->graphs().size());
-  for (const auto& g : module_->graphs()) graphs.push_back(g.get());
-  // Phase 1: rescan only the graphs that changed.
-  absl::flat_hash_set<FuncGraph*> rescanned;
-  for (FuncGraph* g : graphs) {
-    Scan& sc = scans_[g];
-    if (sc.version != g->version() || !info_.contains(g)) {
-      ScanGraph(g, &sc);
-      sc.version = g->version();
-      rescanned.insert(g);
+// Brings `root` and the graphs it uses (transitively) up to date:
+//   1. the stale part of its closure, rescanning graphs whose version moved;
+//   2. their transitive free variables (graphs verified earlier are read as given);
+//   3. orders of graphs rescanned, or using a graph whose free variables changed.
+void Manager::Verify(FuncGraph* root) {
+  const uint64_t version = module_->version();
+  if (entries_[root].verified == version) return;
+  std::vector<FuncGraph*> rescanned;
+  std::vector<FuncGraph*> stale = StaleClosure(root, &rescanned);
+  ComputeTotalFvs(stale);
+  absl::flat_hash_set<FuncGraph*> was_rescanned(rescanned.begin(), rescanned.end());
+  for (FuncGraph* g : stale) {
+    Entry& e = entries_[g];
+    bool order_stale = !e.has_order || was_rescanned.contains(g);
+    for (FuncGraph* h : e.info.used_graphs) {
+      auto it = entries_.find(h);
+      order_stale |= it != entries_.end() && it->second.fvs_stamp > e.order_stamp;
     }
-  }
-  absl::flat_hash_map<FuncGraph*, GraphInfo> prev = std::move(info_);
-  info_.clear();
-  for (FuncGraph* g : graphs) {
-    GraphInfo& gi = info_[g];
-    const Scan& sc = scans_[g];
-    gi.direct_fvs = sc.direct_fvs;
-    gi.fvs = sc.direct_fvs;
-    gi.used_graphs = sc.used_graphs;
-  }
-  for (FuncGraph* g : graphs) {
-    for (const auto& [vn, h] : scans_[g].graph_refs) {
-      auto it = info_.find(h);
-      if (it != info_.end()) it->second.referenced_by.push_back(vn);
-    }
-  }
-  // Phase 2: transitive free variables (graph-level, cheap).
-  ComputeTotalFvs(graphs);
-  fv_index_.clear();
-  for (FuncGraph* g : graphs) {
-    auto& idx = fv_index_[g];
-    const auto& fvs = info_[g].fvs;
-    for (size_t i = 0; i < fvs.size(); ++i) idx[fvs[i]] = static_cast<int>(i);
-  }
-  // Phase 3: orders, for graphs that changed or whose callees' free variables did.
-  absl::flat_hash_set<FuncGraph*> fvs_changed;
-  for (FuncGraph* g : graphs) {
-    auto it = prev.find(g);
-    if (it == prev.end() || it->second.fvs != info_[g].fvs) fvs_changed.insert(g);
-  }
-  for (FuncGraph* g : graphs) {
-    auto it = prev.find(g);
-    bool stale = it == prev.end() || rescanned.contains(g);
-    for (FuncGraph* h : info_[g].used_graphs) stale |= fvs_changed.contains(h);
-    if (stale) {
+    if (order_stale) {
       ComputeOrder(g);
-    } else {
-      info_[g].order = std::move(it->second.order);
-      info_[g].live_graphs = std::move(it->second.live_graphs);
+      e.order_stamp = stamp_;
+      e.has_order = true;
     }
+    e.verified = version;
   }
-  version_ = module_->version();
+}
+
+// Step 1 of Verify: the graphs reachable from `root` through used graphs that are
+// not verified at the current version, each rescanned if its version moved.
+std::vector<FuncGraph*> Manager::StaleClosure(FuncGraph* root, std::vector<FuncGraph*>* rescanned) {
+  const uint64_t version = module_->version();
+  std::vector<FuncGraph*> out;
+  absl::flat_hash_set<FuncGraph*> seen;
+  std::vector<FuncGraph*> work{root};
+  while (!work.empty()) {
+    FuncGraph* g = work.back();
+    work.pop_back();
+    if (!seen.insert(g).second) continue;
+    Entry& e = entries_[g];
+    if (e.verified == version) continue;
+    if (e.scan.version != g->version()) {
+      ScanGraph(g, &e.scan);
+      e.scan.version = g->version();
+      rescanned->push_back(g);
+    }
+    e.info.direct_fvs = e.scan.direct_fvs;
+    e.info.used_graphs = e.scan.used_graphs;
+    out.push_back(g);
+    for (FuncGraph* h : e.scan.used_graphs) work.push_back(h);
+  }
+  return out;
 }
 
 // Iterative post-order over used_graphs: a graph after the graphs it uses, except
@@ -176,6 +161,7 @@ void Manager::Recompute() {
 std::vector<FuncGraph*> Manager::CalleesFirst(const std::vector<FuncGraph*>& graphs) {
   std::vector<FuncGraph*> post;
   post.reserve(graphs.size());
+  absl::flat_hash_set<FuncGraph*> in(graphs.begin(), graphs.end());
   absl::flat_hash_set<FuncGraph*> seen;
   std::vector<std::pair<FuncGraph*, size_t>> stack;
   for (FuncGraph* root : graphs) {
@@ -183,10 +169,10 @@ std::vector<FuncGraph*> Manager::CalleesFirst(const std::vector<FuncGraph*>& gra
     stack.emplace_back(root, 0);
     while (!stack.empty()) {
       auto& [g, next] = stack.back();
-      const std::vector<FuncGraph*>& used = info_[g].used_graphs;
+      const std::vector<FuncGraph*>& used = entries_[g].info.used_graphs;
       if (next < used.size()) {
         FuncGraph* h = used[next++];
-        if (info_.contains(h) && seen.insert(h).second) stack.emplace_back(h, 0);
+        if (in.contains(h) && seen.insert(h).second) stack.emplace_back(h, 0);
         continue;
       }
       post.push_back(g);
@@ -197,17 +183,41 @@ std::vector<FuncGraph*> Manager::CalleesFirst(const std::vector<FuncGraph*>& gra
 }
 
 // fvs(g) = direct(g) + { v in fvs(h) : h used by g, v a weight or owned by a strict
-// ancestor of g }, to a fixpoint (graphs may reference each other recursively).
-// A worklist revisits only the users of a graph whose set grew, so a chain of
-// unrolled iterations costs its length, not its length squared.
+// ancestor of g }, to a fixpoint (graphs may reference each other recursively), for
+// the graphs being verified; the graphs they use that are current already give
+// their sets as they are. A worklist revisits only the users of a graph whose set
+// grew, so a chain of unrolled iterations costs its length, not its length squared.
 void Manager::ComputeTotalFvs(const std::vector<FuncGraph*>& graphs) {
   absl::flat_hash_map<FuncGraph*, absl::flat_hash_set<AnfNode*>> sets;
   absl::flat_hash_map<FuncGraph*, std::vector<FuncGraph*>> users;
+  absl::flat_hash_map<FuncGraph*, std::vector<AnfNode*>> before;
   for (FuncGraph* g : graphs) {
-    GraphInfo& gi = info_[g];
+    GraphInfo& gi = entries_[g].info;
+    before[g] = std::move(gi.fvs);
+    gi.fvs = gi.direct_fvs;
     sets[g].insert(gi.fvs.begin(), gi.fvs.end());
-    for (FuncGraph* h : gi.used_graphs) {
-      if (h != g && info_.contains(h)) users[h].push_back(g);
+  }
+  auto pull = [&](FuncGraph* g, const std::vector<AnfNode*>& hfvs) {
+    GraphInfo& gi = entries_[g].info;
+    absl::flat_hash_set<AnfNode*>& set = sets[g];
+    bool grew = false;
+    for (AnfNode* v : hfvs) {
+      bool outside = v->graph() == nullptr || (v->graph() != g && g->IsSelfOrAncestor(v->graph()));
+      if (outside && set.insert(v).second) {
+        gi.fvs.push_back(v);
+        grew = true;
+      }
+    }
+    return grew;
+  };
+  for (FuncGraph* g : graphs) {
+    for (FuncGraph* h : entries_[g].info.used_graphs) {
+      if (h == g) continue;
+      if (sets.contains(h)) {
+        users[h].push_back(g);
+      } else {
+        pull(g, entries_[h].info.fvs);  // current already
+      }
     }
   }
   // Callees first (a post-order of the used-graphs relation), so that outside
@@ -221,23 +231,16 @@ void Manager::ComputeTotalFvs(const std::vector<FuncGraph*>& graphs) {
     queued.erase(h);
     auto uit = users.find(h);
     if (uit == users.end()) continue;
-    const std::vector<AnfNode*>& hfvs = info_[h].fvs;
+    const std::vector<AnfNode*> hfvs = entries_[h].info.fvs;
     for (FuncGraph* g : uit->second) {
-      GraphInfo& gi = info_[g];
-      absl::flat_hash_set<AnfNode*>& set = sets[g];
-      bool grew = false;
-      for (size_t i = 0; i < hfvs.size(); ++i) {
-        AnfNode* v = hfvs[i];
-        bool outside = v->graph() == nullptr || (v->graph() != g && g->IsSelfOrAncestor(v->graph()));
-        if (outside && set.insert(v).second) {
-          gi.fvs.push_back(v);
-          grew = true;
-        }
-      }
-      if (grew && queued.insert(g).second) work.push_back(g);
+      if (pull(g, hfvs) && queued.insert(g).second) work.push_back(g);
     }
   }
-  for (FuncGraph* g : graphs) SortById(&info_[g].fvs);
+  for (FuncGraph* g : graphs) {
+    Entry& e = entries_[g];
+    SortById(&e.info.fvs);
+    if (e.info.fvs != before[g]) e.fvs_stamp = ++stamp_;
+  }
 }
 
 const std::vector<AnfNode*>* Manager::GraphInputFvs(const AnfNode* in,
@@ -256,8 +259,8 @@ const std::vector<AnfNode*>* Manager::GraphInputFvs(const AnfNode* in,
     if (scratch->size() != 1) return nullptr;
     named = (*scratch)[0];
   }
-  auto it = info_.find(named);
-  return it == info_.end() ? nullptr : &it->second.fvs;
+  auto it = entries_.find(named);
+  return it == entries_.end() ? nullptr : &it->second.info.fvs;
 }
 
 namespace {
@@ -289,7 +292,9 @@ class LiveGraphNotes {
 // A node's predecessors are its inputs owned by g and, for an input that names a
 // graph, that graph's free variables owned by g (a closure needs them first).
 void Manager::ComputeOrder(FuncGraph* g) {
-  GraphInfo& gi = info_[g];
+  GraphInfo& gi = entries_[g].info;
+  gi.order.clear();
+  gi.live_graphs.clear();
   if (g->output() == nullptr) return;
   const uint64_t epoch = ++epoch_;  // mark_state: 1 on the stack, 2 placed
   struct Frame {
@@ -345,7 +350,6 @@ void Manager::ComputeOrder(FuncGraph* g) {
 }
 
 std::vector<FuncGraph*> Manager::Reachable(const std::vector<FuncGraph*>& roots) {
-  if (version_ != module_->version()) Recompute();
   std::vector<FuncGraph*> out;
   absl::flat_hash_set<FuncGraph*> seen;
   std::vector<FuncGraph*> work(roots.begin(), roots.end());
@@ -354,10 +358,7 @@ std::vector<FuncGraph*> Manager::Reachable(const std::vector<FuncGraph*>& roots)
     work.pop_back();
     if (g == nullptr || !seen.insert(g).second) continue;
     out.push_back(g);
-    auto it = info_.find(g);
-    if (it != info_.end()) {
-      for (FuncGraph* h : it->second.live_graphs) work.push_back(h);
-    }
+    for (FuncGraph* h : Info(g).live_graphs) work.push_back(h);
     if (g->parent() != nullptr) work.push_back(g->parent());
     if (g->custom_bprop() != nullptr) work.push_back(g->custom_bprop());
   }

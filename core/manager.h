@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/node_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "core/func_graph.h"
 
@@ -37,15 +38,18 @@ struct GraphInfo {
   // Graphs named by constants among the nodes the graph evaluates (`order`) or
   // returns: what running the graph can reach. Reachability follows these.
   std::vector<FuncGraph*> live_graphs;
-  // ValueNodes (anywhere in reachable graphs) that hold this graph.
-  std::vector<ValueNode*> referenced_by;
 };
 
+// The analyses are computed on demand, per graph: Info(g) brings g and the graphs
+// it uses (transitively) up to date and nothing else, so graphs that nothing asks
+// about (left dead by a pass until the next collection) cost nothing. A graph is
+// rescanned only when its own version moved; its order is recomputed when it was
+// rescanned or the free variables of a graph it uses changed.
 class Manager {
  public:
   explicit Manager(Module* module) : module_(module) {}
 
-  // Recomputes if the module changed since the last call.
+  // Up to date with the module's current version.
   const GraphInfo& Info(FuncGraph* g);
   // Graphs reachable from `roots` through graph references (and custom bprops).
   std::vector<FuncGraph*> Reachable(const std::vector<FuncGraph*>& roots);
@@ -55,6 +59,9 @@ class Manager {
   void Reset();
   // Index of `node` in Info(g).fvs, or -1.
   int FvIndex(FuncGraph* g, AnfNode* node);
+  // A fresh value for AnfNode::mark_epoch: a traversal marks the nodes it visits
+  // with it (the manager's own traversals draw from the same counter).
+  uint64_t NewEpoch() { return ++epoch_; }
 
  private:
   // What a graph reads directly, cached per graph version.
@@ -62,9 +69,19 @@ class Manager {
     uint64_t version = ~uint64_t{0};
     std::vector<AnfNode*> direct_fvs;
     std::vector<FuncGraph*> used_graphs;
-    std::vector<std::pair<ValueNode*, FuncGraph*>> graph_refs;
   };
-  void Recompute();
+  struct Entry {
+    GraphInfo info;
+    Scan scan;
+    uint64_t verified = ~uint64_t{0};  // module version the info is current for
+    uint64_t fvs_stamp = 0;            // stamp_ when `info.fvs` last changed
+    uint64_t order_stamp = 0;          // stamp_ when `info.order` was computed
+    bool has_order = false;
+    absl::flat_hash_map<AnfNode*, int> fv_index;  // built on demand
+    uint64_t fv_index_version = ~uint64_t{0};
+  };
+  void Verify(FuncGraph* root);
+  std::vector<FuncGraph*> StaleClosure(FuncGraph* root, std::vector<FuncGraph*>* rescanned);
   void ScanGraph(FuncGraph* g, Scan* sc);
   void ComputeTotalFvs(const std::vector<FuncGraph*>& graphs);
   void ComputeOrder(FuncGraph* g);
@@ -74,11 +91,10 @@ class Manager {
   std::vector<FuncGraph*> CalleesFirst(const std::vector<FuncGraph*>& graphs);
 
   Module* module_;
-  uint64_t version_ = ~uint64_t{0};
   uint64_t epoch_ = 0;  // node marks of the current traversal
-  absl::flat_hash_map<FuncGraph*, GraphInfo> info_;
-  absl::flat_hash_map<FuncGraph*, absl::flat_hash_map<AnfNode*, int>> fv_index_;
-  absl::flat_hash_map<FuncGraph*, Scan> scans_;
+  uint64_t stamp_ = 0;  // orders free-variable changes against order computations
+  // Node-based: a GraphInfo reference stays valid while other graphs are added.
+  absl::node_hash_map<FuncGraph*, Entry> entries_;
 };
 
 // Batched edits. Nothing changes until Commit; then edges are rewired in order.

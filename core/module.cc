@@ -115,10 +115,17 @@ absl::Status Module::CheckUses() const {
   return absl::OkStatus();
 }
 
+// Live nodes carry the collection's epoch in mark_epoch (no hash set of every
+// node: a collection after a large inline sees hundreds of thousands).
 struct Module::Liveness {
   std::vector<FuncGraph*> graphs;                // live graphs
   absl::flat_hash_set<FuncGraph*> graph_set;     // the same, as a set
-  absl::flat_hash_set<const AnfNode*> nodes;     // live nodes
+  uint64_t epoch = 0;
+  bool IsLive(const AnfNode* n) const { return n->mark_epoch == epoch; }
+  void Mark(AnfNode* n) const {
+    n->mark_epoch = epoch;
+    n->mark_state = 0;
+  }
 };
 
 // Garbage collection in five phases:
@@ -155,19 +162,26 @@ Module::Liveness Module::MarkLive(const std::function<bool(const FuncGraph*)>& m
       if (!may_modify(g.get()) && l.graph_set.insert(g.get()).second) l.graphs.push_back(g.get());
     }
   }
-  for (FuncGraph* g : l.graphs) {
+  // Every order first: the manager's own traversals use the node marks.
+  std::vector<const std::vector<CNode*>*> orders;
+  for (FuncGraph* g : l.graphs) orders.push_back(&manager_->Info(g).order);
+  l.epoch = manager_->NewEpoch();
+  for (size_t i = 0; i < l.graphs.size(); ++i) {
+    FuncGraph* g = l.graphs[i];
     if (may_modify && !may_modify(g)) {
       // Untouched: every node stays, with whatever it reads.
       for (const auto& n : g->nodes_) {
-        l.nodes.insert(n.get());
-        if (const CNode* c = n->AsCNode()) l.nodes.insert(c->inputs().begin(), c->inputs().end());
+        l.Mark(n.get());
+        if (const CNode* c = n->AsCNode()) {
+          for (AnfNode* in : c->inputs()) l.Mark(in);
+        }
       }
     }
-    for (Parameter* p : g->parameters()) l.nodes.insert(p);
-    if (g->output() != nullptr) l.nodes.insert(g->output());
-    for (CNode* c : manager_->Info(g).order) {
-      l.nodes.insert(c);
-      for (AnfNode* in : c->inputs()) l.nodes.insert(in);
+    for (Parameter* p : g->parameters()) l.Mark(p);
+    if (g->output() != nullptr) l.Mark(g->output());
+    for (CNode* c : *orders[i]) {
+      l.Mark(c);
+      for (AnfNode* in : c->inputs()) l.Mark(in);
     }
   }
   return l;
@@ -180,7 +194,7 @@ void Module::KeepGraphsOwningLiveNodes(Liveness& l) {
   for (auto& g : graphs_) {
     if (l.graph_set.contains(g.get())) continue;
     for (auto& n : g->nodes_) {
-      if (l.nodes.contains(n.get()) && !n->is_value()) {
+      if (l.IsLive(n.get()) && !n->is_value()) {
         l.graph_set.insert(g.get());
         break;
       }
@@ -192,7 +206,7 @@ void Module::AdoptLiveNodesOfDeadGraphs(const Liveness& l) {
   for (auto& g : graphs_) {
     if (l.graph_set.contains(g.get())) continue;
     for (auto& n : g->nodes_) {
-      if (n == nullptr || !l.nodes.contains(n.get())) continue;
+      if (n == nullptr || !l.IsLive(n.get())) continue;
       FuncGraph* adopter = nullptr;
       for (const Use& u : n->uses()) {
         FuncGraph* ug = u.user != nullptr ? u.user->graph() : u.graph;
@@ -208,43 +222,54 @@ void Module::AdoptLiveNodesOfDeadGraphs(const Liveness& l) {
   }
 }
 
-// Use lists are filtered once per affected node (a constant may have thousands of
-// uses), before any dead node is freed.
+// Use lists are filtered once per affected live node (a constant may have
+// thousands of uses), before any dead node is freed; mark_state flags the live
+// nodes already queued.
 void Module::CutEdgesOfDeadNodes(const Liveness& l) {
-  absl::flat_hash_set<const CNode*> dead_users;
-  absl::flat_hash_set<AnfNode*> affected;
+  std::vector<AnfNode*> affected;
   for (auto& g : graphs_) {
     if (!l.graph_set.contains(g.get()) && g->output_ != nullptr) {
       g->output_->RemoveUse(Use{nullptr, -1, g.get()});
       g->output_ = nullptr;
     }
     for (auto& n : g->nodes_) {
-      if (n == nullptr || l.nodes.contains(n.get())) continue;
-      if (CNode* c = n->AsCNode()) {
-        dead_users.insert(c);
-        affected.insert(c->inputs_.begin(), c->inputs_.end());
+      if (n == nullptr || l.IsLive(n.get())) continue;
+      CNode* c = n->AsCNode();
+      if (c == nullptr) continue;
+      for (AnfNode* in : c->inputs_) {
+        if (l.IsLive(in) && in->mark_state == 0) {
+          in->mark_state = 1;
+          affected.push_back(in);
+        }
       }
     }
   }
   for (AnfNode* n : affected) {
     auto& uses = n->uses_;
     uses.erase(std::remove_if(uses.begin(), uses.end(),
-                              [&](const Use& u) {
-                                return u.user != nullptr && dead_users.contains(u.user);
-                              }),
+                              [&](const Use& u) { return u.user != nullptr && !l.IsLive(u.user); }),
                uses.end());
+    n->mark_state = 0;
   }
-  for (const CNode* c : dead_users) const_cast<CNode*>(c)->inputs_.clear();
+  for (auto& g : graphs_) {
+    for (auto& n : g->nodes_) {
+      if (n == nullptr || l.IsLive(n.get())) continue;
+      if (CNode* c = n->AsCNode()) c->inputs_.clear();
+    }
+  }
 }
 
 Module::Collected Module::FreeDeadNodesAndGraphs(const Liveness& l) {
   Collected out;
   for (auto& g : graphs_) {
     auto& nodes = g->nodes_;
+    for (const auto& n : nodes) {
+      if (n != nullptr && n->is_value() && !l.IsLive(n.get())) FuncGraph::ForgetReferrer(n->AsValue());
+    }
     const size_t before = nodes.size();
     nodes.erase(std::remove_if(nodes.begin(), nodes.end(),
                                [&](const std::unique_ptr<AnfNode>& n) {
-                                 return n == nullptr || !l.nodes.contains(n.get());
+                                 return n == nullptr || !l.IsLive(n.get());
                                }),
                 nodes.end());
     out.nodes += before - nodes.size();

@@ -70,6 +70,8 @@ class Module {
   uint64_t version() const { return version_; }
   void Touch() { ++version_; }
   uint64_t NewNodeId() { return next_node_id_++; }
+  // The id the next node will get: nodes with an id at least this were made later.
+  uint64_t next_node_id() const { return next_node_id_; }
 
   // Deletes graphs that no public graph reaches and, in every remaining graph,
   // nodes that neither its output nor a nested graph needs. Pointers to deleted

@@ -47,7 +47,19 @@ struct Use {
 };
 
 class AnfNode {
+  // The kind and the scratch marks come first, packed into one word beside the
+  // vtable pointer: graphs hold hundreds of thousands of nodes, and every
+  // traversal reads these fields.
+ private:
+  NodeKind kind_;
+
  public:
+  // Scratch marks for graph traversals (Manager, garbage collection, inference):
+  // valid while `mark_epoch` equals the traversal's epoch (Manager::NewEpoch).
+  // Traversals run on the thread that owns the module.
+  uint8_t mark_state = 0;
+  uint64_t mark_epoch = 0;
+
   virtual ~AnfNode() = default;
   AnfNode(const AnfNode&) = delete;
   AnfNode& operator=(const AnfNode&) = delete;
@@ -79,11 +91,6 @@ class AnfNode {
 
   const std::vector<Use>& uses() const { return uses_; }
 
-  // Scratch marks for graph traversals (Manager): valid while `mark_epoch` equals the
-  // traversal's epoch. Traversals run on the thread that owns the module.
-  uint64_t mark_epoch = 0;
-  uint8_t mark_state = 0;
-
  protected:
   AnfNode(NodeKind kind, FuncGraph* graph, uint64_t id) : kind_(kind), graph_(graph), id_(id) {}
 
@@ -95,7 +102,6 @@ class AnfNode {
   void AddUse(const Use& u) { uses_.push_back(u); }
   void RemoveUse(const Use& u);
 
-  NodeKind kind_;
   FuncGraph* graph_;
   uint64_t id_;
   std::string name_;

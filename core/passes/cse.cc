@@ -1,9 +1,9 @@
 #include "core/passes/cse.h"
 
+#include <algorithm>
 #include <utility>
 #include <vector>
 
-#include "absl/container/flat_hash_map.h"
 #include "absl/hash/hash.h"
 #include "core/manager.h"
 #include "core/passes/rewrite.h"
@@ -36,25 +36,33 @@ size_t ValueHash(const Value& v) {
   }
 }
 
-struct ConstKey {
-  const Value* v;
-  bool operator==(const ConstKey& o) const { return ValuesEqual(*v, *o.v); }
-  template <typename H>
-  friend H AbslHashValue(H h, const ConstKey& k) {
-    return H::combine(std::move(h), ValueHash(*k.v));
-  }
-};
-
-struct NodeKey {
-  std::vector<const AnfNode*> inputs;
-  bool operator==(const NodeKey& o) const { return inputs == o.inputs; }
-  template <typename H>
-  friend H AbslHashValue(H h, const NodeKey& k) {
-    return H::combine_contiguous(std::move(h), k.inputs.data(), k.inputs.size());
-  }
-};
-
 }  // namespace
+
+size_t CseTable::ConstHash::operator()(const ValueNode* v) const { return ValueHash(v->value()); }
+
+bool CseTable::ConstEq::operator()(const ValueNode* a, const ValueNode* b) const {
+  return a == b || ValuesEqual(a->value(), b->value());
+}
+
+bool CseTable::KeyEq::operator()(const Key& a, const Key& b) const {
+  if (a.graph != b.graph || a.size != b.size || a.hash != b.hash) return false;
+  const AnfNode* const* x = store->data() + a.offset;
+  const AnfNode* const* y = store->data() + b.offset;
+  return std::equal(x, x + a.size, y);
+}
+
+ValueNode* CseTable::Constant(ValueNode* v) { return constants_.emplace(v, v).first->second; }
+
+CNode* CseTable::FindOrAdd(CNode* c, absl::Span<const AnfNode* const> inputs) {
+  Key key{c->graph(), static_cast<uint32_t>(store_.size()), static_cast<uint32_t>(inputs.size()), 0};
+  key.hash = absl::HashOf(c->graph(), inputs.size());
+  for (const AnfNode* in : inputs) key.hash = absl::HashOf(key.hash, in);
+  store_.insert(store_.end(), inputs.begin(), inputs.end());
+  auto [it, inserted] = apps_.emplace(key, c);
+  if (inserted) return nullptr;
+  store_.resize(key.offset);  // the key is not kept
+  return it->second;
+}
 
 absl::StatusOr<bool> CsePass::Run(Module& module, FuncGraph* root) {
   Manager& m = module.manager();
@@ -62,29 +70,27 @@ absl::StatusOr<bool> CsePass::Run(Module& module, FuncGraph* root) {
   std::vector<FuncGraph*> graphs = passes::Graphs(module, root);
   std::vector<std::vector<CNode*>> orders;
   for (FuncGraph* g : graphs) orders.push_back(m.Info(g).order);
-  // One canonical node per constant value (module-wide: constants have no scope).
-  absl::flat_hash_map<ConstKey, AnfNode*> constants;
-  absl::flat_hash_map<const AnfNode*, const AnfNode*> canon;
+  CseTable table;
+  absl::flat_hash_map<const AnfNode*, AnfNode*> canon;
   auto canonical = [&](AnfNode* n) -> const AnfNode* {
     auto it = canon.find(n);
     if (it != canon.end()) return it->second;
-    if (const ValueNode* v = n->AsValue()) {
-      auto [ct, inserted] = constants.emplace(ConstKey{&v->value()}, n);
-      canon[n] = ct->second;
-      if (!inserted) tr.Replace(n, ct->second);
-      return ct->second;
+    if (ValueNode* v = n->AsValue()) {
+      ValueNode* k = table.Constant(v);
+      canon[n] = k;
+      if (k != v) tr.Replace(v, k);
+      return k;
     }
     return n;
   };
+  std::vector<const AnfNode*> inputs;
   for (const auto& order : orders) {
-    absl::flat_hash_map<NodeKey, CNode*> seen;
     for (CNode* c : order) {
-      NodeKey key;
-      for (AnfNode* in : c->inputs()) key.inputs.push_back(canonical(in));
-      auto [it, inserted] = seen.emplace(std::move(key), c);
-      if (!inserted) {
-        canon[c] = it->second;
-        tr.Replace(c, it->second);
+      inputs.clear();
+      for (AnfNode* in : c->inputs()) inputs.push_back(canonical(in));
+      if (CNode* e = table.FindOrAdd(c, inputs)) {
+        canon[c] = e;
+        tr.Replace(c, e);
       }
     }
   }

@@ -132,7 +132,7 @@ AnfNode* Resolved(AnfNode* n, const absl::flat_hash_map<const AnfNode*, AnfNode*
 class InlineSweep {
  public:
   InlineSweep(Module& module, FuncGraph* root, UnrollBudget* budget)
-      : module_(module), root_(root), budget_(budget), inliner_(&module), tr_(&module) {}
+      : module_(module), root_(root), budget_(budget), inliner_(&module, &start_orders_), tr_(&module) {}
 
   // 1. Recursion and orders as the sweep starts; 2. every application queued;
   // 3. each one inlined when its callee is known (loops unroll as whole chains);
@@ -151,6 +151,7 @@ class InlineSweep {
     while (!work_.empty()) {
       Site site = work_.front();
       work_.pop_front();
+      site.g = site.c->graph();  // an application moved by a transplant is its new graph's
       if (!site.unrolling && chain_root_ != nullptr) {
         EndChain(true);
         chain_root_ = nullptr;
@@ -161,6 +162,7 @@ class InlineSweep {
     tr_.Commit();
     return changed_;
   }
+  bool incomplete() const { return inliner_.copied_calls(); }
 
  private:
   struct Site {
@@ -244,8 +246,21 @@ class InlineSweep {
       if (!Charge(size)) return;
     }
     std::vector<CNode*> copies;
-    AnfNode* result = inliner_.Inline(callee, site.g, args, &copies);
+    AnfNode* result = nullptr;
+    if (!unroll && CalledOnlyHere(callee, site)) {
+      // The only call: the body moves here instead of being copied; its
+      // parameters stand for the arguments.
+      result = inliner_.Transplant(callee, site.g, &copies);
+      for (size_t i = 0; i < args.size(); ++i) {
+        replaced_[callee->parameters()[i]] = args[i];
+        tr_.Replace(callee->parameters()[i], args[i]);
+      }
+      result = Resolved(result, replaced_);
+    } else {
+      result = inliner_.Inline(callee, site.g, args, &copies);
+    }
     replaced_[site.c] = result;
+    sources_[result].push_back(site.c);
     if (unroll) {
       chain_.emplace_back(site.c, result);
     } else {
@@ -257,6 +272,63 @@ class InlineSweep {
     for (auto it = copies.rbegin(); it != copies.rend(); ++it) {
       if ((*it)->primitive() == nullptr) work_.push_front(Site{site.g, *it, unroll});
     }
+  }
+
+  // Whether `site` is the only place the callee can be called from: it is not a
+  // graph the caller holds, it is named by one constant and no constant tuple,
+  // and that constant's value reaches no application but this one, as its callee.
+  bool CalledOnlyHere(FuncGraph* callee, const Site& site) const {
+    if (callee == root_ || callee->is_public() || !passes::MayModify(callee, root_) ||
+        site.g->IsSelfOrAncestor(callee)) {
+      return false;
+    }
+    if (callee->tuple_referrers() != 0 || callee->referrers().size() != 1) return false;
+    return FlowsOnlyTo(callee->referrers()[0], site.c);
+  }
+
+  // Follows the value of `v` forward: into tuples (make_tuple) and out of them
+  // (tuple_getitem with a constant index), and from a call inlined in this sweep
+  // to what reads its result. True when the only application reached is `site`,
+  // reading the value as its callee; anything else (a graph output, another call,
+  // a primitive) may keep or call it elsewhere.
+  bool FlowsOnlyTo(AnfNode* v, const CNode* site) const {
+    struct Item {
+      AnfNode* node;
+      std::vector<int64_t> path;  // tuple indices from `node` down to the value
+    };
+    std::vector<Item> work{{v, {}}};
+    int calls = 0;
+    for (int steps = 0; !work.empty(); ++steps) {
+      if (steps > 256) return false;
+      Item item = std::move(work.back());
+      work.pop_back();
+      std::vector<const std::vector<Use>*> use_lists{&item.node->uses()};
+      auto src = sources_.find(item.node);
+      if (src != sources_.end()) {
+        for (const CNode* x : src->second) use_lists.push_back(&x->uses());
+      }
+      for (const std::vector<Use>* uses : use_lists) {
+        for (const Use& u : *uses) {
+          CNode* user = u.user;
+          if (user == nullptr) return false;
+          if (user == site && u.index == 0 && item.path.empty()) {
+            ++calls;
+          } else if (user->IsPrim(PrimId::kMakeTuple) && u.index >= 1) {
+            std::vector<int64_t> path{u.index - 1};
+            path.insert(path.end(), item.path.begin(), item.path.end());
+            work.push_back(Item{user, std::move(path)});
+          } else if (user->IsPrim(PrimId::kTupleGetItem) && u.index == 1 && !item.path.empty()) {
+            std::optional<int64_t> j = passes::ConstInt(user->input(2));
+            if (!j.has_value() || *j < 0) return false;
+            if (*j != item.path[0]) continue;  // another element
+            work.push_back(Item{user, std::vector<int64_t>(item.path.begin() + 1, item.path.end())});
+          } else {
+            return false;
+          }
+        }
+      }
+    }
+    return calls == 1;
   }
 
   // Takes `size` nodes from the budget for the current chain; when they do not
@@ -297,8 +369,10 @@ class InlineSweep {
   Inliner inliner_;
   Transaction tr_;
   absl::flat_hash_set<FuncGraph*> recursive_;
-  absl::flat_hash_map<FuncGraph*, std::vector<CNode*>> start_orders_;
+  Inliner::Orders start_orders_;
   absl::flat_hash_map<const AnfNode*, AnfNode*> replaced_;
+  // The calls inlined in this sweep, by the node standing for their result.
+  absl::flat_hash_map<const AnfNode*, std::vector<const CNode*>> sources_;
   std::deque<Site> work_;
   std::vector<std::pair<CNode*, AnfNode*>> chain_;
   int chain_cost_ = 0;
@@ -311,7 +385,10 @@ class InlineSweep {
 
 absl::StatusOr<bool> InlinePass::Run(Module& module, FuncGraph* root) {
   UnrollBudget own{max_unroll_, 0};
-  return InlineSweep(module, root, shared_ != nullptr ? shared_ : &own).Run();
+  InlineSweep sweep(module, root, shared_ != nullptr ? shared_ : &own);
+  bool changed = sweep.Run();
+  incomplete_ = sweep.incomplete();
+  return changed;
 }
 
 AnfNode* PartialEliminatePass::Rewrite(CNode* c) {

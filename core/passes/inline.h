@@ -30,10 +30,14 @@ class InlinePass : public Pass {
   explicit InlinePass(UnrollBudget* shared) : shared_(shared) {}
   std::string name() const override { return "inline"; }
   absl::StatusOr<bool> Run(Module& module, FuncGraph* root) override;
+  // Whether the last Run copied graphs whose own calls it did not visit (another
+  // run may inline them).
+  bool incomplete() const { return incomplete_; }
 
  private:
   int max_unroll_ = 0;
   UnrollBudget* shared_ = nullptr;
+  bool incomplete_ = false;
 };
 
 // partial(f, a...)(b...)  =>  f(a..., b...)

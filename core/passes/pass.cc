@@ -10,31 +10,39 @@
 
 namespace kgrad {
 
+absl::StatusOr<bool> PassLog::Run(Pass& pass, Module& module, FuncGraph* root) {
+  auto start = std::chrono::steady_clock::now();
+  KGRAD_ASSIGN_OR_RETURN(bool changed, pass.Run(module, root));
+  if (check_uses_) {
+    absl::Status s = module.CheckUses();
+    if (!s.ok()) return absl::InternalError(absl::StrCat("after pass ", pass.name(), ": ", s.message()));
+  }
+  ms_[pass.name()] += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  counts_[pass.name()] += changed ? 1 : 0;
+  return changed;
+}
+
+std::string PassLog::ToString() const {
+  std::vector<std::string> parts;
+  for (const auto& [name, total] : ms_) {
+    parts.push_back(absl::StrFormat("%s x%d (%.1f ms)", name, counts_.at(name), total));
+  }
+  return absl::StrJoin(parts, ", ");
+}
+
 absl::StatusOr<bool> Pipeline::Run(Module& module, FuncGraph* root, int max_rounds) {
   bool any = false;
-  std::map<std::string, int> counts;
-  std::map<std::string, double> ms;
+  PassLog log(check_uses_);
   for (int round = 0; round < max_rounds; ++round) {
     bool changed = false;
     for (const auto& pass : passes_) {
-      auto start = std::chrono::steady_clock::now();
-      KGRAD_ASSIGN_OR_RETURN(bool c, pass->Run(module, root));
-      if (check_uses_) {
-        absl::Status s = module.CheckUses();
-        if (!s.ok()) return absl::InternalError(absl::StrCat("after pass ", pass->name(), ": ", s.message()));
-      }
-      ms[pass->name()] += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-      if (c) ++counts[pass->name()];
+      KGRAD_ASSIGN_OR_RETURN(bool c, log.Run(*pass, module, root));
       changed |= c;
     }
     any |= changed;
     if (!changed) break;
   }
-  std::vector<std::string> parts;
-  for (const auto& [name, total] : ms) {
-    parts.push_back(absl::StrFormat("%s x%d (%.1f ms)", name, counts[name], total));
-  }
-  log_ = absl::StrJoin(parts, ", ");
+  log_ = log.ToString();
   return any;
 }
 

@@ -1,9 +1,11 @@
 #include "core/passes/rewrite.h"
 
+#include <algorithm>
 #include <optional>
 
 #include "core/infer.h"
 #include "core/manager.h"
+#include "core/passes/cse.h"
 
 namespace kgrad {
 namespace passes {
@@ -136,23 +138,107 @@ AnfNode* RewritePass::Resolve(AnfNode* n) const {
 
 AnfNode* RewritePass::In(const CNode* c, size_t i) const { return Resolve(c->input(i)); }
 
+namespace {
+
+// Rules and merges stop after this many steps on one node, or this deep in new
+// nodes' inputs (rules make short chains; this bounds a rule set that cycles).
+constexpr int kMaxSteps = 16;
+constexpr int kMaxDepth = 32;
+
+}  // namespace
+
+// 1. Graphs the root reaches, enclosing ones first, and their orders; 2. each
+// application settled (rewritten to the rules' fixpoint), then merged; 3. commit.
 absl::StatusOr<bool> RewritePass::Run(Module& module, FuncGraph* root) {
   replaced_.clear();
+  settled_.clear();
+  exposed_calls_ = false;
+  incomplete_ = false;
+  first_new_id_ = module.next_node_id();
   Manager& m = module.manager();
   Transaction tr(&module);
+  CseTable table;
+  tr_ = &tr;
+  table_ = merge_equal_ ? &table : nullptr;
   std::vector<FuncGraph*> graphs = passes::Graphs(module, root);
+  std::stable_sort(graphs.begin(), graphs.end(),
+                   [](const FuncGraph* a, const FuncGraph* b) { return a->depth() < b->depth(); });
   std::vector<std::vector<CNode*>> orders;
   for (FuncGraph* g : graphs) orders.push_back(m.Info(g).order);
   for (const auto& order : orders) {
     for (CNode* c : order) {
-      AnfNode* r = Rewrite(c);
-      if (r == nullptr || r == c) continue;
-      r = Resolve(r);
-      replaced_[c] = r;
-      tr.Replace(c, r);
+      AnfNode* r = Merge(Settle(c, 0));
+      if (r != c) Record(c, r);
     }
   }
   replaced_.clear();
+  settled_.clear();
+  tr_ = nullptr;
+  table_ = nullptr;
   return tr.Commit();
 }
+
+AnfNode* RewritePass::Settle(CNode* c, int depth) {
+  AnfNode* r = c;
+  for (int step = 0; step < kMaxSteps; ++step) {
+    CNode* n = r->AsCNode();
+    if (n == nullptr) return r;
+    if (n != c) {
+      // A node the rules made: rewritten once, after its own new inputs.
+      if (!IsNew(n) || !settled_.insert(n).second) return r;
+      for (size_t i = 0; i < n->size(); ++i) {
+        CNode* in = n->input(i)->AsCNode();
+        if (in == nullptr || !IsNew(in) || settled_.contains(in) || replaced_.contains(in)) continue;
+        if (depth >= kMaxDepth) {
+          incomplete_ = true;
+          continue;
+        }
+        AnfNode* f = Merge(Settle(in, depth + 1));
+        settled_.insert(in);
+        if (f != in) Record(in, f);
+      }
+    }
+    AnfNode* next = Rewrite(n);
+    if (next == nullptr || next == n) return r;
+    next = Resolve(next);
+    if (n != c) Record(n, next);
+    r = next;
+  }
+  incomplete_ = true;
+  return r;
+}
+
+AnfNode* RewritePass::Merge(AnfNode* n) {
+  CNode* c = n->AsCNode();
+  if (table_ == nullptr || c == nullptr) return n;
+  scratch_.clear();
+  for (AnfNode* in : c->inputs()) {
+    AnfNode* r = Resolve(in);
+    if (ValueNode* v = r->AsValue()) {
+      ValueNode* k = table_->Constant(v);
+      if (k != v) {
+        replaced_[v] = k;
+        tr_->Replace(v, k);
+        r = k;
+      }
+    }
+    scratch_.push_back(r);
+  }
+  CNode* e = table_->FindOrAdd(c, scratch_);
+  return e != nullptr ? e : n;
+}
+
+void RewritePass::Record(AnfNode* c, AnfNode* r) {
+  replaced_[c] = r;
+  tr_->Replace(c, r);
+  // A call to a graph that reads c now reads r; a call a rule made is new: either
+  // may let the inliner do more.
+  if (const CNode* rc = r->AsCNode(); rc != nullptr && IsNew(rc) && rc->primitive() == nullptr) {
+    exposed_calls_ = true;
+  }
+  for (const Use& u : c->uses()) {
+    if (u.user != nullptr && u.user->primitive() == nullptr) exposed_calls_ = true;
+  }
+}
+
 }  // namespace kgrad

@@ -8,6 +8,8 @@
 
 #include "core/func_graph.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "core/manager.h"
 #include "core/module.h"
 #include "core/passes/pass.h"
 
@@ -50,11 +52,15 @@ AnfNode* ZerosOf(FuncGraph* g, const AnfNode* like);
 }  // namespace passes
 
 // Base of the local rewriting passes: visits every application (inputs before
-// users), asks Rewrite for a replacement, and commits them all at the end. In()
-// reads an input through the replacements made earlier in the same sweep, so
-// chains collapse in one run.
+// users; enclosing graphs before nested ones), asks Rewrite for a replacement, and
+// commits them all at the end. In() reads an input through the replacements made
+// earlier in the same sweep, so chains collapse in one run, and the applications a
+// rule makes are rewritten too (their own new inputs first) before anything reads
+// them: one sweep reaches the rules' fixpoint. With `merge_equal`, each node, once
+// rewritten, is merged with an equal one seen before (CSE, cse.h).
 class RewritePass : public Pass {
  public:
+  explicit RewritePass(bool merge_equal = false) : merge_equal_(merge_equal) {}
   absl::StatusOr<bool> Run(Module& module, FuncGraph* root) override;
   // This pass's rules applied to `c` inside another pass's sweep, reading inputs
   // through that pass's replacements (SimplifyPass runs several rule sets at once).
@@ -64,6 +70,12 @@ class RewritePass : public Pass {
     resolver_ = nullptr;
     return r;
   }
+  // Whether the last Run replaced a node that a call to a graph reads (as its
+  // callee or an argument) or made such a call: inlining may then find more.
+  bool exposed_calls() const { return exposed_calls_; }
+  // Whether the last Run stopped rewriting somewhere before the rules' fixpoint
+  // (a chain of new nodes beyond its bounds): another sweep may find more.
+  bool incomplete() const { return incomplete_; }
 
  protected:
   // A node standing for `c` (nullptr or `c` itself: keep it).
@@ -72,8 +84,25 @@ class RewritePass : public Pass {
   AnfNode* Resolve(AnfNode* n) const;
 
  private:
+  // Rewrites `c` until no rule applies (new nodes' new inputs settled first).
+  AnfNode* Settle(CNode* c, int depth);
+  // The node equal to `n` seen earlier in the sweep, or `n` (merge_equal only).
+  AnfNode* Merge(AnfNode* n);
+  // `c` stands for `r` from now on.
+  void Record(AnfNode* c, AnfNode* r);
+  bool IsNew(const AnfNode* n) const { return n->id() >= first_new_id_; }
+
+  const bool merge_equal_;
   absl::flat_hash_map<const AnfNode*, AnfNode*> replaced_;
   const RewritePass* resolver_ = nullptr;
+  // State of one Run.
+  Transaction* tr_ = nullptr;
+  class CseTable* table_ = nullptr;
+  uint64_t first_new_id_ = 0;
+  absl::flat_hash_set<const AnfNode*> settled_;  // new applications already rewritten
+  std::vector<const AnfNode*> scratch_;
+  bool exposed_calls_ = false;
+  bool incomplete_ = false;
 };
 
 }  // namespace kgrad

@@ -7,7 +7,7 @@
 
 namespace kgrad {
 
-SimplifyPass::SimplifyPass(const ConstantEvaluator* evaluator) {
+SimplifyPass::SimplifyPass(const ConstantEvaluator* evaluator) : RewritePass(/*merge_equal=*/true) {
   rules_.push_back(std::make_unique<PartialEliminatePass>());
   rules_.push_back(std::make_unique<TupleSimplifyPass>());
   rules_.push_back(std::make_unique<EnvSimplifyPass>());

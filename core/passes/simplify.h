@@ -1,7 +1,8 @@
 // Simplify: the local rewrite rule sets (partial elimination, tuples, envs,
-// algebra, constant folding) applied together in one sweep, so that the pipeline
-// recomputes its analyses once per round instead of once per rule set. Each rule set
-// remains a pass of its own (and is tested as one).
+// algebra, constant folding) and CSE applied together in one sweep, so that the
+// pipeline recomputes its analyses once per round instead of once per rule set,
+// and a node is merged with an equal one only once its rewrites are done. Each
+// rule set remains a pass of its own (and is tested as one); so does CSE.
 #ifndef KGRAD_CORE_PASSES_SIMPLIFY_H_
 #define KGRAD_CORE_PASSES_SIMPLIFY_H_
 

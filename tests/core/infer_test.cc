@@ -64,6 +64,57 @@ TEST(InferTest, RecursionWithGrowingShapesTerminates) {
   EXPECT_EQ((*out)->ToString(), "f32[?]");
 }
 
+// Without recursion the first round is the fixpoint (InferOptions::max_rounds 1
+// suffices), through closures and calls alike. A loop reads results still being
+// computed, and a closure analysed once for two contexts of its parent reads a
+// free variable that grows after the read: both take another round.
+TEST(InferTest, OneRoundUnlessAValueWasReadBeforeItWasFinal) {
+  InferOptions one;
+  one.max_rounds = 1;
+  {
+    Module m(DefaultRegistry());
+    GraphBuilder b(&m, "f");
+    AnfNode* x = b.Param("x", DType::kFloat32, {2, 3});
+    ValueNode* c = b.Closure("c", 1, [&](GraphBuilder& cb, absl::Span<AnfNode* const> p) {
+      return cb.Op(PrimId::kMul, {p[0], x});
+    });
+    FuncGraph* f = b.Return(b.Call(c, {b.Call(c, {b.Op(PrimId::kExp, {x})})})).value();
+    absl::StatusOr<AbstractPtr> out = InferGraph(f, one);
+    ASSERT_TRUE(out.ok()) << out.status();
+    EXPECT_EQ((*out)->ToString(), "f32[2,3]");
+  }
+  {
+    Module m(DefaultRegistry());
+    FuncGraph* g = CountDown(
+        &m, "g", MakeAbstractTensor(DType::kFloat32, {2}), [](GraphBuilder&, AnfNode* x) { return x; },
+        [](GraphBuilder& e, AnfNode* x, AnfNode* n1, FuncGraph* g) { return e.Call(g, {e.Op(PrimId::kExp, {x}), n1}); });
+    ExpectFailure(InferGraph(g, one).status(), {"did not converge in 1 rounds"},
+                  absl::StatusCode::kResourceExhausted);
+    EXPECT_TRUE(InferGraph(g).ok());
+  }
+  {
+    // p(x) = c() with c() = exp(x), p called on f32[2] and on f32[3]: c has one
+    // context (no arguments), first analysed with x : f32[2].
+    Module m(DefaultRegistry());
+    GraphBuilder b(&m, "f");
+    AnfNode* x2 = b.Param("x2", DType::kFloat32, {2});
+    AnfNode* x3 = b.Param("x3", DType::kFloat32, {3});
+    CNode* e = nullptr;
+    ValueNode* p = b.Closure("p", 1, [&](GraphBuilder& pb, absl::Span<AnfNode* const> px) {
+      AnfNode* xp = px[0];
+      ValueNode* c = pb.Closure("c", 0, [&](GraphBuilder& cb, auto) { return e = cb.Op(PrimId::kExp, {xp}); });
+      return pb.Call(c, {});
+    });
+    FuncGraph* f = b.Return(b.Tuple({b.Call(p, {x2}), b.Call(p, {x3})})).value();
+    ExpectFailure(InferGraph(f, one).status(), {"did not converge in 1 rounds"},
+                  absl::StatusCode::kResourceExhausted);
+    absl::StatusOr<AbstractPtr> out = InferGraph(f);
+    ASSERT_TRUE(out.ok()) << out.status();
+    EXPECT_EQ(e->abstract()->ToString(), "f32[?]");
+    EXPECT_EQ((*out)->ToString(), "(f32[?], f32[?])");
+  }
+}
+
 TEST(InferTest, UndeclaredParametersAreReported) {
   Module m(DefaultRegistry());
   GraphBuilder b(&m, "f");

@@ -96,5 +96,53 @@ TEST(ManagerTest, GarbageCollectionDropsUnreachableGraphsAndNodes) {
   EXPECT_EQ(x->uses().size(), 1u);                 // the output
 }
 
+// f { t = exp(x); c1() { c2() { neg(x) }; c2() }; c1() }, then c2 reads t instead
+// of x. c1 itself is unchanged, yet its free variables and f's order follow.
+TEST(ManagerTest, AnalysesFollowAnEditInANestedGraph) {
+  Module m(DefaultRegistry());
+  GraphBuilder b(&m, "f");
+  AnfNode* x = b.Param("x");
+  CNode* t = b.Op(PrimId::kExp, {x});
+  CNode* neg = nullptr;
+  FuncGraph* c2_g = nullptr;
+  ValueNode* c1 = b.Closure("c1", 0, [&](GraphBuilder& b1, auto) {
+    ValueNode* c2 = b1.Closure("c2", 0, [&](GraphBuilder& b2, auto) { return neg = b2.Op(PrimId::kNeg, {x}); });
+    c2_g = GraphOf(c2);
+    return b1.Call(c2, {});
+  });
+  CNode* call = b.Call(c1, {});
+  ASSERT_TRUE(b.Return(call).ok());
+  Manager& mgr = m.manager();
+  EXPECT_EQ(mgr.Info(b.graph()).order, std::vector<CNode*>{call});
+  EXPECT_EQ(mgr.Info(GraphOf(c1)).fvs, std::vector<AnfNode*>{x});
+  const uint64_t c1_version = GraphOf(c1)->version();
+  Transaction tr(&m);
+  tr.SetEdge(neg, 1, t);
+  ASSERT_TRUE(tr.Commit());
+  EXPECT_EQ(GraphOf(c1)->version(), c1_version);
+  EXPECT_EQ(mgr.Info(c2_g).fvs, std::vector<AnfNode*>{t});
+  EXPECT_EQ(mgr.Info(GraphOf(c1)).fvs, std::vector<AnfNode*>{t});
+  EXPECT_EQ(mgr.Info(b.graph()).order, (std::vector<CNode*>{t, call}));
+}
+
+// The constants that name a graph are its referrers until they are collected;
+// constant tuples holding it are counted apart.
+TEST(ManagerTest, ReferrersFollowTheConstantsNamingAGraph) {
+  Module m(DefaultRegistry());
+  GraphBuilder gb(&m, "g");
+  FuncGraph* g = gb.Return(gb.Param("y")).value();
+  GraphBuilder b(&m, "f");
+  AnfNode* x = b.Param("x");
+  ValueNode* r1 = b.GraphRef(g);
+  b.GraphRef(g);
+  b.Const(Value::Tuple({Value::Graph(g)}));
+  EXPECT_EQ(g->referrers().size(), 2u);
+  EXPECT_EQ(g->tuple_referrers(), 1);
+  ASSERT_TRUE(b.Return(b.Call(r1, {x})).ok());
+  m.CollectGarbage();
+  EXPECT_EQ(g->referrers(), std::vector<ValueNode*>{r1});
+  EXPECT_EQ(g->tuple_referrers(), 0);
+}
+
 }  // namespace
 }  // namespace kgrad

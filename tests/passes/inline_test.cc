@@ -117,6 +117,105 @@ TEST(InlinePassTest, GradientOfALongConstantLoopBecomesStraightLineCode) {
   EXPECT_EQ(CountPrim(g, PrimId::kSwitch), 0);
 }
 
+// A graph called from one place only is inlined by moving its body (the same
+// nodes, now the caller's), not by copying it; the emptied graph is garbage.
+TEST(InlinePassTest, GraphCalledOnlyOnceMovesIntoItsCaller) {
+  Module m(DefaultRegistry());
+  GraphBuilder b(&m, "f");
+  AnfNode* x = b.Param("x", I64());
+  CNode* sq = nullptr;
+  ValueNode* c = b.Closure("sq", 1, [&](GraphBuilder& cb, absl::Span<AnfNode* const> p) {
+    return sq = cb.Op(PrimId::kScalarMul, {p[0], p[0]});
+  });
+  FuncGraph* sq_g = GraphOf(c);
+  const std::string sq_name = sq_g->name();
+  FuncGraph* f = b.Return(b.Op(PrimId::kScalarAdd, {b.Call(c, {x}), b.Int(1)})).value();
+  ASSERT_TRUE(*InlinePass().Run(m, f));
+  EXPECT_EQ(sq->graph(), f);
+  EXPECT_EQ(sq->input(1), x);
+  EXPECT_EQ(sq_g->output(), nullptr);
+  GraphBuilder e(&m, "expected");
+  AnfNode* ex = e.Param("x", I64());
+  FuncGraph* expected = e.Return(e.Op(PrimId::kScalarAdd, {e.Op(PrimId::kScalarMul, {ex, ex}), e.Int(1)})).value();
+  ASSERT_TRUE(DcePass().Run(m, f).ok());
+  EXPECT_TRUE(SameGraph(f, expected));
+  EXPECT_EQ(m.FindGraph(sq_name), nullptr);
+  EXPECT_TRUE(m.CheckUses().ok());
+}
+
+// Two call sites: each gets a copy and the original stays as it was.
+TEST(InlinePassTest, GraphCalledTwiceIsCopied) {
+  Module m(DefaultRegistry());
+  GraphBuilder b(&m, "f");
+  AnfNode* x = b.Param("x", I64());
+  CNode* sq = nullptr;
+  ValueNode* c = b.Closure("sq", 1, [&](GraphBuilder& cb, absl::Span<AnfNode* const> p) {
+    return sq = cb.Op(PrimId::kScalarMul, {p[0], p[0]});
+  });
+  FuncGraph* sq_g = GraphOf(c);
+  FuncGraph* f = b.Return(b.Op(PrimId::kScalarAdd, {b.Call(c, {x}), b.Call(c, {b.Int(3)})})).value();
+  ASSERT_TRUE(*InlinePass().Run(m, f));
+  EXPECT_EQ(sq->graph(), sq_g);
+  EXPECT_EQ(sq_g->output(), sq);
+  EXPECT_EQ(RunGraph(f, {Value(Scalar::Int(5))})->scalar().AsInt(), 25 + 9);
+}
+
+// The shape K-transformed calls have: a call returns (value, closure) and the
+// closure is taken from the tuple and called once. Both graphs move; nothing is
+// copied.
+TEST(InlinePassTest, ClosureReturnedInATupleAndCalledOnceMoves) {
+  Module m(DefaultRegistry());
+  GraphBuilder b(&m, "f");
+  AnfNode* x = b.Param("x", I64());
+  CNode* inner = nullptr;
+  ValueNode* k = b.Closure("k", 1, [&](GraphBuilder& kb, absl::Span<AnfNode* const> p) {
+    AnfNode* y = kb.Op(PrimId::kScalarMul, {p[0], p[0]});
+    ValueNode* back = kb.Closure("back", 1, [&](GraphBuilder& cb, absl::Span<AnfNode* const> q) {
+      return inner = cb.Op(PrimId::kScalarMul, {q[0], y});
+    });
+    return kb.Tuple({y, back});
+  });
+  CNode* app = b.Call(k, {x});
+  FuncGraph* f = b.Return(b.Call(b.GetItem(app, 1), {b.GetItem(app, 0)})).value();
+  const size_t graphs = m.graphs().size();
+  ASSERT_TRUE(*InlinePass().Run(m, f));
+  EXPECT_EQ(m.graphs().size(), graphs);  // no copy of either graph
+  EXPECT_EQ(inner->graph(), f);
+  ASSERT_TRUE(DcePass().Run(m, f).ok());
+  EXPECT_EQ(m.graphs().size(), graphs - 2);
+  EXPECT_EQ(RunGraph(f, {Value(Scalar::Int(3))})->scalar().AsInt(), 81);
+  EXPECT_TRUE(m.CheckUses().ok());
+}
+
+// When the closure is also returned, it may be called elsewhere: its call is
+// inlined from a copy, and the closure itself stays.
+TEST(InlinePassTest, ClosureThatEscapesIsCopied) {
+  Module m(DefaultRegistry());
+  GraphBuilder b(&m, "f");
+  AnfNode* x = b.Param("x", I64());
+  CNode* inner = nullptr;
+  FuncGraph* back_g = nullptr;
+  ValueNode* k = b.Closure("k", 1, [&](GraphBuilder& kb, absl::Span<AnfNode* const> p) {
+    AnfNode* y = kb.Op(PrimId::kScalarMul, {p[0], p[0]});
+    ValueNode* back = kb.Closure("back", 1, [&](GraphBuilder& cb, absl::Span<AnfNode* const> q) {
+      return inner = cb.Op(PrimId::kScalarMul, {q[0], y});
+    });
+    back_g = GraphOf(back);
+    return kb.Tuple({y, back});
+  });
+  CNode* app = b.Call(k, {x});
+  AnfNode* closure = b.GetItem(app, 1);
+  FuncGraph* f = b.Return(b.Tuple({b.Call(closure, {b.GetItem(app, 0)}), closure})).value();
+  ASSERT_TRUE(*InlinePass().Run(m, f));
+  EXPECT_EQ(inner->graph(), back_g);
+  EXPECT_EQ(back_g->parent(), f);  // k moved into f, and with it its nested graph
+  ASSERT_TRUE(DcePass().Run(m, f).ok());
+  absl::StatusOr<Value> out = RunGraph(f, {Value(Scalar::Int(3))});
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ(out->tuple()[0].scalar().AsInt(), 81);
+  EXPECT_TRUE(m.CheckUses().ok());
+}
+
 TEST(PartialEliminatePassTest, CallOfAPartialIsADirectCall) {
   Module m(DefaultRegistry());
   GraphBuilder b(&m, "f");

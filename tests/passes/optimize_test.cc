@@ -11,6 +11,7 @@
 #include "core/builder.h"
 #include "core/manager.h"
 #include "examples/programs.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "ops/registry.h"
 #include "proto/model_io.h"
@@ -58,6 +59,28 @@ TEST(OptimizeTest, ExamplesComputeTheSameBeforeAndAfter) {
     Value after_g = RunGraph(grad, args).value();
     EXPECT_LE(MaxRelDiff(before_f, after_f), 1e-6) << c.file;
     EXPECT_LE(MaxRelDiff(before_g, after_g), 1e-6) << c.file;
+  }
+}
+
+// The driver stops when neither pass can give the other more: optimising the
+// result again changes nothing, for gradients of closures, branches, loops and
+// first-order programs alike.
+TEST(OptimizeTest, TheResultIsAFixpoint) {
+  OptimizeOptions o;
+  o.evaluator = &CpuConstantEvaluator::Get();
+  for (const ExampleCase& c : Cases()) {
+    std::unique_ptr<Module> m = LoadModelFile(c.file, DefaultRegistry()).value();
+    GradOptions go;
+    go.argnums = {0};
+    for (const auto& w : m->weights()) go.weights.push_back(w.get());
+    FuncGraph* grad = Grad(*m, m->entry(), go).value();
+    ASSERT_TRUE(Optimize(*m, grad, o).ok()) << c.file;
+    const std::string once = testing::Canonical(grad);
+    absl::StatusOr<std::string> log = Optimize(*m, grad, o);
+    ASSERT_TRUE(log.ok()) << c.file;
+    EXPECT_THAT(*log, ::testing::HasSubstr("inline x0")) << c.file;
+    EXPECT_THAT(*log, ::testing::HasSubstr("simplify x0")) << c.file;
+    EXPECT_EQ(testing::Canonical(grad), once) << c.file;
   }
 }
 

@@ -8,6 +8,7 @@
 #include "core/passes/cse.h"
 #include "core/passes/dce.h"
 #include "core/passes/env_simplify.h"
+#include "core/passes/simplify.h"
 #include "core/passes/tuple_simplify.h"
 #include "gtest/gtest.h"
 #include "ops/registry.h"
@@ -150,7 +151,8 @@ TEST(EnvSimplifyTest, AddOfEnvsSplitsIntoItems) {
   AnfNode* sum = b.Op(PrimId::kEnvAdd, {b.Op(PrimId::kEnvAdd, {e1, b.Const(Value::EmptyEnv())}), e2});
   AnfNode* out = b.Op(PrimId::kEnvGetItem, {sum, key, b.Op(PrimId::kZerosLike, {c.bx[0]})});
   AnfNode* expected = c.expected.Op(PrimId::kHyperAdd, {c.ex[0], c.ex[1]});
-  // The two rewrites need two sweeps through the pipeline driver.
+  // The second rewrite applies to applications the first made: the same sweep
+  // rewrites them (the driver's second sweep changes nothing).
   EXPECT_TRUE(
       c.CheckPipeline(std::make_unique<EnvSimplifyPass>(), out, expected, Case::Infer::kMust));
 }
@@ -224,6 +226,56 @@ TEST(CseTest, SameApplicationOnce) {
   AnfNode* e = c.expected.Op(PrimId::kExp, {c.ex[0]});
   CsePass pass;
   EXPECT_TRUE(c.Check(pass, out, c.expected.Op(PrimId::kMul, {e, e})));
+}
+
+TEST(SimplifyTest, OneSweepReachesTheRulesFixpoint) {
+  // (set(newenv, k, x0) + set(newenv, k, x1))[k]  =>  hyper_add(x0, x1) (env rule,
+  // then the rule on each new env_getitem)  =>  add(x0, x1) (algebra, on the new
+  // hyper_add): one sweep, and a second finds nothing.
+  Case c({F32({2}), F32({2})});
+  GraphBuilder& b = c.before;
+  AnfNode* key = b.Const(Value::String("k"));
+  AnfNode* e1 = b.Op(PrimId::kEnvSetItem, {b.Const(Value::EmptyEnv()), key, c.bx[0]});
+  AnfNode* e2 = b.Op(PrimId::kEnvSetItem, {b.Const(Value::EmptyEnv()), key, c.bx[1]});
+  AnfNode* out = b.Op(PrimId::kEnvGetItem, {b.Op(PrimId::kEnvAdd, {e1, e2}), key, b.Op(PrimId::kZerosLike, {c.bx[0]})});
+  SimplifyPass pass;
+  EXPECT_TRUE(c.Check(pass, out, c.expected.Op(PrimId::kAdd, {c.ex[0], c.ex[1]})));
+  EXPECT_FALSE(*pass.Run(c.m, c.before.graph()));
+  EXPECT_FALSE(pass.incomplete());
+}
+
+TEST(SimplifyTest, MergesEqualNodesInTheSameSweep) {
+  // (p[0], q[1]) with q an equal copy of p: q merges into p as the sweep reaches
+  // it, so (p[0], p[1]) => p in the same sweep.
+  Case c({F32({2}), F32({2})});
+  GraphBuilder& b = c.before;
+  AnfNode* p = b.Tuple({b.Op(PrimId::kExp, {c.bx[0]}), c.bx[1]});
+  AnfNode* q = b.Tuple({b.Op(PrimId::kExp, {c.bx[0]}), c.bx[1]});
+  AnfNode* out = b.Tuple({b.GetItem(p, 0), b.GetItem(q, 1)});
+  AnfNode* expected = c.expected.Tuple({c.expected.Op(PrimId::kExp, {c.ex[0]}), c.ex[1]});
+  SimplifyPass pass;
+  EXPECT_TRUE(c.Check(pass, out, expected));
+  EXPECT_FALSE(*pass.Run(c.m, c.before.graph()));
+}
+
+TEST(SimplifyTest, SaysWhenItExposesACall) {
+  // partial(g, x0)(x1) => g(x0, x1): a direct call the inliner has not seen.
+  Case c({F32({2}), F32({2})});
+  GraphBuilder g(&c.m, "g");
+  AnfNode* a = g.Param("a");
+  AnfNode* d = g.Param("d");
+  FuncGraph* gg = g.Return(g.Op(PrimId::kMul, {a, d})).value();
+  GraphBuilder& b = c.before;
+  AnfNode* out = b.Call(b.Partial(b.GraphRef(gg), {c.bx[0]}), {c.bx[1]});
+  SimplifyPass pass;
+  EXPECT_TRUE(c.Check(pass, out, c.expected.Call(gg, {c.ex[0], c.ex[1]})));
+  EXPECT_TRUE(pass.exposed_calls());
+  // Nothing of the kind in a graph of primitives.
+  Case plain({F32({2})});
+  AnfNode* y = plain.before.Op(PrimId::kMul, {plain.bx[0], plain.before.Op(PrimId::kOnesLike, {plain.bx[0]})});
+  SimplifyPass again;
+  EXPECT_TRUE(plain.Check(again, y, plain.ex[0]));
+  EXPECT_FALSE(again.exposed_calls());
 }
 
 TEST(DceTest, UnusedNodesAndGraphsAreDeleted) {
