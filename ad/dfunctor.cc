@@ -11,6 +11,7 @@
 #include "core/module.h"
 #include "core/status_macros.h"
 #include "ops/bprop_context.h"
+#include "ops/structural.h"
 
 namespace kgrad {
 namespace {
@@ -66,6 +67,11 @@ absl::Status DFunctor::MapObjects() {
     k_[p] = kp;
   }
   dout_ = tape_->AddParameter("dout");
+  // The sensitivity has the output's type (an env for a function): the bprop's
+  // nodes can then be typed from their inputs (ad/typing.h).
+  if (const AbstractPtr& out = primal_->output()->abstract(); out != nullptr) {
+    dout_->set_abstract(ops::SensitivityOf(Broaden(out)));
+  }
   return absl::OkStatus();
 }
 

@@ -5,6 +5,7 @@
 #include "absl/strings/str_join.h"
 #include "ad/ad_context.h"
 #include "ad/prepare.h"
+#include "ad/typing.h"
 #include "core/builder.h"
 #include "core/status_macros.h"
 
@@ -97,8 +98,14 @@ absl::StatusOr<FuncGraph*> BuildGradGraph(Module& module, FuncGraph* fg, const G
     AnfNode* weight_grads = b.Tuple(dws);
     grads = spec.weights_only ? weight_grads : b.Tuple({input_grads, weight_grads});
   }
-  if (spec.with_value) return b.Return(b.Tuple({out, grads}));
-  return b.Return(spec.has_aux ? b.Tuple({grads, b.GetItem(out, 1)}) : grads);
+  KGRAD_ASSIGN_OR_RETURN(
+      FuncGraph* g, b.Return(spec.with_value  ? b.Tuple({out, grads})
+                             : spec.has_aux ? b.Tuple({grads, b.GetItem(out, 1)})
+                                            : grads));
+  // Typed as inference would (when one context per graph is all it takes), so
+  // that the optimiser need not infer the whole gradient again.
+  TypeFromInputs(g);
+  return g;
 }
 
 absl::Status CheckWeights(Module& module, const FuncGraph* fg, const std::vector<Parameter*>& weights) {

@@ -145,7 +145,7 @@ absl::Status Infer(FuncGraph* fg, const std::vector<AbstractPtr>& arg_types) {
   for (Parameter* p : fg->parameters()) {
     if (p->declared() == nullptr) return absl::OkStatus();  // nothing to start from
   }
-  return InferGraph(fg).status();
+  return EnsureTypes(fg);
 }
 
 }  // namespace

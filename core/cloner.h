@@ -11,6 +11,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
+#include "absl/container/node_hash_map.h"
 #include "absl/types/span.h"
 #include "core/func_graph.h"
 
@@ -72,7 +73,9 @@ class Inliner {
 
   Module* module_;
   const Orders* start_orders_;
-  Orders orders_;  // graphs the inlines made
+  // Graphs the inlines made; node-based, since Inline holds references to orders
+  // while it adds more.
+  absl::node_hash_map<const FuncGraph*, std::vector<CNode*>> orders_;
   absl::flat_hash_set<const FuncGraph*> emptied_;  // transplanted
   bool copied_calls_ = false;
   absl::flat_hash_map<const FuncGraph*, std::vector<FuncGraph*>> children_;

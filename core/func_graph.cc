@@ -37,6 +37,10 @@ void FuncGraph::Touch() {
   module_->Touch();
 }
 
+bool FuncGraph::types_current() const { return types_version_ == module_->version(); }
+
+void FuncGraph::set_types_current() { types_version_ = module_->version(); }
+
 void FuncGraph::TouchOwner(const AnfNode* n) {
   // Only an application's uses by other graphs matter to its owner (the manager
   // schedules applications that nested graphs read); constants and parameters

@@ -87,6 +87,13 @@ class FuncGraph {
   // output is returned; this graph is left with its parameters and no output.
   AnfNode* MoveBodyTo(FuncGraph* target, const std::vector<FuncGraph*>& children);
 
+  // Whether the types on the nodes this graph reaches are what InferGraph records
+  // for its declared parameter types, with nothing changed in the module since
+  // (set after such an inference, or by whoever typed the nodes as it would): a
+  // pass that needs types may then skip inferring them again.
+  bool types_current() const;
+  void set_types_current();
+
   // Bumped whenever the graph's structure may have changed: its edges, output,
   // parameters, or the uses of its nodes by other graphs. The manager recomputes
   // only graphs whose version moved.
@@ -112,6 +119,7 @@ class FuncGraph {
   bool public_ = false;
   RematPolicy remat_ = RematPolicy::kEverythingSaveable;
   uint64_t version_ = 0;
+  uint64_t types_version_ = ~uint64_t{0};  // module version when types were current
   std::vector<std::unique_ptr<AnfNode>> nodes_;
   std::vector<ValueNode*> referrers_;
   int tuple_referrers_ = 0;

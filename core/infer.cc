@@ -478,11 +478,18 @@ absl::StatusOr<std::vector<AbstractPtr>> DeclaredArgs(FuncGraph* entry) {
 
 absl::StatusOr<AbstractPtr> InferGraph(FuncGraph* entry, const InferOptions& options) {
   KGRAD_ASSIGN_OR_RETURN(std::vector<AbstractPtr> args, DeclaredArgs(entry));
-  return InferGraph(entry, args, options);
+  KGRAD_ASSIGN_OR_RETURN(AbstractPtr out, InferGraph(entry, args, options));
+  if (options.record) entry->set_types_current();
+  return out;
 }
 
 absl::StatusOr<AbstractPtr> InferGraph(FuncGraph* entry) {
   return InferGraph(entry, entry->module()->infer_options());
+}
+
+absl::Status EnsureTypes(FuncGraph* entry) {
+  if (entry->types_current()) return absl::OkStatus();
+  return InferGraph(entry).status();
 }
 
 absl::StatusOr<AbstractPtr> InferPrimitiveCall(const Primitive& prim,

@@ -24,9 +24,11 @@ absl::StatusOr<AbstractPtr> InferGraph(FuncGraph* entry, const std::vector<Abstr
                                        const InferOptions& options);
 absl::StatusOr<AbstractPtr> InferGraph(FuncGraph* entry, const std::vector<AbstractPtr>& args);
 // Same, with the parameters' declared types; error naming the parameter if one
-// has none.
+// has none. A recorded inference leaves `entry` types_current().
 absl::StatusOr<AbstractPtr> InferGraph(FuncGraph* entry, const InferOptions& options);
 absl::StatusOr<AbstractPtr> InferGraph(FuncGraph* entry);
+// InferGraph(entry) unless entry->types_current() (nothing to redo).
+absl::Status EnsureTypes(FuncGraph* entry);
 // The declared types of `entry`'s parameters; error naming the first without one.
 absl::StatusOr<std::vector<AbstractPtr>> DeclaredArgs(FuncGraph* entry);
 

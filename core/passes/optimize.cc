@@ -19,7 +19,7 @@ absl::StatusOr<std::string> Optimize(Module& module, FuncGraph* root, const Opti
   // inputs is optimised without them.
   bool declared = true;
   for (Parameter* p : root->parameters()) declared &= p->declared() != nullptr;
-  if (declared) KGRAD_RETURN_IF_ERROR(InferGraph(root).status());
+  if (declared) KGRAD_RETURN_IF_ERROR(EnsureTypes(root));
   const bool check_uses = options.check_uses || std::getenv("KGRAD_CHECK_USES") != nullptr;
   UnrollBudget unroll{options.max_unroll, 0};
   InlinePass inline_pass(&unroll);
