@@ -55,52 +55,69 @@ void Manager::Reset() { entries_.clear(); }
 // What a graph reads directly: free variables, graphs named by constants. The scan
 // starts from the output and from the graph's nodes that other graphs use (a nested
 // graph's free variables must be computed here too). Applications are visited once
-// (node marks, not hash sets: this runs after every batch of edits).
+// (node marks, not hash sets: this runs after every batch of edits). The walk from
+// the output is a post-order, kept as the graph's order when the graph names no
+// other graph (most graphs, once inlined): no second walk in ComputeOrder.
 void Manager::ScanGraph(FuncGraph* g, Scan* sc) {
   sc->direct_fvs.clear();
   sc->used_graphs.clear();
+  sc->order.clear();
   const uint64_t epoch = ++epoch_;
   absl::flat_hash_set<AnfNode*> fv_set;
   absl::flat_hash_set<FuncGraph*> used_set;
-  std::vector<AnfNode*> stack;
-  std::vector<FuncGraph*> refs;
-  if (g->output() != nullptr) stack.push_back(g->output());
+  if (g->output() != nullptr) ScanFrom(g, g->output(), epoch, sc, &sc->order, &fv_set, &used_set);
+  std::vector<CNode*> elsewhere;  // needed by other graphs only: not in the order
   for (const auto& owned : g->owned_nodes()) {
-    if (!owned->is_cnode()) continue;
+    if (!owned->is_cnode() || owned->mark_epoch == epoch) continue;
     for (const Use& u : owned->uses()) {
       FuncGraph* ug = u.user != nullptr ? u.user->graph() : u.graph;
       if (ug != g) {
-        stack.push_back(owned.get());
+        ScanFrom(g, owned.get(), epoch, sc, &elsewhere, &fv_set, &used_set);
         break;
       }
     }
   }
-  while (!stack.empty()) {
-    AnfNode* node = stack.back();
-    stack.pop_back();
-    if (node->is_value()) {
-      const Value& v = node->AsValue()->value();
-      if (!v.is_graph() && !v.is_tuple()) continue;  // primitives and data: nothing to record
-      if (node->mark_epoch == epoch) continue;
-      node->mark_epoch = epoch;
+  SortById(&sc->direct_fvs);
+}
+
+void Manager::ScanFrom(FuncGraph* g, AnfNode* root, uint64_t epoch, Scan* sc, std::vector<CNode*>* order,
+                       absl::flat_hash_set<AnfNode*>* fv_set, absl::flat_hash_set<FuncGraph*>* used_set) {
+  std::vector<std::pair<CNode*, size_t>> stack;
+  std::vector<FuncGraph*> refs;
+  // Records what `n` says about the graph's reads; true for an own application
+  // not seen yet (to be walked).
+  auto note = [&](AnfNode* n) {
+    if (n->mark_epoch == epoch) return false;
+    if (n->is_value()) {
+      const Value& v = n->AsValue()->value();
+      if (!v.is_graph() && !v.is_tuple()) return false;  // primitives and data: nothing to record
+      n->mark_epoch = epoch;
       refs.clear();
       CollectGraphs(v, &refs);
       for (FuncGraph* h : refs) {
-        if (used_set.insert(h).second) sc->used_graphs.push_back(h);
+        if (used_set->insert(h).second) sc->used_graphs.push_back(h);
       }
+      return false;
+    }
+    if (OwnedOutside(n, g)) {
+      if (fv_set->insert(n).second) sc->direct_fvs.push_back(n);
+      return false;
+    }
+    n->mark_epoch = epoch;
+    return n->is_cnode();
+  };
+  if (!note(root)) return;
+  stack.emplace_back(root->AsCNode(), 0);
+  while (!stack.empty()) {
+    auto& [c, next] = stack.back();
+    if (next < c->size()) {
+      AnfNode* in = c->input(next++);
+      if (note(in)) stack.emplace_back(in->AsCNode(), 0);
       continue;
     }
-    if (OwnedOutside(node, g)) {
-      if (fv_set.insert(node).second) sc->direct_fvs.push_back(node);
-      continue;
-    }
-    if (node->mark_epoch == epoch) continue;
-    node->mark_epoch = epoch;
-    if (const CNode* c = node->AsCNode()) {
-      for (AnfNode* in : c->inputs()) stack.push_back(in);
-    }
+    order->push_back(c);
+    stack.pop_back();
   }
-  SortById(&sc->direct_fvs);
 }
 
 // Brings `root` and the graphs it uses (transitively) up to date:
@@ -116,6 +133,15 @@ void Manager::Verify(FuncGraph* root) {
   absl::flat_hash_set<FuncGraph*> was_rescanned(rescanned.begin(), rescanned.end());
   for (FuncGraph* g : stale) {
     Entry& e = entries_[g];
+    if (was_rescanned.contains(g) && e.scan.used_graphs.empty()) {
+      // The scan's walk from the output is the order (ScanGraph).
+      e.info.order = std::move(e.scan.order);
+      e.info.live_graphs.clear();
+      e.order_stamp = stamp_;
+      e.has_order = true;
+      e.verified = version;
+      continue;
+    }
     bool order_stale = !e.has_order || was_rescanned.contains(g);
     for (FuncGraph* h : e.info.used_graphs) {
       auto it = entries_.find(h);

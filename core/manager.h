@@ -69,7 +69,14 @@ class Manager {
     uint64_t version = ~uint64_t{0};
     std::vector<AnfNode*> direct_fvs;
     std::vector<FuncGraph*> used_graphs;
+    // The applications the output needs, inputs first: the graph's order when it
+    // names no other graph (then no closure needs anything placed early).
+    std::vector<CNode*> order;
   };
+  // One iterative post-order walk of a graph's own applications, recording what
+  // it reads from elsewhere into `sc` (ScanGraph's worker).
+  void ScanFrom(FuncGraph* g, AnfNode* root, uint64_t epoch, Scan* sc, std::vector<CNode*>* order,
+                absl::flat_hash_set<AnfNode*>* fv_set, absl::flat_hash_set<FuncGraph*>* used_set);
   struct Entry {
     GraphInfo info;
     Scan scan;
