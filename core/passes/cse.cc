@@ -53,7 +53,67 @@ bool CseTable::KeyEq::operator()(const Key& a, const Key& b) const {
 
 ValueNode* CseTable::Constant(ValueNode* v) { return constants_.emplace(v, v).first->second; }
 
+bool CseTable::Wide(AnfNode* n) {
+  if (n->mark_epoch != epoch_) {
+    n->mark_epoch = epoch_;
+    n->mark_state = n->uses().size() > kMaxScan ? kWide : 0;
+  }
+  return (n->mark_state & kWide) != 0;
+}
+
+const AnfNode* CseTable::Canonical(AnfNode* n) {
+  AnfNode* r = resolver_->Resolve(n);
+  if (ValueNode* v = r->AsValue()) return Constant(v);
+  return r;
+}
+
 CNode* CseTable::FindOrAdd(CNode* c, absl::Span<const AnfNode* const> inputs) {
+  // The narrowest input: the fewest users to look at.
+  size_t at = inputs.size();
+  size_t fewest = kMaxScan + 1;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    AnfNode* x = const_cast<AnfNode*>(inputs[i]);
+    if (x->is_value() || Wide(x)) continue;
+    if (x->uses().size() < fewest) {
+      fewest = x->uses().size();
+      at = i;
+    }
+  }
+  CNode* e = at < inputs.size() ? FindAmongUsers(c, inputs, at) : FindOrAddHashed(c, inputs);
+  if (e == nullptr) {
+    Wide(c);  // decided now, before any user of c asks
+    c->mark_state |= kSeen;
+  }
+  return e;
+}
+
+// Applications held by the table that read inputs[at] (or a node it replaced) at
+// position `at`, and the rest of c's inputs too.
+CNode* CseTable::FindAmongUsers(const CNode* c, absl::Span<const AnfNode* const> inputs, size_t at) {
+  AnfNode* x = const_cast<AnfNode*>(inputs[at]);
+  auto match = [&](const AnfNode* via) -> CNode* {
+    for (const Use& u : via->uses()) {
+      CNode* d = u.user;
+      if (d == nullptr || u.index != static_cast<int>(at) || d == c || !Seen(d)) continue;
+      if (d->graph() != c->graph() || d->size() != inputs.size()) continue;
+      bool same = true;
+      for (size_t j = 0; j < inputs.size() && same; ++j) {
+        same = j == at || Canonical(d->input(j)) == inputs[j];
+      }
+      if (same) return d;
+    }
+    return nullptr;
+  };
+  if (CNode* d = match(x)) return d;
+  if (const std::vector<AnfNode*>* aliases = resolver_->Aliases(x)) {
+    for (const AnfNode* o : *aliases) {
+      if (CNode* d = match(o)) return d;
+    }
+  }
+  return nullptr;
+}
+
+CNode* CseTable::FindOrAddHashed(CNode* c, absl::Span<const AnfNode* const> inputs) {
   Key key{c->graph(), static_cast<uint32_t>(store_.size()), static_cast<uint32_t>(inputs.size()), 0};
   key.hash = absl::HashOf(c->graph(), inputs.size());
   for (const AnfNode* in : inputs) key.hash = absl::HashOf(key.hash, in);
@@ -64,24 +124,50 @@ CNode* CseTable::FindOrAdd(CNode* c, absl::Span<const AnfNode* const> inputs) {
   return it->second;
 }
 
+namespace {
+
+// CsePass's replacements: each merged node stands for the one it equals.
+class CanonMap : public CseTable::Resolver {
+ public:
+  AnfNode* Resolve(AnfNode* n) const override {
+    auto it = canon_.find(n);
+    return it == canon_.end() ? n : it->second;
+  }
+  const std::vector<AnfNode*>* Aliases(const AnfNode* n) const override {
+    auto it = aliases_.find(n);
+    return it == aliases_.end() ? nullptr : &it->second;
+  }
+  void Add(AnfNode* n, AnfNode* to) {
+    canon_[n] = to;
+    aliases_[to].push_back(n);
+  }
+
+ private:
+  absl::flat_hash_map<const AnfNode*, AnfNode*> canon_;
+  absl::flat_hash_map<const AnfNode*, std::vector<AnfNode*>> aliases_;
+};
+
+}  // namespace
+
 absl::StatusOr<bool> CsePass::Run(Module& module, FuncGraph* root) {
   Manager& m = module.manager();
   Transaction tr(&module);
   std::vector<FuncGraph*> graphs = passes::Graphs(module, root);
   std::vector<std::vector<CNode*>> orders;
   for (FuncGraph* g : graphs) orders.push_back(m.Info(g).order);
-  CseTable table;
-  absl::flat_hash_map<const AnfNode*, AnfNode*> canon;
-  auto canonical = [&](AnfNode* n) -> const AnfNode* {
-    auto it = canon.find(n);
-    if (it != canon.end()) return it->second;
-    if (ValueNode* v = n->AsValue()) {
+  CanonMap canon;
+  CseTable table(m.NewEpoch(), &canon);
+  auto canonical = [&](AnfNode* n) -> AnfNode* {
+    AnfNode* r = canon.Resolve(n);
+    if (ValueNode* v = r->AsValue()) {
       ValueNode* k = table.Constant(v);
-      canon[n] = k;
-      if (k != v) tr.Replace(v, k);
+      if (k != v) {
+        canon.Add(v, k);
+        tr.Replace(v, k);
+      }
       return k;
     }
-    return n;
+    return r;
   };
   std::vector<const AnfNode*> inputs;
   for (const auto& order : orders) {
@@ -89,7 +175,7 @@ absl::StatusOr<bool> CsePass::Run(Module& module, FuncGraph* root) {
       inputs.clear();
       for (AnfNode* in : c->inputs()) inputs.push_back(canonical(in));
       if (CNode* e = table.FindOrAdd(c, inputs)) {
-        canon[c] = e;
+        canon.Add(c, e);
         tr.Replace(c, e);
       }
     }

@@ -20,7 +20,18 @@ namespace kgrad {
 
 class CseTable {
  public:
-  CseTable() = default;
+  // What the sweep knows of its replacements so far.
+  class Resolver {
+   public:
+    virtual ~Resolver() = default;
+    // The node `n` stands for (itself when not replaced).
+    virtual AnfNode* Resolve(AnfNode* n) const = 0;
+    // The nodes replaced by `n` (directly or along a chain), or nullptr.
+    virtual const std::vector<AnfNode*>* Aliases(const AnfNode* n) const = 0;
+  };
+  // `epoch` (Manager::NewEpoch) marks the applications the table holds; nothing
+  // else may mark nodes while the table is in use.
+  CseTable(uint64_t epoch, const Resolver* resolver) : epoch_(epoch), resolver_(resolver) {}
   CseTable(const CseTable&) = delete;
   CseTable& operator=(const CseTable&) = delete;
 
@@ -33,6 +44,20 @@ class CseTable {
   CNode* FindOrAdd(CNode* c, absl::Span<const AnfNode* const> inputs);
 
  private:
+  // Equal applications share every input at the same position: the users of one
+  // input with few uses are the only candidates, found without hashing. Inputs
+  // with many uses (decided once per sweep, when the table first meets them) do
+  // not narrow the search: applications whose inputs are all such, or constants,
+  // go through the hash table instead (both of an equal pair take the same way).
+  static constexpr size_t kMaxScan = 32;
+  static constexpr uint8_t kSeen = 1;  // held by the table
+  static constexpr uint8_t kWide = 2;  // too many uses to scan
+  bool Wide(AnfNode* n);
+  bool Seen(const AnfNode* n) const { return n->mark_epoch == epoch_ && (n->mark_state & kSeen) != 0; }
+  const AnfNode* Canonical(AnfNode* n);
+  CNode* FindAmongUsers(const CNode* c, absl::Span<const AnfNode* const> inputs, size_t at);
+  CNode* FindOrAddHashed(CNode* c, absl::Span<const AnfNode* const> inputs);
+
   struct Key {
     const FuncGraph* graph;
     uint32_t offset;  // of the inputs in store_
@@ -53,6 +78,8 @@ class CseTable {
     bool operator()(const ValueNode* a, const ValueNode* b) const;
   };
 
+  const uint64_t epoch_;
+  const Resolver* resolver_;
   // Inputs of the applications in apps_, one after another (no allocation per node).
   std::vector<const AnfNode*> store_;
   absl::flat_hash_map<Key, CNode*, KeyHash, KeyEq> apps_{16, KeyHash(), KeyEq{&store_}};

@@ -157,14 +157,15 @@ absl::StatusOr<bool> RewritePass::Run(Module& module, FuncGraph* root) {
   first_new_id_ = module.next_node_id();
   Manager& m = module.manager();
   Transaction tr(&module);
-  CseTable table;
-  tr_ = &tr;
-  table_ = merge_equal_ ? &table : nullptr;
   std::vector<FuncGraph*> graphs = passes::Graphs(module, root);
   std::stable_sort(graphs.begin(), graphs.end(),
                    [](const FuncGraph* a, const FuncGraph* b) { return a->depth() < b->depth(); });
   std::vector<std::vector<CNode*>> orders;
   for (FuncGraph* g : graphs) orders.push_back(m.Info(g).order);
+  // The table marks nodes: made after the manager's last walk of this sweep.
+  CseTable table(m.NewEpoch(), this);
+  tr_ = &tr;
+  table_ = merge_equal_ ? &table : nullptr;
   for (const auto& order : orders) {
     for (CNode* c : order) {
       AnfNode* r = Merge(Settle(c, 0));
@@ -172,6 +173,7 @@ absl::StatusOr<bool> RewritePass::Run(Module& module, FuncGraph* root) {
     }
   }
   replaced_.clear();
+  aliases_.clear();
   settled_.clear();
   tr_ = nullptr;
   table_ = nullptr;
@@ -228,9 +230,19 @@ AnfNode* RewritePass::Merge(AnfNode* n) {
   return e != nullptr ? e : n;
 }
 
+const std::vector<AnfNode*>* RewritePass::Aliases(const AnfNode* n) const {
+  auto it = aliases_.find(n);
+  return it == aliases_.end() ? nullptr : &it->second;
+}
+
 void RewritePass::Record(AnfNode* c, AnfNode* r) {
   replaced_[c] = r;
   tr_->Replace(c, r);
+  std::vector<AnfNode*>& to = aliases_[r];
+  to.push_back(c);
+  if (auto it = aliases_.find(c); it != aliases_.end()) {
+    to.insert(to.end(), it->second.begin(), it->second.end());
+  }
   // A call to a graph that reads c now reads r; a call a rule made is new: either
   // may let the inliner do more.
   if (const CNode* rc = r->AsCNode(); rc != nullptr && IsNew(rc) && rc->primitive() == nullptr) {

@@ -11,6 +11,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "core/manager.h"
 #include "core/module.h"
+#include "core/passes/cse.h"
 #include "core/passes/pass.h"
 
 namespace kgrad {
@@ -58,7 +59,7 @@ AnfNode* ZerosOf(FuncGraph* g, const AnfNode* like);
 // rule makes are rewritten too (their own new inputs first) before anything reads
 // them: one sweep reaches the rules' fixpoint. With `merge_equal`, each node, once
 // rewritten, is merged with an equal one seen before (CSE, cse.h).
-class RewritePass : public Pass {
+class RewritePass : public Pass, private CseTable::Resolver {
  public:
   explicit RewritePass(bool merge_equal = false) : merge_equal_(merge_equal) {}
   absl::StatusOr<bool> Run(Module& module, FuncGraph* root) override;
@@ -81,7 +82,7 @@ class RewritePass : public Pass {
   // A node standing for `c` (nullptr or `c` itself: keep it).
   virtual AnfNode* Rewrite(CNode* c) = 0;
   AnfNode* In(const CNode* c, size_t i) const;
-  AnfNode* Resolve(AnfNode* n) const;
+  AnfNode* Resolve(AnfNode* n) const override;
 
  private:
   // Rewrites `c` until no rule applies (new nodes' new inputs settled first).
@@ -91,13 +92,16 @@ class RewritePass : public Pass {
   // `c` stands for `r` from now on.
   void Record(AnfNode* c, AnfNode* r);
   bool IsNew(const AnfNode* n) const { return n->id() >= first_new_id_; }
+  const std::vector<AnfNode*>* Aliases(const AnfNode* n) const override;
 
   const bool merge_equal_;
   absl::flat_hash_map<const AnfNode*, AnfNode*> replaced_;
+  // The inverse of replaced_, followed to the end of each chain (for CSE).
+  absl::flat_hash_map<const AnfNode*, std::vector<AnfNode*>> aliases_;
   const RewritePass* resolver_ = nullptr;
   // State of one Run.
   Transaction* tr_ = nullptr;
-  class CseTable* table_ = nullptr;
+  CseTable* table_ = nullptr;
   uint64_t first_new_id_ = 0;
   absl::flat_hash_set<const AnfNode*> settled_;  // new applications already rewritten
   std::vector<const AnfNode*> scratch_;
