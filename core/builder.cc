@@ -62,20 +62,14 @@ ValueNode* GraphBuilder::PrimRef(PrimId id, AttrMap attrs) {
 }
 
 CNode* GraphBuilder::Op(PrimId id, std::vector<AnfNode*> args, AttrMap attrs) {
-  ValueNode* callee = PrimRef(id, std::move(attrs));
-  args.insert(args.begin(), callee);
-  return graph_->NewCNode(std::move(args));
+  return graph_->NewCNode(PrimRef(id, std::move(attrs)), args);
 }
 
 CNode* GraphBuilder::Op(const PrimitivePtr& prim, std::vector<AnfNode*> args) {
-  args.insert(args.begin(), graph_->PrimitiveNode(prim));
-  return graph_->NewCNode(std::move(args));
+  return graph_->NewCNode(graph_->PrimitiveNode(prim), args);
 }
 
-CNode* GraphBuilder::Call(AnfNode* fn, std::vector<AnfNode*> args) {
-  args.insert(args.begin(), fn);
-  return graph_->NewCNode(std::move(args));
-}
+CNode* GraphBuilder::Call(AnfNode* fn, std::vector<AnfNode*> args) { return graph_->NewCNode(fn, args); }
 
 CNode* GraphBuilder::Partial(AnfNode* fn, std::vector<AnfNode*> bound) {
   bound.insert(bound.begin(), fn);

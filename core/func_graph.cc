@@ -91,8 +91,14 @@ void FuncGraph::set_output(AnfNode* node) {
   Touch();
 }
 
-CNode* FuncGraph::NewCNode(std::vector<AnfNode*> inputs) {
-  std::unique_ptr<CNode> c(new CNode(this, module_->NewNodeId(), std::move(inputs)));
+CNode* FuncGraph::NewCNode(absl::Span<AnfNode* const> inputs) { return NewCNode(inputs, {}); }
+
+CNode* FuncGraph::NewCNode(AnfNode* callee, absl::Span<AnfNode* const> args) {
+  return NewCNode(absl::Span<AnfNode* const>(&callee, 1), args);
+}
+
+CNode* FuncGraph::NewCNode(absl::Span<AnfNode* const> head, absl::Span<AnfNode* const> tail) {
+  std::unique_ptr<CNode> c(new CNode(this, module_->NewNodeId(), head, tail));
   CNode* raw = c.get();
   nodes_.push_back(std::move(c));
   // Nodes of other graphs gain a use from here (they may become free variables).

@@ -52,7 +52,9 @@ class FuncGraph {
   AnfNode* output() const { return output_; }
   void set_output(AnfNode* node);
 
-  CNode* NewCNode(std::vector<AnfNode*> inputs);
+  CNode* NewCNode(absl::Span<AnfNode* const> inputs);
+  // An application of `callee` to `args` (no vector to build for the inputs).
+  CNode* NewCNode(AnfNode* callee, absl::Span<AnfNode* const> args);
   ValueNode* NewValueNode(Value v);
   // The graph's one constant node for primitive `p` (equal primitives share it), so
   // that a graph of n applications does not carry n primitive constants.
@@ -108,6 +110,7 @@ class FuncGraph {
   friend class Transaction;
   // Garbage collection frees `v`: it no longer refers to its graph(s).
   static void ForgetReferrer(const ValueNode* v);
+  CNode* NewCNode(absl::Span<AnfNode* const> head, absl::Span<AnfNode* const> tail);
   FuncGraph(Module* module, std::string name, FuncGraph* parent)
       : module_(module), name_(std::move(name)), parent_(parent) {}
   Module* module_;

@@ -430,7 +430,7 @@ bool Transaction::Commit() {
       case Edit::Kind::kReplace: {
         // All uses move at once (O(uses), not O(uses^2) through set_input).
         if (e.old_node == e.node || e.old_node->uses_.empty()) break;
-        std::vector<Use> uses = std::move(e.old_node->uses_);
+        NodeUses uses = std::move(e.old_node->uses_);
         e.old_node->uses_.clear();
         FuncGraph::TouchOwner(e.old_node);
         FuncGraph::TouchOwner(e.node);

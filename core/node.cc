@@ -24,8 +24,21 @@ const Parameter* AnfNode::AsParameter() const {
   return is_parameter() ? static_cast<const Parameter*>(this) : nullptr;
 }
 
+const std::string& AnfNode::name() const {
+  static const std::string* const kNone = new std::string();
+  return name_ != nullptr ? *name_ : *kNone;
+}
+
+void AnfNode::set_name(std::string name) {
+  if (name.empty()) {
+    name_.reset();
+  } else {
+    name_ = std::make_unique<std::string>(std::move(name));
+  }
+}
+
 std::string AnfNode::DebugName() const {
-  if (!name_.empty()) return name_;
+  if (name_ != nullptr) return *name_;
   return absl::StrCat("%", id_);
 }
 
@@ -41,8 +54,12 @@ void AnfNode::RemoveUse(const Use& u) {
   uses_.pop_back();
 }
 
-CNode::CNode(FuncGraph* graph, uint64_t id, std::vector<AnfNode*> inputs)
-    : AnfNode(NodeKind::kCNode, graph, id), inputs_(std::move(inputs)) {
+CNode::CNode(FuncGraph* graph, uint64_t id, absl::Span<AnfNode* const> head,
+             absl::Span<AnfNode* const> tail)
+    : AnfNode(NodeKind::kCNode, graph, id) {
+  inputs_.reserve(head.size() + tail.size());
+  inputs_.insert(inputs_.end(), head.begin(), head.end());
+  inputs_.insert(inputs_.end(), tail.begin(), tail.end());
   for (size_t i = 0; i < inputs_.size(); ++i) {
     KGRAD_CHECK(inputs_[i] != nullptr);
     inputs_[i]->AddUse(Use{this, static_cast<int>(i), nullptr});

@@ -18,9 +18,13 @@
 #define KGRAD_CORE_NODE_H_
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
+
+#include "absl/container/inlined_vector.h"
+#include "absl/types/span.h"
 
 #include "core/abstract.h"
 #include "core/value.h"
@@ -29,6 +33,7 @@ namespace kgrad {
 
 class FuncGraph;
 class Module;
+class AnfNode;
 class CNode;
 class Parameter;
 class ValueNode;
@@ -45,6 +50,13 @@ struct Use {
     return user == o.user && index == o.index && graph == o.graph;
   }
 };
+
+// A node's inputs and uses are stored in the node while they are few (most nodes
+// read up to three inputs and are read once or twice): a graph of hundreds of
+// thousands of nodes is then one allocation per node, and a walk over it touches
+// one block per node instead of three.
+using NodeInputs = absl::InlinedVector<AnfNode*, 3>;
+using NodeUses = absl::InlinedVector<Use, 2>;
 
 class AnfNode {
   // The kind and the scratch marks come first, packed into one word beside the
@@ -79,8 +91,8 @@ class AnfNode {
   FuncGraph* graph() const { return graph_; }
   // Module-unique, increasing in creation order.
   uint64_t id() const { return id_; }
-  const std::string& name() const { return name_; }
-  void set_name(std::string name) { name_ = std::move(name); }
+  const std::string& name() const;
+  void set_name(std::string name);
   // The name, or "%<id>" for unnamed nodes.
   std::string DebugName() const;
   // "graph @g, node %x" for error messages.
@@ -89,7 +101,7 @@ class AnfNode {
   const AbstractPtr& abstract() const { return abstract_; }
   void set_abstract(AbstractPtr a) { abstract_ = std::move(a); }
 
-  const std::vector<Use>& uses() const { return uses_; }
+  const NodeUses& uses() const { return uses_; }
 
  protected:
   AnfNode(NodeKind kind, FuncGraph* graph, uint64_t id) : kind_(kind), graph_(graph), id_(id) {}
@@ -104,9 +116,9 @@ class AnfNode {
 
   FuncGraph* graph_;
   uint64_t id_;
-  std::string name_;
+  std::unique_ptr<std::string> name_;  // most nodes have none
   AbstractPtr abstract_;
-  std::vector<Use> uses_;
+  NodeUses uses_;
 };
 
 class Parameter final : public AnfNode {
@@ -141,7 +153,7 @@ class ValueNode final : public AnfNode {
 
 class CNode final : public AnfNode {
  public:
-  const std::vector<AnfNode*>& inputs() const { return inputs_; }
+  const NodeInputs& inputs() const { return inputs_; }
   AnfNode* input(size_t i) const { return inputs_[i]; }
   size_t size() const { return inputs_.size(); }
   // Arguments only (inputs 1..n).
@@ -161,9 +173,10 @@ class CNode final : public AnfNode {
   friend class FuncGraph;
   friend class Module;
   friend class Transaction;
-  CNode(FuncGraph* graph, uint64_t id, std::vector<AnfNode*> inputs);
+  // The inputs are `head` then `tail` (the callee first).
+  CNode(FuncGraph* graph, uint64_t id, absl::Span<AnfNode* const> head, absl::Span<AnfNode* const> tail);
 
-  std::vector<AnfNode*> inputs_;
+  NodeInputs inputs_;
 };
 
 // The constant value of a ValueNode, else nullptr.

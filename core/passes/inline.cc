@@ -302,12 +302,12 @@ class InlineSweep {
       if (steps > 256) return false;
       Item item = std::move(work.back());
       work.pop_back();
-      std::vector<const std::vector<Use>*> use_lists{&item.node->uses()};
+      std::vector<const NodeUses*> use_lists{&item.node->uses()};
       auto src = sources_.find(item.node);
       if (src != sources_.end()) {
         for (const CNode* x : src->second) use_lists.push_back(&x->uses());
       }
-      for (const std::vector<Use>* uses : use_lists) {
+      for (const NodeUses* uses : use_lists) {
         for (const Use& u : *uses) {
           CNode* user = u.user;
           if (user == nullptr) return false;
