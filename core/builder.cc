@@ -6,24 +6,29 @@
 namespace kgrad {
 
 GraphBuilder::GraphBuilder(Module* module, absl::string_view name, FuncGraph* parent)
-    : module_(module),
-      graph_(module->NewGraph(name, parent)),
-      status_(std::make_shared<absl::Status>()) {
+    : module_(module), graph_(module->NewGraph(name, parent)) {
   if (parent == nullptr) graph_->set_public(true);
 }
 
 GraphBuilder::GraphBuilder(FuncGraph* graph)
-    : module_(graph->module()), graph_(graph), status_(std::make_shared<absl::Status>()) {}
+    : module_(graph->module()), graph_(graph) {}
 
 GraphBuilder::GraphBuilder(Module* module, FuncGraph* graph,
                            std::shared_ptr<absl::Status> status)
     : module_(module), graph_(graph), status_(std::move(status)) {}
 
 GraphBuilder GraphBuilder::Nested(absl::string_view name) {
+  if (status_ == nullptr) status_ = std::make_shared<absl::Status>();
   return GraphBuilder(module_, module_->NewGraph(name, graph_), status_);
 }
 
+const absl::Status& GraphBuilder::status() const {
+  static const absl::Status* const kOk = new absl::Status();
+  return status_ != nullptr ? *status_ : *kOk;
+}
+
 void GraphBuilder::SetError(absl::Status s) {
+  if (status_ == nullptr) status_ = std::make_shared<absl::Status>();
   if (status_->ok() && !s.ok()) {
     *status_ = absl::Status(s.code(), absl::StrCat("building graph '", graph_->name(),
                                                    "': ", s.message()));
@@ -138,7 +143,7 @@ ValueNode* GraphBuilder::Closure(absl::string_view name, int num_params, const C
 }
 
 absl::StatusOr<FuncGraph*> GraphBuilder::Return(AnfNode* output) {
-  if (!status_->ok()) return *status_;
+  if (!status().ok()) return status();
   graph_->set_output(output);
   return graph_;
 }

@@ -32,7 +32,7 @@ class GraphBuilder {
 
   FuncGraph* graph() const { return graph_; }
   Module* module() const { return module_; }
-  const absl::Status& status() const { return *status_; }
+  const absl::Status& status() const;
   void SetError(absl::Status s);
 
   Parameter* Param(std::string name, AbstractPtr declared = nullptr);
@@ -98,6 +98,8 @@ class GraphBuilder {
 
   Module* module_;
   FuncGraph* graph_;
+  // The first error, shared with nested builders; made when first needed (most
+  // builders never see an error, and the AD makes one per rule it applies).
   std::shared_ptr<absl::Status> status_;
 };
 
