@@ -10,10 +10,9 @@ namespace kgrad {
 namespace {
 
 // The type `c` gets from its inputs, or nullptr (an input untyped yet, or more
-// than one context would be needed).
-AbstractPtr TypeOf(const CNode* c) {
-  std::vector<AbstractPtr> args;
-  args.reserve(c->num_args());
+// than one context would be needed). `args` is scratch space.
+AbstractPtr TypeOf(const CNode* c, std::vector<AbstractPtr>& args) {
+  args.clear();
   for (size_t i = 0; i < c->num_args(); ++i) {
     if (c->arg(i)->abstract() == nullptr) return nullptr;
     args.push_back(c->arg(i)->abstract());
@@ -55,13 +54,14 @@ bool TypeFromInputs(FuncGraph* root) {
     }
     orders.push_back(&m.Info(g).order);
   }
+  std::vector<AbstractPtr> args;
   while (true) {
     size_t typed = 0;
     size_t untyped = 0;
     for (const std::vector<CNode*>* order : orders) {
       for (CNode* c : *order) {
         if (c->abstract() != nullptr) continue;
-        if (AbstractPtr a = TypeOf(c)) {
+        if (AbstractPtr a = TypeOf(c, args)) {
           c->set_abstract(std::move(a));
           ++typed;
         } else {

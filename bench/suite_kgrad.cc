@@ -320,10 +320,10 @@ absl::Status MeasureAdBuild(const KgradRun& run, Metrics* out) {
       absl::StatusOr<std::string> log = g.ok() ? Optimize(*m, *g) : g.status();
       if (!log.ok()) status.Update(log.status());
     };
-    // The largest graph takes a good fraction of a second per build: 3 runs.
+    // The largest graph takes a good fraction of a second per build: 5 runs.
     TimingBudget budget = run.budget;
     if (n >= 100000) budget.warmup = std::min(budget.warmup, 1);
-    (*out)[absl::StrCat("ad_build.", n, "_ms")] = MedianMs(build, budget, n >= 100000 ? 3 : -1, setup);
+    (*out)[absl::StrCat("ad_build.", n, "_ms")] = MedianMs(build, budget, n >= 100000 ? 5 : -1, setup);
     KGRAD_RETURN_IF_ERROR(status);
     for (const auto& g : m->graphs()) nodes_after += static_cast<int64_t>(g->owned_nodes().size());
     (*out)[absl::StrCat("ad_build.", n, "_nodes_after")] = static_cast<double>(nodes_after);

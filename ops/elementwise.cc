@@ -44,11 +44,20 @@ namespace {
 // Each op's dtypes and whether it gives bool are one table (ElementwiseDTypes,
 // ElementwiseBoolOutput in elementwise.h), read here and by the kernels.
 
+// The result's type is often exactly an input's (same dtype and shape, no shape
+// value): that input's abstract is shared rather than another made (a gradient
+// has hundreds of thousands of such nodes).
+bool IsExactly(const AbstractTensor* t, DType dtype, const Shape& shape) {
+  return !t->value().has_value() && t->dtype() == dtype && t->shape() == shape;
+}
+
 // y = f(x): same dtype and shape as x.
 absl::StatusOr<AbstractPtr> InferUnary(const InferCall& c) {
   KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* x, TensorArg(c, 0));
   KGRAD_RETURN_IF_ERROR(CheckUnary(c.prim.id(), *x));
-  return WithShapeValue(MakeAbstractTensor(x->dtype(), x->shape()), ArithValue(c));
+  std::optional<Shape> value = ArithValue(c);
+  if (!value.has_value() && !x->value().has_value()) return c.args[0];
+  return WithShapeValue(MakeAbstractTensor(x->dtype(), x->shape()), value);
 }
 
 // z = f(x, y) with NumPy broadcasting; both inputs of one dtype the primitive
@@ -57,9 +66,11 @@ absl::StatusOr<AbstractPtr> InferBinary(const InferCall& c) {
   KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* x, TensorArg(c, 0));
   KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* y, TensorArg(c, 1));
   KGRAD_ASSIGN_OR_RETURN(Shape shape, BinaryShape(c.prim.id(), *x, *y, CheckedBy::kInference));
-  const bool bool_out = ElementwiseBoolOutput(c.prim.id());
-  return WithShapeValue(MakeAbstractTensor(bool_out ? DType::kBool : x->dtype(), std::move(shape)),
-                        ArithValue(c));
+  const DType dtype = ElementwiseBoolOutput(c.prim.id()) ? DType::kBool : x->dtype();
+  std::optional<Shape> value = ArithValue(c);
+  if (!value.has_value() && IsExactly(x, dtype, shape)) return c.args[0];
+  if (!value.has_value() && IsExactly(y, dtype, shape)) return c.args[1];
+  return WithShapeValue(MakeAbstractTensor(dtype, std::move(shape)), value);
 }
 
 // bit_shift: a binary map whose direction must be "left" or "right".
