@@ -2,6 +2,9 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <deque>
+#include <iterator>
+#include <list>
 #include <mutex>
 #include <vector>
 
@@ -27,8 +30,12 @@ class HostAllocator final : public Allocator {
       if (size >= kCacheFrom) {
         auto it = cache_.find(size);
         if (it != cache_.end() && !it->second.empty()) {
-          void* p = it->second.back();
+          // The most recently freed block of the size (its pages are the likeliest
+          // to be resident).
+          auto block = it->second.back();
           it->second.pop_back();
+          void* p = block->ptr;
+          lru_.erase(block);
           cached_ -= static_cast<int64_t>(size);
           return p;
         }
@@ -45,11 +52,18 @@ class HostAllocator final : public Allocator {
   void Free(void* ptr, size_t bytes) override {
     size_t size = RoundUp(bytes);
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      std::unique_lock<std::mutex> lock(mu_);
       Account(-static_cast<int64_t>(size));
-      if (size >= kCacheFrom && cached_ + static_cast<int64_t>(size) <= kMaxCached) {
-        cache_[size].push_back(ptr);
+      if (size >= kCacheFrom && static_cast<int64_t>(size) <= kMaxCached) {
+        // Room is made by dropping the blocks cached longest ago: a cache full of
+        // one workload's sizes would otherwise refuse every block of the next one
+        // (a model run after another paid page faults on every run: 4x slower).
+        std::vector<void*> evicted = EvictFor(static_cast<int64_t>(size));
+        lru_.push_back(Cached{size, ptr});
+        cache_[size].push_back(std::prev(lru_.end()));
         cached_ += static_cast<int64_t>(size);
+        lock.unlock();
+        for (void* p : evicted) std::free(p);
         return;
       }
     }
@@ -76,6 +90,23 @@ class HostAllocator final : public Allocator {
     size_t r = (bytes + align - 1) / align * align;
     return r == 0 ? 64 : r;
   }
+  // Removes the oldest cached blocks until `size` more bytes fit under the bound;
+  // returns them to be freed outside the lock.
+  std::vector<void*> EvictFor(int64_t size) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    std::vector<void*> evicted;
+    while (cached_ + size > kMaxCached && !lru_.empty()) {
+      const Cached& oldest = lru_.front();
+      // Within one size, blocks enter and leave the deque in the list's order, so
+      // the list's oldest block is its size's front.
+      std::deque<std::list<Cached>::iterator>& same = cache_[oldest.size];
+      same.pop_front();
+      if (same.empty()) cache_.erase(oldest.size);
+      cached_ -= static_cast<int64_t>(oldest.size);
+      evicted.push_back(oldest.ptr);
+      lru_.pop_front();
+    }
+    return evicted;
+  }
   void Account(int64_t delta) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     in_use_ += delta;
     peak_ = std::max(peak_, in_use_);
@@ -85,7 +116,14 @@ class HostAllocator final : public Allocator {
   // so TSAN cannot see absl::Mutex's synchronisation and reports every guarded
   // access as a race; pthread mutexes are intercepted by all sanitizers.
   std::mutex mu_;
-  absl::flat_hash_map<size_t, std::vector<void*>> cache_ ABSL_GUARDED_BY(mu_);
+  struct Cached {
+    size_t size;
+    void* ptr;
+  };
+  // Cached blocks, oldest first, and per size the positions of that size's blocks
+  // in the list (oldest first too).
+  std::list<Cached> lru_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<size_t, std::deque<std::list<Cached>::iterator>> cache_ ABSL_GUARDED_BY(mu_);
   int64_t cached_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t in_use_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t peak_ ABSL_GUARDED_BY(mu_) = 0;

@@ -33,7 +33,8 @@ class Allocator {
 // The process-wide host allocator (64-byte aligned, thread-safe). Large blocks are
 // cached by size when freed and handed out again, so that a kernel writing a fresh
 // output does not pay page faults on every run (glibc returns large blocks to the
-// system). The cache is bounded; its statistics give the peak memory in use.
+// system). The cache is bounded (1 GiB): when full, the blocks cached longest ago
+// are released first. Its statistics give the peak memory in use.
 Allocator* CpuAllocator();
 
 struct AllocatorStats {
