@@ -11,7 +11,7 @@
 #include <filesystem>
 #include <string>
 
-#include "Eigen/Core"
+#include "backends/cpu/eigen.h"  // Eigen, as the kernels see it
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "bench/suite_env.h"

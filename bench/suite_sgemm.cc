@@ -6,7 +6,7 @@
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 
-#include "Eigen/Core"
+#include "backends/cpu/eigen.h"  // Eigen, as the kernels see it
 #include "bench/suite_kgrad.h"
 
 namespace kgrad {

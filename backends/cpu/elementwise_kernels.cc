@@ -130,7 +130,7 @@ struct LogicalNotOp : PointwiseUnary<LogicalNotOp> {
 };
 
 struct ExpOp : EigenUnary<ExpOp> {
-  template <typename A> static auto Eval(const A& x) { return x.exp(); }
+  template <typename A> static auto Eval(const A& x) { return Exp(x); }
 };
 struct LogOp : EigenUnary<LogOp> {
   template <typename A> static auto Eval(const A& x) { return x.log(); }
@@ -155,7 +155,7 @@ struct SigmoidOp : EigenUnary<SigmoidOp> {
   // for very positive x it underflows to 0 and the result is 1. No NaN either way.
   template <typename A> static auto Eval(const A& x) {
     using T = typename A::Scalar;
-    return (T(1) + (-x).exp()).inverse();
+    return (T(1) + Exp(-x)).inverse();
   }
 };
 struct GeluExactOp : EigenUnary<GeluExactOp> {
@@ -177,14 +177,14 @@ struct GeluTanhOp : EigenUnary<GeluTanhOp> {
   template <typename A> static auto Eval(const A& x) {
     using T = typename A::Scalar;
     constexpr T kMinus2SqrtTwoOverPi = T(-2 * 0.79788456080286535588);
-    return x / (T(1) + (kMinus2SqrtTwoOverPi * (x + T(0.044715) * x.cube())).exp());
+    return x / (T(1) + Exp(kMinus2SqrtTwoOverPi * (x + T(0.044715) * x.cube())));
   }
 };
 struct SoftplusOp : EigenUnary<SoftplusOp> {
   // log(1 + e^x) = max(x, 0) + log1p(e^-|x|): the exponent is never positive.
   template <typename A> static auto Eval(const A& x) {
     using T = typename A::Scalar;
-    return x.max(T(0)) + (-x.abs()).exp().log1p();
+    return x.max(T(0)) + Exp(-x.abs()).log1p();
   }
 };
 struct SqrtOp : EigenUnary<SqrtOp> {

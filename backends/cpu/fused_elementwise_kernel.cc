@@ -37,8 +37,8 @@ void Unary(FusedCode code, const T* x, T* y, int64_t n) {
     case FusedCode::kTanh: out = a.tanh(); break;
     case FusedCode::kSin: out = a.sin(); break;
     case FusedCode::kCos: out = a.cos(); break;
-    case FusedCode::kExp: out = a.exp(); break;
-    case FusedCode::kSigmoid: out = (T(1) + (-a).exp()).inverse(); break;
+    case FusedCode::kExp: out = Exp(a); break;
+    case FusedCode::kSigmoid: out = (T(1) + Exp(-a)).inverse(); break;
     default: break;
   }
 }

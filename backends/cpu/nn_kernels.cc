@@ -73,7 +73,7 @@ void BlockMaxAndSum(const T* x, int64_t len, int64_t stride, int64_t w, TileVec<
                     TileVec<T>* sum) {
   BlockMax(x, len, stride, w, mx);
   sum->setZero(w);
-  for (int64_t j = 0; j < len; ++j) *sum += (ConstSeg<T>(x + j * stride, w) - *mx).exp();
+  for (int64_t j = 0; j < len; ++j) *sum += Exp(ConstSeg<T>(x + j * stride, w) - *mx);
 }
 
 // ----- softmax / log_softmax -----------------------------------------------------------
@@ -84,10 +84,10 @@ void SoftmaxRow(const T* x, T* y, int64_t n) {
   Seg<T> yr(y, n);
   T mx = xr.maxCoeff();
   if constexpr (kLog) {
-    T log_sum = std::log((xr - mx).exp().sum());
+    T log_sum = std::log(Exp(xr - mx).sum());
     yr = (xr - mx) - log_sum;
   } else {
-    yr = (xr - mx).exp();
+    yr = Exp(xr - mx);
     yr *= T{1} / yr.sum();
   }
 }
@@ -107,7 +107,7 @@ void SoftmaxBlock(const T* x, T* y, int64_t len, int64_t stride, int64_t w) {
     sum.setZero(w);
     for (int64_t j = 0; j < len; ++j) {
       Seg<T> yj(y + j * stride, w);
-      yj = (ConstSeg<T>(x + j * stride, w) - mx).exp();
+      yj = Exp(ConstSeg<T>(x + j * stride, w) - mx);
       sum += yj;
     }
     TileVec<T> inv = sum.inverse();
@@ -150,7 +150,7 @@ template <typename T>
 T CrossEntropyRow(const T* x, const T* labels, int64_t n) {
   ConstSeg<T> xr(x, n), lr(labels, n);
   T mx = xr.maxCoeff();
-  T log_sum = std::log((xr - mx).exp().sum());
+  T log_sum = std::log(Exp(xr - mx).sum());
   return (((mx - xr) + log_sum) * lr).sum();
 }
 
@@ -215,7 +215,7 @@ void SparseCrossEntropyTyped(const T* x, const L* labels, T* loss, int64_t n, in
     for (int64_t i = begin; i < end; ++i) {
       ConstSeg<T> xr(x + i * c, c);
       T mx = xr.maxCoeff();
-      loss[i] = (mx - xr[labels[i]]) + std::log((xr - mx).exp().sum());
+      loss[i] = (mx - xr[labels[i]]) + std::log(Exp(xr - mx).sum());
     }
   });
 }

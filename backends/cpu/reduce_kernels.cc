@@ -17,6 +17,7 @@
 
 #include "absl/status/status.h"
 #include "backends/cpu/cpu_kernels.h"
+#include "backends/cpu/double_sums.h"
 #include "backends/cpu/eigen.h"
 #include "backends/cpu/parallel.h"
 #include "core/shape.h"
@@ -39,28 +40,33 @@ constexpr int64_t kRowPiece = 1024;
 constexpr int64_t kMaxChunks = 64;
 
 // ----- Reducers -----------------------------------------------------------------
-// Identity(); Merge(a, b) of two partial results; Run(x, n, o, acc): acc folded
-// with the contiguous run x[0, n) of output o; Rows(x, n, o, acc): acc[j] folded
-// with x[j] for the n outputs o, o + 1, ...
+// Acc, the type partial results are kept in; Identity(); Merge(a, b) of two
+// partial results; Run(x, n, o, acc): acc folded with the contiguous run x[0, n)
+// of output o; Rows(x, n, o, acc): acc[j] folded with x[j] for the n outputs
+// o, o + 1, ...
+
+// Sums of floats are accumulated in double (SumAcc, backends/cpu/double_sums.h).
 template <typename T>
 struct SumReducer {
-  T Identity() const { return T(0); }
-  T Merge(T a, T b) const { return WrapAdd(a, b); }
-  T Run(const T* x, int64_t n, int64_t, T acc) const {
+  using Acc = SumAcc<T>;
+  Acc Identity() const { return Acc(0); }
+  Acc Merge(Acc a, Acc b) const { return WrapAdd(a, b); }
+  Acc Run(const T* x, int64_t n, int64_t, Acc acc) const {
     if constexpr (std::is_floating_point_v<T>) {
-      return acc + ConstArrayMap<T>(x, n).sum();
+      return acc + SumAsDouble(x, n);
     } else {
       for (int64_t i = 0; i < n; ++i) acc = WrapAdd(acc, x[i]);
       return acc;
     }
   }
-  void Rows(const T* x, int64_t n, int64_t, T* acc) const {
-    for (int64_t j = 0; j < n; ++j) acc[j] = WrapAdd(acc[j], x[j]);
+  void Rows(const T* x, int64_t n, int64_t, Acc* acc) const {
+    for (int64_t j = 0; j < n; ++j) acc[j] = WrapAdd(acc[j], static_cast<Acc>(x[j]));
   }
 };
 
 template <typename T>
 struct ProdReducer {
+  using Acc = T;
   T Identity() const { return T(1); }
   T Merge(T a, T b) const { return WrapMul(a, b); }
   T Run(const T* x, int64_t n, int64_t, T acc) const {
@@ -79,6 +85,7 @@ struct ProdReducer {
 // Max (kMax) or min; a NaN anywhere makes the result NaN, as in NumPy.
 template <typename T, bool kMax>
 struct ExtremumReducer {
+  using Acc = T;
   T Identity() const {
     if constexpr (std::is_floating_point_v<T>) {
       return kMax ? -std::numeric_limits<T>::infinity() : std::numeric_limits<T>::infinity();
@@ -105,16 +112,19 @@ struct ExtremumReducer {
 };
 
 // sum exp(x - shift[o]): the second pass of logsumexp.
+// (The exponentials in T, their sum in double, as SumReducer.)
 template <typename T>
 struct SumExpReducer {
+  using Acc = SumAcc<T>;
   const T* shift;
-  T Identity() const { return T(0); }
-  T Merge(T a, T b) const { return a + b; }
-  T Run(const T* x, int64_t n, int64_t o, T acc) const {
-    return acc + (ConstArrayMap<T>(x, n) - shift[o]).exp().sum();
+  Acc Identity() const { return Acc(0); }
+  Acc Merge(Acc a, Acc b) const { return a + b; }
+  Acc Run(const T* x, int64_t n, int64_t o, Acc acc) const {
+    return acc + Exp(ConstArrayMap<T>(x, n) - shift[o]).template cast<Acc>().sum();
   }
-  void Rows(const T* x, int64_t n, int64_t o, T* acc) const {
-    ArrayMap<T>(acc, n) += (ConstArrayMap<T>(x, n) - ConstArrayMap<T>(shift + o, n)).exp();
+  void Rows(const T* x, int64_t n, int64_t o, Acc* acc) const {
+    ArrayMap<Acc>(acc, n) +=
+        Exp(ConstArrayMap<T>(x, n) - ConstArrayMap<T>(shift + o, n)).template cast<Acc>();
   }
 };
 
@@ -176,19 +186,20 @@ int64_t KeptOffset(const ReducePlan& p, int64_t k, size_t n) {
 // ----- Loops ------------------------------------------------------------------------
 // Folds the contiguous x[0, n) into one value.
 template <typename T, typename Op>
-T ReduceContiguous(const T* x, int64_t n, int64_t o, const Op& op) {
+typename Op::Acc ReduceContiguous(const T* x, int64_t n, int64_t o, const Op& op) {
+  using Acc = typename Op::Acc;
   const int64_t chunks = std::clamp<int64_t>(n / kParallelGrain, 1, kMaxChunks);
   if (chunks == 1) return op.Run(x, n, o, op.Identity());
   const int64_t len = (n + chunks - 1) / chunks;
-  std::vector<T> partial(chunks, op.Identity());
+  std::vector<Acc> partial(chunks, op.Identity());
   ParallelFor(chunks, 1, [&](int64_t cb, int64_t ce) {
     for (int64_t c = cb; c < ce; ++c) {
       const int64_t b = c * len, e = std::min(n, b + len);
       if (b < e) partial[c] = op.Run(x + b, e - b, o, op.Identity());
     }
   });
-  T acc = op.Identity();
-  for (T v : partial) acc = op.Merge(acc, v);
+  Acc acc = op.Identity();
+  for (Acc v : partial) acc = op.Merge(acc, v);
   return acc;
 }
 
@@ -201,7 +212,7 @@ void ReduceRuns(const ReducePlan& p, const T* x, T* out, const Op& op) {
   if (outer_dims.empty() && run >= 2 * kParallelGrain) {
     // Few long runs: parallelise inside each one instead.
     for (int64_t o = 0; o < p.out_count; ++o) {
-      out[o] = ReduceContiguous(x + KeptOffset(p, o, p.kept_dims.size()), run, o, op);
+      out[o] = static_cast<T>(ReduceContiguous(x + KeptOffset(p, o, p.kept_dims.size()), run, o, op));
     }
     return;
   }
@@ -209,10 +220,10 @@ void ReduceRuns(const ReducePlan& p, const T* x, T* out, const Op& op) {
               [&](int64_t ob, int64_t oe) {
                 for (int64_t o = ob; o < oe; ++o) {
                   const T* base = x + KeptOffset(p, o, p.kept_dims.size());
-                  T acc = op.Identity();
+                  typename Op::Acc acc = op.Identity();
                   ForEachOffset(outer_dims, outer_strides,
                                 [&](int64_t off) { acc = op.Run(base + off, run, o, acc); });
-                  out[o] = acc;
+                  out[o] = static_cast<T>(acc);
                 }
               });
 }
@@ -225,16 +236,18 @@ void ReduceRows(const ReducePlan& p, const T* x, T* out, const Op& op) {
   const int64_t piece = std::min(k, kRowPiece);
   const int64_t pieces = (k + piece - 1) / piece;
   const int64_t tasks = p.out_count / k * pieces;
-  std::fill(out, out + p.out_count, op.Identity());
   ParallelFor(tasks, std::max<int64_t>(1, kParallelGrain / (p.red_count * piece)),
               [&](int64_t tb, int64_t te) {
+                std::vector<typename Op::Acc> acc(piece);
                 for (int64_t t = tb; t < te; ++t) {
                   const int64_t block = t / pieces, c0 = (t % pieces) * piece;
                   const int64_t n = std::min(k, c0 + piece) - c0;
                   const int64_t o = block * k + c0;
                   const T* base = x + KeptOffset(p, block, p.kept_dims.size() - 1) + c0;
+                  std::fill(acc.begin(), acc.begin() + n, op.Identity());
                   ForEachOffset(p.red_dims, p.red_strides,
-                                [&](int64_t off) { op.Rows(base + off, n, o, out + o); });
+                                [&](int64_t off) { op.Rows(base + off, n, o, acc.data()); });
+                  for (int64_t j = 0; j < n; ++j) out[o + j] = static_cast<T>(acc[j]);
                 }
               });
 }
@@ -243,9 +256,9 @@ template <typename T, typename Op>
 void Reduce(const ReducePlan& p, const T* x, T* out, const Op& op) {
   if (p.out_count == 0) return;
   if (p.red_count == 0) {
-    std::fill(out, out + p.out_count, op.Identity());
+    std::fill(out, out + p.out_count, static_cast<T>(op.Identity()));
   } else if (p.kept_dims.empty()) {
-    out[0] = ReduceContiguous(x, p.red_count, 0, op);
+    out[0] = static_cast<T>(ReduceContiguous(x, p.red_count, 0, op));
   } else if (p.inner_kept) {
     ReduceRows(p, x, out, op);
   } else {

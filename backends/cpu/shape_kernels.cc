@@ -9,7 +9,6 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
-#include <mutex>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -18,6 +17,7 @@
 #include "absl/status/status.h"
 #include "backends/cpu/convert.h"
 #include "backends/cpu/cpu_kernels.h"
+#include "backends/cpu/double_sums.h"
 #include "backends/cpu/eigen.h"
 #include "backends/cpu/parallel.h"
 #include "backends/view_kernels.h"
@@ -229,15 +229,19 @@ SumPlan MakeSumPlan(const Shape& x, const std::vector<bool>& summed) {
   return p;
 }
 
-// Adds the part of x under group `g` into out; group `split` runs over [lo, hi).
+// Adds the part of x under group `g` into out (sums of floats in double: SumAcc);
+// group `split` runs over [lo, hi).
 template <typename T>
-void SumWalk(const SumPlan& p, size_t g, const T* x, T* out, size_t split, int64_t lo, int64_t hi) {
+void SumWalk(const SumPlan& p, size_t g, const T* x, SumAcc<T>* out, size_t split, int64_t lo,
+             int64_t hi) {
   int64_t b = g == split ? lo : 0, e = g == split ? hi : p.dims[g];
   if (g + 1 == p.dims.size()) {
-    if (p.reduced[g]) {
-      *out += Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>>(x + b, e - b).sum();
-    } else {
+    if (!p.reduced[g]) {
       for (int64_t i = b; i < e; ++i) out[i] += x[i];
+    } else if constexpr (std::is_floating_point_v<T>) {
+      *out += SumAsDouble(x + b, e - b);
+    } else {
+      *out += Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>>(x + b, e - b).sum();
     }
     return;
   }
@@ -246,30 +250,43 @@ void SumWalk(const SumPlan& p, size_t g, const T* x, T* out, size_t split, int64
   }
 }
 
+// x summed into acc (zeros on entry). Threads own disjoint outputs when they
+// split a kept group; when none is wide enough, each sums a fixed share of the
+// leading reduced group into its own row, and the rows are added in order (the
+// same result on every run).
+template <typename T>
+void SumInto(const SumPlan& p, const T* x, int64_t x_n, SumAcc<T>* acc, int64_t out_n) {
+  using Acc = SumAcc<T>;
+  if (x_n == 0) return;
+  const int threads = MaxThreads();
+  if (x_n < kParallelGrain || threads == 1) {
+    SumWalk(p, 0, x, acc, p.dims.size(), 0, 0);
+    return;
+  }
+  const size_t kept = std::find(p.reduced.begin(), p.reduced.end(), false) - p.reduced.begin();
+  if (kept < p.dims.size() && (p.dims[kept] >= 2 * threads || !p.reduced[0])) {
+    ParallelFor(p.dims[kept], 1, [&](int64_t b, int64_t e) { SumWalk(p, 0, x, acc, kept, b, e); });
+    return;
+  }
+  const int64_t shares = std::min<int64_t>(threads, p.dims[0]);
+  const int64_t len = (p.dims[0] + shares - 1) / shares;
+  std::vector<std::vector<Acc>> rows(shares);
+  ParallelFor(shares, 1, [&](int64_t sb, int64_t se) {
+    for (int64_t s = sb; s < se; ++s) {
+      rows[s].assign(out_n, Acc(0));
+      SumWalk(p, 0, x, rows[s].data(), 0, s * len, std::min(p.dims[0], (s + 1) * len));
+    }
+  });
+  for (const std::vector<Acc>& row : rows) {
+    for (int64_t i = 0; i < out_n; ++i) acc[i] += row[i];
+  }
+}
+
 template <typename T>
 void RunSumTo(const SumPlan& p, const T* x, int64_t x_n, T* out, int64_t out_n) {
-  std::fill(out, out + out_n, T(0));
-  if (x_n == 0) return;
-  size_t none = p.dims.size();
-  int threads = MaxThreads();
-  if (x_n < kParallelGrain || threads == 1) {
-    SumWalk(p, 0, x, out, none, 0, 0);
-    return;
-  }
-  // Threads own disjoint outputs when they split a kept group; when none is
-  // wide enough, each sums a share of the leading reduced group privately.
-  size_t kept = std::find(p.reduced.begin(), p.reduced.end(), false) - p.reduced.begin();
-  if (kept < p.dims.size() && (p.dims[kept] >= 2 * threads || !p.reduced[0])) {
-    ParallelFor(p.dims[kept], 1, [&](int64_t b, int64_t e) { SumWalk(p, 0, x, out, kept, b, e); });
-    return;
-  }
-  std::mutex mu;
-  ParallelFor(p.dims[0], 1, [&](int64_t b, int64_t e) {
-    std::vector<T> part(out_n, T(0));
-    SumWalk(p, 0, x, part.data(), 0, b, e);
-    std::lock_guard<std::mutex> lock(mu);
-    for (int64_t i = 0; i < out_n; ++i) out[i] += part[i];
-  });
+  std::vector<SumAcc<T>> acc(out_n, SumAcc<T>(0));
+  SumInto(p, x, x_n, acc.data(), out_n);
+  for (int64_t i = 0; i < out_n; ++i) out[i] = static_cast<T>(acc[i]);
 }
 
 // sum_to and sum_to_like: x summed to the target from `kShapeFn`.

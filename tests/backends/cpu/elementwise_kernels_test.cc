@@ -179,15 +179,48 @@ TEST(ElementwiseKernelTest, UnarySpecialValues) {
       {PrimId::kSigmoid, 1000.0, 1.0},    {PrimId::kSigmoid, -1000.0, 0.0},
       {PrimId::kSoftplus, 1000.0, 1000.0}, {PrimId::kSoftplus, -1000.0, 0.0},
       {PrimId::kGelu, -40.0, 0.0},        {PrimId::kTanh, 50.0, 1.0},
+      {PrimId::kSqrt, kInf, kInf},        {PrimId::kRsqrt, kInf, 0.0},
+      {PrimId::kSqrt, -kInf, kNaN},       {PrimId::kExp, -800.0, 0.0},
+      {PrimId::kSoftplus, -800.0, 0.0},   {PrimId::kSigmoid, -800.0, 0.0},
   };
+  // 17 copies: the vectorised path (Eigen's packet maths) and the scalar tail
+  // both see the value; a single element would take only the scalar one.
   for (DType t : {kF32, kF64}) {
     for (const Special& c : cases) {
       std::string what = absl::StrCat(Describe(c.id, t, {}), " at ", c.x);
-      Tensor y = RunOk(c.id, {MakeTensor(t, {1}, {c.x})}, {}, what);
+      Tensor y = RunOk(c.id, {MakeTensor(t, {17}, std::vector<double>(17, c.x))}, {}, what);
       ASSERT_TRUE(y.defined()) << what;
-      ExpectClose(y, {c.want}, {0, 0}, what);
+      ExpectClose(y, std::vector<double>(17, c.want), {0, 0}, what);
     }
   }
+}
+
+TEST(ElementwiseKernelTest, ExpReachesTheSubnormalsOfDouble) {
+  // Eigen's vectorised double exp stops at 5.6e-309 (x <= -709.78).
+  const std::vector<double> x = {-700, -708, -712, -720, -740, -745, -750, -1e4};
+  std::vector<double> want;
+  for (double v : x) want.push_back(std::exp(v));
+  std::vector<double> xs, wants;
+  for (int copy = 0; copy < 3; ++copy) {
+    xs.insert(xs.end(), x.begin(), x.end());
+    wants.insert(wants.end(), want.begin(), want.end());
+  }
+  Tensor y = RunOk(PrimId::kExp, {MakeTensor(kF64, {static_cast<int64_t>(xs.size())}, xs)}, {},
+                   "exp f64");
+  ExpectClose(y, wants, {1e-9, 1e-323}, "exp f64 near and below the smallest normal");
+}
+
+TEST(ElementwiseKernelTest, SqrtIsCorrectlyRounded) {
+  // IEEE sqrt is correctly rounded; an rsqrt estimate with a Newton step is not.
+  std::mt19937_64 rng(kSeed);
+  std::uniform_real_distribution<float> u(0.0f, 1000.0f);
+  std::vector<double> xs = {2, 3, 5, 7, 0.5, 1e-40, 3e38};
+  while (xs.size() < 1000) xs.push_back(u(rng));
+  Tensor x = MakeTensor(kF32, {static_cast<int64_t>(xs.size())}, xs);
+  Tensor y = RunOk(PrimId::kSqrt, {x}, {}, "sqrt f32");
+  const float* px = x.data<float>();
+  const float* py = y.data<float>();
+  for (size_t i = 0; i < xs.size(); ++i) EXPECT_EQ(py[i], std::sqrt(px[i])) << "sqrt(" << px[i] << ")";
 }
 
 TEST(ElementwiseKernelTest, SigmoidAndSoftplusKeepRelativeAccuracyInTheTails) {

@@ -9,6 +9,7 @@
 #include <limits>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -289,6 +290,42 @@ TEST(ReduceKernelTest, LogsumexpIsStable) {
     EXPECT_EQ(v[1], -kInf);
     EXPECT_EQ(v[2], kInf);
     EXPECT_NEAR(v[3], -1000 + std::log(2.0), 1e-3);
+  }
+  // Rows long enough for the vectorised exp: all -inf is -inf in both precisions
+  // (Eigen's double exp gives 5.6e-309 for -inf, which made it -709.09).
+  for (DType t : {kF32, kF64}) {
+    std::vector<double> rows(32, -kInf);
+    for (int j = 16; j < 32; ++j) rows[j] = -1000;
+    absl::StatusOr<Value> r = RunCpuKernel(PrimId::kLogsumexp, {MakeTensor(t, {2, 16}, rows)},
+                                           Axes({1}, false));
+    ASSERT_TRUE(r.ok()) << r.status();
+    std::vector<double> v = ToDoubles(r->tensor());
+    EXPECT_EQ(v[0], -kInf) << DTypeName(t);
+    EXPECT_NEAR(v[1], -1000 + std::log(16.0), 1e-3) << DTypeName(t);
+  }
+}
+
+// 0.1f added 200,000 times: a float running sum drifts by hundreds of ulps; sum,
+// mean and logsumexp add floats in double and round once, on every loop shape
+// (contiguous runs, kept rows, a full reduction).
+TEST(ReduceKernelTest, FloatSumsAreRoundedOnceFromDouble) {
+  const double exact = 200000 * static_cast<double>(0.1f);
+  for (const auto& [shape, axes] : std::vector<std::pair<Shape, std::vector<int64_t>>>{
+           {{200000, 2}, {0}}, {{2, 200000}, {1}}, {{200000}, {0}}, {{400, 2, 500}, {0, 2}}}) {
+    SCOPED_TRACE(ShapeToString(shape));
+    Tensor x = Tensor::Full(kF32, shape, 0.1).value();
+    absl::StatusOr<Value> sum = RunCpuKernel(PrimId::kReduceSum, {x}, Axes(axes, false));
+    absl::StatusOr<Value> mean = RunCpuKernel(PrimId::kReduceMean, {x}, Axes(axes, false));
+    ASSERT_TRUE(sum.ok() && mean.ok());
+    for (int64_t i = 0; i < sum->tensor().NumElements(); ++i) {
+      EXPECT_EQ(sum->tensor().data<float>()[i], static_cast<float>(exact));
+      EXPECT_EQ(mean->tensor().data<float>()[i], static_cast<float>(static_cast<float>(exact) / 200000));
+    }
+    // logsumexp of 200,000 zeros: log(200000), from an exact count of exp(0) = 1.
+    Tensor zeros = Tensor::Zeros(kF32, shape).value();
+    absl::StatusOr<Value> lse = RunCpuKernel(PrimId::kLogsumexp, {zeros}, Axes(axes, false));
+    ASSERT_TRUE(lse.ok());
+    EXPECT_EQ(lse->tensor().data<float>()[0], std::log(200000.0f));
   }
 }
 

@@ -287,6 +287,22 @@ TEST(ShapeKernelsTest, SumToLargeShapesUseEveryParallelPath) {
   }
 }
 
+// 0.1f added 200,000 times: a float running sum drifts by hundreds of ulps; the
+// kernels add floats in double and round once, on every parallel path.
+TEST(ShapeKernelsTest, FloatSumsToAreRoundedOnceFromDouble) {
+  const float want = static_cast<float>(200000 * static_cast<double>(0.1f));
+  struct Case {
+    Shape in, target;
+  };
+  for (const Case& c : {Case{{200000, 2}, {2}}, Case{{2, 200000}, {2, 1}}, Case{{200000}, {}},
+                        Case{{400, 500, 2}, {1, 1, 2}}}) {
+    SCOPED_TRACE(ShapeToString(c.in));
+    Tensor x = Tensor::Full(kF32, c.in, 0.1).value();
+    Tensor out = RunOk(PrimId::kSumTo, {x}, {{"shape", Ints(c.target.begin(), c.target.end())}});
+    for (int64_t i = 0; i < out.NumElements(); ++i) EXPECT_EQ(out.data<float>()[i], want) << i;
+  }
+}
+
 TEST(ShapeKernelsTest, SumToEdgeCases) {
   std::mt19937_64 rng(8);
   // Nothing to sum: the buffer is shared.
