@@ -1,5 +1,6 @@
 // kgrad on the GPU against PyTorch on the same GPU (issue 6):
 //   ./bazelw run --config=cuda //bench:gpu_suite [-- --quick] [-- --out DIR] [-- --no-torch]
+//       [-- --profile]
 // The MLP 784-1024-1024-10 (batch 128) and the conv net of //bench:suite, float32:
 // forward, training step (loss + every weight's gradient) and the MLP's Jvp on
 // the CUDA backend, each step also checked against the CPU backend; then
@@ -30,15 +31,18 @@ namespace fs = std::filesystem;
 struct Args {
   bool quick = false;
   bool torch = true;
+  bool profile = false;
   int ordinal = 0;
   std::string out;
 };
 
 const char kUsage[] =
-    "usage: gpu_suite [--quick] [--out DIR] [--no-torch] [--gpu N]\n"
+    "usage: gpu_suite [--quick] [--out DIR] [--no-torch] [--profile] [--gpu N]\n"
     "  --quick     fewer repetitions (a smoke run)\n"
     "  --out DIR   where gpu.json and gpu.md go (default: bench/results)\n"
     "  --no-torch  skip the PyTorch side (its column shows n/a)\n"
+    "  --profile   print kgrad's time per primitive of each forward and step, and\n"
+    "              each output's distance from the CPU backend (stderr)\n"
     "  --gpu N     the CUDA device ordinal (default 0)\n";
 
 absl::StatusOr<Args> ParseArgs(int argc, char** argv) {
@@ -49,6 +53,8 @@ absl::StatusOr<Args> ParseArgs(int argc, char** argv) {
       a.quick = true;
     } else if (s == "--no-torch") {
       a.torch = false;
+    } else if (s == "--profile") {
+      a.profile = true;
     } else if (s == "--gpu" && i + 1 < argc) {
       s = argv[++i];
       if (s.empty() || s.size() > 3 || s.find_first_not_of("0123456789") != std::string::npos) {
@@ -129,6 +135,7 @@ int Main(int argc, char** argv) {
   KgradRun run;
   run.device = *device;
   run.tensor_dir = *work;
+  run.profile = args->profile;
   // GPU steps take about a millisecond: more repetitions than the CPU suite's.
   run.budget = args->quick ? TimingBudget{1, 0.3, 3, 10} : TimingBudget{5, 2, 10, 200};
   int stages = 3 + 2;

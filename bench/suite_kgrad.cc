@@ -4,8 +4,12 @@
 #include <cmath>
 #include <fstream>
 #include <memory>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "ad/grad_operation.h"
 #include "ad/jvp.h"
 #include "backends/cpu/constant_evaluator.h"
@@ -14,6 +18,7 @@
 #include "core/passes/optimize.h"
 #include "core/status_macros.h"
 #include "core/tensor.h"
+#include "core/value_walk.h"
 #include "examples/programs.h"
 #include "ops/registry.h"
 
@@ -104,6 +109,26 @@ absl::Status CompareWithCpu(const KgradRun& run, const std::string& key, FuncGra
                                             diff.status().message()));
   }
   (*out)[key + ".max_diff_vs_cpu"] = *diff;
+  if (run.profile) {
+    // Each leaf of the result, by its path of tuple positions.
+    auto leaves = [](const Value& v) {
+      std::vector<std::pair<std::string, Value>> out;
+      (void)ForEachLeaf(v, [&](const Value& leaf, absl::Span<const size_t> path) {
+        out.emplace_back(absl::StrJoin(path, "."), leaf);
+        return absl::OkStatus();
+      });
+      return out;
+    };
+    const auto got = leaves(actual), want = leaves(expected);
+    std::string each;
+    for (size_t i = 0; i < got.size() && i < want.size(); ++i) {
+      absl::StatusOr<double> d = MaxScaledDiff(got[i].second, want[i].second);
+      absl::StrAppend(&each, "  output ", want[i].first, " (", want[i].second.TypeString(), "): ",
+                      d.ok() ? absl::StrCat(*d) : std::string(d.status().message()), "\n");
+    }
+    run.progress->Note(absl::StrCat(key, " step on ", run.device->name(),
+                                    " vs the CPU, max |diff| / max |value| of each output:\n", each));
+  }
   return absl::OkStatus();
 }
 
@@ -153,6 +178,7 @@ absl::Status MeasureModel(const KgradRun& run, const ModelCase& c, Module& m, Fu
   KGRAD_RETURN_IF_ERROR(Check(*es, args, c.key + " step"));
   if (run.device != nullptr) KGRAD_RETURN_IF_ERROR(CompareWithCpu(run, c.key, step, *es, args, out));
   (*out)[c.key + ".fwd_ms"] = MedianMs([&] { (void)ef->Run(args); }, run.budget);
+  if (run.profile) Note(run, c.key + " forward", *ef, args);
   run.progress->Done(c.label + " forward (kgrad)");
   (*out)[c.key + ".step_ms"] = MedianMs([&] { (void)es->Run(args); }, run.budget);
   (*out)[c.key + ".step_nodes"] = es->stats().steps;
@@ -247,7 +273,21 @@ absl::Status MeasureConvNet(const KgradRun& run, Metrics* out, TensorManifest* t
   Module m(DefaultRegistry());
   FuncGraph* f = programs::ConvNet(&m, s.conv_batch, s.conv_hw, s.conv_c1, s.conv_c2, s.conv_classes,
                                    DType::kFloat32);
-  return MeasureModel(run, {"conv", "conv net", false}, m, f, out, tensors);
+  KGRAD_RETURN_IF_ERROR(MeasureModel(run, {"conv", "conv net", false}, m, f, out, tensors));
+  if (run.device == nullptr) return absl::OkStatus();
+  // The same step in f64 on both backends (no max-pool near-ties flip there).
+  Module m64(DefaultRegistry());
+  FuncGraph* f64 = programs::ConvNet(&m64, s.conv_batch, s.conv_hw, s.conv_c1, s.conv_c2, s.conv_classes,
+                                     DType::kFloat64);
+  KGRAD_ASSIGN_OR_RETURN(FuncGraph* step64, OptimisedStep(m64, f64));
+  ExecutorOptions eo;
+  eo.device = run.device;
+  KGRAD_ASSIGN_OR_RETURN(std::unique_ptr<Executor> es64, Executor::Create(step64, eo));
+  Metrics f64_out;
+  KGRAD_RETURN_IF_ERROR(
+      CompareWithCpu(run, "conv_f64", step64, *es64, programs::RandomInputs(f64, s.seed), &f64_out));
+  (*out)["conv.max_diff_vs_cpu_f64"] = f64_out["conv_f64.max_diff_vs_cpu"];
+  return absl::OkStatus();
 }
 
 absl::Status MeasureChain(const KgradRun& run, Metrics* out, TensorManifest* tensors) {

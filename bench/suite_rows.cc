@@ -70,13 +70,15 @@ void LossRow(Rows& rows, const std::string& scenario, const std::string& prefix)
 }
 
 // forward, step, step/forward (at most `ratio`); returns the step row's index.
+// Forward, step and step / forward (with the target `ratio`, none when 0); the
+// step row's index.
 size_t ModelRows(Rows& rows, const std::string& scenario, const std::string& p, double ratio) {
   rows.Both(scenario, "forward (ms)", p + ".fwd_ms");
   rows.Both(scenario, "forward + gradient step (ms)", p + ".step_ms");
   size_t step = rows.size() - 1;
-  AtMost(rows.Add(scenario, "step / forward", p + ".grad_over_fwd", rows.K(p + ".step_ms") / rows.K(p + ".fwd_ms"),
-                  rows.T(p + ".step_ms") / rows.T(p + ".fwd_ms")),
-         ratio, absl::StrFormat("<= %.1f", ratio));
+  Row& r = rows.Add(scenario, "step / forward", p + ".grad_over_fwd", rows.K(p + ".step_ms") / rows.K(p + ".fwd_ms"),
+                    rows.T(p + ".step_ms") / rows.T(p + ".fwd_ms"));
+  if (ratio > 0) AtMost(r, ratio, absl::StrFormat("<= %.1f", ratio));
   return step;
 }
 
@@ -196,12 +198,21 @@ void VsCpuRow(Rows& rows, const std::string& scenario, const std::string& p) {
          1e-4, "<= 1e-4");
 }
 
+// The GPU's step time against PyTorch's on the same GPU (issue 22: <= 1.1x).
+void GpuStepTarget(Rows& rows, size_t step_row) {
+  Row& step = rows.at(step_row);
+  step.target = "<= 1.1x PyTorch";
+  step.pass = Judge(step.kgrad / step.torch, step.kgrad <= 1.1 * step.torch);
+}
+
 }  // namespace
 
 void AddGpuRows(const SuiteShapes& s, Report* report) {
   Rows rows(report);
+  // No step / forward targets here: on the GPU both sides' steps are mostly the
+  // copies of the gradients back to host memory.
   const std::string mlp = "1. MLP";
-  ModelRows(rows, mlp, "mlp", 3.0);
+  GpuStepTarget(rows, ModelRows(rows, mlp, "mlp", 0));
   double flops = MlpStepFlops(s);
   rows.Add(mlp, "step GFLOP/s (matmul FLOPs)", "mlp.step_gflops", flops / (rows.K("mlp.step_ms") * 1e6),
            flops / (rows.T("mlp.step_ms") * 1e6));
@@ -209,9 +220,16 @@ void AddGpuRows(const SuiteShapes& s, Report* report) {
   LossRow(rows, mlp, "mlp");
   VsCpuRow(rows, mlp, "mlp");
   const std::string conv = "2. conv net";
-  ModelRows(rows, conv, "conv", 2.5);
+  GpuStepTarget(rows, ModelRows(rows, conv, "conv", 0));
   LossRow(rows, conv, "conv");
-  VsCpuRow(rows, conv, "conv");
+  // In f32 a max-pooling window whose two largest values are within rounding of
+  // each other can pick another maximum on each backend, which moves that
+  // window's gradient (informational); in f64 no such ties occur at this size.
+  rows.Add(conv, "step result vs CPU backend, f32 (max |diff| / max |value|; max-pool near-ties may flip)",
+           "conv.max_diff_vs_cpu", rows.K("conv.max_diff_vs_cpu"), kNaN);
+  AtMost(rows.Add(conv, "step result vs CPU backend, f64 (max |diff| / max |value|)", "conv.max_diff_vs_cpu_f64",
+                  rows.K("conv.max_diff_vs_cpu_f64"), kNaN),
+         1e-9, "<= 1e-9");
 }
 
 void AddRows(const SuiteShapes& s, Report* report) {

@@ -11,8 +11,12 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 dir=${1:-.gpu-bundle}
 
-./bazelw build --config=cuda //tests/cuda/... //bench:gpu_suite >&2
-bin=$(./bazelw info --config=cuda bazel-bin 2>/dev/null)
+# --config=portable: the GPU machine's processor is not this one (-march=native
+# here may use instructions it lacks, e.g. AVX-512 on a host without them).
+# KGRAD_BUNDLE_FLAGS replaces it (e.g. "--config=cuda" alone for a native build).
+flags=(${KGRAD_BUNDLE_FLAGS:---config=cuda --config=portable})
+./bazelw build "${flags[@]}" //tests/cuda/... //bench:gpu_suite >&2
+bin=$(./bazelw info "${flags[@]}" bazel-bin 2>/dev/null)
 
 stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
@@ -27,11 +31,12 @@ cp "${binaries[@]}" "$stage/bin/"
 cp bench/torch_side.py "$stage/bench/"
 
 # Libraries: kgrad's own shared objects and Debian's (Abseil, protobuf, gtest, ...)
-# go in lib/. The C runtime and the CUDA libraries are the GPU machine's own.
+# go in lib/. The C runtime and the CUDA libraries (NCCL too: 190 MB, in the
+# GPU machine's nvidia-nccl wheel) are the GPU machine's own.
 # libstdc++, libgomp and libatomic go in lib-fallback/: used there only when that
 # machine has none (its own may be newer than Debian 12's, and the CUDA libraries
 # it loads may need the newer one).
-system='^(linux-vdso|ld-linux|libc|libm|libpthread|libdl|librt|libgcc_s|libcuda|libcudart|libcublas|libcublasLt|libcudnn[a-z_]*|libnvrtc|libnvJitLink)\.so'
+system='^(linux-vdso|ld-linux|libc|libm|libpthread|libdl|librt|libgcc_s|libcuda|libcudart|libcublas|libcublasLt|libcudnn[a-z_]*|libnvrtc|libnvJitLink|libnccl)\.so'
 fallback='^(libstdc\+\+|libgomp|libatomic)\.so'
 # (ldd on the binaries where Bazel built them: their RUNPATH finds kgrad's own
 # libraries relative to there.)

@@ -43,12 +43,17 @@ log="$out/cuda_tests.log"
 : > "$log"
 for t in "$work"/bin/*_test; do
   name=$(basename "$t")
-  "$t" --gtest_color=no > "$work/$name.log" 2>&1
+  # KGRAD_SKIP_TESTS: names to leave out (e.g. the host-only emulated_kernels_test).
+  case " ${KGRAD_SKIP_TESTS:-} " in *" $name "*) echo "$name: left out (KGRAD_SKIP_TESTS)"; continue;; esac
+  # A hung kernel or driver call must not spend the machine's whole lease.
+  timeout -k 5 "${KGRAD_TEST_TIMEOUT:-300}" "$t" --gtest_color=no > "$work/$name.log" 2>&1
   rc=$?
+  [ "$rc" -ne 124 ] || echo "$name: timed out after ${KGRAD_TEST_TIMEOUT:-300} s" >> "$work/$name.log"
   cat "$work/$name.log" >> "$log"
   p=$(grep -c '^\[       OK \]' "$work/$name.log")
-  f=$(grep -c '^\[  FAILED  \] .*(' "$work/$name.log")
-  s=$(grep -c '^\[  SKIPPED \] .*(' "$work/$name.log")
+  # (the per-test lines end in "(N ms)"; the summary's repeat them without it)
+  f=$(grep -cE '^\[  FAILED  \] .*\([0-9]+ ms\)$' "$work/$name.log")
+  s=$(grep -cE '^\[  SKIPPED \] .*\([0-9]+ ms\)$' "$work/$name.log")
   if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then f=1; fi  # a crash before gtest's summary
   echo "$name: $p passed, $f failed, $s skipped (exit $rc)"
   passed=$((passed + p)) failed=$((failed + f)) skipped=$((skipped + s))
@@ -56,8 +61,9 @@ for t in "$work"/bin/*_test; do
 done
 
 # The suite: run where bench/torch_side.py is, with this machine's python3.
-(cd "$work" && KGRAD_SUITE_PYTHON="${py:-/usr/bin/python3}" ./bin/gpu_suite --out "$out") 2> "$work/suite.err"
+(cd "$work" && KGRAD_SUITE_PYTHON="${py:-/usr/bin/python3}" timeout -k 5 "${KGRAD_SUITE_TIMEOUT:-600}" ./bin/gpu_suite ${KGRAD_SUITE_ARGS:-} --out "$out") 2> "$work/suite.err"
 suite_rc=$?
+cp "$work/suite.err" "$out/suite.err" 2>/dev/null
 tail -n 20 "$work/suite.err" | grep -v '^\[' || true
 echo "gpu_suite: exit $suite_rc"
 [ "$suite_rc" -eq 0 ] || status=1

@@ -1,9 +1,14 @@
 // CUDA kernels: convolution (NCHW activations, OIHW filters) and pooling.
 //
 // conv2d and both backprops run on cuDNN: groups, stride and dilation through
-// the convolution descriptor, the algorithm from cuDNN's heuristics (the first
-// deterministic one that runs, its workspace from the caching allocator; FMA math
-// for f32, so no TF32 rounding). Asymmetric padding, which cuDNN's descriptor
+// the convolution descriptor; FMA math for f32, so no TF32 rounding. The
+// algorithm is chosen once per geometry and device (ChooseAndRun): cuDNN's
+// heuristics list the candidates, the deterministic ones among them that are not
+// FFT or non-fused Winograd (whose f32 rounding strays furthest from direct sums)
+// are each timed on the call's own tensors, and the fastest is remembered by the
+// device; later calls skip the heuristics (their query alone cost more than
+// these convolutions). Workspaces come from the caching allocator. Asymmetric
+// padding, which cuDNN's descriptor
 // cannot express, becomes an explicit zero-pad of the input (and a slice of the
 // input gradient). Shapes beyond cuDNN's int dims run on the CPU.
 //
@@ -19,6 +24,7 @@
 #include <algorithm>
 #include <array>
 #include <climits>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -107,31 +113,128 @@ class ConvDescs {
   cudnnConvolutionDescriptor_t conv_ = nullptr;
 };
 
-// Runs run(algo, workspace, bytes) over cuDNN's heuristic candidates (`perf`,
-// `count` of them): the deterministic ones first, each with its workspace from
-// the caching allocator, until one succeeds. The last error otherwise.
-template <typename Perf, typename RunFn>
-absl::Status RunBestAlgo(const KernelContext& ctx, const Perf* perf, int count, RunFn&& run,
-                         const char* what) {
-  std::vector<const Perf*> order;
-  for (int pass = 0; pass < 2; ++pass) {
-    for (int i = 0; i < count; ++i) {
-      const bool det = perf[i].determinism == CUDNN_DETERMINISTIC;
-      if (perf[i].status == CUDNN_STATUS_SUCCESS && det == (pass == 0)) order.push_back(&perf[i]);
+// ----- Algorithm choice ------------------------------------------------------------------------
+// Algorithms whose f32 results stay close to direct summation: not FFT (either
+// tiling) and not the non-fused Winograd transforms.
+bool Precise(cudnnConvolutionFwdAlgo_t a) {
+  return a != CUDNN_CONVOLUTION_FWD_ALGO_FFT && a != CUDNN_CONVOLUTION_FWD_ALGO_FFT_TILING &&
+         a != CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD_NONFUSED;
+}
+bool Precise(cudnnConvolutionBwdDataAlgo_t a) {
+  return a != CUDNN_CONVOLUTION_BWD_DATA_ALGO_FFT &&
+         a != CUDNN_CONVOLUTION_BWD_DATA_ALGO_FFT_TILING &&
+         a != CUDNN_CONVOLUTION_BWD_DATA_ALGO_WINOGRAD_NONFUSED;
+}
+bool Precise(cudnnConvolutionBwdFilterAlgo_t a) {
+  return a != CUDNN_CONVOLUTION_BWD_FILTER_ALGO_FFT &&
+         a != CUDNN_CONVOLUTION_BWD_FILTER_ALGO_FFT_TILING &&
+         a != CUDNN_CONVOLUTION_BWD_FILTER_ALGO_WINOGRAD_NONFUSED;
+}
+
+// A geometry's key in the device's table of chosen algorithms: the operation,
+// the dtype and everything cuDNN's descriptors hold.
+std::string ConvKey(const char* op, DType dtype, const ConvGeom& g, const Tensor& xin) {
+  const Window& k = g.win;
+  const bool pad = k.symmetric();
+  return absl::StrCat(op, ":", static_cast<int>(dtype), ":", g.n, ",", g.c, ",", xin.dim(2), ",",
+                      xin.dim(3), ":", g.o, ",", g.cg, ",", g.kh, ",", g.kw, ":", g.oh, ",", g.ow,
+                      ":", pad ? k.pad_lo[0] : 0, ",", pad ? k.pad_lo[1] : 0, ":", k.stride[0], ",",
+                      k.stride[1], ":", k.dilation[0], ",", k.dilation[1], ":", k.groups);
+}
+
+// Two CUDA events on the call's stream, destroyed with the object.
+class EventPair {
+ public:
+  ~EventPair() {
+    if (start_ != nullptr) cudaEventDestroy(start_);
+    if (stop_ != nullptr) cudaEventDestroy(stop_);
+  }
+  absl::Status Init() {
+    KGRAD_CUDA_CALL(cudaEventCreate(&start_));
+    KGRAD_CUDA_CALL(cudaEventCreate(&stop_));
+    return absl::OkStatus();
+  }
+  // The time of fn() on `stream` in milliseconds (waits for it).
+  template <typename Fn>
+  absl::StatusOr<float> Time(cudaStream_t stream, Fn&& fn) {
+    KGRAD_CUDA_CALL(cudaEventRecord(start_, stream));
+    KGRAD_RETURN_IF_ERROR(fn());
+    KGRAD_CUDA_CALL(cudaEventRecord(stop_, stream));
+    KGRAD_CUDA_CALL(cudaEventSynchronize(stop_));
+    float ms = 0;
+    KGRAD_CUDA_CALL(cudaEventElapsedTime(&ms, start_, stop_));
+    return ms;
+  }
+
+ private:
+  cudaEvent_t start_ = nullptr, stop_ = nullptr;
+};
+
+// Runs algorithm `algo` with a workspace of `bytes` from the caching allocator.
+template <typename Algo, typename RunFn>
+absl::Status RunWith(const KernelContext& ctx, Algo algo, size_t bytes, RunFn& run,
+                     const char* what) {
+  Tensor ws;
+  if (bytes > 0) {
+    KGRAD_ASSIGN_OR_RETURN(ws, Scratch(ctx, bytes));
+  }
+  return CudnnStatus(run(algo, bytes > 0 ? ws.raw_data() : nullptr, bytes), what);
+}
+
+// Runs the convolution run(algo, workspace, bytes) with the algorithm chosen for
+// `key` on this device. On the first call for the key: query(perf, &count) lists
+// cuDNN's candidates; the deterministic, precise ones (FMA math for f32) are
+// each run twice and timed the second time, the fastest is remembered and its
+// result left in the output. Without such a candidate, the heuristics' first
+// one that runs (deterministic ones first), not remembered.
+template <typename Perf, size_t kCount, typename QueryFn, typename RunFn>
+absl::Status ChooseAndRun(const KernelContext& ctx, const Gpu& gpu, DType dtype,
+                          const std::string& key, QueryFn&& query, RunFn&& run, const char* what) {
+  using Algo = decltype(Perf{}.algo);
+  CudaDeviceImpl::ConvAlgo known;
+  if (gpu.device->FindConvAlgo(key, &known)) {
+    return RunWith(ctx, static_cast<Algo>(known.algo), known.workspace, run, what);
+  }
+  std::array<Perf, kCount> perf;
+  int count = 0;
+  KGRAD_RETURN_IF_ERROR(query(perf.data(), static_cast<int>(kCount), &count));
+  std::vector<const Perf*> timed, others;
+  for (int i = 0; i < count; ++i) {
+    const Perf& p = perf[i];
+    if (p.status != CUDNN_STATUS_SUCCESS) continue;
+    const bool fma = dtype != DType::kFloat32 || p.mathType == CUDNN_FMA_MATH ||
+                     p.mathType == CUDNN_DEFAULT_MATH;
+    const bool det = p.determinism == CUDNN_DETERMINISTIC;
+    (det && fma && Precise(p.algo) ? timed : others).push_back(&p);
+  }
+  EventPair events;
+  KGRAD_RETURN_IF_ERROR(events.Init());
+  const Perf* best = nullptr;
+  float best_ms = 0;
+  absl::Status last = absl::InternalError(absl::StrCat(what, ": cuDNN offered no algorithm"));
+  for (const Perf* p : timed) {
+    last = RunWith(ctx, p->algo, p->memory, run, what);  // the first run pays set-up costs
+    if (!last.ok()) continue;
+    absl::StatusOr<float> ms =
+        events.Time(gpu.stream, [&] { return RunWith(ctx, p->algo, p->memory, run, what); });
+    if (!ms.ok()) {
+      last = ms.status();
+      continue;
+    }
+    if (best == nullptr || *ms < best_ms) {
+      best = p;
+      best_ms = *ms;
     }
   }
-  absl::Status last = absl::InternalError(absl::StrCat(what, ": cuDNN offered no algorithm"));
-  for (const Perf* p : order) {
-    Tensor ws;
-    if (p->memory > 0) {
-      absl::StatusOr<Tensor> t = Scratch(ctx, p->memory);
-      if (!t.ok()) {
-        last = t.status();
-        continue;
-      }
-      ws = *std::move(t);
-    }
-    last = CudnnStatus(run(p->algo, p->memory > 0 ? ws.raw_data() : nullptr, p->memory), what);
+  if (best != nullptr) {
+    gpu.device->RememberConvAlgo(key, {static_cast<int>(best->algo), best->memory});
+    if (best == timed.back()) return absl::OkStatus();  // its result is the last written
+    return RunWith(ctx, best->algo, best->memory, run, what);
+  }
+  std::stable_partition(others.begin(), others.end(),
+                        [](const Perf* p) { return p->determinism == CUDNN_DETERMINISTIC; });
+  for (const Perf* p : others) {
+    last = RunWith(ctx, p->algo, p->memory, run, what);
     if (last.ok()) return last;
   }
   return last;
@@ -182,19 +285,21 @@ absl::StatusOr<Value> Conv2d(KernelContext& ctx) {
   ConvDescs d;
   KGRAD_RETURN_IF_ERROR(d.Init(gpu, x->dtype(), g, xin));
   cudnnHandle_t h = d.handle();
-  std::array<cudnnConvolutionFwdAlgoPerf_t, CUDNN_CONVOLUTION_FWD_ALGO_COUNT> perf;
-  int count = 0;
-  KGRAD_CUDNN_CALL(cudnnGetConvolutionForwardAlgorithm_v7(h, d.x(), d.w(), d.conv(), d.y(),
-                                                          static_cast<int>(perf.size()), &count,
-                                                          perf.data()));
   const CudnnScale one(x->dtype(), 1), zero(x->dtype(), 0);
-  KGRAD_RETURN_IF_ERROR(RunBestAlgo(
-      ctx, perf.data(), count,
-      [&](cudnnConvolutionFwdAlgo_t algo, void* ws, size_t bytes) {
-        return cudnnConvolutionForward(h, one.get(), d.x(), xin.raw_data(), d.w(), w->raw_data(),
-                                       d.conv(), algo, ws, bytes, zero.get(), d.y(), y.raw_data());
-      },
-      "cudnnConvolutionForward"));
+  KGRAD_RETURN_IF_ERROR(
+      (ChooseAndRun<cudnnConvolutionFwdAlgoPerf_t, CUDNN_CONVOLUTION_FWD_ALGO_COUNT>(
+          ctx, gpu, x->dtype(), ConvKey("fwd", x->dtype(), g, xin),
+          [&](cudnnConvolutionFwdAlgoPerf_t* perf, int n, int* count) {
+            return CudnnStatus(cudnnGetConvolutionForwardAlgorithm_v7(
+                                   h, d.x(), d.w(), d.conv(), d.y(), n, count, perf),
+                               "cudnnGetConvolutionForwardAlgorithm_v7");
+          },
+          [&](cudnnConvolutionFwdAlgo_t algo, void* ws, size_t bytes) {
+            return cudnnConvolutionForward(h, one.get(), d.x(), xin.raw_data(), d.w(),
+                                           w->raw_data(), d.conv(), algo, ws, bytes, zero.get(),
+                                           d.y(), y.raw_data());
+          },
+          "cudnnConvolutionForward")));
   return Value(std::move(y));
 }
 
@@ -220,20 +325,21 @@ absl::StatusOr<Value> Conv2dBackpropInput(KernelContext& ctx) {
   ConvDescs d;
   KGRAD_RETURN_IF_ERROR(d.Init(gpu, dy->dtype(), g, dxp));
   cudnnHandle_t h = d.handle();
-  std::array<cudnnConvolutionBwdDataAlgoPerf_t, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT> perf;
-  int count = 0;
-  KGRAD_CUDNN_CALL(cudnnGetConvolutionBackwardDataAlgorithm_v7(h, d.w(), d.y(), d.conv(), d.x(),
-                                                               static_cast<int>(perf.size()),
-                                                               &count, perf.data()));
   const CudnnScale one(dy->dtype(), 1), zero(dy->dtype(), 0);
-  KGRAD_RETURN_IF_ERROR(RunBestAlgo(
-      ctx, perf.data(), count,
-      [&](cudnnConvolutionBwdDataAlgo_t algo, void* ws, size_t bytes) {
-        return cudnnConvolutionBackwardData(h, one.get(), d.w(), w->raw_data(), d.y(),
-                                            dy->raw_data(), d.conv(), algo, ws, bytes, zero.get(),
-                                            d.x(), dxp.raw_data());
-      },
-      "cudnnConvolutionBackwardData"));
+  KGRAD_RETURN_IF_ERROR(
+      (ChooseAndRun<cudnnConvolutionBwdDataAlgoPerf_t, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT>(
+          ctx, gpu, dy->dtype(), ConvKey("bwd_data", dy->dtype(), g, dxp),
+          [&](cudnnConvolutionBwdDataAlgoPerf_t* perf, int n, int* count) {
+            return CudnnStatus(cudnnGetConvolutionBackwardDataAlgorithm_v7(
+                                   h, d.w(), d.y(), d.conv(), d.x(), n, count, perf),
+                               "cudnnGetConvolutionBackwardDataAlgorithm_v7");
+          },
+          [&](cudnnConvolutionBwdDataAlgo_t algo, void* ws, size_t bytes) {
+            return cudnnConvolutionBackwardData(h, one.get(), d.w(), w->raw_data(), d.y(),
+                                                dy->raw_data(), d.conv(), algo, ws, bytes,
+                                                zero.get(), d.x(), dxp.raw_data());
+          },
+          "cudnnConvolutionBackwardData")));
   if (!sym) {
     // dx is the interior of the padded input's gradient.
     const Shape strides = RowMajorStrides(dxp.shape());
@@ -261,20 +367,21 @@ absl::StatusOr<Value> Conv2dBackpropFilter(KernelContext& ctx) {
   ConvDescs d;
   KGRAD_RETURN_IF_ERROR(d.Init(gpu, x->dtype(), g, xin));
   cudnnHandle_t h = d.handle();
-  std::array<cudnnConvolutionBwdFilterAlgoPerf_t, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT> perf;
-  int count = 0;
-  KGRAD_CUDNN_CALL(cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, d.x(), d.y(), d.conv(), d.w(),
-                                                                 static_cast<int>(perf.size()),
-                                                                 &count, perf.data()));
   const CudnnScale one(x->dtype(), 1), zero(x->dtype(), 0);
-  KGRAD_RETURN_IF_ERROR(RunBestAlgo(
-      ctx, perf.data(), count,
-      [&](cudnnConvolutionBwdFilterAlgo_t algo, void* ws, size_t bytes) {
-        return cudnnConvolutionBackwardFilter(h, one.get(), d.x(), xin.raw_data(), d.y(),
-                                              dy->raw_data(), d.conv(), algo, ws, bytes,
-                                              zero.get(), d.w(), dw.raw_data());
-      },
-      "cudnnConvolutionBackwardFilter"));
+  KGRAD_RETURN_IF_ERROR(
+      (ChooseAndRun<cudnnConvolutionBwdFilterAlgoPerf_t, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT>(
+          ctx, gpu, x->dtype(), ConvKey("bwd_filter", x->dtype(), g, xin),
+          [&](cudnnConvolutionBwdFilterAlgoPerf_t* perf, int n, int* count) {
+            return CudnnStatus(cudnnGetConvolutionBackwardFilterAlgorithm_v7(
+                                   h, d.x(), d.y(), d.conv(), d.w(), n, count, perf),
+                               "cudnnGetConvolutionBackwardFilterAlgorithm_v7");
+          },
+          [&](cudnnConvolutionBwdFilterAlgo_t algo, void* ws, size_t bytes) {
+            return cudnnConvolutionBackwardFilter(h, one.get(), d.x(), xin.raw_data(), d.y(),
+                                                  dy->raw_data(), d.conv(), algo, ws, bytes,
+                                                  zero.get(), d.w(), dw.raw_data());
+          },
+          "cudnnConvolutionBackwardFilter")));
   return Value(std::move(dw));
 }
 

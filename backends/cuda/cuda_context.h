@@ -10,9 +10,12 @@
 #include <cuda_runtime_api.h>
 #include <cudnn.h>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
 #include "backends/cpu/cpu_kernels.h"  // KGRAD_KERNEL_FAMILIES
 #include "backends/cuda/caching_allocator.h"
 #include "backends/cuda/kernels/launch.h"
@@ -76,6 +79,16 @@ class CudaDeviceImpl final : public Device {
   absl::StatusOr<cublasHandle_t> Cublas();
   absl::StatusOr<cudnnHandle_t> Cudnn();
 
+  // The cuDNN convolution algorithm chosen on this device for a geometry (a key
+  // made by conv_kernels.cc, which times the candidates on a geometry's first
+  // call): false when none is chosen yet.
+  struct ConvAlgo {
+    int algo = 0;
+    size_t workspace = 0;
+  };
+  bool FindConvAlgo(const std::string& key, ConvAlgo* out) const;
+  void RememberConvAlgo(const std::string& key, ConvAlgo algo);
+
  private:
   class RawCudaMemory final : public RawMemory {
    public:
@@ -104,6 +117,8 @@ class CudaDeviceImpl final : public Device {
   RawCudaMemory raw_;
   CachingAllocator cache_;
   StreamAllocator allocator_;
+  mutable absl::Mutex conv_mu_;
+  absl::flat_hash_map<std::string, ConvAlgo> conv_algos_ ABSL_GUARDED_BY(conv_mu_);
 };
 
 // The CUDA kernel table (native kernels, structural kernels, CPU fallbacks).
@@ -149,11 +164,11 @@ absl::StatusOr<Tensor> Scratch(const KernelContext& ctx, size_t bytes);
 // Copies `bytes` from device memory to `host` and waits for the copy.
 absl::Status ReadBack(const Gpu& gpu, const void* device_ptr, size_t bytes, void* host);
 
-// Position of the first index outside [0, bound) in the index tensor `idx` (i32
+// Position of the first index outside [lo, bound) in the index tensor `idx` (i32
 // or i64), read back from the device; -1 when all are in range. `value` gets the
 // bad index.
 absl::StatusOr<int64_t> FirstBadIndex(const KernelContext& ctx, const Gpu& gpu, const Tensor& idx,
-                                      int64_t bound, int64_t* value);
+                                      int64_t lo, int64_t bound, int64_t* value);
 
 // A kernel that runs F after copying any host tensor among its inputs to the
 // device (tuple constants keep their tensors on the host, for instance).

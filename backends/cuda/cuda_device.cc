@@ -154,6 +154,19 @@ absl::StatusOr<cudnnHandle_t> CudaDeviceImpl::Cudnn() {
   return r->cudnn;
 }
 
+bool CudaDeviceImpl::FindConvAlgo(const std::string& key, ConvAlgo* out) const {
+  absl::MutexLock lock(&conv_mu_);
+  auto it = conv_algos_.find(key);
+  if (it == conv_algos_.end()) return false;
+  *out = it->second;
+  return true;
+}
+
+void CudaDeviceImpl::RememberConvAlgo(const std::string& key, ConvAlgo algo) {
+  absl::MutexLock lock(&conv_mu_);
+  conv_algos_[key] = algo;
+}
+
 KernelFn CudaDeviceImpl::kernel(PrimId id) const { return CudaKernels().Get(id); }
 
 absl::StatusOr<Tensor> CudaDeviceImpl::CopyToDevice(const Tensor& host) {

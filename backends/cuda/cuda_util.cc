@@ -80,11 +80,11 @@ absl::Status ReadBack(const Gpu& gpu, const void* device_ptr, size_t bytes, void
 }
 
 absl::StatusOr<int64_t> FirstBadIndex(const KernelContext& ctx, const Gpu& gpu, const Tensor& idx,
-                                      int64_t bound, int64_t* value) {
+                                      int64_t lo, int64_t bound, int64_t* value) {
   KGRAD_ASSIGN_OR_RETURN(Tensor flag, Scratch(ctx, sizeof(unsigned long long)));
   auto* first = static_cast<unsigned long long*>(flag.raw_data());
-  KGRAD_LAUNCH(LaunchFirstBadIndex(ToDT(idx.dtype()), idx.raw_data(), idx.NumElements(), bound,
-                                   first, gpu.stream));
+  KGRAD_LAUNCH(LaunchFirstBadIndex(ToDT(idx.dtype()), idx.raw_data(), idx.NumElements(), lo,
+                                   bound, first, gpu.stream));
   unsigned long long pos = 0;
   KGRAD_RETURN_IF_ERROR(ReadBack(gpu, first, sizeof(pos), &pos));
   if (pos == ~0ull) return -1;

@@ -99,7 +99,8 @@ absl::StatusOr<Value> BinaryKernel(KernelContext& ctx) {
   KGRAD_ASSIGN_OR_RETURN(const Tensor* b, ctx.TensorAt(1));
   KGRAD_ASSIGN_OR_RETURN(Shape shape, ops::BinaryShape(id, *a, *b, ops::CheckedBy::kKernel));
   KGRAD_ASSIGN_OR_RETURN(Gpu gpu, GpuOf(ctx));
-  if (kOp == BinaryOp::kDiv && IsInteger(b->dtype()) && NumElementsOf(shape) > 0) {
+  if ((kOp == BinaryOp::kDiv || kOp == BinaryOp::kMod || kOp == BinaryOp::kFMod) &&
+      IsInteger(b->dtype()) && NumElementsOf(shape) > 0) {
     KGRAD_RETURN_IF_ERROR(CheckNonZeroDivisor(ctx, gpu, *b));
   }
   const DType out_dtype = ops::ElementwiseBoolOutput(id) ? DType::kBool : a->dtype();
@@ -123,6 +124,12 @@ absl::StatusOr<Value> SelectKernel(KernelContext& ctx) {
   KGRAD_LAUNCH(LaunchSelect(ToDT(a->dtype()), c->raw_data(), a->raw_data(), b->raw_data(),
                             out.raw_data(), g, gpu.stream));
   return Value(std::move(out));
+}
+
+// mod(a, b){fmod}: the sign of a with fmod, of b without.
+absl::StatusOr<Value> ModKernel(KernelContext& ctx) {
+  return ctx.prim().GetBool("fmod") ? BinaryKernel<BinaryOp::kFMod>(ctx)
+                                    : BinaryKernel<BinaryOp::kMod>(ctx);
 }
 
 template <UnaryOp kOp>
@@ -159,6 +166,17 @@ void RegisterElementwiseKernels(KernelTable* t) {
   SetUnary<UnaryOp::kReciprocal>(t, PrimId::kReciprocal);
   SetUnary<UnaryOp::kErf>(t, PrimId::kErf);
   SetUnary<UnaryOp::kLogicalNot>(t, PrimId::kLogicalNot);
+  SetUnary<UnaryOp::kFloor>(t, PrimId::kFloor);
+  SetUnary<UnaryOp::kCeil>(t, PrimId::kCeil);
+  SetUnary<UnaryOp::kRound>(t, PrimId::kRound);
+  SetUnary<UnaryOp::kAsin>(t, PrimId::kAsin);
+  SetUnary<UnaryOp::kAcos>(t, PrimId::kAcos);
+  SetUnary<UnaryOp::kAtan>(t, PrimId::kAtan);
+  SetUnary<UnaryOp::kSinh>(t, PrimId::kSinh);
+  SetUnary<UnaryOp::kCosh>(t, PrimId::kCosh);
+  SetUnary<UnaryOp::kAsinh>(t, PrimId::kAsinh);
+  SetUnary<UnaryOp::kAcosh>(t, PrimId::kAcosh);
+  SetUnary<UnaryOp::kAtanh>(t, PrimId::kAtanh);
   SetBinary<BinaryOp::kAdd>(t, PrimId::kAdd);
   SetBinary<BinaryOp::kSub>(t, PrimId::kSub);
   SetBinary<BinaryOp::kMul>(t, PrimId::kMul);
@@ -179,6 +197,7 @@ void RegisterElementwiseKernels(KernelTable* t) {
   SetBinary<BinaryOp::kCosGrad>(t, PrimId::kCosGrad);
   SetBinary<BinaryOp::kReluGrad>(t, PrimId::kReluGrad);
   SetBinary<BinaryOp::kLogicalOr>(t, PrimId::kLogicalOr);
+  t->Set(PrimId::kMod, OnDevice<ModKernel>);
   t->Set(PrimId::kSelect, OnDevice<SelectKernel>);
 }
 

@@ -78,6 +78,20 @@ CopyGeom DenseRead(const Shape& dims, const Shape& dst_strides, int64_t dst_offs
   return MakeCopyGeom(dims, RowMajorStrides(dims), dst_strides, 0, dst_offset);
 }
 
+ElementsGeom MakeElementsGeom(const Shape& indices, const Shape& data, int axis) {
+  ElementsGeom g;
+  g.rank = static_cast<int>(indices.size());
+  g.axis = axis;
+  g.count = NumElementsOf(indices);
+  g.axis_dim = data[axis];
+  const Shape strides = RowMajorStrides(data);
+  for (int d = 0; d < g.rank; ++d) {
+    g.dims[d] = indices[d];
+    g.data_strides[d] = strides[d];
+  }
+  return g;
+}
+
 ReduceGeom MakeReduceGeom(const Shape& in, const std::vector<bool>& reduced) {
   KGRAD_CHECK(in.size() <= static_cast<size_t>(kMaxDims) && reduced.size() == in.size());
   const ops::ReduceGroups groups = ops::GroupReduceDims(in, reduced);

@@ -34,6 +34,10 @@ CopyGeom DenseRead(const Shape& dims, const Shape& dst_strides, int64_t dst_offs
 // dense) and reduced dims, each run of neighbours of one kind merged.
 ReduceGeom MakeReduceGeom(const Shape& in, const std::vector<bool>& reduced);
 
+// gather_elements / scatter_elements: `indices` naming elements of `data` along
+// `axis` (equal ranks, at most kMaxDims).
+ElementsGeom MakeElementsGeom(const Shape& indices, const Shape& data, int axis);
+
 // ----- GEMM ---------------------------------------------------------------------------------
 // c[i] = op(a[i]) * op(b[i]) for i < batch, row-major; a stored [m, k] ([k, m]
 // when ta), b [k, n] ([n, k] when tb); operand matrices `stride_*` elements

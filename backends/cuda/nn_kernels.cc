@@ -99,7 +99,7 @@ absl::StatusOr<Value> SparseSoftmaxCrossEntropy(KernelContext& ctx) {
   KGRAD_ASSIGN_OR_RETURN(Gpu gpu, GpuOf(ctx));
   if (n > 0) {
     int64_t value = 0;
-    KGRAD_ASSIGN_OR_RETURN(int64_t pos, FirstBadIndex(ctx, gpu, *labels, c, &value));
+    KGRAD_ASSIGN_OR_RETURN(int64_t pos, FirstBadIndex(ctx, gpu, *labels, 0, c, &value));
     if (pos >= 0) return ops::LabelOutOfRange(value, pos, c);
   }
   KGRAD_ASSIGN_OR_RETURN(Tensor loss, ctx.Allocate(x->dtype(), shape));

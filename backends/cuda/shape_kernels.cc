@@ -63,7 +63,7 @@ absl::Status CheckIndices(const KernelContext& ctx, const Gpu& gpu, const Tensor
   if (indices.NumElements() == 0) return absl::OkStatus();
   int64_t value = 0;
   KGRAD_ASSIGN_OR_RETURN(int64_t pos,
-                         FirstBadIndex(ctx, gpu, indices, data.shape[axis], &value));
+                         FirstBadIndex(ctx, gpu, indices, 0, data.shape[axis], &value));
   if (pos < 0) return absl::OkStatus();
   return ops::IndexOutOfRange(value, pos, axis, data);
 }
@@ -101,6 +101,69 @@ absl::StatusOr<Value> ScatterAdd(KernelContext& ctx) {
                                 ToDT(indices.dtype()), indices.raw_data(), v.outer, v.len,
                                 v.inner, indices.NumElements(), gpu.stream));
   return Value(std::move(out));
+}
+
+// ----- gather_elements, scatter_elements, cumsum ---------------------------------------------
+static_assert(static_cast<int>(ScatterOp::kMin) == static_cast<int>(ops::ScatterReduction::kMin) &&
+                  static_cast<int>(ScatterOp::kAdd) == static_cast<int>(ops::ScatterReduction::kAdd),
+              "ScatterOp is numbered like ops::ScatterReduction");
+
+// OK when every index is in [-dim, dim) of `data` at `axis`, checked on the device.
+absl::Status CheckElementIndices(const KernelContext& ctx, const Gpu& gpu, const Tensor& indices,
+                                 int axis, ops::TensorType data) {
+  if (indices.NumElements() == 0) return absl::OkStatus();
+  const int64_t dim = data.shape[axis];
+  int64_t value = 0;
+  KGRAD_ASSIGN_OR_RETURN(int64_t pos, FirstBadIndex(ctx, gpu, indices, -dim, dim, &value));
+  if (pos < 0) return absl::OkStatus();
+  return ops::ElementIndexOutOfRange(value, pos, axis, data);
+}
+
+absl::StatusOr<Value> GatherElements(KernelContext& ctx) {
+  KGRAD_ASSIGN_OR_RETURN(std::vector<ops::TensorType> in, InputTypes<ops::TensorType>(ctx, 2));
+  KGRAD_ASSIGN_OR_RETURN(ops::AxisShape s, ops::GatherElementsShape(ctx.prim(), in[0], in[1]));
+  const Tensor& data = ctx.input(0).tensor();
+  const Tensor& indices = ctx.input(1).tensor();
+  KGRAD_ASSIGN_OR_RETURN(Gpu gpu, GpuOf(ctx));
+  KGRAD_RETURN_IF_ERROR(CheckElementIndices(ctx, gpu, indices, s.axis, in[0]));
+  KGRAD_ASSIGN_OR_RETURN(Tensor out, ctx.Allocate(data.dtype(), s.out));
+  KGRAD_LAUNCH(LaunchGatherElements(static_cast<int>(DTypeSize(data.dtype())), data.raw_data(),
+                                    ToDT(indices.dtype()), indices.raw_data(), out.raw_data(),
+                                    MakeElementsGeom(indices.shape(), data.shape(), s.axis),
+                                    gpu.stream));
+  return Value(std::move(out));
+}
+
+absl::StatusOr<Value> ScatterElements(KernelContext& ctx) {
+  KGRAD_ASSIGN_OR_RETURN(std::vector<ops::TensorType> in, InputTypes<ops::TensorType>(ctx, 3));
+  KGRAD_ASSIGN_OR_RETURN(ops::ScatterElementsSpec s,
+                         ops::ParseScatterElements(ctx.prim(), in[0], in[1], in[2]));
+  const Tensor& data = ctx.input(0).tensor();
+  const Tensor& indices = ctx.input(1).tensor();
+  KGRAD_ASSIGN_OR_RETURN(Gpu gpu, GpuOf(ctx));
+  KGRAD_RETURN_IF_ERROR(CheckElementIndices(ctx, gpu, indices, s.axis, in[0]));
+  KGRAD_ASSIGN_OR_RETURN(Tensor out, ctx.AllocateOrReuse({0}, data.dtype(), data.shape()));
+  if (out.raw_data() != data.raw_data() && data.nbytes() > 0) {
+    KGRAD_CUDA_CALL(cudaMemcpyAsync(out.raw_data(), data.raw_data(), data.nbytes(),
+                                    cudaMemcpyDeviceToDevice, gpu.stream));
+  }
+  KGRAD_LAUNCH(LaunchScatterElements(ToDT(data.dtype()), static_cast<ScatterOp>(s.reduction),
+                                     out.raw_data(), ctx.input(2).tensor().raw_data(),
+                                     ToDT(indices.dtype()), indices.raw_data(),
+                                     MakeElementsGeom(indices.shape(), data.shape(), s.axis),
+                                     gpu.stream));
+  return Value(std::move(out));
+}
+
+absl::StatusOr<Value> CumSum(KernelContext& ctx) {
+  KGRAD_ASSIGN_OR_RETURN(const Tensor* x, ctx.TensorAt(0));
+  KGRAD_ASSIGN_OR_RETURN(ops::CumSumSpec s, ops::ParseCumSum(ctx.prim(), *x));
+  KGRAD_ASSIGN_OR_RETURN(Gpu gpu, GpuOf(ctx));
+  KGRAD_ASSIGN_OR_RETURN(Tensor y, ctx.Allocate(x->dtype(), s.out));
+  const ops::AxisSplit v = ops::SplitAtAxis(x->shape(), s.axis);
+  KGRAD_LAUNCH(LaunchCumSum(ToDT(x->dtype()), x->raw_data(), y.raw_data(), v.outer, v.len,
+                            v.inner, s.exclusive, s.reverse, gpu.stream));
+  return Value(std::move(y));
 }
 
 absl::StatusOr<Value> OneHot(KernelContext& ctx) {
@@ -155,6 +218,9 @@ void RegisterShapeKernels(KernelTable* t) {
   t->Set(PrimId::kScatterAdd, OnDevice<ScatterAdd>);
   t->Set(PrimId::kPad, OnDevice<moves::Pad<CudaMover, ops::ParsePad>>);
   t->Set(PrimId::kOneHot, OnDevice<OneHot>);
+  t->Set(PrimId::kGatherElements, OnDevice<GatherElements>);
+  t->Set(PrimId::kScatterElements, OnDevice<ScatterElements>);
+  t->Set(PrimId::kCumSum, OnDevice<CumSum>);
   t->Set(PrimId::kCast, OnDevice<Cast>);
   t->Set(PrimId::kFill, OnDevice<Fill>);
 }

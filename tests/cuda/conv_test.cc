@@ -3,11 +3,14 @@
 // average pooling, their gradients and max_pool2d_grad_grad, including the
 // first-max tie rule on relu'd inputs.
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "backends/cpu/cpu_device.h"
 #include "gtest/gtest.h"
 #include "tests/cuda/cuda_test_util.h"
 #include "tests/testing/op_test_util.h"
@@ -70,6 +73,39 @@ TEST_P(ConvTest, Conv2dAndBothBackpropsMatchCpu) {
         << c.name;
     EXPECT_TRUE(MatchesCpu(dev, PrimId::kConv2dBackpropFilter, {x, dy, w}, c.attrs(), &tol))
         << c.name;
+  }
+}
+
+// The conv net of the benchmarks (bench:gpu_suite): batch 64, 28 x 28, 1 -> 32 ->
+// 64 channels, 3 x 3, padding 1; each operation within 1e-4 of the largest value
+// of the CPU's result (long sums, but the algorithm choice must not add error
+// beyond f32 rounding), on the algorithm's first call (timed) and a later one
+// (remembered).
+TEST_P(ConvTest, TheBenchmarkConvNetsShapesStayWithin1e4OfTheLargestValue) {
+  const AttrMap same = {{"padding", Ints{1, 1}}};
+  struct Layer {
+    Shape x, w;
+  };
+  for (const Layer& l : {Layer{{64, 1, 28, 28}, {32, 1, 3, 3}}, Layer{{64, 32, 14, 14}, {64, 32, 3, 3}}}) {
+    Value x = R(l.x), w = R(l.w);
+    Value dy = R({l.x[0], l.w[0], l.x[2], l.x[3]});
+    const std::vector<std::pair<PrimId, std::vector<Value>>> ops = {
+        {PrimId::kConv2d, {x, w}},
+        {PrimId::kConv2dBackpropInput, {dy, w, x}},
+        {PrimId::kConv2dBackpropFilter, {x, dy, w}}};
+    for (const auto& [id, in] : ops) {
+      absl::StatusOr<Value> want = RunOnDevice(CpuDevice(), id, in, same);
+      ASSERT_TRUE(want.ok()) << want.status();
+      double largest = 0;
+      for (int64_t i = 0; i < want->tensor().NumElements(); ++i) {
+        largest = std::max(largest, std::abs(want->tensor().ElementAsDouble(i)));
+      }
+      const Tolerance tol{0, 1e-4 * largest};
+      for (int call = 0; call < 2; ++call) {
+        EXPECT_TRUE(MatchesCpu(dev, id, in, same, &tol))
+            << PrimIdName(id) << " " << ShapeToString(l.x) << " call " << call;
+      }
+    }
   }
 }
 

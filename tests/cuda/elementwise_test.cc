@@ -13,6 +13,8 @@ namespace kgrad {
 namespace testing {
 namespace {
 
+const Tolerance kExact{0, 0};
+
 struct UnaryCase {
   PrimId id;
   double lo, hi;  // input range
@@ -26,7 +28,10 @@ const std::vector<UnaryCase>& FloatUnaryOps() {
       {PrimId::kCos, -6, 6},        {PrimId::kTanh, -4, 4},    {PrimId::kSigmoid, -8, 8},
       {PrimId::kRelu, -3, 3},       {PrimId::kGelu, -4, 4},    {PrimId::kSoftplus, -20, 20},
       {PrimId::kSqrt, 0, 9},        {PrimId::kRsqrt, 0.05, 9}, {PrimId::kReciprocal, 0.1, 3},
-      {PrimId::kErf, -3, 3},
+      {PrimId::kErf, -3, 3},        {PrimId::kFloor, -3, 3},   {PrimId::kCeil, -3, 3},
+      {PrimId::kRound, -3, 3},      {PrimId::kAsin, -0.99, 0.99}, {PrimId::kAcos, -0.99, 0.99},
+      {PrimId::kAtan, -5, 5},       {PrimId::kSinh, -5, 5},    {PrimId::kCosh, -5, 5},
+      {PrimId::kAsinh, -5, 5},      {PrimId::kAcosh, 1.01, 5}, {PrimId::kAtanh, -0.99, 0.99},
   };
   return ops;
 }
@@ -56,6 +61,28 @@ TEST_P(FloatElementwiseTest, UnaryOpsPassSpecialValues) {
   for (const UnaryCase& c : FloatUnaryOps()) {
     if (c.id == PrimId::kSign) continue;  // sign(-0) keeps its sign bit: compared by value
     EXPECT_TRUE(MatchesCpu(dev, c.id, {x}));
+  }
+}
+
+TEST_P(FloatElementwiseTest, RoundHalvesToEvenLikeTheCpu) {
+  Value x = Value(MakeTensor(GetParam(), {8}, {0.5, 1.5, 2.5, -0.5, -1.5, -2.5, 3.49, -0.0}));
+  EXPECT_TRUE(MatchesCpu(dev, PrimId::kRound, {x}, {}, &kExact));
+}
+
+TEST_P(FloatElementwiseTest, ModTakesTheSignOfTheDivisorOrOfFmodsDividend) {
+  std::mt19937_64 rng(4);
+  Value a = Rand(GetParam(), {3, 1, 5}, rng, -7, 7);
+  Value b = Rand(GetParam(), {4, 1}, rng, 0.5, 3);
+  Value nb = Rand(GetParam(), {4, 1}, rng, -3, -0.5);
+  // Exact multiples (a zero result takes the divisor's sign), NaN and infinities.
+  Value specials = Value(MakeTensor(GetParam(), {6}, {6, -6, kNaN, kInf, 1, -0.0}));
+  Value divisors = Value(MakeTensor(GetParam(), {6}, {-3, 3, 2, 2, kInf, 5}));
+  for (bool fmod : {false, true}) {
+    for (const Value& d : {b, nb}) {
+      EXPECT_TRUE(MatchesCpu(dev, PrimId::kMod, {a, d}, {{"fmod", fmod}})) << fmod;
+    }
+    EXPECT_TRUE(MatchesCpu(dev, PrimId::kMod, {specials, divisors}, {{"fmod", fmod}}, &kExact))
+        << fmod;
   }
 }
 
@@ -118,10 +145,22 @@ TEST_P(IntElementwiseTest, ArithmeticWrapsLikeTheCpu) {
   }
 }
 
+TEST_P(IntElementwiseTest, ModOfEverySignCombinationAndMinByMinusOne) {
+  const bool i32 = GetParam() == DType::kInt32;
+  const int64_t lo = i32 ? std::numeric_limits<int32_t>::min() : std::numeric_limits<int64_t>::min();
+  Value a = IntTensor(GetParam(), {7}, {7, -7, 7, -7, lo, 6, 0});
+  Value b = IntTensor(GetParam(), {7}, {3, 3, -3, -3, -1, -3, 5});
+  for (bool fmod : {false, true}) {
+    EXPECT_TRUE(MatchesCpu(dev, PrimId::kMod, {a, b}, {{"fmod", fmod}})) << fmod;
+  }
+}
+
 TEST_P(IntElementwiseTest, DivisionByZeroIsAnErrorLikeOnTheCpu) {
   Value a = IntTensor(GetParam(), {3}, {1, 2, 3});
   Value b = IntTensor(GetParam(), {3}, {1, 0, 3});
   EXPECT_TRUE(FailsLikeCpu(dev, PrimId::kDiv, {a, b}));
+  EXPECT_TRUE(FailsLikeCpu(dev, PrimId::kMod, {a, b}));
+  EXPECT_TRUE(FailsLikeCpu(dev, PrimId::kMod, {a, b}, {{"fmod", true}}));
 }
 
 TEST_P(IntElementwiseTest, FloatOnlyOpsRejectIntegersLikeTheCpu) {

@@ -247,10 +247,13 @@ TEST(EmulatedIntTest, CastFillAndDropout) {
   }
   Tensor idx = MakeTensor(DType::kInt32, {6}, {0, 3, 5, -1, 9, 2});
   unsigned long long first = 0;
-  ASSERT_EQ(LaunchFirstBadIndex(DT::kI32, idx.raw_data(), 6, 6, &first, nullptr), cudaSuccess);
+  ASSERT_EQ(LaunchFirstBadIndex(DT::kI32, idx.raw_data(), 6, 0, 6, &first, nullptr), cudaSuccess);
   EXPECT_EQ(first, 3u);
-  ASSERT_EQ(LaunchFirstBadIndex(DT::kI32, idx.raw_data(), 3, 6, &first, nullptr), cudaSuccess);
+  ASSERT_EQ(LaunchFirstBadIndex(DT::kI32, idx.raw_data(), 3, 0, 6, &first, nullptr), cudaSuccess);
   EXPECT_EQ(first, ~0ull);
+  // Negative indices allowed (gather_elements): only the 9 is out of [-6, 6).
+  ASSERT_EQ(LaunchFirstBadIndex(DT::kI32, idx.raw_data(), 6, -6, 6, &first, nullptr), cudaSuccess);
+  EXPECT_EQ(first, 4u);
 }
 
 // ----- Reductions --------------------------------------------------------------------------------

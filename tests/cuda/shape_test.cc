@@ -1,6 +1,8 @@
 // CUDA shape kernels against the CPU kernels: views, transposes, broadcasts,
 // sum_to, concat/split, slices and their gradient, pad, gather/scatter_add with
-// index checks on the device, one_hot, cast between every dtype pair, fill.
+// index checks on the device, gather_elements/scatter_elements (every reduction,
+// negative and repeated indices), cumsum, one_hot, cast between every dtype pair,
+// fill.
 #include <limits>
 #include <random>
 #include <vector>
@@ -117,6 +119,58 @@ TEST_P(ShapeTest, GatherAndScatterAddMatchCpu) {
   }
 }
 
+TEST_P(ShapeTest, GatherAndScatterElementsMatchCpu) {
+  const Tolerance exact{0, 0};
+  for (DType idx_type : {DType::kInt32, DType::kInt64}) {
+    Value data = R({4, 5, 3});
+    // Along each axis, an index tensor smaller than data on the other dims, with
+    // negative and repeated values (repeats fold in row-major order).
+    for (int64_t axis : {0, 1, 2, -1}) {
+      const int64_t a = axis < 0 ? axis + 3 : axis;
+      const int64_t dim = a == 0 ? 4 : (a == 1 ? 5 : 3);
+      Shape ishape = {3, 4, 2};
+      ishape[a] = 6;
+      Ints values;
+      for (int64_t i = 0; i < NumElementsOf(ishape); ++i) values.push_back((i * 5) % (2 * dim) - dim);
+      Value idx = IntTensor(idx_type, ishape, values);
+      EXPECT_TRUE(MatchesCpu(dev, PrimId::kGatherElements, {data, idx}, {{"axis", axis}}, &exact))
+          << axis;
+      Value updates = R(ishape);
+      for (const char* r : {"none", "add", "mul", "max", "min"}) {
+        EXPECT_TRUE(MatchesCpu(dev, PrimId::kScatterElements, {data, idx, updates},
+                               {{"axis", axis}, {"reduction", std::string(r)}}, &exact))
+            << axis << " " << r;
+      }
+    }
+    // Out-of-range indices: the CPU's OutOfRange error, found on the device.
+    Value bad = IntTensor(idx_type, {1, 2, 1}, {2, -6});
+    EXPECT_TRUE(FailsLikeCpu(dev, PrimId::kGatherElements, {data, bad}, {{"axis", int64_t{1}}}));
+    EXPECT_TRUE(FailsLikeCpu(dev, PrimId::kScatterElements, {data, bad, R({1, 2, 1})},
+                             {{"axis", int64_t{1}}}));
+    Value none = IntTensor(idx_type, {0, 5, 3}, {});
+    EXPECT_TRUE(MatchesCpu(dev, PrimId::kGatherElements, {data, none}));
+    EXPECT_TRUE(MatchesCpu(dev, PrimId::kScatterElements, {data, none, R({0, 5, 3})}));
+  }
+}
+
+TEST_P(ShapeTest, CumSumMatchesCpuInEveryMode) {
+  // The same order of additions as the CPU: equal bit for bit.
+  const Tolerance exact{0, 0};
+  for (const Shape& shape : {Shape{7}, Shape{3, 9, 4}, Shape{2, 0, 3}, Shape{1000, 3}}) {
+    Value x = R(shape);
+    for (int64_t axis = 0; axis < static_cast<int64_t>(shape.size()); ++axis) {
+      for (bool exclusive : {false, true}) {
+        for (bool reverse : {false, true}) {
+          EXPECT_TRUE(MatchesCpu(dev, PrimId::kCumSum, {x},
+                                 {{"axis", axis}, {"exclusive", exclusive}, {"reverse", reverse}},
+                                 &exact))
+              << ShapeToString(shape) << " axis " << axis << " " << exclusive << reverse;
+        }
+      }
+    }
+  }
+}
+
 TEST(ShapeIntTest, IntegerScatterAddAndGatherAreExact) {
   KGRAD_CUDA_DEVICE_OR_SKIP(dev);
   std::mt19937_64 rng(22);
@@ -131,6 +185,18 @@ TEST(ShapeIntTest, IntegerScatterAddAndGatherAreExact) {
   EXPECT_TRUE(MatchesCpu(dev, PrimId::kGather, {b, IntTensor(DType::kInt32, {2}, {2, 0})}));
   EXPECT_TRUE(MatchesCpu(dev, PrimId::kTranspose, {b}));
   EXPECT_TRUE(MatchesCpu(dev, PrimId::kConcat, {b, b}));
+  // Integer cumsum wraps; bool scatter_elements replaces.
+  for (DType t : {DType::kInt32, DType::kInt64}) {
+    const int64_t hi = t == DType::kInt32 ? std::numeric_limits<int32_t>::max()
+                                          : std::numeric_limits<int64_t>::max();
+    Value x = IntTensor(t, {4}, {hi, 1, -3, 5});
+    EXPECT_TRUE(MatchesCpu(dev, PrimId::kCumSum, {x}));
+    EXPECT_TRUE(MatchesCpu(dev, PrimId::kScatterElements,
+                           {x, IntTensor(DType::kInt64, {3}, {1, 1, -1}), IntTensor(t, {3}, {4, 5, 6})},
+                           {{"reduction", std::string("mul")}}));
+  }
+  EXPECT_TRUE(MatchesCpu(dev, PrimId::kScatterElements,
+                         {b, IntTensor(DType::kInt32, {1, 4}, {2, 0, 1, 2}), Rand(DType::kBool, {1, 4}, rng)}));
 }
 
 TEST(ShapeIntTest, OneHotMatchesCpu) {

@@ -203,10 +203,27 @@ KGRAD_PRECISION_MATH(Tanh, tanhf, tanh)
 KGRAD_PRECISION_MATH(Sqrt, sqrtf, sqrt)
 KGRAD_PRECISION_MATH(Erf, erff, erf)
 KGRAD_PRECISION_MATH(Erfc, erfcf, erfc)
+KGRAD_PRECISION_MATH(Floor, floorf, floor)
+KGRAD_PRECISION_MATH(Ceil, ceilf, ceil)
+KGRAD_PRECISION_MATH(Rint, rintf, rint)  // halves to even, as the CPU's nearbyint
+KGRAD_PRECISION_MATH(Asin, asinf, asin)
+KGRAD_PRECISION_MATH(Acos, acosf, acos)
+KGRAD_PRECISION_MATH(Atan, atanf, atan)
+KGRAD_PRECISION_MATH(Sinh, sinhf, sinh)
+KGRAD_PRECISION_MATH(Cosh, coshf, cosh)
+KGRAD_PRECISION_MATH(Asinh, asinhf, asinh)
+KGRAD_PRECISION_MATH(Acosh, acoshf, acosh)
+KGRAD_PRECISION_MATH(Atanh, atanhf, atanh)
 #undef KGRAD_PRECISION_MATH
 template <typename T> __device__ inline T Pow(T a, T b);
 template <> __device__ inline float Pow(float a, float b) { return powf(a, b); }
 template <> __device__ inline double Pow(double a, double b) { return pow(a, b); }
+template <typename T> __device__ inline T Fmod(T a, T b);
+template <> __device__ inline float Fmod(float a, float b) { return fmodf(a, b); }
+template <> __device__ inline double Fmod(double a, double b) { return fmod(a, b); }
+template <typename T> __device__ inline T Copysign(T a, T b);
+template <> __device__ inline float Copysign(float a, float b) { return copysignf(a, b); }
+template <> __device__ inline double Copysign(double a, double b) { return copysign(a, b); }
 template <typename T>
 __device__ inline bool IsFinite(T x) {
 #if defined(KGRAD_CUDA_EMULATION)

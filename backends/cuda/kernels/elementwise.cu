@@ -60,6 +60,17 @@ __device__ inline T ApplyUnary(T x) {
     if constexpr (kOp == UnaryOp::kRsqrt) return T(1) / Sqrt(x);
     if constexpr (kOp == UnaryOp::kReciprocal) return T(1) / x;
     if constexpr (kOp == UnaryOp::kErf) return Erf(x);
+    if constexpr (kOp == UnaryOp::kFloor) return Floor(x);
+    if constexpr (kOp == UnaryOp::kCeil) return Ceil(x);
+    if constexpr (kOp == UnaryOp::kRound) return Rint(x);
+    if constexpr (kOp == UnaryOp::kAsin) return Asin(x);
+    if constexpr (kOp == UnaryOp::kAcos) return Acos(x);
+    if constexpr (kOp == UnaryOp::kAtan) return Atan(x);
+    if constexpr (kOp == UnaryOp::kSinh) return Sinh(x);
+    if constexpr (kOp == UnaryOp::kCosh) return Cosh(x);
+    if constexpr (kOp == UnaryOp::kAsinh) return Asinh(x);
+    if constexpr (kOp == UnaryOp::kAcosh) return Acosh(x);
+    if constexpr (kOp == UnaryOp::kAtanh) return Atanh(x);
   }
   return x;
 }
@@ -97,6 +108,30 @@ cudaError_t UnaryFor(DT dt, const void* x, void* y, int64_t n, cudaStream_t s) {
 }
 
 // ----- Binary -----------------------------------------------------------------------------
+// a % b with the sign of a (C's fmod and %): b == 0 was rejected for integers;
+// MIN % -1 overflows in C++, and its value is 0.
+template <typename T>
+__device__ inline T FModOf(T a, T b) {
+  if constexpr (std::is_integral_v<T>) {
+    return b == T(-1) ? T(0) : static_cast<T>(a % b);
+  } else {
+    return Fmod(a, b);
+  }
+}
+
+// a % b with the sign of b (Python's %): C's remainder moved by b when the signs
+// differ; a zero float result takes b's sign, as Python's does.
+template <typename T>
+__device__ inline T ModOf(T a, T b) {
+  const T r = FModOf(a, b);
+  if (r != T(0) && ((r < T(0)) != (b < T(0)))) return static_cast<T>(r + b);
+  if constexpr (std::is_integral_v<T>) {
+    return r;
+  } else {
+    return r == T(0) ? Copysign(T(0), b) : r;
+  }
+}
+
 template <BinaryOp kOp>
 inline constexpr bool kBoolResult =
     kOp == BinaryOp::kEqual || kOp == BinaryOp::kNotEqual || kOp == BinaryOp::kLess ||
@@ -140,6 +175,8 @@ __device__ inline auto ApplyBinary(T a, T b) {
   if constexpr (kOp == BinaryOp::kSinGrad) return static_cast<T>(b * cos(a));
   if constexpr (kOp == BinaryOp::kCosGrad) return static_cast<T>(-(b * sin(a)));
   if constexpr (kOp == BinaryOp::kReluGrad) return static_cast<T>(a > T(0) ? b : T(0));
+  if constexpr (kOp == BinaryOp::kFMod) return FModOf(a, b);
+  if constexpr (kOp == BinaryOp::kMod) return ModOf(a, b);
 }
 
 // Offsets of output element i in each of the first N operands.
@@ -240,11 +277,11 @@ __global__ void DropoutKernel(const T* x, T* y, int64_t n, uint64_t seed, double
 
 // ----- Checks --------------------------------------------------------------------------------
 template <typename I>
-__global__ void FirstBadIndexKernel(const I* idx, int64_t n, int64_t bound,
+__global__ void FirstBadIndexKernel(const I* idx, int64_t n, int64_t lo, int64_t bound,
                                     unsigned long long* first) {
   for (int64_t i = GlobalIndex(); i < n; i += GlobalStride()) {
     const int64_t v = static_cast<int64_t>(idx[i]);
-    if (v < 0 || v >= bound) atomicMin(first, static_cast<unsigned long long>(i));
+    if (v < lo || v >= bound) atomicMin(first, static_cast<unsigned long long>(i));
   }
 }
 
@@ -282,6 +319,17 @@ cudaError_t LaunchUnary(UnaryOp op, DT dt, const void* x, void* y, int64_t n, cu
     KGRAD_UNARY_CASE(kReciprocal)
     KGRAD_UNARY_CASE(kErf)
     KGRAD_UNARY_CASE(kLogicalNot)
+    KGRAD_UNARY_CASE(kFloor)
+    KGRAD_UNARY_CASE(kCeil)
+    KGRAD_UNARY_CASE(kRound)
+    KGRAD_UNARY_CASE(kAsin)
+    KGRAD_UNARY_CASE(kAcos)
+    KGRAD_UNARY_CASE(kAtan)
+    KGRAD_UNARY_CASE(kSinh)
+    KGRAD_UNARY_CASE(kCosh)
+    KGRAD_UNARY_CASE(kAsinh)
+    KGRAD_UNARY_CASE(kAcosh)
+    KGRAD_UNARY_CASE(kAtanh)
 #undef KGRAD_UNARY_CASE
   }
   return cudaErrorInvalidValue;
@@ -312,6 +360,8 @@ cudaError_t LaunchBinary(BinaryOp op, DT dt, const void* a, const void* b, void*
     KGRAD_BINARY_CASE(kSinGrad)
     KGRAD_BINARY_CASE(kCosGrad)
     KGRAD_BINARY_CASE(kReluGrad)
+    KGRAD_BINARY_CASE(kMod)
+    KGRAD_BINARY_CASE(kFMod)
 #undef KGRAD_BINARY_CASE
   }
   return cudaErrorInvalidValue;
@@ -363,14 +413,14 @@ cudaError_t LaunchDropout(DT dt, const void* x, void* y, int64_t n, uint64_t see
   });
 }
 
-cudaError_t LaunchFirstBadIndex(DT idx_dt, const void* idx, int64_t n, int64_t bound,
+cudaError_t LaunchFirstBadIndex(DT idx_dt, const void* idx, int64_t n, int64_t lo, int64_t bound,
                                 unsigned long long* first, cudaStream_t s) {
   cudaError_t e = MemsetAsync(first, 0xFF, sizeof(unsigned long long), s);
   if (e != cudaSuccess || n == 0) return e;
   return DispatchIndex(idx_dt, [&](auto zero) -> cudaError_t {
     using I = decltype(zero);
-    Launch(FirstBadIndexKernel<I>, BlocksFor(n), kThreads, s, static_cast<const I*>(idx), n,
-                                                             bound, first);
+    Launch(FirstBadIndexKernel<I>, BlocksFor(n), kThreads, s, static_cast<const I*>(idx), n, lo,
+           bound, first);
     return LastLaunchError();
   });
 }

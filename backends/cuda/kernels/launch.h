@@ -34,6 +34,7 @@ inline constexpr int kMaxDims = 16;
 enum class UnaryOp : int {
   kNeg, kAbs, kSign, kSquare, kExp, kLog, kLog1p, kExpm1, kSin, kCos, kTanh, kSigmoid,
   kRelu, kGeluExact, kGeluTanh, kSoftplus, kSqrt, kRsqrt, kReciprocal, kErf, kLogicalNot,
+  kFloor, kCeil, kRound, kAsin, kAcos, kAtan, kSinh, kCosh, kAsinh, kAcosh, kAtanh,
 };
 // y[i] = op(x[i]); y may be x. The host checks that `op` accepts `dt`.
 cudaError_t LaunchUnary(UnaryOp op, DT dt, const void* x, void* y, int64_t n, cudaStream_t s);
@@ -42,6 +43,8 @@ enum class BinaryOp : int {
   kAdd, kSub, kMul, kDiv, kPow, kMaximum, kMinimum, kEqual, kNotEqual, kLess, kLessEqual,
   kGreater, kGreaterEqual, kLogicalAnd, kLogicalOr, kTanhGrad, kSigmoidGrad,
   kSinGrad, kCosGrad, kReluGrad,
+  kMod,   // the sign of b (Python's %)
+  kFMod,  // the sign of a (C's fmod and %)
 };
 
 // An output of `count` elements walked over `rank` merged dims (outermost first),
@@ -70,8 +73,8 @@ cudaError_t LaunchDropout(DT dt, const void* x, void* y, int64_t n, uint64_t see
 
 // Device-side checks. `*first` (device memory, set to ~0 by the launcher) ends
 // as the smallest position i with a bad element, or stays ~0.
-// Bad index: idx[i] outside [0, bound) (idx is i32 or i64).
-cudaError_t LaunchFirstBadIndex(DT idx_dt, const void* idx, int64_t n, int64_t bound,
+// Bad index: idx[i] outside [lo, bound) (idx is i32 or i64).
+cudaError_t LaunchFirstBadIndex(DT idx_dt, const void* idx, int64_t n, int64_t lo, int64_t bound,
                                 unsigned long long* first, cudaStream_t s);
 // Bad divisor: x[i] == 0 (integer dtypes).
 cudaError_t LaunchFirstZero(DT dt, const void* x, int64_t n, unsigned long long* first,
@@ -135,6 +138,34 @@ cudaError_t LaunchGather(int elem_size, const void* params, DT idx_dt, const voi
 cudaError_t LaunchScatterAdd(DT dt, void* out, const void* upd, DT idx_dt, const void* idx,
                              int64_t outer, int64_t dim, int64_t inner, int64_t n,
                              cudaStream_t s);
+// gather_elements / scatter_elements: an index tensor of shape dims[0, rank) whose
+// element at coordinates c names the element of `data` at c with its value (plus
+// axis_dim when negative: the host checked [-axis_dim, axis_dim)) in place of
+// c[axis].
+struct ElementsGeom {
+  int rank = 0;
+  int axis = 0;
+  int64_t count = 0;     // elements of the index tensor
+  int64_t axis_dim = 0;  // data's dim at axis
+  int64_t dims[kMaxDims] = {};          // the index tensor's shape
+  int64_t data_strides[kMaxDims] = {};  // data's row-major strides
+};
+// out[i] = data[the element index i names]; elements of elem_size bytes.
+cudaError_t LaunchGatherElements(int elem_size, const void* data, DT idx_dt, const void* idx,
+                                 void* out, const ElementsGeom& g, cudaStream_t s);
+// scatter_elements' reductions, numbered like ops::ScatterReduction.
+enum class ScatterOp : int { kNone = 0, kAdd = 1, kMul = 2, kMax = 3, kMin = 4 };
+// out (already holding data) at the element each index names combined with the
+// update at the index's position: replaced (kNone), or folded by the reduction
+// (integers wrap; NaN wins max and min). Where indices name one element twice,
+// in the index tensor's row-major order, as the CPU kernel does.
+cudaError_t LaunchScatterElements(DT dt, ScatterOp op, void* out, const void* upd, DT idx_dt,
+                                  const void* idx, const ElementsGeom& g, cudaStream_t s);
+// cumsum of x seen as [outer, len, inner] along len (backwards when reverse; each
+// output without its own element when exclusive); integers wrap.
+cudaError_t LaunchCumSum(DT dt, const void* x, void* y, int64_t outer, int64_t len, int64_t inner,
+                         bool exclusive, bool reverse, cudaStream_t s);
+
 // out seen as [outer, depth, inner]: on where idx[o, k] == d, else off (an index
 // outside [0, depth) gives an all-off row).
 cudaError_t LaunchOneHot(DT out_dt, DT idx_dt, const void* idx, void* out, int64_t outer,

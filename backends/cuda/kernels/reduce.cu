@@ -12,7 +12,10 @@
 //     into `splits` chunks (by threads or by blocks), folded into a scratch row of
 //     partials, which a second pass folds.
 // The combination order depends only on the shape and the device's SM count, so
-// results are reproducible from run to run.
+// results are reproducible from run to run. Sums of floats (sum, mean, the
+// exponentials of logsumexp) are accumulated in double, as on the CPU
+// (backends/cpu/double_sums.h): both then round nearly exact sums, whatever
+// order each adds in.
 #include <cstdint>
 #include <type_traits>
 
@@ -23,24 +26,30 @@ namespace kgrad {
 namespace cuda {
 namespace {
 
-// ----- Reducers: Identity, Combine, Transform (of an input element for output o),
-// Finalize (of the folded value for output o). ---------------------------------------
+// ----- Reducers: Acc (the type partial results are kept in), Identity, Combine,
+// Transform (of an input element for output o), Finalize (of the folded value for
+// output o). -----------------------------------------------------------------------
+template <typename T>
+using SumAcc = std::conditional_t<std::is_same_v<T, float>, double, T>;
+
 template <typename T>
 struct SumReducer {
-  __device__ T Identity() const { return T(0); }
-  __device__ T Combine(T a, T b) const { return WrapAdd(a, b); }
-  __device__ T Transform(T x, int64_t) const { return x; }
-  __device__ T Finalize(T a, int64_t) const { return a; }
+  using Acc = SumAcc<T>;
+  __device__ Acc Identity() const { return Acc(0); }
+  __device__ Acc Combine(Acc a, Acc b) const { return WrapAdd(a, b); }
+  __device__ Acc Transform(T x, int64_t) const { return static_cast<Acc>(x); }
+  __device__ T Finalize(Acc a, int64_t) const { return static_cast<T>(a); }
 };
 
 template <typename T>
 struct MeanReducer : SumReducer<T> {
-  T count;
-  __device__ T Finalize(T a, int64_t) const { return a / count; }
+  SumAcc<T> count;
+  __device__ T Finalize(SumAcc<T> a, int64_t) const { return static_cast<T>(a / count); }
 };
 
 template <typename T>
 struct ProdReducer {
+  using Acc = T;
   __device__ T Identity() const { return T(1); }
   __device__ T Combine(T a, T b) const { return WrapMul(a, b); }
   __device__ T Transform(T x, int64_t) const { return x; }
@@ -51,6 +60,7 @@ struct ProdReducer {
 // nothing replaces it (Combine is commutative up to which NaN survives).
 template <typename T, bool kMax>
 struct ExtremumReducer {
+  using Acc = T;
   __device__ T Identity() const {
     if constexpr (std::is_floating_point_v<T>) {
       return kMax ? -Infinity<T>() : Infinity<T>();
@@ -71,16 +81,38 @@ struct ExtremumReducer {
 // gives +inf, a NaN gives NaN).
 template <typename T>
 struct SumExpReducer {
+  using Acc = SumAcc<T>;
   const T* max;
   __device__ T Shift(int64_t o) const {
     const T m = max[o];
     return IsFinite(m) ? m : T(0);
   }
-  __device__ T Identity() const { return T(0); }
-  __device__ T Combine(T a, T b) const { return a + b; }
-  __device__ T Transform(T x, int64_t o) const { return Exp(x - Shift(o)); }
-  __device__ T Finalize(T a, int64_t o) const { return Shift(o) + Log(a); }
+  __device__ Acc Identity() const { return Acc(0); }
+  __device__ Acc Combine(Acc a, Acc b) const { return a + b; }
+  __device__ Acc Transform(T x, int64_t o) const { return static_cast<Acc>(Exp(x - Shift(o))); }
+  __device__ T Finalize(Acc a, int64_t o) const { return Shift(o) + Log(static_cast<T>(a)); }
 };
+
+// An input element as the accumulator type: transformed (first pass), or a
+// partial result read back (second pass).
+template <bool kTransform, typename R, typename In>
+__device__ inline typename R::Acc Load(const R& r, In v, int64_t o) {
+  if constexpr (kTransform) {
+    return r.Transform(v, o);
+  } else {
+    return static_cast<typename R::Acc>(v);
+  }
+}
+
+// The folded value as stored: final, or a partial result for a second pass.
+template <bool kFinalize, typename Out, typename R>
+__device__ inline Out Store(const R& r, typename R::Acc a, int64_t o) {
+  if constexpr (kFinalize) {
+    return r.Finalize(a, o);
+  } else {
+    return static_cast<Out>(a);
+  }
+}
 
 // ----- Kernels ------------------------------------------------------------------------------
 __device__ inline int64_t OutOffset(const ReduceGeom& g, int64_t o) {
@@ -90,8 +122,9 @@ __device__ inline int64_t OutOffset(const ReduceGeom& g, int64_t o) {
 // One thread per output (per output and split when gridDim.y > 1: then out is the
 // [out_count, splits] partials row). Unsplit, the innermost reduced dim runs as a
 // plain loop.
-template <typename T, typename R, bool kTransform, bool kFinalize>
-__global__ void ReducePerThread(const T* x, T* out, ReduceGeom g, R r) {
+template <typename In, typename Out, typename R, bool kTransform, bool kFinalize>
+__global__ void ReducePerThread(const In* x, Out* out, ReduceGeom g, R r) {
+  using A = typename R::Acc;
   const int64_t splits = gridDim.y;
   if (splits > 1) {
     const int64_t chunk = (g.red_count + splits - 1) / splits;
@@ -99,12 +132,12 @@ __global__ void ReducePerThread(const T* x, T* out, ReduceGeom g, R r) {
     const int64_t end = begin + chunk < g.red_count ? begin + chunk : g.red_count;
     for (int64_t o = GlobalIndex(); o < g.out_count; o += GlobalStride()) {
       const int64_t base = OutOffset(g, o);
-      T acc = r.Identity();
+      A acc = r.Identity();
       for (int64_t i = begin; i < end; ++i) {
-        const T v = x[base + StridedOffset(i, g.red_rank, g.red_dims, g.red_strides)];
-        acc = r.Combine(acc, kTransform ? r.Transform(v, o) : v);
+        const In v = x[base + StridedOffset(i, g.red_rank, g.red_dims, g.red_strides)];
+        acc = r.Combine(acc, Load<kTransform>(r, v, o));
       }
-      out[o * splits + blockIdx.y] = acc;
+      out[o * splits + blockIdx.y] = Store<false, Out>(r, acc, o);
     }
     return;
   }
@@ -114,15 +147,15 @@ __global__ void ReducePerThread(const T* x, T* out, ReduceGeom g, R r) {
   const int64_t runs = g.red_count == 0 ? 0 : g.red_count / inner;
   for (int64_t o = GlobalIndex(); o < g.out_count; o += GlobalStride()) {
     const int64_t base = OutOffset(g, o);
-    T acc = r.Identity();
+    A acc = r.Identity();
     for (int64_t q = 0; q < runs; ++q) {
-      const T* p = x + base + StridedOffset(q, last > 0 ? last : 0, g.red_dims, g.red_strides);
+      const In* p = x + base + StridedOffset(q, last > 0 ? last : 0, g.red_dims, g.red_strides);
       for (int64_t j = 0; j < inner; ++j) {
-        const T v = p[j * inner_stride];
-        acc = r.Combine(acc, kTransform ? r.Transform(v, o) : v);
+        const In v = p[j * inner_stride];
+        acc = r.Combine(acc, Load<kTransform>(r, v, o));
       }
     }
-    out[o] = kFinalize ? r.Finalize(acc, o) : acc;
+    out[o] = Store<kFinalize, Out>(r, acc, o);
   }
 }
 
@@ -146,25 +179,26 @@ __device__ T BlockCombine(T v, const R& r) {
 // Blocks (o, split): the threads stride over the split's reduced elements. With
 // one split the output is final; with several, out is the [out_count, splits]
 // partials row.
-template <typename T, typename R, bool kTransform, bool kFinalize>
-__global__ void ReducePerBlock(const T* x, T* out, ReduceGeom g, R r) {
+template <typename In, typename Out, typename R, bool kTransform, bool kFinalize>
+__global__ void ReducePerBlock(const In* x, Out* out, ReduceGeom g, R r) {
+  using A = typename R::Acc;
   const int64_t splits = gridDim.y;
   const int64_t chunk = (g.red_count + splits - 1) / splits;
   const int64_t begin = blockIdx.y * chunk;
   const int64_t end = begin + chunk < g.red_count ? begin + chunk : g.red_count;
   for (int64_t o = blockIdx.x; o < g.out_count; o += gridDim.x) {
     const int64_t base = OutOffset(g, o);
-    T acc = r.Identity();
+    A acc = r.Identity();
     for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) {
-      const T v = x[base + StridedOffset(i, g.red_rank, g.red_dims, g.red_strides)];
-      acc = r.Combine(acc, kTransform ? r.Transform(v, o) : v);
+      const In v = x[base + StridedOffset(i, g.red_rank, g.red_dims, g.red_strides)];
+      acc = r.Combine(acc, Load<kTransform>(r, v, o));
     }
     acc = BlockCombine(acc, r);
     if (threadIdx.x == 0) {
       if (splits == 1) {
-        out[o] = kFinalize ? r.Finalize(acc, o) : acc;
+        out[o] = Store<kFinalize, Out>(r, acc, o);
       } else {
-        out[o * splits + blockIdx.y] = acc;
+        out[o * splits + blockIdx.y] = Store<false, Out>(r, acc, o);
       }
     }
   }
@@ -224,36 +258,40 @@ ReduceGeom PartialsGeom(const ReduceGeom& g, int64_t splits) {
   return p;
 }
 
-// Runs one reduction with reducer r into out; `partials` has out_count * splits
-// elements when the plan splits.
+// Runs one reduction with reducer r into out; `scratch` holds out_count * splits
+// partial results (R::Acc) when the plan splits.
 template <typename T, typename R>
-cudaError_t RunReduce(const T* x, T* out, const ReduceGeom& g, const R& r, T* partials, int sms,
+cudaError_t RunReduce(const T* x, T* out, const ReduceGeom& g, const R& r, void* scratch, int sms,
                       cudaStream_t s) {
+  using A = typename R::Acc;
   if (g.out_count == 0) return cudaSuccess;
   const Plan p = MakePlan(g, sms);
   const bool thread = p.mode == Mode::kThread;
   if (p.splits == 1) {
     if (thread) {
-      Launch(ReducePerThread<T, R, true, true>, BlocksFor(g.out_count), kThreads, s, x, out, g, r);
+      Launch(ReducePerThread<T, T, R, true, true>, BlocksFor(g.out_count), kThreads, s, x, out, g,
+             r);
     } else {
-      Launch(ReducePerBlock<T, R, true, true>, RowGrid(g.out_count), kThreads, s, x, out, g, r);
+      Launch(ReducePerBlock<T, T, R, true, true>, RowGrid(g.out_count), kThreads, s, x, out, g,
+             r);
     }
     return LastLaunchError();
   }
   // Two passes: partial folds into [out_count, splits], then each row folded.
+  A* partials = static_cast<A*>(scratch);
   const unsigned splits = static_cast<unsigned>(p.splits);
   if (thread) {
-    Launch(ReducePerThread<T, R, true, false>, dim3(BlocksFor(g.out_count), splits), kThreads, s,
-           x, partials, g, r);
+    Launch(ReducePerThread<T, A, R, true, false>, dim3(BlocksFor(g.out_count), splits), kThreads,
+           s, x, partials, g, r);
   } else {
-    Launch(ReducePerBlock<T, R, true, false>, dim3(RowGrid(g.out_count), splits), kThreads, s, x,
-           partials, g, r);
+    Launch(ReducePerBlock<T, A, R, true, false>, dim3(RowGrid(g.out_count), splits), kThreads, s,
+           x, partials, g, r);
   }
   cudaError_t e = LastLaunchError();
   if (e != cudaSuccess) return e;
   const ReduceGeom pg = PartialsGeom(g, p.splits);
-  Launch(ReducePerBlock<T, R, false, true>, RowGrid(g.out_count), kThreads, s, partials, out, pg,
-         r);
+  Launch(ReducePerBlock<A, T, R, false, true>, RowGrid(g.out_count), kThreads, s, partials, out,
+         pg, r);
   return LastLaunchError();
 }
 
@@ -273,13 +311,16 @@ size_t ElemSize(DT dt) {
   return 8;
 }
 
+// Partial results of f32 sums are doubles (SumAcc); one size serves every op.
+size_t PartialElemSize(DT dt) { return dt == DT::kF32 ? sizeof(double) : ElemSize(dt); }
+
 // Scratch layout: [partials][max row of logsumexp], each 256-byte aligned.
 size_t AlignUp(size_t n) { return (n + 255) / 256 * 256; }
 
 template <typename T>
 cudaError_t ReduceTyped(ReduceOp op, const T* x, T* out, const ReduceGeom& g, void* scratch,
                         int sms, cudaStream_t s) {
-  T* partials = static_cast<T*>(scratch);
+  void* partials = scratch;
   switch (op) {
     case ReduceOp::kSum: return RunReduce(x, out, g, SumReducer<T>{}, partials, sms, s);
     case ReduceOp::kProd: return RunReduce(x, out, g, ProdReducer<T>{}, partials, sms, s);
@@ -292,11 +333,11 @@ cudaError_t ReduceTyped(ReduceOp op, const T* x, T* out, const ReduceGeom& g, vo
       if constexpr (std::is_floating_point_v<T>) {
         if (op == ReduceOp::kMean) {
           MeanReducer<T> r;
-          r.count = static_cast<T>(g.red_count);
+          r.count = static_cast<SumAcc<T>>(g.red_count);
           return RunReduce(x, out, g, r, partials, sms, s);
         }
         T* max = reinterpret_cast<T*>(static_cast<char*>(scratch) +
-                                      AlignUp(PartialsBytes(g, sizeof(T), sms)));
+                                      AlignUp(PartialsBytes(g, sizeof(SumAcc<T>), sms)));
         cudaError_t e = RunReduce(x, max, g, ExtremumReducer<T, true>{}, partials, sms, s);
         if (e != cudaSuccess) return e;
         return RunReduce(x, out, g, SumExpReducer<T>{max}, partials, sms, s);
@@ -393,9 +434,8 @@ cudaError_t RunArg(const T* x, int64_t* out, int64_t outer, int64_t n, int64_t i
 }  // namespace
 
 size_t ReduceScratchBytes(ReduceOp op, DT dt, const ReduceGeom& g, int sms) {
-  const size_t elem = ElemSize(dt);
-  size_t bytes = AlignUp(PartialsBytes(g, elem, sms));
-  if (op == ReduceOp::kLogsumexp) bytes += AlignUp(static_cast<size_t>(g.out_count) * elem);
+  size_t bytes = AlignUp(PartialsBytes(g, PartialElemSize(dt), sms));
+  if (op == ReduceOp::kLogsumexp) bytes += AlignUp(static_cast<size_t>(g.out_count) * ElemSize(dt));
   return bytes;
 }
 

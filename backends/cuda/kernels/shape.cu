@@ -1,6 +1,6 @@
 // Device code of the shape family: one strided copy (transpose, broadcast_to,
 // slice, slice_grad, pad, concat, split all lower to it on the host side),
-// gather, scatter_add and one_hot.
+// gather, scatter_add, one_hot, gather_elements, scatter_elements and cumsum.
 #include <cstdint>
 #include <type_traits>
 
@@ -102,6 +102,94 @@ __global__ void ScatterAddAtomic(T* out, const T* upd, const I* idx, int64_t dim
   }
 }
 
+// ----- gather_elements, scatter_elements, cumsum ---------------------------------------------
+// The offset in data of the element that index `i` names, given the offset of
+// i's coordinates other than the axis one (`base`).
+template <typename I>
+__device__ inline int64_t NamedOffset(const ElementsGeom& g, int64_t base, I index) {
+  int64_t k = static_cast<int64_t>(index);
+  if (k < 0) k += g.axis_dim;
+  return base + k * g.data_strides[g.axis];
+}
+
+// Index element i (row-major over g.dims): data's offset for its coordinates
+// with the axis one taken as 0.
+__device__ inline int64_t BaseOffset(const ElementsGeom& g, int64_t i) {
+  int64_t off = 0;
+  for (int d = g.rank - 1; d >= 0; --d) {
+    const int64_t n = g.dims[d];
+    if (d != g.axis) off += (i % n) * g.data_strides[d];
+    i /= n;
+  }
+  return off;
+}
+
+template <typename E, typename I>
+__global__ void GatherElementsKernel(const E* data, const I* idx, E* out, ElementsGeom g) {
+  for (int64_t i = GlobalIndex(); i < g.count; i += GlobalStride()) {
+    out[i] = data[NamedOffset(g, BaseOffset(g, i), idx[i])];
+  }
+}
+
+template <typename T>
+__device__ inline T ScatterCombine(ScatterOp op, T out, T update) {
+  if constexpr (std::is_same_v<T, bool>) {
+    return update;  // reduction none only (the host's check)
+  } else {
+    switch (op) {
+      case ScatterOp::kNone: return update;
+      case ScatterOp::kAdd: return WrapAdd(out, update);
+      case ScatterOp::kMul: return WrapMul(out, update);
+      case ScatterOp::kMax: return (update > out || update != update) ? update : out;
+      case ScatterOp::kMin: return (update < out || update != update) ? update : out;
+    }
+    return update;
+  }
+}
+
+// Only index elements that agree on every coordinate but the axis one can name
+// the same element, so each thread takes one such column (the index tensor with
+// its axis dim removed) and applies its updates along the axis in order: the
+// row-major order of the CPU kernel, bit for bit.
+template <typename T, typename I>
+__global__ void ScatterElementsColumns(T* out, const T* upd, const I* idx, ElementsGeom g,
+                                       ScatterOp op) {
+  const int64_t len = g.dims[g.axis];
+  int64_t step = 1;  // the index tensor's stride along the axis
+  for (int d = g.rank - 1; d > g.axis; --d) step *= g.dims[d];
+  const int64_t columns = g.count / len;
+  for (int64_t c = GlobalIndex(); c < columns; c += GlobalStride()) {
+    // Column c's first index element: c split into the coordinates before the
+    // axis (c / step) and after it (c % step).
+    const int64_t first = (c / step) * len * step + c % step;
+    const int64_t base = BaseOffset(g, first);
+    for (int64_t j = 0; j < len; ++j) {
+      const int64_t i = first + j * step;
+      T* d = out + NamedOffset(g, base, idx[i]);
+      *d = ScatterCombine(op, *d, upd[i]);
+    }
+  }
+}
+
+// One thread per (o, k) column, walking len in order (the CPU kernel's order).
+template <typename T>
+__global__ void CumSumColumns(const T* x, T* y, int64_t outer, int64_t len, int64_t inner,
+                              bool exclusive, bool reverse) {
+  const int64_t columns = outer * inner;
+  for (int64_t c = GlobalIndex(); c < columns; c += GlobalStride()) {
+    const int64_t o = c / inner, k = c % inner;
+    const T* xc = x + o * len * inner + k;
+    T* yc = y + o * len * inner + k;
+    T acc = T(0);
+    for (int64_t step = 0; step < len; ++step) {
+      const int64_t j = reverse ? len - 1 - step : step;
+      const T sum = WrapAdd(acc, xc[j * inner]);
+      yc[j * inner] = exclusive ? acc : sum;
+      acc = sum;
+    }
+  }
+}
+
 template <typename T, typename I>
 __global__ void OneHotKernel(const I* idx, T* out, int64_t depth, int64_t inner, int64_t total,
                              T on, T off) {
@@ -161,6 +249,51 @@ cudaError_t LaunchScatterAdd(DT dt, void* out, const void* upd, DT idx_dt, const
         }
         return LastLaunchError();
       });
+    }
+  });
+}
+
+cudaError_t LaunchGatherElements(int elem_size, const void* data, DT idx_dt, const void* idx,
+                                 void* out, const ElementsGeom& g, cudaStream_t s) {
+  if (g.count == 0) return cudaSuccess;
+  return DispatchRaw(elem_size, [&](auto elem_zero) -> cudaError_t {
+    using E = decltype(elem_zero);
+    return DispatchIndex(idx_dt, [&](auto idx_zero) -> cudaError_t {
+      using I = decltype(idx_zero);
+      Launch(GatherElementsKernel<E, I>, BlocksFor(g.count), kThreads, s,
+             static_cast<const E*>(data), static_cast<const I*>(idx), static_cast<E*>(out), g);
+      return LastLaunchError();
+    });
+  });
+}
+
+cudaError_t LaunchScatterElements(DT dt, ScatterOp op, void* out, const void* upd, DT idx_dt,
+                                  const void* idx, const ElementsGeom& g, cudaStream_t s) {
+  if (g.count == 0) return cudaSuccess;
+  const int64_t columns = g.count / g.dims[g.axis];
+  return DispatchAll(dt, [&](auto zero) -> cudaError_t {
+    using T = decltype(zero);
+    return DispatchIndex(idx_dt, [&](auto idx_zero) -> cudaError_t {
+      using I = decltype(idx_zero);
+      Launch(ScatterElementsColumns<T, I>, BlocksFor(columns), kThreads, s, static_cast<T*>(out),
+             static_cast<const T*>(upd), static_cast<const I*>(idx), g, op);
+      return LastLaunchError();
+    });
+  });
+}
+
+cudaError_t LaunchCumSum(DT dt, const void* x, void* y, int64_t outer, int64_t len, int64_t inner,
+                         bool exclusive, bool reverse, cudaStream_t s) {
+  const int64_t columns = outer * inner;
+  if (columns == 0 || len == 0) return cudaSuccess;
+  return DispatchAll(dt, [&](auto zero) -> cudaError_t {
+    using T = decltype(zero);
+    if constexpr (std::is_same_v<T, bool>) {
+      return cudaErrorInvalidValue;  // numeric only (the host's check)
+    } else {
+      Launch(CumSumColumns<T>, BlocksFor(columns), kThreads, s, static_cast<const T*>(x),
+             static_cast<T*>(y), outer, len, inner, exclusive, reverse);
+      return LastLaunchError();
     }
   });
 }
