@@ -187,12 +187,16 @@ struct SoftplusOp : EigenUnary<SoftplusOp> {
     return x.max(T(0)) + Exp(-x.abs()).log1p();
   }
 };
-struct SqrtOp : EigenUnary<SqrtOp> {
-  template <typename A> static auto Eval(const A& x) { return x.sqrt(); }
+// std::sqrt, correctly rounded: Eigen's vectorised float sqrt is an rsqrt estimate
+// with a Newton step (under EIGEN_FAST_MATH, which also gives the vectorised sin,
+// cos, tanh and erf, so it stays on): an ulp off, NaN at +inf, 0 for subnormals
+// (the CUDA tests found it on a GPU machine, comparing with these kernels).
+struct SqrtOp : PointwiseUnary<SqrtOp> {
+  template <typename T> static T Apply(T x) { return std::sqrt(x); }
 };
-struct RsqrtOp : EigenUnary<RsqrtOp> {
-  // 1 / sqrt(x) (correctly rounded steps) rather than Eigen's approximate rsqrt.
-  template <typename A> static auto Eval(const A& x) { return x.sqrt().inverse(); }
+struct RsqrtOp : PointwiseUnary<RsqrtOp> {
+  // 1 / sqrt(x), each step correctly rounded, rather than an approximate rsqrt.
+  template <typename T> static T Apply(T x) { return T(1) / std::sqrt(x); }
 };
 struct ReciprocalOp : EigenUnary<ReciprocalOp> {
   template <typename A> static auto Eval(const A& x) { return x.inverse(); }
