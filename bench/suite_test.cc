@@ -238,17 +238,23 @@ TEST(SuiteKgradTest, MaxScaledDiffScalesEachTensorByItsLargestValue) {
   EXPECT_TRUE(absl::StrContains(arity.status().message(), "2 and 1 elements")) << arity.status();
 }
 
-// The path //bench:gpu_suite takes, with the CPU device standing in for CUDA:
-// the step runs there and is compared with the CPU executor's.
-TEST(SuiteKgradTest, OnAnotherDeviceTheStepIsComparedWithTheCpu) {
+// A one-repetition run on the CPU device standing in for CUDA: the path
+// //bench:gpu_suite takes.
+KgradRun RunOnCpuDevice(Progress* progress) {
   KgradRun run;
-  run.shapes.mlp_batch = 4;
-  run.shapes.mlp_sizes = {6, 5, 3};
   run.budget = TimingBudget{0, 0.0, 1, 1};
   run.tensor_dir = ::testing::TempDir();
   run.device = CpuDevice();
+  run.progress = progress;
+  return run;
+}
+
+// The step runs on the device and is compared with the CPU executor's.
+TEST(SuiteKgradTest, OnAnotherDeviceTheStepIsComparedWithTheCpu) {
   Progress progress(3);
-  run.progress = &progress;
+  KgradRun run = RunOnCpuDevice(&progress);
+  run.shapes.mlp_batch = 4;
+  run.shapes.mlp_sizes = {6, 5, 3};
   Metrics m;
   TensorManifest tensors;
   absl::Status s = MeasureMlp(run, &m, &tensors);
@@ -263,16 +269,12 @@ TEST(SuiteKgradTest, OnAnotherDeviceTheStepIsComparedWithTheCpu) {
 // The conv net is also compared in f64 (its f32 comparison can differ by a
 // max-pool tie).
 TEST(SuiteKgradTest, OnAnotherDeviceTheConvNetIsComparedInF64Too) {
-  KgradRun run;
+  Progress progress(2);
+  KgradRun run = RunOnCpuDevice(&progress);
   run.shapes.conv_batch = 2;
   run.shapes.conv_hw = 8;
   run.shapes.conv_c1 = 3;
   run.shapes.conv_c2 = 4;
-  run.budget = TimingBudget{0, 0.0, 1, 1};
-  run.tensor_dir = ::testing::TempDir();
-  run.device = CpuDevice();
-  Progress progress(2);
-  run.progress = &progress;
   Metrics m;
   TensorManifest tensors;
   absl::Status s = MeasureConvNet(run, &m, &tensors);

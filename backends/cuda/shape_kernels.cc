@@ -57,15 +57,19 @@ absl::StatusOr<Value> SumTo(KernelContext& ctx) {
 }
 
 // ----- gather, scatter_add, one_hot, cast, fill -----------------------------------------------
-// OK when every index is in [0, dim) of `data` at `axis`, checked on the device.
+// OK when every index is in [0, dim) of `data` at `axis` (gather, scatter_add),
+// or with `wrapping` in [-dim, dim) (gather_elements, scatter_elements), checked
+// on the device; else the CPU kernels' error for the op.
 absl::Status CheckIndices(const KernelContext& ctx, const Gpu& gpu, const Tensor& indices,
-                          int axis, ops::TensorType data) {
+                          int axis, ops::TensorType data, bool wrapping = false) {
   if (indices.NumElements() == 0) return absl::OkStatus();
+  const int64_t dim = data.shape[axis];
   int64_t value = 0;
   KGRAD_ASSIGN_OR_RETURN(int64_t pos,
-                         FirstBadIndex(ctx, gpu, indices, 0, data.shape[axis], &value));
+                         FirstBadIndex(ctx, gpu, indices, wrapping ? -dim : 0, dim, &value));
   if (pos < 0) return absl::OkStatus();
-  return ops::IndexOutOfRange(value, pos, axis, data);
+  return wrapping ? ops::ElementIndexOutOfRange(value, pos, axis, data)
+                  : ops::IndexOutOfRange(value, pos, axis, data);
 }
 
 absl::StatusOr<Value> Gather(KernelContext& ctx) {
@@ -108,24 +112,13 @@ static_assert(static_cast<int>(ScatterOp::kMin) == static_cast<int>(ops::Scatter
                   static_cast<int>(ScatterOp::kAdd) == static_cast<int>(ops::ScatterReduction::kAdd),
               "ScatterOp is numbered like ops::ScatterReduction");
 
-// OK when every index is in [-dim, dim) of `data` at `axis`, checked on the device.
-absl::Status CheckElementIndices(const KernelContext& ctx, const Gpu& gpu, const Tensor& indices,
-                                 int axis, ops::TensorType data) {
-  if (indices.NumElements() == 0) return absl::OkStatus();
-  const int64_t dim = data.shape[axis];
-  int64_t value = 0;
-  KGRAD_ASSIGN_OR_RETURN(int64_t pos, FirstBadIndex(ctx, gpu, indices, -dim, dim, &value));
-  if (pos < 0) return absl::OkStatus();
-  return ops::ElementIndexOutOfRange(value, pos, axis, data);
-}
-
 absl::StatusOr<Value> GatherElements(KernelContext& ctx) {
   KGRAD_ASSIGN_OR_RETURN(std::vector<ops::TensorType> in, InputTypes<ops::TensorType>(ctx, 2));
   KGRAD_ASSIGN_OR_RETURN(ops::AxisShape s, ops::GatherElementsShape(ctx.prim(), in[0], in[1]));
   const Tensor& data = ctx.input(0).tensor();
   const Tensor& indices = ctx.input(1).tensor();
   KGRAD_ASSIGN_OR_RETURN(Gpu gpu, GpuOf(ctx));
-  KGRAD_RETURN_IF_ERROR(CheckElementIndices(ctx, gpu, indices, s.axis, in[0]));
+  KGRAD_RETURN_IF_ERROR(CheckIndices(ctx, gpu, indices, s.axis, in[0], /*wrapping=*/true));
   KGRAD_ASSIGN_OR_RETURN(Tensor out, ctx.Allocate(data.dtype(), s.out));
   KGRAD_LAUNCH(LaunchGatherElements(static_cast<int>(DTypeSize(data.dtype())), data.raw_data(),
                                     ToDT(indices.dtype()), indices.raw_data(), out.raw_data(),
@@ -141,7 +134,7 @@ absl::StatusOr<Value> ScatterElements(KernelContext& ctx) {
   const Tensor& data = ctx.input(0).tensor();
   const Tensor& indices = ctx.input(1).tensor();
   KGRAD_ASSIGN_OR_RETURN(Gpu gpu, GpuOf(ctx));
-  KGRAD_RETURN_IF_ERROR(CheckElementIndices(ctx, gpu, indices, s.axis, in[0]));
+  KGRAD_RETURN_IF_ERROR(CheckIndices(ctx, gpu, indices, s.axis, in[0], /*wrapping=*/true));
   KGRAD_ASSIGN_OR_RETURN(Tensor out, ctx.AllocateOrReuse({0}, data.dtype(), data.shape()));
   if (out.raw_data() != data.raw_data() && data.nbytes() > 0) {
     KGRAD_CUDA_CALL(cudaMemcpyAsync(out.raw_data(), data.raw_data(), data.nbytes(),

@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "backends/cpu/double_sums.h"  // SumAcc, shared with the CPU kernels
 #include "backends/cuda/kernels/device_util.cu.h"
 #include "backends/cuda/kernels/launch.h"
 
@@ -26,12 +27,11 @@ namespace kgrad {
 namespace cuda {
 namespace {
 
+using cpu::SumAcc;
+
 // ----- Reducers: Acc (the type partial results are kept in), Identity, Combine,
 // Transform (of an input element for output o), Finalize (of the folded value for
 // output o). -----------------------------------------------------------------------
-template <typename T>
-using SumAcc = std::conditional_t<std::is_same_v<T, float>, double, T>;
-
 template <typename T>
 struct SumReducer {
   using Acc = SumAcc<T>;
