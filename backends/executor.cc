@@ -19,6 +19,7 @@
 #include "backends/fusion_planner.h"
 #include "backends/kernel_cache.h"
 #include "backends/run_order.h"
+#include "backends/slot_pool.h"
 #include "core/infer.h"
 #include "core/manager.h"
 #include "core/module.h"
@@ -377,7 +378,8 @@ struct Executor::SignatureCache {
 Executor::Executor(FuncGraph* entry, ExecutorOptions options)
     : entry_(entry), options_(options),
       device_(options.device != nullptr ? options.device : CpuDevice()),
-      signatures_(std::make_unique<SignatureCache>()) {}
+      signatures_(std::make_unique<SignatureCache>()),
+      slot_pool_(std::make_unique<SlotPool>()) {}
 
 Executor::~Executor() = default;
 
@@ -514,11 +516,15 @@ class Machine {
  public:
   Machine(const absl::flat_hash_map<const FuncGraph*, std::unique_ptr<Plan>>& plans,
           std::vector<Value> weights, const std::vector<Value>& own_weights, Device* device,
-          const ExecutorOptions& options, Profile* profile, int run_token, CollectiveWorker* worker)
+          const ExecutorOptions& options, Profile* profile, int run_token, CollectiveWorker* worker,
+          SlotPool* slot_pool)
       : plans_(plans), weights_(std::move(weights)), own_weights_(own_weights), device_(device),
         options_(options),
         max_depth_(options.max_call_depth), profile_(profile), run_token_(run_token),
-        worker_(worker) {}
+        worker_(worker), slot_pool_(slot_pool), spare_(slot_pool->Take()) {}
+  ~Machine() { slot_pool_->Give(std::move(spare_)); }
+  Machine(const Machine&) = delete;
+  Machine& operator=(const Machine&) = delete;
 
   absl::StatusOr<Value> Run(const Plan* entry, std::vector<Value> args) {
     KGRAD_RETURN_IF_ERROR(Push(entry, std::move(args), {}, nullptr));
@@ -536,7 +542,7 @@ class Machine {
       }
       if (f.pc >= f.plan->steps.size()) {
         Value result = Read(f, f.plan->output, true);
-        stack_.pop_back();
+        PopFrame();
         if (stack_.empty()) return result;
         Frame& caller = stack_.back();
         const Step& s = caller.plan->steps[caller.pc];
@@ -807,7 +813,7 @@ class Machine {
                           " tail calls (loop iterations) in one run")),
                       s.node, nullptr);
       }
-      stack_.pop_back();  // a tail call returns straight to our caller
+      PopFrame();  // a tail call returns straight to our caller
     } else {
       for (int32_t slot : s.release) f.slots[slot] = Value();
     }
@@ -824,12 +830,17 @@ class Machine {
     }
     Frame f;
     f.plan = plan;
-    f.slots.resize(plan->num_slots);
+    f.slots = SlotPool::NewSlots(&spare_, plan->num_slots);
     for (size_t i = 0; i < args.size(); ++i) f.slots[i] = std::move(args[i]);
     for (size_t i = 0; i < captured.size(); ++i) f.slots[plan->num_params + i] = std::move(captured[i]);
     for (int32_t slot : plan->release_at_entry) f.slots[slot] = Value();
     stack_.push_back(std::move(f));
     return absl::OkStatus();
+  }
+
+  void PopFrame() {
+    SlotPool::Recycle(&spare_, &stack_.back().slots);
+    stack_.pop_back();
   }
 
   const absl::flat_hash_map<const FuncGraph*, std::unique_ptr<Plan>>& plans_;
@@ -849,6 +860,8 @@ class Machine {
   int run_token_;  // from Device::BeginRun
   CollectiveWorker* worker_;  // null unless collectives overlap (ExecutorOptions)
   PendingCollectives pending_;
+  SlotPool* slot_pool_;
+  SlotPool::Set spare_;  // emptied slot vectors of returned frames
 };
 
 }  // namespace
@@ -857,7 +870,7 @@ absl::StatusOr<Value> Executor::Execute(std::vector<Value> args, std::vector<Val
                                         Profile* profile) const {
   const int token = device_->BeginRun();
   Machine m(plans_, std::move(weights), weight_values_, device_, options_, profile, token,
-            worker_.get());
+            worker_.get(), slot_pool_.get());
   absl::StatusOr<Value> out = m.Run(plans_.at(entry_).get(), std::move(args));
   device_->EndRun(token);
   return out;

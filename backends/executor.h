@@ -115,6 +115,8 @@ struct Profile {
   std::string ToString() const;
 };
 
+class SlotPool;
+
 class Executor {
  public:
   static absl::StatusOr<std::unique_ptr<Executor>> Create(FuncGraph* entry,
@@ -153,6 +155,7 @@ class Executor {
   bool types_checked_ = false;  // checked in Create for the declared types
   struct SignatureCache;
   std::unique_ptr<SignatureCache> signatures_;
+  std::unique_ptr<SlotPool> slot_pool_;  // frame storage kept between runs
 };
 
 // Convenience: compile and run once on the CPU.

@@ -72,6 +72,8 @@ absl::StatusOr<Tensor> KernelContext::AllocateOrReuse(std::initializer_list<int>
     const Tensor& t = v.tensor();
     if (t.dtype() == dtype && t.NumElements() == n && t.IsUniquelyOwned() &&
         t.buffer()->allocator() == device_->allocator()) {
+      // The same shape: the input's handle itself (no new handle per node).
+      if (absl::MakeConstSpan(t.shape()) == shape) return t;
       return t.Reshaped(shape);
     }
   }

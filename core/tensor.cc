@@ -27,7 +27,15 @@ class HostAllocator final : public Allocator {
     {
       std::lock_guard<std::mutex> lock(mu_);
       Account(static_cast<int64_t>(size));
-      if (size >= kCacheFrom) {
+      if (size < kCacheFrom) {
+        std::vector<void*>& free_list = small_[size / kSmallAlign];
+        if (!free_list.empty()) {
+          void* p = free_list.back();
+          free_list.pop_back();
+          small_cached_ -= static_cast<int64_t>(size);
+          return p;
+        }
+      } else {
         auto it = cache_.find(size);
         if (it != cache_.end() && !it->second.empty()) {
           // The most recently freed block of the size (its pages are the likeliest
@@ -54,7 +62,13 @@ class HostAllocator final : public Allocator {
     {
       std::unique_lock<std::mutex> lock(mu_);
       Account(-static_cast<int64_t>(size));
-      if (size >= kCacheFrom && static_cast<int64_t>(size) <= kMaxCached) {
+      if (size < kCacheFrom) {
+        if (small_cached_ + static_cast<int64_t>(size) <= kMaxSmallCached) {
+          small_[size / kSmallAlign].push_back(ptr);
+          small_cached_ += static_cast<int64_t>(size);
+          return;
+        }
+      } else if (static_cast<int64_t>(size) <= kMaxCached) {
         // Room is made by dropping the blocks cached longest ago: a cache full of
         // one workload's sizes would otherwise refuse every block of the next one
         // (a model run after another paid page faults on every run: 4x slower).
@@ -72,7 +86,7 @@ class HostAllocator final : public Allocator {
 
   AllocatorStats Stats() {
     std::lock_guard<std::mutex> lock(mu_);
-    return AllocatorStats{in_use_, peak_, cached_};
+    return AllocatorStats{in_use_, peak_, cached_ + small_cached_};
   }
   void ResetPeak() {
     std::lock_guard<std::mutex> lock(mu_);
@@ -80,13 +94,26 @@ class HostAllocator final : public Allocator {
   }
 
  private:
-  // Small blocks are cheap for malloc; only large ones are cached. Sizes are
-  // rounded to 4 KiB (large) so that similar requests share a class.
+  // Large blocks (from kCacheFrom, rounded to 4 KiB so that similar requests
+  // share a class) are cached against page faults, up to kMaxCached. Small
+  // blocks (multiples of 64 bytes) are kept on a free list per size, up to
+  // kMaxSmallCached in all: 64-byte alignment is memalign for glibc, which
+  // splits a larger chunk and frees the ends on every call, and a graph of small
+  // tensors allocates one per node per run (the unfused step of a 1,000-op
+  // chain on 16 floats: 0.160 -> 0.137 us per node, medians of 7).
   static constexpr size_t kCacheFrom = 64 * 1024;
+  static constexpr size_t kSmallAlign = 64;
   static constexpr int64_t kMaxCached = int64_t{1} << 30;
+#if defined(__SANITIZE_ADDRESS__)
+  // Under AddressSanitizer small blocks go back to malloc at once, so that a use
+  // of a freed small tensor is still reported.
+  static constexpr int64_t kMaxSmallCached = 0;
+#else
+  static constexpr int64_t kMaxSmallCached = int64_t{16} << 20;
+#endif
 
   static size_t RoundUp(size_t bytes) {
-    size_t align = bytes >= kCacheFrom ? 4096 : 64;
+    size_t align = bytes >= kCacheFrom ? 4096 : kSmallAlign;
     size_t r = (bytes + align - 1) / align * align;
     return r == 0 ? 64 : r;
   }
@@ -125,6 +152,9 @@ class HostAllocator final : public Allocator {
   std::list<Cached> lru_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<size_t, std::deque<std::list<Cached>::iterator>> cache_ ABSL_GUARDED_BY(mu_);
   int64_t cached_ ABSL_GUARDED_BY(mu_) = 0;
+  // Free small blocks by size / kSmallAlign (most recently freed last).
+  std::vector<void*> small_[kCacheFrom / kSmallAlign] ABSL_GUARDED_BY(mu_);
+  int64_t small_cached_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t in_use_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t peak_ ABSL_GUARDED_BY(mu_) = 0;
 };

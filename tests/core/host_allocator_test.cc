@@ -1,7 +1,10 @@
-// The process-wide host allocator's block cache (core/tensor.h): freed large
+// The process-wide host allocator's block caches (core/tensor.h): freed large
 // blocks are handed out again, and a cache filled by one workload's sizes makes
-// room for the next workload's blocks instead of refusing them.
+// room for the next workload's blocks instead of refusing them; freed small
+// blocks are handed out again by size, aligned, up to a bound.
 #include <cstdint>
+#include <cstring>
+#include <set>
 #include <vector>
 
 #include "core/tensor.h"
@@ -12,6 +15,11 @@ namespace {
 
 constexpr size_t kMiB = size_t{1} << 20;
 constexpr int64_t kBound = int64_t{1} << 30;  // the cache's bound (core/tensor.cc)
+#if defined(__SANITIZE_ADDRESS__)
+constexpr int64_t kSmallBound = 0;  // not cached, so that ASAN sees uses after free
+#else
+constexpr int64_t kSmallBound = int64_t{16} << 20;  // the small blocks' bound
+#endif
 
 TEST(HostAllocatorTest, AFreedLargeBlockIsHandedOutAgain) {
   Allocator* a = CpuAllocator();
@@ -71,6 +79,55 @@ TEST(HostAllocatorTest, BytesInUseAreCountedWhetherOrNotCached) {
   a->Free(small, 100);
   a->Free(large, 2 * kMiB);
   EXPECT_EQ(CpuAllocatorStats().bytes_in_use, in_use);
+}
+
+TEST(HostAllocatorTest, AFreedSmallBlockIsHandedOutAgainForItsSizeOnly) {
+  if (kSmallBound == 0) GTEST_SKIP() << "small blocks are not cached under ASAN";
+  Allocator* a = CpuAllocator();
+  void* p = a->Allocate(200);  // the 256-byte class
+  ASSERT_NE(p, nullptr);
+  a->Free(p, 200);
+  void* other = a->Allocate(300);  // the 320-byte class: not that block
+  EXPECT_NE(other, p);
+  void* q = a->Allocate(250);
+  EXPECT_EQ(q, p);
+  a->Free(other, 300);
+  a->Free(q, 250);
+}
+
+TEST(HostAllocatorTest, SmallBlocksAre64ByteAlignedAndDistinct) {
+  Allocator* a = CpuAllocator();
+  std::vector<void*> blocks;
+  std::set<void*> seen;
+  for (size_t bytes : {1, 63, 64, 65, 100, 4000, 65535}) {
+    for (int i = 0; i < 3; ++i) {
+      void* p = a->Allocate(bytes);
+      ASSERT_NE(p, nullptr);
+      EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % 64, 0u) << bytes;
+      EXPECT_TRUE(seen.insert(p).second) << "block handed out twice";
+      std::memset(p, 0xab, bytes);
+      blocks.push_back(p);
+    }
+  }
+  size_t k = 0;
+  for (size_t bytes : {1, 63, 64, 65, 100, 4000, 65535}) {
+    for (int i = 0; i < 3; ++i) a->Free(blocks[k++], bytes);
+  }
+}
+
+TEST(HostAllocatorTest, CachedSmallBlocksAreBounded) {
+  if (kSmallBound == 0) GTEST_SKIP() << "small blocks are not cached under ASAN";
+  Allocator* a = CpuAllocator();
+  const int64_t before = CpuAllocatorStats().cached_bytes;
+  const size_t bytes = 32 * 1024;
+  std::vector<void*> blocks;
+  for (int64_t total = 0; total <= 2 * kSmallBound; total += static_cast<int64_t>(bytes)) {
+    blocks.push_back(a->Allocate(bytes));
+    ASSERT_NE(blocks.back(), nullptr);
+  }
+  for (void* p : blocks) a->Free(p, bytes);
+  EXPECT_LE(CpuAllocatorStats().cached_bytes - before, kSmallBound);
+  EXPECT_GT(CpuAllocatorStats().cached_bytes - before, 0);
 }
 
 }  // namespace
