@@ -9,12 +9,14 @@
 #include <map>
 #include <vector>
 
+#include "absl/container/inlined_vector.h"
 #include "core/node.h"
 
 namespace kgrad {
 
 struct Adjoint {
-  std::vector<AnfNode*> whole;
+  // Most nodes get one contribution: stored in place, not one allocation each.
+  absl::InlinedVector<AnfNode*, 2> whole;
   std::map<int64_t, std::vector<AnfNode*>> items;
 
   bool empty() const { return whole.empty() && items.empty(); }

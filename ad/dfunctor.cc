@@ -109,7 +109,7 @@ absl::Status DFunctor::MapMorphism(CNode* c) {
   return absl::OkStatus();
 }
 
-AnfNode* DFunctor::Sum(const std::vector<AnfNode*>& parts, const AbstractPtr& type) {
+AnfNode* DFunctor::Sum(absl::Span<AnfNode* const> parts, const AbstractPtr& type) {
   if (parts.empty()) return nullptr;
   AnfNode* acc = parts[0];
   PrimId add = AsTensor(type) != nullptr ? PrimId::kAdd : PrimId::kHyperAdd;
@@ -161,6 +161,7 @@ void DFunctor::Accumulate(AnfNode* input, AnfNode* d) {
 
 // Step 3.
 absl::Status DFunctor::BackPropagate() {
+  adjoints_.reserve(schedule_.size() + 1);  // about one per scheduled node: no rehashing
   adjoints_[primal_->output()].Add(dout_);
   for (auto it = schedule_.rbegin(); it != schedule_.rend(); ++it) {
     if (it->second) {

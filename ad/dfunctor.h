@@ -59,7 +59,7 @@ class DFunctor {
 
   // The total sensitivity of a primal node, as one bprop-graph node (nullptr: zero).
   absl::StatusOr<AnfNode*> Materialize(AnfNode* primal_node);
-  AnfNode* Sum(const std::vector<AnfNode*>& parts, const AbstractPtr& type);
+  AnfNode* Sum(absl::Span<AnfNode* const> parts, const AbstractPtr& type);
   // Adds `d` to the sensitivity of `input` (dropped for constants other than
   // closures, and for integer or bool values, whose sensitivity is zero).
   void Accumulate(AnfNode* input, AnfNode* d);
