@@ -77,10 +77,11 @@ commands:
       [--replicated A,B]        by --replicated go whole to every rank; a collective that
       [--gradient-sum]          waits longer than S seconds (default 300) fails
   bench FILE [--input NAME=X.npy ...] [--dim NAME=N ...] [--grad] [--jvp] [--repeat N]
-      [--warmup N] [--flush-denormals]
+      [--warmup N] [--flush-denormals] [--profile]
                                 time the forward pass (and the training step, the Jvp):
                                 median and spread of N runs (default 10); inputs not
-                                given are random, symbolic dims sized by --dim
+                                given are random, symbolic dims sized by --dim;
+                                --profile: N more runs give the time per primitive
   import-onnx MODEL.onnx -o OUT [--remat nothing_saveable|dots_saveable]
                                 the ONNX model as a kgrad graph file (.pb or .pbtxt):
                                 initializers become weights, shape chains are folded;

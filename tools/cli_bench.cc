@@ -121,10 +121,15 @@ absl::StatusOr<std::vector<Value>> BenchInputs(FuncGraph* g, const ParsedArgs& a
 
 struct Timing {
   double median_ms = 0, min_ms = 0, max_ms = 0;
+  // With --profile: time per primitive, summed over `profiled_runs` more runs
+  // after the timed ones (kernels are timed one by one, so these runs are not
+  // part of the median).
+  Profile profile;
+  int64_t profiled_runs = 0;
 };
 
 absl::StatusOr<Timing> Time(FuncGraph* g, const std::vector<Value>& args, int64_t warmup, int64_t repeat,
-                            const ExecutorOptions& options) {
+                            const ExecutorOptions& options, bool profile) {
   KGRAD_ASSIGN_OR_RETURN(std::unique_ptr<Executor> e, Executor::Create(g, options));
   for (int64_t i = 0; i < warmup; ++i) KGRAD_RETURN_IF_ERROR(e->Run(args).status());
   std::vector<double> ms;
@@ -135,7 +140,34 @@ absl::StatusOr<Timing> Time(FuncGraph* g, const std::vector<Value>& args, int64_
   }
   std::sort(ms.begin(), ms.end());
   size_t n = ms.size();
-  return Timing{n % 2 ? ms[n / 2] : (ms[n / 2 - 1] + ms[n / 2]) / 2, ms.front(), ms.back()};
+  Timing t{n % 2 ? ms[n / 2] : (ms[n / 2 - 1] + ms[n / 2]) / 2, ms.front(), ms.back()};
+  if (profile) {
+    for (int64_t i = 0; i < repeat; ++i) KGRAD_RETURN_IF_ERROR(e->Run(args, {}, &t.profile).status());
+    t.profiled_runs = repeat;
+  }
+  return t;
+}
+
+// The profile as "  conv2d  12.3456 ms  61.2%  (20 calls)" lines per run, slowest
+// first, then their total.
+std::string ProfileLines(const Timing& t) {
+  std::vector<std::pair<std::string, Profile::Entry>> rows(t.profile.by_primitive.begin(),
+                                                          t.profile.by_primitive.end());
+  std::sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) {
+    return a.second.ms != b.second.ms ? a.second.ms > b.second.ms : a.first < b.first;
+  });
+  double total = 0;
+  for (const auto& row : rows) total += row.second.ms;
+  const double runs = static_cast<double>(std::max<int64_t>(t.profiled_runs, 1));
+  std::string s;
+  for (const auto& [name, e] : rows) {
+    absl::StrAppend(&s, absl::StrFormat("  %-28s %10.4f ms  %5.1f%%  (%g calls)\n", name, e.ms / runs,
+                                        total > 0 ? 100 * e.ms / total : 0.0,
+                                        static_cast<double>(e.calls) / runs));
+  }
+  absl::StrAppend(&s, absl::StrFormat("  %-28s %10.4f ms  (all kernels; median run %.3f ms)\n", "total", total / runs,
+                                      t.median_ms));
+  return s;
 }
 
 // The training step: value and gradients with respect to every floating input
@@ -185,22 +217,28 @@ absl::Status Bench(const ParsedArgs& args, std::ostream& out) {
   }
   ExecutorOptions options;
   options.flush_denormals = args.Has("flush-denormals");
+  const bool profile = args.Has("profile");
   out << "graph '" << g->name() << "', " << repeat << " runs after " << warmup << " warm-up"
       << (options.flush_denormals ? ", subnormals flushed" : "") << "\n";
-  KGRAD_ASSIGN_OR_RETURN(Timing fwd, Time(g, inputs, warmup, repeat, options));
+  KGRAD_ASSIGN_OR_RETURN(Timing fwd, Time(g, inputs, warmup, repeat, options, profile));
   out << Line("forward", fwd) << "\n";
+  std::string profiles;
+  if (profile) absl::StrAppend(&profiles, "profile of the forward, per run:\n", ProfileLines(fwd));
   if (step != nullptr) {
-    KGRAD_ASSIGN_OR_RETURN(Timing t, Time(step, inputs, warmup, repeat, options));
+    KGRAD_ASSIGN_OR_RETURN(Timing t, Time(step, inputs, warmup, repeat, options, profile));
     out << Line("step", t) << absl::StrFormat("  step/forward %.2f", t.median_ms / fwd.median_ms) << "\n";
+    if (profile) absl::StrAppend(&profiles, "profile of the step, per run:\n", ProfileLines(t));
   }
   if (jvp != nullptr) {
     // Tangents of the inputs' types: the inputs themselves (the time does not
     // depend on the values).
     std::vector<Value> with_tangents = inputs;
     with_tangents.insert(with_tangents.end(), inputs.begin(), inputs.end());
-    KGRAD_ASSIGN_OR_RETURN(Timing t, Time(jvp, with_tangents, warmup, repeat, options));
+    KGRAD_ASSIGN_OR_RETURN(Timing t, Time(jvp, with_tangents, warmup, repeat, options, profile));
     out << Line("jvp", t) << absl::StrFormat("  jvp/forward %.2f", t.median_ms / fwd.median_ms) << "\n";
+    if (profile) absl::StrAppend(&profiles, "profile of the jvp, per run:\n", ProfileLines(t));
   }
+  out << profiles;
   return absl::OkStatus();
 }
 
@@ -208,7 +246,8 @@ absl::Status Bench(const ParsedArgs& args, std::ostream& out) {
 
 int BenchCommand(const std::vector<std::string>& argv, std::ostream& out, std::ostream& err) {
   absl::StatusOr<ParsedArgs> args =
-      ParseArgs(argv, {"input", "dim", "repeat", "warmup", "seed", "graph"}, {"grad", "jvp", "flush-denormals"});
+      ParseArgs(argv, {"input", "dim", "repeat", "warmup", "seed", "graph"},
+                {"grad", "jvp", "flush-denormals", "profile"});
   if (!args.ok()) return Fail(args.status(), err);
   absl::Status s = Bench(*args, out);
   return s.ok() ? 0 : Fail(s, err);

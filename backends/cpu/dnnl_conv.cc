@@ -103,21 +103,30 @@ struct Setup {
   dnnl_dims_t strides, dilates, pad_lo, pad_hi;
 };
 
-// The layout the primitive is asked to use for x and y: its own choice (blocked,
-// reordered from and to NCHW around the call), except for pointwise convolutions
-// (1x1 windows at stride 1 without padding, one group), which its GEMM-based
-// kernel computes on NCHW directly, per sample Y = W X: the blocked 1x1 kernel
-// is faster than that GEMM but not by the cost of the reorders (mobilenet_v2
-// forward: batch 1 7.65 -> 6.94 ms, batch 8 69.5 -> 65.9 ms; the strided 1x1
-// convolutions of resnet18 gained nothing and stay blocked).
-dnnl_format_tag_t ActivationTag(const ConvGeom& g) {
+// The layout the primitive is asked to use for x and y:
+// - pointwise convolutions (1x1 windows at stride 1 without padding, one group):
+//   NCHW, which oneDNN's GEMM-based kernel computes directly, per sample Y = W X.
+//   The blocked 1x1 kernel is faster than that GEMM but not by the cost of the
+//   reorders (mobilenet_v2 forward: batch 1 7.65 -> 6.94 ms, batch 8 69.5 ->
+//   65.9 ms; the strided 1x1 convolutions of resnet18 gained nothing and stay
+//   blocked).
+// - the forward of other one-group convolutions of 16 or more input channels:
+//   NHWC, reordered from and to NCHW around the call. resnet18's forward at batch
+//   1 went from 17.8 to 15.4 ms (medians of 10, three interleaved rounds, 2-core
+//   AMD EPYC; `kgrad bench`), at batch 8 it stayed at 98-99 ms. Not for the
+//   backward kernels (the suite's conv net step: 7.6 -> 8.1 ms), nor for first
+//   layers of a few channels or depthwise ones (mobilenet_v2: slower).
+// - otherwise oneDNN's own choice (blocked), reordered from and to NCHW.
+dnnl_format_tag_t ActivationTag(const ConvGeom& g, DnnlConvKind kind) {
   const bool pointwise = g.kh == 1 && g.kw == 1 && g.win.groups == 1 && g.win.stride[0] == 1 &&
                          g.win.stride[1] == 1 && g.win.pad_lo[0] == 0 && g.win.pad_lo[1] == 0 &&
                          g.win.pad_hi[0] == 0 && g.win.pad_hi[1] == 0;
-  return pointwise ? dnnl_nchw : dnnl_format_tag_any;
+  if (pointwise) return dnnl_nchw;
+  if (kind == DnnlConvKind::kForward && g.win.groups == 1 && g.c >= 16) return dnnl_nhwc;
+  return dnnl_format_tag_any;
 }
 
-absl::Status MakeSetup(const ConvGeom& g, Setup* s) {
+absl::Status MakeSetup(const ConvGeom& g, DnnlConvKind kind, Setup* s) {
   KGRAD_RETURN_IF_ERROR(Check(dnnl_engine_create(s->engine.out(), dnnl_cpu, 0), "engine_create"));
   KGRAD_RETURN_IF_ERROR(
       Check(dnnl_stream_create(s->stream.out(), s->engine.get(), dnnl_stream_default_flags),
@@ -139,8 +148,8 @@ absl::Status MakeSetup(const ConvGeom& g, Setup* s) {
       {&s->x_user, 4, x, dnnl_nchw},
       {&s->y_user, 4, y, dnnl_nchw},
       {&s->w_user, grouped ? 5 : 4, grouped ? gw : w, grouped ? dnnl_goihw : dnnl_oihw},
-      {&s->x_any, 4, x, ActivationTag(g)},
-      {&s->y_any, 4, y, ActivationTag(g)},
+      {&s->x_any, 4, x, ActivationTag(g, kind)},
+      {&s->y_any, 4, y, ActivationTag(g, kind)},
       {&s->w_any, grouped ? 5 : 4, grouped ? gw : w, dnnl_format_tag_any},
   };
   for (const Desc& d : descs) {
@@ -265,7 +274,7 @@ dnnl_memory_t Bound(const Operand& op) { return op.prim.get() != nullptr ? op.pr
 absl::Status DnnlConvCall(const KernelContext& ctx, const ConvGeom& g, DnnlConvKind kind, float* x,
                           float* w, float* y, const Tensor* kept_w) {
   Setup s;
-  KGRAD_RETURN_IF_ERROR(MakeSetup(g, &s));
+  KGRAD_RETURN_IF_ERROR(MakeSetup(g, kind, &s));
   PrimDesc fwd, bwd;
   KGRAD_RETURN_IF_ERROR(ForwardDesc(s, &fwd));
   if (kind != DnnlConvKind::kForward) KGRAD_RETURN_IF_ERROR(BackwardDesc(s, kind, fwd, &bwd));

@@ -2,6 +2,7 @@
 // with random or given inputs and symbolic dims sized by --dim; and its errors.
 // (What is asserted is the report and that every timing is a positive number,
 // never a speed: timings belong to benchmarks.)
+#include <algorithm>
 #include <sstream>
 #include <string>
 
@@ -59,6 +60,41 @@ TEST(CliBenchTest, FlushDenormalsIsReported) {
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_THAT(r.out, HasSubstr("graph 'mlp', 2 runs after 0 warm-up, subnormals flushed"));
   EXPECT_GT(Median(r.out, "step"), 0);
+}
+
+// The milliseconds of the profile line for `prim` after the line `header`, or -1.
+double ProfileMs(const std::string& out, const std::string& header, const std::string& prim) {
+  std::istringstream in(out.substr(std::min(out.size(), out.find(header))));
+  std::string line;
+  std::getline(in, line);
+  while (std::getline(in, line) && line.rfind("  ", 0) == 0) {
+    std::istringstream l(line);
+    std::string name;
+    double ms = -1;
+    l >> name >> ms;
+    if (name == prim) return ms;
+  }
+  return -1;
+}
+
+TEST(CliBenchTest, ProfileGivesTheTimePerPrimitiveOfEachPass) {
+  Result r = Cli({"bench", "examples/mlp.pbtxt", "--input", "x=examples/data/mlp_x.npy", "--grad",
+                  "--jvp", "--repeat", "2", "--warmup", "1", "--profile"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  for (const std::string header : {"profile of the forward, per run:", "profile of the step, per run:",
+                                   "profile of the jvp, per run:"}) {
+    SCOPED_TRACE(header);
+    ASSERT_THAT(r.out, HasSubstr(header));
+    EXPECT_GT(ProfileMs(r.out, header, "matmul"), 0);
+    EXPECT_GE(ProfileMs(r.out, header, "total"), ProfileMs(r.out, header, "matmul"));
+    EXPECT_LT(ProfileMs(r.out, header, "conv2d"), 0);  // the MLP has none
+  }
+  // The step runs the forward's matmuls and the backward's: more matmul calls.
+  EXPECT_THAT(r.out, HasSubstr("(2 calls)"));
+  // Without --profile, no profile.
+  r = Cli({"bench", "examples/mlp.pbtxt", "--input", "x=examples/data/mlp_x.npy", "--repeat", "1"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_THAT(r.out, ::testing::Not(HasSubstr("profile of")));
 }
 
 TEST(CliBenchTest, BadArgumentsAreErrors) {

@@ -163,6 +163,9 @@ std::vector<ConvCase> ConvCases() {
       // Uneven batch chunks (5 samples in 4) with groups, strides, dilation.
       {"batch5_groups_strided", {5, 4, 9, 8}, {6, 2, 3, 2}, {2, 1}, {1, 0, 2, 1}, {1, 2}, 2},
       {"batch1_large_gemm", {1, 32, 24, 24}, {64, 32, 3, 3}, {1, 1}, {1, 1}},
+      // One group, 16+ input channels: the forward runs on NHWC in oneDNN.
+      {"nhwc_forward_strided_asym", {2, 16, 15, 13}, {24, 16, 3, 2}, {2, 1}, {1, 0, 2, 1}},
+      {"nhwc_forward_dilated_batch5", {5, 20, 9, 11}, {8, 20, 2, 3}, {1, 2}, {1, 1}, {2, 1}},
       // Column matrices over the kernels' scratch budget (4M elements): im2col tiles.
       {"tiled_im2col", {1, 64, 92, 90}, {2, 64, 3, 3}, {1, 1}, {1, 1}},
       {"tiled_im2col_dilated_batch2", {2, 32, 130, 128}, {3, 32, 3, 3}, {1, 1}, {2, 2}, {2, 2}},
