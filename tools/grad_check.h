@@ -36,11 +36,14 @@ struct GradCheckOptions {
   // Also check forward mode at order 1: Jvp(L)(x, v) must give the same directional
   // derivative (inputs only; the Jvp takes tangents for inputs, not weights).
   bool check_jvp = true;
-  // A direction whose central difference misses is looked at again with a 100x
-  // smaller step: it passes if that difference matches. If instead the one-sided
-  // differences disagree there, the function has a kink at the point along that
+  // A direction whose central difference misses is looked at again with steps
+  // 10x to 10^4x smaller (a kink within the step, such as a relu near 0, mixes
+  // two slopes into it): it passes if the central or a one-sided difference at
+  // one of those steps matches (a one-sided one where the kinks lie on the other
+  // side). If none does and the one-sided differences differ by a gap that does
+  // not shrink with the step, the function has a kink at the point along that
   // direction (relu at exactly 0, a max over tied values: common in networks
-  // after a relu) and has no derivative to compare; such directions are counted
+  // after a relu) and no derivative to compare; such directions are counted
   // (GradCheckEntry::non_smooth) and, with skip_kinks, not compared. Without it
   // they fail, as any other mismatch.
   bool skip_kinks = false;
@@ -58,8 +61,8 @@ struct GradCheckEntry {
   int64_t directions = 0;
   int64_t nan_numeric = 0;
   int64_t nan_derivative = 0;
-  // Directions that matched only at the 100x smaller step, and directions along
-  // which the function has a kink at the point (GradCheckOptions::skip_kinks).
+  // Directions that matched only at a smaller step, and directions along which
+  // the function has a kink at the point (GradCheckOptions::skip_kinks).
   int64_t refined = 0;
   int64_t non_smooth = 0;
   bool passed = true;
