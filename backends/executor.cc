@@ -876,11 +876,17 @@ absl::StatusOr<Value> Executor::Execute(std::vector<Value> args, std::vector<Val
   return out;
 }
 
-std::string Profile::ToString() const {
+std::vector<std::pair<std::string, Profile::Entry>> Profile::Rows() const {
   std::vector<std::pair<std::string, Entry>> rows(by_primitive.begin(), by_primitive.end());
-  std::sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return a.second.ms > b.second.ms; });
+  std::sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) {
+    return a.second.ms != b.second.ms ? a.second.ms > b.second.ms : a.first < b.first;
+  });
+  return rows;
+}
+
+std::string Profile::ToString() const {
   std::string s;
-  for (const auto& [name, e] : rows) {
+  for (const auto& [name, e] : Rows()) {
     absl::StrAppend(&s, absl::StrFormat("%-28s %9.3f ms  (%lld calls)\n", name, e.ms, static_cast<long long>(e.calls)));
   }
   return s;

@@ -111,6 +111,8 @@ struct Profile {
     double ms = 0;
   };
   absl::flat_hash_map<std::string, Entry> by_primitive;
+  // The entries, slowest first (ties by name).
+  std::vector<std::pair<std::string, Entry>> Rows() const;
   // "conv2d 12.3 ms (4 calls)" lines, slowest first.
   std::string ToString() const;
 };

@@ -151,11 +151,7 @@ absl::StatusOr<Timing> Time(FuncGraph* g, const std::vector<Value>& args, int64_
 // The profile as "  conv2d  12.3456 ms  61.2%  (20 calls)" lines per run, slowest
 // first, then their total.
 std::string ProfileLines(const Timing& t) {
-  std::vector<std::pair<std::string, Profile::Entry>> rows(t.profile.by_primitive.begin(),
-                                                          t.profile.by_primitive.end());
-  std::sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) {
-    return a.second.ms != b.second.ms ? a.second.ms > b.second.ms : a.first < b.first;
-  });
+  const std::vector<std::pair<std::string, Profile::Entry>> rows = t.profile.Rows();
   double total = 0;
   for (const auto& row : rows) total += row.second.ms;
   const double runs = static_cast<double>(std::max<int64_t>(t.profiled_runs, 1));
