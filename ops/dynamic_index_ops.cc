@@ -196,11 +196,13 @@ absl::StatusOr<AbstractPtr> InferDynamicSplit(const InferCall& c) {
 }
 
 // The repeats (input i) as inference knows them; unknown for each dim of x when
-// their length is not static.
+// their length is not static. Built in place, not moved: moving a Shape (an
+// InlinedVector) copies its whole inline buffer, the unset tail included, which
+// GCC 12 reports as -Wmaybe-uninitialized (as in SqueezeShape).
 absl::StatusOr<Shape> Repeats(const InferCall& c, int i, const AbstractTensor& x) {
   KGRAD_ASSIGN_OR_RETURN(std::optional<Shape> r, VectorElements(c, i, "repeats"));
-  if (r) return *std::move(r);
-  return Shape(x.rank(), kUnknownValue);
+  if (r) return absl::StatusOr<Shape>(absl::in_place, r->begin(), r->end());
+  return absl::StatusOr<Shape>(absl::in_place, static_cast<size_t>(x.rank()), kUnknownValue);
 }
 
 // dynamic_tile(x, repeats): x repeated repeats[i] times along each dim i.

@@ -366,10 +366,12 @@ class InlineSweep {
   Module& module_;
   FuncGraph* root_;
   UnrollBudget* budget_;
+  // Before inliner_, which keeps a pointer to it: members are constructed in
+  // this order.
+  Inliner::Orders start_orders_;
   Inliner inliner_;
   Transaction tr_;
   absl::flat_hash_set<FuncGraph*> recursive_;
-  Inliner::Orders start_orders_;
   absl::flat_hash_map<const AnfNode*, AnfNode*> replaced_;
   // The calls inlined in this sweep, by the node standing for their result.
   absl::flat_hash_map<const AnfNode*, std::vector<const CNode*>> sources_;
