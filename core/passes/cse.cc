@@ -5,8 +5,6 @@
 #include <vector>
 
 #include "absl/hash/hash.h"
-#include "core/manager.h"
-#include "core/passes/rewrite.h"
 
 namespace kgrad {
 namespace {
@@ -122,65 +120,6 @@ CNode* CseTable::FindOrAddHashed(CNode* c, absl::Span<const AnfNode* const> inpu
   if (inserted) return nullptr;
   store_.resize(key.offset);  // the key is not kept
   return it->second;
-}
-
-namespace {
-
-// CsePass's replacements: each merged node stands for the one it equals.
-class CanonMap : public CseTable::Resolver {
- public:
-  AnfNode* Resolve(AnfNode* n) const override {
-    auto it = canon_.find(n);
-    return it == canon_.end() ? n : it->second;
-  }
-  const std::vector<AnfNode*>* Aliases(const AnfNode* n) const override {
-    auto it = aliases_.find(n);
-    return it == aliases_.end() ? nullptr : &it->second;
-  }
-  void Add(AnfNode* n, AnfNode* to) {
-    canon_[n] = to;
-    aliases_[to].push_back(n);
-  }
-
- private:
-  absl::flat_hash_map<const AnfNode*, AnfNode*> canon_;
-  absl::flat_hash_map<const AnfNode*, std::vector<AnfNode*>> aliases_;
-};
-
-}  // namespace
-
-absl::StatusOr<bool> CsePass::Run(Module& module, FuncGraph* root) {
-  Manager& m = module.manager();
-  Transaction tr(&module);
-  std::vector<FuncGraph*> graphs = passes::Graphs(module, root);
-  std::vector<std::vector<CNode*>> orders;
-  for (FuncGraph* g : graphs) orders.push_back(m.Info(g).order);
-  CanonMap canon;
-  CseTable table(m.NewEpoch(), &canon);
-  auto canonical = [&](AnfNode* n) -> AnfNode* {
-    AnfNode* r = canon.Resolve(n);
-    if (ValueNode* v = r->AsValue()) {
-      ValueNode* k = table.Constant(v);
-      if (k != v) {
-        canon.Add(v, k);
-        tr.Replace(v, k);
-      }
-      return k;
-    }
-    return r;
-  };
-  std::vector<const AnfNode*> inputs;
-  for (const auto& order : orders) {
-    for (CNode* c : order) {
-      inputs.clear();
-      for (AnfNode* in : c->inputs()) inputs.push_back(canonical(in));
-      if (CNode* e = table.FindOrAdd(c, inputs)) {
-        canon.Add(c, e);
-        tr.Replace(c, e);
-      }
-    }
-  }
-  return tr.Commit();
 }
 
 }  // namespace kgrad

@@ -3,9 +3,9 @@
 // calls). Equal constants are merged first, so `add(x, 1.0)` written twice with two
 // constant nodes is found too.
 //
-// CseTable is the table such a sweep keeps; CsePass runs it alone, and
-// SimplifyPass runs it inside its rewriting sweep (a node is merged once its
-// rewrites are done, so rewrites and merges reach their fixpoint in one sweep).
+// CseTable is the table such a sweep keeps; SimplifyPass (core/passes/simplify.h)
+// runs it inside its rewriting sweep (a node is merged once its rewrites are
+// done, so rewrites and merges reach their fixpoint in one sweep).
 #ifndef KGRAD_CORE_PASSES_CSE_H_
 #define KGRAD_CORE_PASSES_CSE_H_
 
@@ -14,7 +14,8 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/types/span.h"
-#include "core/passes/pass.h"
+#include "core/func_graph.h"
+#include "core/node.h"
 
 namespace kgrad {
 
@@ -84,12 +85,6 @@ class CseTable {
   std::vector<const AnfNode*> store_;
   absl::flat_hash_map<Key, CNode*, KeyHash, KeyEq> apps_{16, KeyHash(), KeyEq{&store_}};
   absl::flat_hash_map<ValueNode*, ValueNode*, ConstHash, ConstEq> constants_;
-};
-
-class CsePass : public Pass {
- public:
-  std::string name() const override { return "cse"; }
-  absl::StatusOr<bool> Run(Module& module, FuncGraph* root) override;
 };
 
 }  // namespace kgrad

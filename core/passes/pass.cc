@@ -2,6 +2,8 @@
 
 #include <chrono>
 #include <map>
+#include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -28,22 +30,6 @@ std::string PassLog::ToString() const {
     parts.push_back(absl::StrFormat("%s x%d (%.1f ms)", name, counts_.at(name), total));
   }
   return absl::StrJoin(parts, ", ");
-}
-
-absl::StatusOr<bool> Pipeline::Run(Module& module, FuncGraph* root, int max_rounds) {
-  bool any = false;
-  PassLog log(check_uses_);
-  for (int round = 0; round < max_rounds; ++round) {
-    bool changed = false;
-    for (const auto& pass : passes_) {
-      KGRAD_ASSIGN_OR_RETURN(bool c, log.Run(*pass, module, root));
-      changed |= c;
-    }
-    any |= changed;
-    if (!changed) break;
-  }
-  log_ = log.ToString();
-  return any;
 }
 
 }  // namespace kgrad

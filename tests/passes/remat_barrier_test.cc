@@ -4,9 +4,9 @@
 // it is used.
 #include "core/builder.h"
 #include "core/infer.h"
-#include "core/passes/cse.h"
 #include "core/passes/dce.h"
 #include "core/passes/optimize.h"
+#include "core/passes/simplify.h"
 #include "gtest/gtest.h"
 #include "ops/registry.h"
 #include "tests/testing/graph_test_util.h"
@@ -47,6 +47,7 @@ CNode* Barrier(GraphBuilder& b, AnfNode* x, AnfNode* after) {
   return b.Op(PrimId::kRematBarrier, {x, after});
 }
 
+// CSE runs inside SimplifyPass's sweep (core/passes/cse.h).
 TEST(RematBarrierCseTest, ForwardAndRecomputedCopyStayApart) {
   // (tanh(x0), tanh(x0), tanh(remat_barrier(x0, x1)))
   //   => t = tanh(x0); (t, t, tanh(remat_barrier(x0, x1)))
@@ -57,7 +58,7 @@ TEST(RematBarrierCseTest, ForwardAndRecomputedCopyStayApart) {
   GraphBuilder& e = c.expected;
   AnfNode* t = e.Op(PrimId::kTanh, {c.ex0});
   AnfNode* expected = e.Tuple({t, t, e.Op(PrimId::kTanh, {Barrier(e, c.ex0, c.ex1)})});
-  CsePass pass;
+  SimplifyPass pass;
   EXPECT_TRUE(c.Check(pass, out, expected, /*changes=*/true));
 }
 
@@ -68,7 +69,7 @@ TEST(RematBarrierCseTest, NothingToMergeWhenOnlyTheBarrierDiffers) {
   AnfNode* out = b.Tuple({b.Op(PrimId::kTanh, {c.bx0}), b.Op(PrimId::kTanh, {Barrier(b, c.bx0, c.bx1)})});
   GraphBuilder& e = c.expected;
   AnfNode* expected = e.Tuple({e.Op(PrimId::kTanh, {c.ex0}), e.Op(PrimId::kTanh, {Barrier(e, c.ex0, c.ex1)})});
-  CsePass pass;
+  SimplifyPass pass;
   EXPECT_TRUE(c.Check(pass, out, expected, /*changes=*/false));
 }
 
@@ -81,7 +82,7 @@ TEST(RematBarrierCseTest, EqualBarriersMerge) {
                           b.Op(PrimId::kExp, {Barrier(b, c.bx0, c.bx1)})});
   GraphBuilder& e = c.expected;
   AnfNode* ee = e.Op(PrimId::kExp, {Barrier(e, c.ex0, c.ex1)});
-  CsePass pass;
+  SimplifyPass pass;
   EXPECT_TRUE(c.Check(pass, out, e.Tuple({ee, ee}), /*changes=*/true));
 }
 
