@@ -1,7 +1,7 @@
 // The shape kernels that one implementation serves on every device, and what
 // the kernels of every backend share around the ops/ checks:
 //  - the inputs in the form the ops/ checks take (ops::TensorType), and the
-//    output shape a shape function of ops/shape_ops.h gives them;
+//    output shape a shape function of ops/shape_checks.h gives them;
 //  - the kernels that only relabel a tensor's shape (views::, reshape,
 //    reshape_like, expand_dims, squeeze): the output shares the input's buffer;
 //  - the data-movement kernels (moves::, transpose, broadcast_to, slice,
@@ -41,7 +41,7 @@ absl::StatusOr<std::vector<Type>> InputTypes(const KernelContext& ctx, int n = -
   return types;
 }
 
-// The output shape that `fn`, a shape function of ops/shape_ops.h, gives input 0
+// The output shape that `fn`, a shape function of ops/shape_checks.h, gives input 0
 // (x) and, when it takes a second operand (a *_like op's ref), input 1.
 template <typename Fn>
 absl::StatusOr<Shape> OutputShape(const KernelContext& ctx, Fn fn) {
@@ -103,7 +103,7 @@ absl::StatusOr<Value> View(KernelContext& ctx) {
 //                                   const StridedView& v, const Tensor& dst);
 //     (src, dense, copied into view v of dst)
 //   static absl::Status Fill(KernelContext& ctx, const Tensor& t, double value);
-// The `k...` template arguments are the ops/shape_ops.h functions named.
+// The `k...` template arguments are the ops/shape_checks.h functions named.
 namespace moves {
 
 // A new tensor holding view `v` of `x`.

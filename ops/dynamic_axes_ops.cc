@@ -1,9 +1,11 @@
-// Run-time axes, part of the shape family (declared in ops/shape_ops.h):
-// dynamic_unsqueeze, dynamic_squeeze and dynamic_reduce_sum, ONNX's Unsqueeze,
-// Squeeze and ReduceSum-13 when their axes input is computed at run time. The
-// axes come in as their elements (shape values at inference, numbers in the
-// kernels) and go through one set of checks and formulas, first below; then the
-// inference, the gradient rules and the definitions.
+// Run-time axes (declared in ops/dynamic_axes_ops.h): dynamic_unsqueeze,
+// dynamic_squeeze and dynamic_reduce_sum, ONNX's Unsqueeze, Squeeze and
+// ReduceSum-13 when their axes input is computed at run time. The axes come in as
+// their elements (shape values at inference, numbers in the kernels) and go
+// through one set of checks and formulas, first below; then the inference, the
+// gradient rules and the definitions.
+#include "ops/dynamic_axes_ops.h"
+
 #include <algorithm>
 #include <cstdint>
 #include <optional>
@@ -20,7 +22,7 @@
 #include "ops/bprop_context.h"
 #include "ops/op_def.h"
 #include "ops/op_util.h"
-#include "ops/shape_ops.h"
+#include "ops/shape_checks.h"
 #include "ops/shape_value.h"
 
 namespace kgrad {

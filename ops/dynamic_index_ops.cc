@@ -1,4 +1,4 @@
-// Run-time counts and axes, part of the shape family (declared in ops/shape_ops.h):
+// Run-time counts and axes (declared in ops/dynamic_index_ops.h):
 // cumsum, one_hot, split and ONNX Tile with the axis, depth, split sizes or
 // repeats read from an integer tensor computed at run time (ONNX's CumSum,
 // OneHot, Split and Tile when that input is not a constant). As for the run-time
@@ -6,6 +6,8 @@
 // from its shape value, and one formula per op serves inference and the kernels:
 // first those checks and formulas, then inference, the gradient rules and the
 // definitions.
+#include "ops/dynamic_index_ops.h"
+
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -19,31 +21,14 @@
 #include "core/shape.h"
 #include "core/status_macros.h"
 #include "ops/bprop_context.h"
+#include "ops/index_ops.h"
 #include "ops/op_def.h"
 #include "ops/op_util.h"
-#include "ops/shape_ops.h"
+#include "ops/shape_checks.h"
 
 namespace kgrad {
 namespace ops {
-namespace {
-
-}  // namespace
-
-// ----- The checks and formulas of ops/shape_ops.h -------------------------------------
-absl::Status CheckScalarOperand(const Primitive& p, int i, const char* what, TensorType t) {
-  if (IsInteger(t.dtype) && (t.rank() == 0 || (t.rank() == 1 && t.shape[0] == 1))) {
-    return absl::OkStatus();
-  }
-  return PrimError(p, absl::StrCat("input ", i, " (", what, ") must be an i32 or i64 scalar ",
-                               "(rank 0 or shape [1]), got ", t.ToString()));
-}
-
-absl::StatusOr<int64_t> ScalarOperandElement(const InferCall& c, int i, const char* what) {
-  KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* t, TensorArg(c, i));
-  KGRAD_RETURN_IF_ERROR(CheckScalarOperand(c.prim, i, what, *t));
-  return t->value() ? (*t->value())[0] : kUnknownValue;
-}
-
+// ----- The checks and formulas of ops/dynamic_index_ops.h ------------------------------
 absl::StatusOr<CumSumSpec> DynamicCumSumSpec(const Primitive& p, TensorType x, int64_t axis) {
   KGRAD_RETURN_IF_ERROR(CheckDType(0, x, kNumericTypes));
   CumSumSpec s{0, p.GetBool("exclusive"), p.GetBool("reverse"),

@@ -1,7 +1,7 @@
-// The checks and shape formulas of the run-time shape primitives (ops/shape_ops.h),
-// shared by inference (dynamic_shape_ops.cc) and the kernels. The shape-like
-// operands come in as their elements: numbers from the kernels; numbers, dim
-// symbols or kUnknownValue from inference. A check that depends on something
+// The checks and shape formulas of the run-time shape primitives
+// (ops/dynamic_shape_ops.h), shared by inference (dynamic_shape_ops.cc) and the
+// kernels. The shape-like operands come in as their elements: numbers from the
+// kernels; numbers, dim symbols or kUnknownValue from inference. A check that depends on something
 // unknown is left to the kernel, which passes numbers only.
 #include <algorithm>
 #include <cmath>
@@ -17,8 +17,9 @@
 #include "core/dim_symbol.h"
 #include "core/shape.h"
 #include "core/status_macros.h"
+#include "ops/dynamic_shape_ops.h"
 #include "ops/op_util.h"
-#include "ops/shape_ops.h"
+#include "ops/shape_checks.h"
 
 namespace kgrad {
 namespace ops {
@@ -72,13 +73,6 @@ absl::StatusOr<int64_t> InferredDim(const Primitive& p, const DimProduct& x, con
 }
 
 }  // namespace
-
-absl::Status CheckShapeOperand(const Primitive& p, int i, const char* what, TensorType t,
-                               bool scalar) {
-  if (IsInteger(t.dtype) && t.rank() == (scalar ? 0 : 1)) return absl::OkStatus();
-  return PrimError(p, absl::StrCat("input ", i, " (", what, ") must be an i32 or i64 tensor of rank ",
-                               scalar ? 0 : 1, ", got ", t.ToString()));
-}
 
 // ----- dynamic_reshape --------------------------------------------------------------------
 absl::StatusOr<Shape> DynamicReshapeShape(const Primitive& p, TensorType x,

@@ -1,10 +1,12 @@
-// Run-time shapes, part of the shape family (declared in ops/shape_ops.h):
-// primitives whose shape-like operands are integer tensors computed at run time,
-// with ONNX's semantics (Shape, Size, Reshape, Expand, ConstantOfShape, Slice,
-// Pad, Range). Inference reads what it knows of those operands from their shape
-// values (core/abstract.h), so static and symbolic dims survive a shape computed
-// in the graph; the checks and formulas, shared with the kernels, are in
+// Run-time shapes (declared in ops/dynamic_shape_ops.h): primitives whose
+// shape-like operands are integer tensors computed at run time, with ONNX's
+// semantics (Shape, Size, Reshape, Expand, ConstantOfShape, Slice, Pad, Range).
+// Inference reads what it knows of those operands from their shape values
+// (core/abstract.h), so static and symbolic dims survive a shape computed in the
+// graph; the checks and formulas, shared with the kernels, are in
 // dynamic_shape_checks.cc. Then the gradient rules and the definitions.
+#include "ops/dynamic_shape_ops.h"
+
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -19,7 +21,7 @@
 #include "ops/bprop_context.h"
 #include "ops/op_def.h"
 #include "ops/op_util.h"
-#include "ops/shape_ops.h"
+#include "ops/shape_checks.h"
 #include "ops/shape_value.h"
 
 namespace kgrad {

@@ -1,8 +1,9 @@
-// Element-wise indexing and scans, part of the shape family (declared in
-// ops/shape_ops.h): gather_elements, scatter_elements and cumsum, with ONNX's
-// semantics (GatherElements, ScatterElements, CumSum). Their checks and shapes,
-// shared by inference and the kernels, then inference, the gradient rules and
-// the definitions.
+// Element-wise indexing and scans (declared in ops/index_ops.h): gather_elements,
+// scatter_elements and cumsum, with ONNX's semantics (GatherElements,
+// ScatterElements, CumSum). Their checks and shapes, shared by inference and the
+// kernels, then inference, the gradient rules and the definitions.
+#include "ops/index_ops.h"
+
 #include <string>
 #include <utility>
 #include <vector>
@@ -14,7 +15,7 @@
 #include "ops/bprop_context.h"
 #include "ops/op_def.h"
 #include "ops/op_util.h"
-#include "ops/shape_ops.h"
+#include "ops/shape_checks.h"
 
 namespace kgrad {
 namespace ops {
@@ -44,7 +45,7 @@ absl::Status CheckElementIndices(TensorType data, TensorType indices, int axis) 
 
 }  // namespace
 
-// ----- The checks and formulas of ops/shape_ops.h -------------------------------------
+// ----- The checks and formulas of ops/index_ops.h ---------------------------------------
 absl::StatusOr<AxisShape> GatherElementsShape(const Primitive& p, TensorType data,
                                               TensorType indices) {
   KGRAD_ASSIGN_OR_RETURN(int axis, AxisAttr(p, "axis", data));

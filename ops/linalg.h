@@ -1,7 +1,7 @@
 // Linalg primitives: definitions (attributes, inference, bprop rules), and the
 // checks and shape formulas of matmul and einsum, written once for inference and
 // the kernels of every backend. Operands come as TensorTypes (ops/op_util.h), as
-// in ops/shape_ops.h: from inference's AbstractTensors (kUnknownDim allowed) or
+// in ops/shape_checks.h: from inference's AbstractTensors (kUnknownDim allowed) or
 // the kernels' Tensors; the callers check first that each input is a tensor.
 #ifndef KGRAD_OPS_LINALG_H_
 #define KGRAD_OPS_LINALG_H_

@@ -7,10 +7,15 @@
 #include "ops/collective.h"
 #include "ops/conv.h"
 #include "ops/differentiation.h"
+#include "ops/dynamic_axes_ops.h"
+#include "ops/dynamic_index_ops.h"
+#include "ops/dynamic_shape_ops.h"
 #include "ops/elementwise.h"
+#include "ops/index_ops.h"
 #include "ops/linalg.h"
 #include "ops/nn.h"
 #include "ops/reduce.h"
+#include "ops/selection_ops.h"
 #include "ops/shape_ops.h"
 #include "ops/structural.h"
 
@@ -24,6 +29,11 @@ const PrimitiveRegistry& DefaultRegistry() {
     ops::RegisterElementwiseOps(&defs);
     ops::RegisterReduceOps(&defs);
     ops::RegisterShapeOps(&defs);
+    ops::RegisterIndexOps(&defs);
+    ops::RegisterDynamicShapeOps(&defs);
+    ops::RegisterDynamicIndexOps(&defs);
+    ops::RegisterDynamicAxesOps(&defs);
+    ops::RegisterSelectionOps(&defs);
     ops::RegisterLinalgOps(&defs);
     ops::RegisterNnOps(&defs);
     ops::RegisterConvOps(&defs);

@@ -1,9 +1,11 @@
-// Selection by value, part of the shape family (declared in ops/shape_ops.h):
-// topk and nonzero, with ONNX's semantics (TopK, NonZero). Which elements come
-// out, and where, depends on the input's values: topk's output dim is its k
-// operand (static when inference knows k's value, else unknown), nonzero's count
-// is known only at run time. Their checks and shapes, shared by inference and
-// the kernels, then inference, the gradient rule and the definitions.
+// Selection by value (declared in ops/selection_ops.h): topk and nonzero, with
+// ONNX's semantics (TopK, NonZero). Which elements come out, and where, depends on
+// the input's values: topk's output dim is its k operand (static when inference
+// knows k's value, else unknown), nonzero's count is known only at run time. Their
+// checks and shapes, shared by inference and the kernels, then inference, the
+// gradient rule and the definitions.
+#include "ops/selection_ops.h"
+
 #include <cstdint>
 #include <utility>
 #include <vector>
@@ -16,12 +18,12 @@
 #include "ops/bprop_context.h"
 #include "ops/op_def.h"
 #include "ops/op_util.h"
-#include "ops/shape_ops.h"
+#include "ops/shape_checks.h"
 
 namespace kgrad {
 namespace ops {
 
-// ----- The checks and formulas of ops/shape_ops.h -------------------------------------
+// ----- The checks and formulas of ops/selection_ops.h ----------------------------------
 absl::StatusOr<TopKSpec> TopKShape(const Primitive& p, TensorType x, int64_t k) {
   KGRAD_RETURN_IF_ERROR(CheckDType(0, x, kNumericTypes));
   KGRAD_ASSIGN_OR_RETURN(int axis, AxisAttr(p, "axis", x));

@@ -1,8 +1,9 @@
-// The checks and shape formulas of the shape family (ops/shape_ops.h), shared by
-// inference (shape_ops.cc) and the CPU and CUDA kernels. Unknown dims
+// The checks and shape formulas of the shape family (ops/shape_checks.h), shared
+// by inference (shape_ops.cc and the other shape families) and the CPU and CUDA
+// kernels. Unknown dims
 // (kUnknownDim) propagate: a check that depends on an unknown dim is left to the
 // kernel, which passes concrete shapes.
-#include "ops/shape_ops.h"
+#include "ops/shape_checks.h"
 
 #include <algorithm>
 #include <array>
@@ -15,6 +16,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "core/dim_symbol.h"
 #include "core/shape.h"
 #include "core/status_macros.h"
 #include "ops/op_util.h"
@@ -198,7 +200,7 @@ absl::StatusOr<int64_t> CancelSymbols(absl::Span<const int64_t> x,
 
 }  // namespace
 
-// ----- The checks and formulas of ops/shape_ops.h -------------------------------------
+// ----- The checks and formulas of ops/shape_checks.h ------------------------------------
 absl::Status PrimError(const Primitive& p, absl::string_view what) {
   return absl::InvalidArgumentError(absl::StrCat(p.name(), ": ", what));
 }
@@ -532,6 +534,28 @@ absl::StatusOr<AxisShape> OneHotShapeWithDepth(const Primitive& p, TensorType in
     return AttrError(p, "depth", n.status().message());
   }
   return AxisShape{axis, std::move(out)};
+}
+
+// ----- Run-time shape operands ----------------------------------------------------------
+absl::Status CheckShapeOperand(const Primitive& p, int i, const char* what, TensorType t,
+                               bool scalar) {
+  if (IsInteger(t.dtype) && t.rank() == (scalar ? 0 : 1)) return absl::OkStatus();
+  return PrimError(p, absl::StrCat("input ", i, " (", what, ") must be an i32 or i64 tensor of rank ",
+                               scalar ? 0 : 1, ", got ", t.ToString()));
+}
+
+absl::Status CheckScalarOperand(const Primitive& p, int i, const char* what, TensorType t) {
+  if (IsInteger(t.dtype) && (t.rank() == 0 || (t.rank() == 1 && t.shape[0] == 1))) {
+    return absl::OkStatus();
+  }
+  return PrimError(p, absl::StrCat("input ", i, " (", what, ") must be an i32 or i64 scalar ",
+                               "(rank 0 or shape [1]), got ", t.ToString()));
+}
+
+absl::StatusOr<int64_t> ScalarOperandElement(const InferCall& c, int i, const char* what) {
+  KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* t, TensorArg(c, i));
+  KGRAD_RETURN_IF_ERROR(CheckScalarOperand(c.prim, i, what, *t));
+  return t->value() ? (*t->value())[0] : kUnknownValue;
 }
 
 }  // namespace ops

@@ -1,6 +1,6 @@
 // Shape and data-movement primitives: inference, gradient rules (the adjoints)
 // and definitions. The checks and shape formulas that inference and the kernels
-// share are in shape_checks.cc (declared in ops/shape_ops.h).
+// share are in shape_checks.cc (declared in ops/shape_checks.h).
 // Semantics are fixed by the gradient rules that rely on them; each inference
 // function states its primitive's math in one line. Unknown dims (kUnknownDim)
 // propagate: a check that depends on an unknown dim is left to the kernel.
@@ -23,6 +23,7 @@
 #include "ops/bprop_context.h"
 #include "ops/op_def.h"
 #include "ops/op_util.h"
+#include "ops/shape_checks.h"
 #include "ops/shape_value.h"
 
 namespace kgrad {
@@ -388,11 +389,6 @@ void RegisterShapeOps(std::vector<PrimitiveDef>* defs) {
   defs->push_back(OpDef(PrimId::kFill, 0, 0, InferFill,
                         {shape, FloatAttr("value", 0.0), DTypeAttr("dtype", DType::kFloat32)})
                       .ZeroGradient());
-  RegisterIndexOps(defs);
-  RegisterDynamicShapeOps(defs);
-  RegisterDynamicIndexOps(defs);
-  RegisterDynamicAxesOps(defs);
-  RegisterSelectionOps(defs);
 }
 
 }  // namespace ops

@@ -59,6 +59,11 @@ const KernelTable& CpuKernels() {
     cpu::RegisterElementwiseKernels(t);
     cpu::RegisterReduceKernels(t);
     cpu::RegisterShapeKernels(t);
+    cpu::RegisterIndexKernels(t);
+    cpu::RegisterDynamicShapeKernels(t);
+    cpu::RegisterDynamicIndexKernels(t);
+    cpu::RegisterDynamicAxesKernels(t);
+    cpu::RegisterSelectionKernels(t);
     cpu::RegisterLinalgKernels(t);
     cpu::RegisterNnKernels(t);
     cpu::RegisterConvKernels(t);

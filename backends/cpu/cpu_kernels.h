@@ -19,30 +19,31 @@ namespace kgrad {
 
 struct StridedView;  // backends/view_kernels.h
 namespace ops {
-struct AxisShape;    // ops/shape_ops.h
-struct CumSumSpec;   // ops/shape_ops.h
+struct AxisShape;    // ops/shape_checks.h
+struct CumSumSpec;   // ops/index_ops.h
 }  // namespace ops
 
 namespace cpu {
 
 KGRAD_KERNEL_FAMILIES(KGRAD_DECLARE_REGISTER_KERNELS)
-// Part of the shape family, in its own file (index_kernels.cc): gather_elements,
-// scatter_elements, cumsum. RegisterShapeKernels calls it.
+// The CPU's families beside the shape family, each in its own file and library
+// and registered by CpuKernels (cpu_device.cc). CUDA runs the index family in
+// its shape family and the others through the CPU fallback.
+// gather_elements, scatter_elements, cumsum (index_kernels.cc).
 void RegisterIndexKernels(KernelTable* table);
-// Part of the shape family, in its own file (dynamic_shape_kernels.cc): the
-// run-time shape primitives (shape_of, dynamic_reshape, ...). RegisterShapeKernels
-// calls it.
+// The run-time shapes: shape_of, dynamic_reshape, ... (dynamic_shape_kernels.cc).
 void RegisterDynamicShapeKernels(KernelTable* table);
-// Part of the shape family, in its own file (dynamic_index_kernels.cc): cumsum,
-// one_hot, split and tile with a run-time axis, depth, sizes or repeats.
-// RegisterShapeKernels calls it.
+// cumsum, one_hot, split and tile with a run-time axis, depth, sizes or repeats
+// (dynamic_index_kernels.cc).
 void RegisterDynamicIndexKernels(KernelTable* table);
+// The run-time axes: dynamic_unsqueeze, dynamic_squeeze, dynamic_reduce_sum
+// (dynamic_axes_kernels.cc).
+void RegisterDynamicAxesKernels(KernelTable* table);
 // Input i (called `what`) as a one-element i32 or i64 operand's value
 // (ops::CheckScalarOperand's check), for the kernels that read a run-time count
 // (dynamic_index_kernels.cc).
 absl::StatusOr<int64_t> ScalarOperand(const KernelContext& ctx, int i, const char* what);
-// Part of the shape family, in its own file (selection_kernels.cc): topk and
-// nonzero. RegisterShapeKernels calls it.
+// topk and nonzero (selection_kernels.cc).
 void RegisterSelectionKernels(KernelTable* table);
 
 // The loops that a static op and its run-time form share, given the parsed spec:
@@ -50,11 +51,6 @@ void RegisterSelectionKernels(KernelTable* table);
 // on/off values from the primitive's attributes).
 absl::StatusOr<Value> CumSumOf(KernelContext& ctx, const Tensor* x, const ops::CumSumSpec& s);
 absl::StatusOr<Value> OneHotOf(KernelContext& ctx, const Tensor* indices, const ops::AxisShape& s);
-
-// Part of the shape family, in its own file (dynamic_axes_kernels.cc): the
-// run-time axes primitives (dynamic_unsqueeze, dynamic_squeeze,
-// dynamic_reduce_sum). RegisterShapeKernels calls it.
-void RegisterDynamicAxesKernels(KernelTable* table);
 
 // The CPU's copies for the data-movement kernels (backends/view_kernels.h's
 // `Mover`: a strided view to or from a dense tensor, a fill), defined in

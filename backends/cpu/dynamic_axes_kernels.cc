@@ -1,10 +1,11 @@
 // CPU kernels: the run-time axes primitives of the shape family
-// (dynamic_unsqueeze, dynamic_squeeze, dynamic_reduce_sum; ops/dynamic_axes_ops.cc).
-// Each reads its axes on the host (CheckShapeOperand, then the elements as int64)
-// and passes them to the formulas inference uses (ops/shape_ops.h), which
-// validate them. Unsqueeze and squeeze are views of x (its buffer shared, as
-// reshape's); the sum is the device's reduce_sum kernel over the parsed axes. On
-// CUDA these kernels run through the CPU fallback (backends/cuda/README.md).
+// (dynamic_unsqueeze, dynamic_squeeze, dynamic_reduce_sum;
+// ops/dynamic_axes_ops.cc). Each reads its axes on the host (CheckShapeOperand,
+// then the elements as int64) and passes them to the formulas inference uses
+// (ops/dynamic_axes_ops.h), which validate them. Unsqueeze and squeeze are views
+// of x (its buffer shared, as reshape's); the sum is the device's reduce_sum
+// kernel over the parsed axes. On CUDA these kernels run through the CPU fallback
+// (backends/cuda/README.md).
 #include <cstdint>
 #include <utility>
 #include <vector>
@@ -15,8 +16,9 @@
 #include "backends/view_kernels.h"
 #include "core/shape.h"
 #include "core/status_macros.h"
+#include "ops/dynamic_axes_ops.h"
 #include "ops/registry.h"
-#include "ops/shape_ops.h"
+#include "ops/shape_checks.h"
 
 namespace kgrad {
 namespace cpu {

@@ -1,7 +1,7 @@
 // CPU kernels: the run-time counts and axes of the shape family (dynamic_cumsum,
 // dynamic_one_hot, dynamic_split, dynamic_tile, dynamic_tile_grad;
-// ops/dynamic_index_ops.cc). Each reads its integer operand on the host, passes
-// it to the formula inference uses (ops/shape_ops.h), which validates it, and
+// ops/dynamic_index_ops.cc). Each reads its integer operand on the host, passes it
+// to the formula inference uses (ops/dynamic_index_ops.h), which validates it, and
 // then runs the static op's loop (CumSumOf, OneHotOf, moves::SplitInto) or, for
 // tile, a strided view of x (stride 0 across the repeats). On CUDA these kernels
 // run through the CPU fallback (backends/cuda/README.md).
@@ -15,7 +15,9 @@
 #include "backends/view_kernels.h"
 #include "core/shape.h"
 #include "core/status_macros.h"
-#include "ops/shape_ops.h"
+#include "ops/dynamic_index_ops.h"
+#include "ops/index_ops.h"
+#include "ops/shape_checks.h"
 
 namespace kgrad {
 namespace cpu {

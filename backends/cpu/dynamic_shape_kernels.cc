@@ -1,9 +1,9 @@
 // CPU kernels: the run-time shape primitives of the shape family (shape_of,
 // size_of, dynamic_reshape, dynamic_broadcast_to, dynamic_fill, dynamic_slice,
-// dynamic_slice_grad, dynamic_pad, dynamic_range; ops/dynamic_shape_ops.cc).
-// Each reads its shape-like operands on the host (CheckShapeOperand, then the
-// elements as int64) and passes them to the formulas that inference uses
-// (ops/shape_ops.h), which validate them; the data movement is the shape
+// dynamic_slice_grad, dynamic_pad, dynamic_range; ops/dynamic_shape_ops.cc). Each
+// reads its shape-like operands on the host (CheckShapeOperand, then the elements
+// as int64) and passes them to the formulas that inference uses
+// (ops/dynamic_shape_ops.h), which validate them; the data movement is the shape
 // family's (backends/view_kernels.h with CpuMover). On CUDA these kernels run
 // through the CPU fallback (backends/cuda/README.md).
 #include <algorithm>
@@ -21,7 +21,8 @@
 #include "backends/view_kernels.h"
 #include "core/shape.h"
 #include "core/status_macros.h"
-#include "ops/shape_ops.h"
+#include "ops/dynamic_shape_ops.h"
+#include "ops/shape_checks.h"
 
 namespace kgrad {
 namespace cpu {

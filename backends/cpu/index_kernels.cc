@@ -1,9 +1,9 @@
 // CPU kernels: element-wise indexing and scans of the shape family
 // (gather_elements, scatter_elements, cumsum; ops/index_ops.cc). The checks and
-// shapes are ops/shape_ops.h's; what is left here is data-dependent: index
-// values in range. scatter_elements applies its updates in the indices'
-// row-major order, one at a time, so that repeated indices combine in a
-// defined order (the last write wins for reduction none).
+// shapes are ops/index_ops.h's; what is left here is data-dependent: index values
+// in range. scatter_elements applies its updates in the indices' row-major order,
+// one at a time, so that repeated indices combine in a defined order (the last
+// write wins for reduction none).
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
@@ -15,7 +15,7 @@
 #include "backends/cpu/parallel.h"
 #include "core/shape.h"
 #include "core/status_macros.h"
-#include "ops/shape_ops.h"
+#include "ops/index_ops.h"
 
 namespace kgrad {
 namespace cpu {

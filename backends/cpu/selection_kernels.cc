@@ -1,8 +1,8 @@
 // CPU kernels: selection by value of the shape family (topk, nonzero;
-// ops/selection_ops.cc). The checks and shapes are ops/shape_ops.h's; what is
+// ops/selection_ops.cc). The checks and shapes are ops/selection_ops.h's; what is
 // left here is the data-dependent part: k's value against the axis (TopKShape
-// again, with the number), the order of the selected elements and nonzero's
-// count. On CUDA both run through the CPU fallback (backends/cuda/README.md).
+// again, with the number), the order of the selected elements and nonzero's count.
+// On CUDA both run through the CPU fallback (backends/cuda/README.md).
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -16,7 +16,7 @@
 #include "backends/cpu/parallel.h"
 #include "core/shape.h"
 #include "core/status_macros.h"
-#include "ops/shape_ops.h"
+#include "ops/selection_ops.h"
 
 namespace kgrad {
 namespace cpu {

@@ -1,10 +1,10 @@
 // CPU kernels: shape family. The checks, attribute parses and output shapes are
-// ops/shape_ops.h's, shared with inference and the CUDA kernels (graphs may run
+// ops/shape_checks.h's, shared with inference and the CUDA kernels (graphs may run
 // without inference, so every kernel calls them). Reshape-like ops share the
 // input's buffer and the data-movement kernels (transpose, broadcast_to, slice,
 // slice_grad, pad, concat, split) are written once for every device, both in
-// backends/view_kernels.h; here is their copy (CpuMover: an N-d index walk
-// whose rows are memcpy'd when contiguous).
+// backends/view_kernels.h; here is their copy (CpuMover: an N-d index walk whose
+// rows are memcpy'd when contiguous).
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -23,7 +23,7 @@
 #include "backends/view_kernels.h"
 #include "core/shape.h"
 #include "core/status_macros.h"
-#include "ops/shape_ops.h"
+#include "ops/shape_checks.h"
 
 namespace kgrad {
 namespace cpu {
@@ -474,11 +474,6 @@ void RegisterShapeKernels(KernelTable* table) {
   table->Set(PrimId::kOneHot, OneHot);
   table->Set(PrimId::kCast, Cast);
   table->Set(PrimId::kFill, Fill);
-  RegisterIndexKernels(table);
-  RegisterDynamicShapeKernels(table);
-  RegisterDynamicIndexKernels(table);
-  RegisterDynamicAxesKernels(table);
-  RegisterSelectionKernels(table);
 }
 
 }  // namespace cpu

@@ -1,5 +1,6 @@
 // CUDA kernels: shape family. The checks, attribute parses and output shapes are
-// ops/shape_ops.h's, shared with inference and the CPU kernels. Reshape-like ops
+// ops/shape_checks.h's (ops/index_ops.h's for gather_elements, scatter_elements and
+// cumsum), shared with inference and the CPU kernels. Reshape-like ops
 // share the input's buffer (no kernel runs) and the data-movement kernels
 // (transpose, broadcast_to, slice, slice_grad, pad, concat, split) are written
 // once for every device, both in backends/view_kernels.h; here is their copy
@@ -16,7 +17,8 @@
 #include "backends/view_kernels.h"
 #include "core/shape.h"
 #include "core/status_macros.h"
-#include "ops/shape_ops.h"
+#include "ops/index_ops.h"
+#include "ops/shape_checks.h"
 
 namespace kgrad {
 namespace cuda {
