@@ -3,33 +3,48 @@
 #include <array>
 #include <utility>
 
+#include "ops/elementwise_table.h"
+
 namespace kgrad {
 
 std::optional<FusedCode> FusedCodeOf(PrimId id) {
+#define KGRAD_FUSED_CASE_Fused(Name) \
+  case PrimId::k##Name:              \
+    return FusedCode::k##Name;
+#define KGRAD_FUSED_CASE_Unfused(Name)
   switch (id) {
-    case PrimId::kNeg: return FusedCode::kNeg;
-    case PrimId::kTanh: return FusedCode::kTanh;
-    case PrimId::kSin: return FusedCode::kSin;
-    case PrimId::kCos: return FusedCode::kCos;
-    case PrimId::kExp: return FusedCode::kExp;
-    case PrimId::kSigmoid: return FusedCode::kSigmoid;
-    case PrimId::kRelu: return FusedCode::kRelu;
-    case PrimId::kAdd: return FusedCode::kAdd;
-    case PrimId::kSub: return FusedCode::kSub;
-    case PrimId::kMul: return FusedCode::kMul;
-    case PrimId::kDiv: return FusedCode::kDiv;
-    case PrimId::kTanhGrad: return FusedCode::kTanhGrad;
-    case PrimId::kSigmoidGrad: return FusedCode::kSigmoidGrad;
-    case PrimId::kSinGrad: return FusedCode::kSinGrad;
-    case PrimId::kCosGrad: return FusedCode::kCosGrad;
-    case PrimId::kReluGrad: return FusedCode::kReluGrad;
-    case PrimId::kMaximum: return FusedCode::kMaximum;
-    case PrimId::kMinimum: return FusedCode::kMinimum;
-    default: return std::nullopt;
+#define KGRAD_ELEMENTWISE(Name, wire, arity, dtypes, result, fusion, onnx) \
+  KGRAD_FUSED_CASE_##fusion(Name)
+#include "ops/elementwise_table.inc"
+#undef KGRAD_ELEMENTWISE
+    default:
+      return std::nullopt;
   }
+#undef KGRAD_FUSED_CASE_Fused
+#undef KGRAD_FUSED_CASE_Unfused
 }
 
-bool IsBinary(FusedCode code) { return code >= FusedCode::kAdd && code != FusedCode::kMulAdd; }
+PrimId PrimIdOf(FusedCode code) {
+#define KGRAD_FUSED_CASE_Fused(Name) \
+  case FusedCode::k##Name:           \
+    return PrimId::k##Name;
+#define KGRAD_FUSED_CASE_Unfused(Name)
+  switch (code) {
+#define KGRAD_ELEMENTWISE(Name, wire, arity, dtypes, result, fusion, onnx) \
+  KGRAD_FUSED_CASE_##fusion(Name)
+#include "ops/elementwise_table.inc"
+#undef KGRAD_ELEMENTWISE
+    case FusedCode::kMulAdd:
+      break;
+  }
+#undef KGRAD_FUSED_CASE_Fused
+#undef KGRAD_FUSED_CASE_Unfused
+  return PrimId::kAdd;
+}
+
+bool IsBinary(FusedCode code) {
+  return code != FusedCode::kMulAdd && ops::ElementwiseArity(PrimIdOf(code)) == 2;
+}
 
 int NumOperands(FusedCode code) {
   if (code == FusedCode::kMulAdd) return 4;

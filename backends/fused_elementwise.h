@@ -10,8 +10,9 @@
 // Device::fused_elementwise(); it is called only when every input is a tensor of
 // one floating dtype and one shape, or a rank-0 tensor of that dtype (a scalar
 // operand such as a clip bound, broadcast) (the executor checks, and otherwise
-// runs the applications one by one with their own kernels), so each instruction
-// computes exactly what its primitive's kernel would.
+// runs the applications one by one with their own kernels). Each instruction
+// computes exactly what its primitive's kernel would: both evaluate the op's
+// functor (ops/elementwise_functors.h) through the same row loops.
 #ifndef KGRAD_BACKENDS_FUSED_ELEMENTWISE_H_
 #define KGRAD_BACKENDS_FUSED_ELEMENTWISE_H_
 
@@ -23,24 +24,31 @@
 #include "absl/types/span.h"
 #include "core/primitive.h"
 #include "core/tensor.h"
+#include "ops/elementwise_functors.h"
 
 namespace kgrad {
 
 class Device;
 
+// One code per row of ops/elementwise_table.inc marked Fused, then kMulAdd:
+// a * b + c * d, an add of two products read nowhere else (the product rule's
+// tangent), one instruction instead of three; not a primitive of its own.
+#define KGRAD_FUSED_CODE_Fused(Name) k##Name,
+#define KGRAD_FUSED_CODE_Unfused(Name)
 enum class FusedCode : uint8_t {
-  // unary
-  kNeg, kTanh, kSin, kCos, kExp, kSigmoid, kRelu,
-  // binary
-  kAdd, kSub, kMul, kDiv, kTanhGrad, kSigmoidGrad, kSinGrad, kCosGrad, kReluGrad,
-  kMaximum, kMinimum,
-  // a * b + c * d: an add of two products read nowhere else (the product rule's
-  // tangent), one instruction instead of three; not a primitive of its own
+#define KGRAD_ELEMENTWISE(Name, wire, arity, dtypes, result, fusion, onnx) \
+  KGRAD_FUSED_CODE_##fusion(Name)
+#include "ops/elementwise_table.inc"
+#undef KGRAD_ELEMENTWISE
   kMulAdd,
 };
+#undef KGRAD_FUSED_CODE_Fused
+#undef KGRAD_FUSED_CODE_Unfused
 
 // The instruction computing primitive `id`, or nullopt when it is not fused.
 std::optional<FusedCode> FusedCodeOf(PrimId id);
+// The primitive instruction `code` computes (not for kMulAdd).
+PrimId PrimIdOf(FusedCode code);
 bool IsBinary(FusedCode code);
 
 struct FusedInstr {
@@ -49,6 +57,7 @@ struct FusedInstr {
   int32_t b = -1;  // binary and kMulAdd
   int32_t c = -1;  // kMulAdd
   int32_t d = -1;  // kMulAdd
+  ew::Attrs attrs;  // the application's attributes (ops::ElementwiseAttrs)
 };
 
 // The value ids an instruction reads (1, 2 or 4 of them).

@@ -7,6 +7,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "core/abstract.h"
+#include "ops/elementwise.h"
 
 namespace kgrad {
 namespace {
@@ -210,6 +211,7 @@ FusedRunProgram BuildFusedProgram(absl::Span<CNode* const> run) {
     if (absorbed[i]) continue;
     const auto& ops = out.node_operands[i];
     FusedInstr instr{*FusedCodeOf(run[i]->primitive()->id())};
+    instr.attrs = ops::ElementwiseAttrs(*run[i]->primitive());
     const bool mul_add = instr.code == FusedCode::kAdd && ops[0] >= k && absorbed[ops[0] - k];
     if (mul_add) {
       const auto& m1 = out.node_operands[ops[0] - k];

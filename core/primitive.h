@@ -20,16 +20,9 @@
 #include "absl/types/span.h"
 #include "core/abstract.h"
 #include "core/dtype.h"
+#include "core/primitive_id.h"
 
 namespace kgrad {
-
-enum class PrimId : uint16_t {
-#define KGRAD_PRIM(id, name) id,
-#include "core/primitive_ids.inc"
-#undef KGRAD_PRIM
-  kNumPrims
-};
-inline constexpr int kNumPrimIds = static_cast<int>(PrimId::kNumPrims);
 
 // The wire name of a primitive id ("add").
 const char* PrimIdName(PrimId id);

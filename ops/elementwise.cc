@@ -20,6 +20,18 @@
 namespace kgrad {
 namespace ops {
 
+ew::Attrs ElementwiseAttrs(const Primitive& p) {
+  switch (p.id()) {
+#define KGRAD_ELEMENTWISE(Name, wire, arity, dtypes, result, fusion, onnx) \
+  case PrimId::k##Name:                                                  \
+    return ew::Name##Op::Read(p);
+#include "ops/elementwise_table.inc"
+#undef KGRAD_ELEMENTWISE
+    default:
+      return {};
+  }
+}
+
 // ----- Checks shared with the kernels ------------------------------------------------
 absl::Status CheckUnary(PrimId id, TensorType x) {
   return CheckDType(0, x, ElementwiseDTypes(id));
@@ -41,8 +53,8 @@ absl::StatusOr<Shape> SelectShape(TensorType cond, TensorType a, TensorType b, C
 namespace {
 
 // ----- Inference ------------------------------------------------------------------
-// Each op's dtypes and whether it gives bool are one table (ElementwiseDTypes,
-// ElementwiseBoolOutput in elementwise.h), read here and by the kernels.
+// Each op's dtypes and whether it gives bool are its row of the table
+// (elementwise_table.inc), read here and by the kernels.
 
 // The result's type is often exactly an input's (same dtype and shape, no shape
 // value): that input's abstract is shared rather than another made (a gradient

@@ -1,5 +1,6 @@
 // Elementwise primitives: definitions (attributes, inference, bprop rules), and
 // the checks and output shapes that inference and the CPU and CUDA kernels share.
+// Their facts (dtypes, bool results, ...) are the table's (elementwise_table.h).
 #ifndef KGRAD_OPS_ELEMENTWISE_H_
 #define KGRAD_OPS_ELEMENTWISE_H_
 
@@ -9,6 +10,7 @@
 #include "core/dtype.h"
 #include "core/primitive.h"
 #include "core/shape.h"
+#include "ops/elementwise_table.h"
 #include "ops/op_util.h"
 
 namespace kgrad {
@@ -16,97 +18,9 @@ namespace ops {
 
 void RegisterElementwiseOps(std::vector<PrimitiveDef>* defs);
 
-// The dtypes elementwise primitive `id` accepts: its input's for a unary map,
-// the one dtype of both inputs for a binary map, that of a and b for
-// select(cond, a, b) (cond is bool). No promotion: outputs keep the input dtype,
-// except the bool of comparisons and logical ops (ElementwiseBoolOutput).
-// constexpr, so that a kernel instantiates its loops for these dtypes only.
-constexpr DTypeSet ElementwiseDTypes(PrimId id) {
-  switch (id) {
-    case PrimId::kNeg:
-    case PrimId::kAbs:
-    case PrimId::kSign:
-    case PrimId::kSquare:
-      return kNumericTypes | kNarrowIntegerTypes;
-    // Binary arithmetic and comparisons also take the 16-bit floats (computed in
-    // float, rounded once): ONNX's Add, Max, Mod, Less, ... take every numeric type.
-    case PrimId::kAdd:
-    case PrimId::kSub:
-    case PrimId::kMul:
-    case PrimId::kDiv:
-    case PrimId::kMaximum:
-    case PrimId::kMinimum:
-    case PrimId::kMod:
-    case PrimId::kLess:
-    case PrimId::kLessEqual:
-    case PrimId::kGreater:
-    case PrimId::kGreaterEqual:
-      return kWideNumericTypes;
-    case PrimId::kEqual:
-    case PrimId::kNotEqual:
-    case PrimId::kSelect:
-      return kEveryType;
-    case PrimId::kBitShift:  // ONNX's BitShift: unsigned integers only
-      return kUnsignedTypes;
-    case PrimId::kLogicalNot:
-    case PrimId::kLogicalAnd:
-    case PrimId::kLogicalOr:
-      return kBoolType;
-    case PrimId::kExp:
-    case PrimId::kLog:
-    case PrimId::kLog1p:
-    case PrimId::kExpm1:
-    case PrimId::kSin:
-    case PrimId::kCos:
-    case PrimId::kTanh:
-    case PrimId::kSigmoid:
-    case PrimId::kRelu:
-    case PrimId::kGelu:
-    case PrimId::kSoftplus:
-    case PrimId::kSqrt:
-    case PrimId::kRsqrt:
-    case PrimId::kReciprocal:
-    case PrimId::kErf:
-    case PrimId::kPow:
-    case PrimId::kFloor:
-    case PrimId::kCeil:
-    case PrimId::kRound:
-    case PrimId::kAsin:
-    case PrimId::kAcos:
-    case PrimId::kAtan:
-    case PrimId::kSinh:
-    case PrimId::kCosh:
-    case PrimId::kAsinh:
-    case PrimId::kAcosh:
-    case PrimId::kAtanh:
-    case PrimId::kTanhGrad:
-    case PrimId::kSigmoidGrad:
-    case PrimId::kSinGrad:
-    case PrimId::kCosGrad:
-    case PrimId::kReluGrad:
-      return kFloatTypes;
-    default:  // not an elementwise primitive
-      return 0;
-  }
-}
-
-// Comparisons and logical ops give bool.
-constexpr bool ElementwiseBoolOutput(PrimId id) {
-  switch (id) {
-    case PrimId::kEqual:
-    case PrimId::kNotEqual:
-    case PrimId::kLess:
-    case PrimId::kLessEqual:
-    case PrimId::kGreater:
-    case PrimId::kGreaterEqual:
-    case PrimId::kLogicalNot:
-    case PrimId::kLogicalAnd:
-    case PrimId::kLogicalOr:
-      return true;
-    default:
-      return false;
-  }
-}
+// The application's attributes packed for its functor (ew::<Name>Op::Read): what
+// the CPU and CUDA kernels pass to every element. `p` is elementwise.
+ew::Attrs ElementwiseAttrs(const Primitive& p);
 
 // A unary map `id` on x: x's dtype must be one `id` accepts. The output has x's
 // type (bool for logical_not, whose input is bool).

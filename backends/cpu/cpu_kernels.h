@@ -8,6 +8,7 @@
 #include <type_traits>
 
 #include "backends/kernel.h"
+#include "ops/elementwise_functors.h"
 
 // The op families with kernels. Every device defines, in its own namespace, one
 // `void Register<Family>Kernels(KernelTable* table)` per family (backends/cuda
@@ -63,35 +64,11 @@ struct CpuMover {
   static absl::Status Fill(KernelContext& ctx, const Tensor& t, double value);
 };
 
-// ----- Wrapping integer arithmetic ------------------------------------------------------
-// Signed overflow is undefined in C++; through an unsigned type at least as wide
-// as unsigned int it wraps (two's complement), and the loops vectorise just the
-// same (narrower types would be promoted to int first, where uint16 * uint16 can
-// overflow). Floats pass through.
-template <typename T, typename Op>
-T Wrapping(T a, T b, Op op) {
-  if constexpr (std::is_integral_v<T>) {
-    using U = std::make_unsigned_t<std::common_type_t<T, unsigned>>;
-    return static_cast<T>(op(static_cast<U>(a), static_cast<U>(b)));
-  } else {
-    return static_cast<T>(op(a, b));
-  }
-}
-template <typename T>
-T WrapAdd(T a, T b) { return Wrapping(a, b, std::plus<>()); }
-template <typename T>
-T WrapSub(T a, T b) { return Wrapping(a, b, std::minus<>()); }
-template <typename T>
-T WrapMul(T a, T b) { return Wrapping(a, b, std::multiplies<>()); }
-// -x for floats (0 - x would turn -0 into +0).
-template <typename T>
-T WrapNeg(T x) {
-  if constexpr (std::is_integral_v<T>) {
-    return WrapSub(T{0}, x);
-  } else {
-    return -x;
-  }
-}
+// Wrapping integer arithmetic: the elementwise functors' (one definition).
+using ew::WrapAdd;
+using ew::WrapMul;
+using ew::WrapNeg;
+using ew::WrapSub;
 
 }  // namespace cpu
 }  // namespace kgrad

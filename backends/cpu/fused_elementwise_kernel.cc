@@ -4,7 +4,7 @@
 #include <cmath>
 #include <cstdint>
 
-#include "backends/cpu/eigen.h"
+#include "backends/cpu/elementwise_rows.h"
 #include "backends/cpu/parallel.h"
 #include "backends/device.h"
 
@@ -14,11 +14,6 @@ namespace {
 
 constexpr int64_t kBlock = 512;
 
-template <typename T>
-using ArrayMap = Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>>;
-template <typename T>
-using ConstArrayMap = Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>>;
-
 int64_t RoundUp(int64_t n, int64_t m) { return (n + m - 1) / m * m; }
 
 template <typename T>
@@ -27,42 +22,31 @@ T* AlignUp(T* p) {
   return reinterpret_cast<T*>((a + 63) & ~static_cast<std::uintptr_t>(63));
 }
 
+// One instruction over n elements of contiguous rows: its primitive's functor
+// through the kernels' row loops (elementwise_rows.h).
 template <typename T>
-void Unary(FusedCode code, const T* x, T* y, int64_t n) {
-  ConstArrayMap<T> a(x, n);
-  ArrayMap<T> out(y, n);
-  switch (code) {
-    case FusedCode::kNeg: for (int64_t i = 0; i < n; ++i) y[i] = -x[i]; break;
-    case FusedCode::kRelu: for (int64_t i = 0; i < n; ++i) y[i] = x[i] < 0 ? T(0) : x[i]; break;
-    case FusedCode::kTanh: out = a.tanh(); break;
-    case FusedCode::kSin: out = a.sin(); break;
-    case FusedCode::kCos: out = a.cos(); break;
-    case FusedCode::kExp: out = Exp(a); break;
-    case FusedCode::kSigmoid: out = (T(1) + Exp(-a)).inverse(); break;
-    default: break;
+void RunInstr(const FusedInstr& in, const T* a, const T* b, const T* c, const T* d, T* y,
+              int64_t n) {
+#define KGRAD_FUSED_RUN_Fused(Name, arity)                                            \
+  case FusedCode::k##Name:                                                           \
+    if constexpr (arity == 1) {                                                      \
+      UnaryRow<ew::Name##Op>(in.attrs, a, y, n);                                     \
+    } else {                                                                         \
+      BinaryRow<ew::Name##Op>(in.attrs, a, 1, b, 1, y, n);                           \
+    }                                                                                \
+    return;
+#define KGRAD_FUSED_RUN_Unfused(Name, arity)
+  switch (in.code) {
+#define KGRAD_ELEMENTWISE(Name, wire, arity, dtypes, result, fusion, onnx) \
+  KGRAD_FUSED_RUN_##fusion(Name, arity)
+#include "ops/elementwise_table.inc"
+#undef KGRAD_ELEMENTWISE
+    case FusedCode::kMulAdd:
+      MulAddRow(a, b, c, d, y, n);
+      return;
   }
-}
-
-template <typename T>
-void Binary(FusedCode code, const T* a, const T* b, T* y, int64_t n) {
-  switch (code) {
-    case FusedCode::kAdd: for (int64_t i = 0; i < n; ++i) y[i] = a[i] + b[i]; break;
-    case FusedCode::kSub: for (int64_t i = 0; i < n; ++i) y[i] = a[i] - b[i]; break;
-    case FusedCode::kMul: for (int64_t i = 0; i < n; ++i) y[i] = a[i] * b[i]; break;
-    case FusedCode::kDiv: for (int64_t i = 0; i < n; ++i) y[i] = a[i] / b[i]; break;
-    case FusedCode::kTanhGrad: for (int64_t i = 0; i < n; ++i) y[i] = b[i] * (T(1) - a[i] * a[i]); break;
-    case FusedCode::kSigmoidGrad: for (int64_t i = 0; i < n; ++i) y[i] = b[i] * a[i] * (T(1) - a[i]); break;
-    // Eigen's vectorised cos and sin, as the sin and cos kernels use (the
-    // unfused sin_grad kernel calls std::cos per element: equal within an ulp or
-    // two, and several times slower).
-    case FusedCode::kSinGrad: ArrayMap<T>(y, n) = ConstArrayMap<T>(b, n) * ConstArrayMap<T>(a, n).cos(); break;
-    case FusedCode::kCosGrad: ArrayMap<T>(y, n) = -(ConstArrayMap<T>(b, n) * ConstArrayMap<T>(a, n).sin()); break;
-    case FusedCode::kReluGrad: for (int64_t i = 0; i < n; ++i) y[i] = a[i] > T(0) ? b[i] : T(0); break;
-    // NaN wins, as in the maximum and minimum kernels (`a != a`: a is NaN).
-    case FusedCode::kMaximum: for (int64_t i = 0; i < n; ++i) y[i] = (a[i] > b[i] || a[i] != a[i]) ? a[i] : b[i]; break;
-    case FusedCode::kMinimum: for (int64_t i = 0; i < n; ++i) y[i] = (a[i] < b[i] || a[i] != a[i]) ? a[i] : b[i]; break;
-    default: break;
-  }
+#undef KGRAD_FUSED_RUN_Fused
+#undef KGRAD_FUSED_RUN_Unfused
 }
 
 // Rank-0 inputs when the run is larger than one element: each is read from a
@@ -111,14 +95,8 @@ void Evaluate(const FusedProgram& p, absl::Span<const Tensor* const> inputs,
         const FusedInstr& in = p.instrs[i];
         const int32_t v = p.num_inputs + static_cast<int32_t>(i);
         T* y = where(v);
-        if (in.code == FusedCode::kMulAdd) {
-          const T *a = at[in.a], *b = at[in.b], *c = at[in.c], *d = at[in.d];
-          for (int64_t e = 0; e < n; ++e) y[e] = a[e] * b[e] + c[e] * d[e];
-        } else if (IsBinary(in.code)) {
-          Binary(in.code, at[in.a], at[in.b], y, n);
-        } else {
-          Unary(in.code, at[in.a], y, n);
-        }
+        auto operand = [&](int32_t id) { return id >= 0 ? at[id] : nullptr; };
+        RunInstr(in, operand(in.a), operand(in.b), operand(in.c), operand(in.d), y, n);
         at[v] = y;
       }
     }

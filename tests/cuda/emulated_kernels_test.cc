@@ -16,6 +16,8 @@
 #include "backends/cuda/geometry.h"
 #include "backends/cuda/kernels/launch.h"
 #include "gtest/gtest.h"
+#include "ops/elementwise.h"
+#include "ops/registry.h"
 #include "tests/cuda/compare.h"
 #include "tests/testing/op_test_util.h"
 
@@ -34,6 +36,10 @@ using testing::Tolerance;
 using testing::ValuesClose;
 
 DT ToDT(DType t) { return static_cast<DT>(static_cast<int>(t)); }
+// The attributes the host kernels pass to the device code for `id` with `attrs`.
+ew::Attrs AttrsOf(PrimId id, AttrMap attrs = {}) {
+  return ops::ElementwiseAttrs(*DefaultRegistry().Make(id, std::move(attrs)).value());
+}
 Tensor New(DType t, const Shape& s) { return Tensor::Create(t, s).value(); }
 
 ::testing::AssertionResult Same(const Tensor& got, const Tensor& want, Tolerance tol) {
@@ -55,39 +61,38 @@ class EmulatedTest : public ::testing::TestWithParam<DType> {
 // ----- Elementwise ------------------------------------------------------------------------------
 struct UnaryCase {
   PrimId id;
-  UnaryOp op;
   double lo, hi;
   AttrMap attrs;
 };
 
 TEST_P(EmulatedTest, UnaryOps) {
   const std::vector<UnaryCase> cases = {
-      {PrimId::kNeg, UnaryOp::kNeg, -3, 3, {}},
-      {PrimId::kAbs, UnaryOp::kAbs, -3, 3, {}},
-      {PrimId::kSign, UnaryOp::kSign, -3, 3, {}},
-      {PrimId::kSquare, UnaryOp::kSquare, -3, 3, {}},
-      {PrimId::kExp, UnaryOp::kExp, -5, 5, {}},
-      {PrimId::kLog, UnaryOp::kLog, 0.1, 5, {}},
-      {PrimId::kLog1p, UnaryOp::kLog1p, -0.5, 5, {}},
-      {PrimId::kExpm1, UnaryOp::kExpm1, -3, 3, {}},
-      {PrimId::kSin, UnaryOp::kSin, -6, 6, {}},
-      {PrimId::kCos, UnaryOp::kCos, -6, 6, {}},
-      {PrimId::kTanh, UnaryOp::kTanh, -4, 4, {}},
-      {PrimId::kSigmoid, UnaryOp::kSigmoid, -8, 8, {}},
-      {PrimId::kRelu, UnaryOp::kRelu, -3, 3, {}},
-      {PrimId::kGelu, UnaryOp::kGeluExact, -4, 4, {}},
-      {PrimId::kGelu, UnaryOp::kGeluTanh, -4, 4, {{"approximate", true}}},
-      {PrimId::kSoftplus, UnaryOp::kSoftplus, -20, 20, {}},
-      {PrimId::kSqrt, UnaryOp::kSqrt, 0, 9, {}},
-      {PrimId::kRsqrt, UnaryOp::kRsqrt, 0.1, 9, {}},
-      {PrimId::kReciprocal, UnaryOp::kReciprocal, 0.1, 3, {}},
-      {PrimId::kErf, UnaryOp::kErf, -3, 3, {}},
+      {PrimId::kNeg, -3, 3, {}},
+      {PrimId::kAbs, -3, 3, {}},
+      {PrimId::kSign, -3, 3, {}},
+      {PrimId::kSquare, -3, 3, {}},
+      {PrimId::kExp, -5, 5, {}},
+      {PrimId::kLog, 0.1, 5, {}},
+      {PrimId::kLog1p, -0.5, 5, {}},
+      {PrimId::kExpm1, -3, 3, {}},
+      {PrimId::kSin, -6, 6, {}},
+      {PrimId::kCos, -6, 6, {}},
+      {PrimId::kTanh, -4, 4, {}},
+      {PrimId::kSigmoid, -8, 8, {}},
+      {PrimId::kRelu, -3, 3, {}},
+      {PrimId::kGelu, -4, 4, {}},
+      {PrimId::kGelu, -4, 4, {{"approximate", true}}},
+      {PrimId::kSoftplus, -20, 20, {}},
+      {PrimId::kSqrt, 0, 9, {}},
+      {PrimId::kRsqrt, 0.1, 9, {}},
+      {PrimId::kReciprocal, 0.1, 3, {}},
+      {PrimId::kErf, -3, 3, {}},
   };
   for (const UnaryCase& c : cases) {
     Tensor x = R({3, 700}, c.lo, c.hi);
     Tensor y = New(x.dtype(), x.shape());
-    ASSERT_EQ(LaunchUnary(c.op, ToDT(x.dtype()), x.raw_data(), y.raw_data(), x.NumElements(),
-                          nullptr),
+    ASSERT_EQ(LaunchUnary(c.id, ToDT(x.dtype()), AttrsOf(c.id, c.attrs), x.raw_data(), y.raw_data(),
+                          x.NumElements(), nullptr),
               cudaSuccess);
     EXPECT_TRUE(Same(y, RunOk(c.id, {Value(x)}, c.attrs))) << PrimIdName(c.id);
   }
@@ -99,36 +104,29 @@ TEST(EmulatedIntTest, IntegerUnaryAndBoolOps) {
     const int64_t lo = t == DType::kInt32 ? std::numeric_limits<int32_t>::min()
                                           : std::numeric_limits<int64_t>::min();
     Tensor x = MakeTensor(t, {5}, {static_cast<double>(lo), -3, 0, 7, 46341});
-    for (auto [id, op] : {std::pair{PrimId::kNeg, UnaryOp::kNeg}, {PrimId::kAbs, UnaryOp::kAbs},
-                          {PrimId::kSign, UnaryOp::kSign}, {PrimId::kSquare, UnaryOp::kSquare}}) {
+    for (PrimId id : {PrimId::kNeg, PrimId::kAbs, PrimId::kSign, PrimId::kSquare}) {
       Tensor y = New(t, x.shape());
-      ASSERT_EQ(LaunchUnary(op, ToDT(t), x.raw_data(), y.raw_data(), 5, nullptr), cudaSuccess);
+      ASSERT_EQ(LaunchUnary(id, ToDT(t), AttrsOf(id), x.raw_data(), y.raw_data(), 5, nullptr),
+                cudaSuccess);
       EXPECT_TRUE(Same(y, RunOk(id, {Value(x)}))) << PrimIdName(id);
     }
   }
   Tensor b = RandomTensor(DType::kBool, {50}, rng);
   Tensor nb = New(DType::kBool, {50});
-  ASSERT_EQ(LaunchUnary(UnaryOp::kLogicalNot, DT::kBool, b.raw_data(), nb.raw_data(), 50, nullptr),
+  ASSERT_EQ(LaunchUnary(PrimId::kLogicalNot, DT::kBool, {}, b.raw_data(), nb.raw_data(), 50,
+                        nullptr),
             cudaSuccess);
   EXPECT_TRUE(Same(nb, RunOk(PrimId::kLogicalNot, {Value(b)})));
   // Unsupported dtype for the op: an error, not a launch.
-  EXPECT_NE(LaunchUnary(UnaryOp::kExp, DT::kI32, b.raw_data(), nb.raw_data(), 1, nullptr),
+  EXPECT_NE(LaunchUnary(PrimId::kExp, DT::kI32, {}, b.raw_data(), nb.raw_data(), 1, nullptr),
             cudaSuccess);
 }
 
-struct BinaryCase {
-  PrimId id;
-  BinaryOp op;
-};
-
-const std::vector<BinaryCase>& BinaryCases() {
-  static const std::vector<BinaryCase> cases = {
-      {PrimId::kAdd, BinaryOp::kAdd},           {PrimId::kSub, BinaryOp::kSub},
-      {PrimId::kMul, BinaryOp::kMul},           {PrimId::kDiv, BinaryOp::kDiv},
-      {PrimId::kMaximum, BinaryOp::kMaximum},   {PrimId::kMinimum, BinaryOp::kMinimum},
-      {PrimId::kEqual, BinaryOp::kEqual},       {PrimId::kNotEqual, BinaryOp::kNotEqual},
-      {PrimId::kLess, BinaryOp::kLess},         {PrimId::kLessEqual, BinaryOp::kLessEqual},
-      {PrimId::kGreater, BinaryOp::kGreater},   {PrimId::kGreaterEqual, BinaryOp::kGreaterEqual},
+const std::vector<PrimId>& BinaryCases() {
+  static const std::vector<PrimId> cases = {
+      PrimId::kAdd,   PrimId::kSub,      PrimId::kMul,  PrimId::kDiv,
+      PrimId::kMaximum, PrimId::kMinimum, PrimId::kEqual, PrimId::kNotEqual,
+      PrimId::kLess,  PrimId::kLessEqual, PrimId::kGreater, PrimId::kGreaterEqual,
   };
   return cases;
 }
@@ -141,44 +139,44 @@ const std::vector<std::pair<Shape, Shape>>& BroadcastShapePairs() {
 }
 
 // Runs a binary launcher like the host kernel does.
-Tensor RunBinary(BinaryOp op, bool bool_out, const Tensor& a, const Tensor& b) {
+Tensor RunBinary(PrimId op, bool bool_out, const Tensor& a, const Tensor& b) {
   Shape shape = BroadcastShapes(a.shape(), b.shape()).value();
   Tensor out = New(bool_out ? DType::kBool : a.dtype(), shape);
   const Shape* ins[2] = {&a.shape(), &b.shape()};
   BroadcastGeom g = MakeBroadcastGeom(shape, ins);
-  EXPECT_EQ(LaunchBinary(op, ToDT(a.dtype()), a.raw_data(), b.raw_data(), out.raw_data(), g,
-                         nullptr),
+  EXPECT_EQ(LaunchBinary(op, ToDT(a.dtype()), AttrsOf(op), a.raw_data(), b.raw_data(),
+                         out.raw_data(), g, nullptr),
             cudaSuccess);
   return out;
 }
 
-bool IsComparison(BinaryOp op) {
-  return op != BinaryOp::kAdd && op != BinaryOp::kSub && op != BinaryOp::kMul &&
-         op != BinaryOp::kDiv && op != BinaryOp::kMaximum && op != BinaryOp::kMinimum &&
-         op != BinaryOp::kPow;
+bool IsComparison(PrimId op) {
+  return op != PrimId::kAdd && op != PrimId::kSub && op != PrimId::kMul &&
+         op != PrimId::kDiv && op != PrimId::kMaximum && op != PrimId::kMinimum &&
+         op != PrimId::kPow;
 }
 
 TEST_P(EmulatedTest, BinaryOpsBroadcast) {
   for (const auto& [sa, sb] : BroadcastShapePairs()) {
     Tensor a = R(sa), b = R(sb, 0.5, 2);
-    for (const BinaryCase& c : BinaryCases()) {
+    for (PrimId c : BinaryCases()) {
       for (bool swap : {false, true}) {
         const Tensor& x = swap ? b : a;
         const Tensor& y = swap ? a : b;
         EXPECT_TRUE(
-            Same(RunBinary(c.op, IsComparison(c.op), x, y), RunOk(c.id, {Value(x), Value(y)})))
-            << PrimIdName(c.id) << " " << ShapeToString(x.shape()) << " "
+            Same(RunBinary(c, IsComparison(c), x, y), RunOk(c, {Value(x), Value(y)})))
+            << PrimIdName(c) << " " << ShapeToString(x.shape()) << " "
             << ShapeToString(y.shape());
       }
     }
     EXPECT_TRUE(
-        Same(RunBinary(BinaryOp::kPow, false, b, a), RunOk(PrimId::kPow, {Value(b), Value(a)})));
+        Same(RunBinary(PrimId::kPow, false, b, a), RunOk(PrimId::kPow, {Value(b), Value(a)})));
   }
   Tensor p = MakeTensor(GetParam(), {4}, {kNaN, 1, kNaN, -1});
   Tensor q = MakeTensor(GetParam(), {4}, {1, kNaN, kNaN, 2});
-  EXPECT_TRUE(Same(RunBinary(BinaryOp::kMaximum, false, p, q),
+  EXPECT_TRUE(Same(RunBinary(PrimId::kMaximum, false, p, q),
                    RunOk(PrimId::kMaximum, {Value(p), Value(q)})));
-  EXPECT_TRUE(Same(RunBinary(BinaryOp::kMinimum, false, p, q),
+  EXPECT_TRUE(Same(RunBinary(PrimId::kMinimum, false, p, q),
                    RunOk(PrimId::kMinimum, {Value(p), Value(q)})));
 }
 
@@ -187,10 +185,10 @@ TEST(EmulatedIntTest, IntegerBinaryOpsWrap) {
     const double hi = t == DType::kInt32 ? 2147483647.0 : 9.2e18;
     Tensor a = MakeTensor(t, {6}, {-hi, hi, -7, 7, 0, hi});
     Tensor b = MakeTensor(t, {6}, {-1, 2, 2, -3, 5, hi});
-    for (const BinaryCase& c : BinaryCases()) {
+    for (PrimId c : BinaryCases()) {
       EXPECT_TRUE(
-          Same(RunBinary(c.op, IsComparison(c.op), a, b), RunOk(c.id, {Value(a), Value(b)})))
-          << PrimIdName(c.id) << " " << DTypeName(t);
+          Same(RunBinary(c, IsComparison(c), a, b), RunOk(c, {Value(a), Value(b)})))
+          << PrimIdName(c) << " " << DTypeName(t);
     }
     Tensor zero = MakeTensor(t, {4}, {3, 0, 1, 0});
     unsigned long long first = 0;

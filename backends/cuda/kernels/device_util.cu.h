@@ -18,6 +18,7 @@
 
 #include "backends/cpu/convert.h"
 #include "backends/cuda/kernels/launch.h"
+#include "ops/elementwise_functors.h"
 
 namespace kgrad {
 namespace cuda {
@@ -151,79 +152,14 @@ cudaError_t DispatchRaw(int bytes, Fn&& fn) {
   return cudaErrorInvalidValue;
 }
 
-// ----- kgrad's arithmetic rules (match backends/cpu) ---------------------------------
-// The type integer arithmetic runs in: the unsigned one, so that it wraps (two's
-// complement) where signed overflow would be undefined; floats and bool as is.
-template <typename T, bool = std::is_integral_v<T> && !std::is_same_v<T, bool>>
-struct WrapTypeOf {
-  using type = T;
-};
-template <typename T>
-struct WrapTypeOf<T, true> {
-  using type = std::make_unsigned_t<T>;
-};
-template <typename T>
-using WrapType = typename WrapTypeOf<T>::type;
+// ----- kgrad's arithmetic and maths: the elementwise functors' (one definition) -----
+using ew::Exp;
+using ew::Log;
+using ew::WrapAdd;
+using ew::WrapMul;
+using ew::WrapNeg;
+using ew::WrapSub;
 
-template <typename T>
-__host__ __device__ inline T WrapAdd(T a, T b) {
-  return static_cast<T>(static_cast<WrapType<T>>(a) + static_cast<WrapType<T>>(b));
-}
-template <typename T>
-__host__ __device__ inline T WrapSub(T a, T b) {
-  return static_cast<T>(static_cast<WrapType<T>>(a) - static_cast<WrapType<T>>(b));
-}
-template <typename T>
-__host__ __device__ inline T WrapMul(T a, T b) {
-  return static_cast<T>(static_cast<WrapType<T>>(a) * static_cast<WrapType<T>>(b));
-}
-// -x for floats (0 - x would turn -0 into +0) and bool.
-template <typename T>
-__host__ __device__ inline T WrapNeg(T x) {
-  if constexpr (std::is_same_v<WrapType<T>, T>) {
-    return -x;
-  } else {
-    return WrapSub(T{0}, x);
-  }
-}
-
-// ----- Precision-generic math ----------------------------------------------------------
-// Name<T>(x) calls CUDA's function of T's precision: f32 for float, f64 for double.
-#define KGRAD_PRECISION_MATH(Name, f32, f64)                            \
-  template <typename T> __device__ inline T Name(T x);                   \
-  template <> __device__ inline float Name(float x) { return f32(x); }   \
-  template <> __device__ inline double Name(double x) { return f64(x); }
-KGRAD_PRECISION_MATH(Exp, expf, exp)
-KGRAD_PRECISION_MATH(Log, logf, log)
-KGRAD_PRECISION_MATH(Log1p, log1pf, log1p)
-KGRAD_PRECISION_MATH(Expm1, expm1f, expm1)
-KGRAD_PRECISION_MATH(Sin, sinf, sin)
-KGRAD_PRECISION_MATH(Cos, cosf, cos)
-KGRAD_PRECISION_MATH(Tanh, tanhf, tanh)
-KGRAD_PRECISION_MATH(Sqrt, sqrtf, sqrt)
-KGRAD_PRECISION_MATH(Erf, erff, erf)
-KGRAD_PRECISION_MATH(Erfc, erfcf, erfc)
-KGRAD_PRECISION_MATH(Floor, floorf, floor)
-KGRAD_PRECISION_MATH(Ceil, ceilf, ceil)
-KGRAD_PRECISION_MATH(Rint, rintf, rint)  // halves to even, as the CPU's nearbyint
-KGRAD_PRECISION_MATH(Asin, asinf, asin)
-KGRAD_PRECISION_MATH(Acos, acosf, acos)
-KGRAD_PRECISION_MATH(Atan, atanf, atan)
-KGRAD_PRECISION_MATH(Sinh, sinhf, sinh)
-KGRAD_PRECISION_MATH(Cosh, coshf, cosh)
-KGRAD_PRECISION_MATH(Asinh, asinhf, asinh)
-KGRAD_PRECISION_MATH(Acosh, acoshf, acosh)
-KGRAD_PRECISION_MATH(Atanh, atanhf, atanh)
-#undef KGRAD_PRECISION_MATH
-template <typename T> __device__ inline T Pow(T a, T b);
-template <> __device__ inline float Pow(float a, float b) { return powf(a, b); }
-template <> __device__ inline double Pow(double a, double b) { return pow(a, b); }
-template <typename T> __device__ inline T Fmod(T a, T b);
-template <> __device__ inline float Fmod(float a, float b) { return fmodf(a, b); }
-template <> __device__ inline double Fmod(double a, double b) { return fmod(a, b); }
-template <typename T> __device__ inline T Copysign(T a, T b);
-template <> __device__ inline float Copysign(float a, float b) { return copysignf(a, b); }
-template <> __device__ inline double Copysign(double a, double b) { return copysign(a, b); }
 template <typename T>
 __device__ inline bool IsFinite(T x) {
 #if defined(KGRAD_CUDA_EMULATION)

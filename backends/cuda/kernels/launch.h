@@ -1,7 +1,8 @@
 // The boundary between the host kernels (backends/cuda/*.cc, built by the C++
 // toolchain) and the device code (backends/cuda/kernels/*.cu, built by nvcc into
-// static libraries): plain structs and launch functions, no Abseil and no kgrad
-// headers, so that nvcc compiles the .cu files alone.
+// static libraries): plain structs and launch functions, no Abseil and only the
+// dependency-free kgrad headers (the dtype and primitive enums, the elementwise
+// table and functors), so that nvcc compiles the .cu files alone.
 //
 // Every launcher queues work on `stream` and returns the launch's cudaError_t
 // (cudaSuccess, or the error of the launch itself: a bad configuration, no
@@ -13,6 +14,9 @@
 
 #include <cstddef>
 #include <cstdint>
+
+#include "core/primitive_id.h"
+#include "ops/elementwise_functors.h"
 
 #if defined(KGRAD_CUDA_EMULATION)
 #include "backends/cuda/kernels/emulation.h"  // host emulation for tests (no GPU)
@@ -31,21 +35,11 @@ enum class DT : int { kF32 = 0, kF64 = 1, kI32 = 2, kI64 = 3, kBool = 4 };
 inline constexpr int kMaxDims = 16;
 
 // ----- Elementwise (elementwise.cu) ------------------------------------------------
-enum class UnaryOp : int {
-  kNeg, kAbs, kSign, kSquare, kExp, kLog, kLog1p, kExpm1, kSin, kCos, kTanh, kSigmoid,
-  kRelu, kGeluExact, kGeluTanh, kSoftplus, kSqrt, kRsqrt, kReciprocal, kErf, kLogicalNot,
-  kFloor, kCeil, kRound, kAsin, kAcos, kAtan, kSinh, kCosh, kAsinh, kAcosh, kAtanh,
-};
-// y[i] = op(x[i]); y may be x. The host checks that `op` accepts `dt`.
-cudaError_t LaunchUnary(UnaryOp op, DT dt, const void* x, void* y, int64_t n, cudaStream_t s);
-
-enum class BinaryOp : int {
-  kAdd, kSub, kMul, kDiv, kPow, kMaximum, kMinimum, kEqual, kNotEqual, kLess, kLessEqual,
-  kGreater, kGreaterEqual, kLogicalAnd, kLogicalOr, kTanhGrad, kSigmoidGrad,
-  kSinGrad, kCosGrad, kReluGrad,
-  kMod,   // the sign of b (Python's %)
-  kFMod,  // the sign of a (C's fmod and %)
-};
+// Each op is its row of ops/elementwise_table.inc and its functor: `id` names the
+// row, `at` carries the application's attributes (ops::ElementwiseAttrs).
+// y[i] = op(x[i]) for a unary `id`; y may be x. The host checks that `id` accepts `dt`.
+cudaError_t LaunchUnary(PrimId id, DT dt, const ew::Attrs& at, const void* x, void* y, int64_t n,
+                        cudaStream_t s);
 
 // An output of `count` elements walked over `rank` merged dims (outermost first),
 // with up to three operands reading at per-dim strides (0 on broadcast dims).
@@ -56,10 +50,10 @@ struct BroadcastGeom {
   int64_t strides[3][kMaxDims] = {};
 };
 
-// out = op(a, b) with broadcasting; comparisons and logical ops write bool.
-// `dt` is the operand dtype.
-cudaError_t LaunchBinary(BinaryOp op, DT dt, const void* a, const void* b, void* out,
-                         const BroadcastGeom& g, cudaStream_t s);
+// out = op(a, b) for a binary `id`, with broadcasting; comparisons and logical
+// ops write bool. `dt` is the operand dtype.
+cudaError_t LaunchBinary(PrimId id, DT dt, const ew::Attrs& at, const void* a, const void* b,
+                         void* out, const BroadcastGeom& g, cudaStream_t s);
 // out = c ? a : b (operand 0 of the geometry is c, 1 is a, 2 is b).
 cudaError_t LaunchSelect(DT dt, const void* c, const void* a, const void* b, void* out,
                          const BroadcastGeom& g, cudaStream_t s);
