@@ -23,29 +23,4 @@
 #include "unsupported/Eigen/SpecialFunctions"
 #pragma GCC diagnostic pop
 
-#include <type_traits>
-
-namespace kgrad {
-namespace cpu {
-
-// exp of an Eigen array expression, right at the bottom of double's range.
-// Eigen 3.4's vectorised exp for double clamps its argument at -709.78: every
-// smaller x, -inf included, gives 5.6e-309 instead of a subnormal or 0 (so the
-// logsumexp of an all -inf row came out -709.09, not -inf). Below -700 the
-// argument is raised by 64 ln 2 and the result scaled by 2^-64, which lands on
-// what std::exp gives. Float's vectorised exp is right as it is.
-template <typename A>
-auto Exp(const A& x) {
-  using T = typename A::Scalar;
-  if constexpr (std::is_same_v<T, double>) {
-    constexpr double kLow = -700.0, kShift = 64 * 0.693147180559945309417, kScale = 0x1p-64;
-    return (x < kLow).select((x + kShift).exp() * kScale, x.exp());
-  } else {
-    return x.exp();
-  }
-}
-
-}  // namespace cpu
-}  // namespace kgrad
-
 #endif  // KGRAD_BACKENDS_CPU_EIGEN_H_

@@ -20,6 +20,7 @@
 #include "backends/cpu/double_sums.h"
 #include "backends/cpu/eigen.h"
 #include "backends/cpu/parallel.h"
+#include "backends/cpu/simd.h"
 #include "core/shape.h"
 #include "core/status_macros.h"
 #include "ops/reduce.h"

@@ -180,6 +180,21 @@ Vec<T> Exp(Vec<T> x) {
   }
 }
 
+// Exp for Eigen array expressions (softmax, logsumexp): packets through Exp above,
+// the scalar tail of an expression through the C library.
+template <class T>
+struct ExpFunctor {
+  T operator()(T x) const { return std::exp(x); }
+  template <class P>
+  P packetOp(const P& p) const {
+    return Exp(Vec<T>(p)).p;
+  }
+};
+template <class A>
+auto Exp(const Eigen::ArrayBase<A>& x) {
+  return x.derived().unaryExpr(ExpFunctor<typename A::Scalar>());
+}
+
 // erfc(x). Float: 1 - erf(x) with Eigen's fast erf (odd to the bit, so gelu's
 // x erfc(-x / sqrt 2) is x (1 + erf(x / sqrt 2)) exactly); double: the C library's,
 // which keeps its relative accuracy in the tail.
@@ -194,5 +209,14 @@ Vec<T> Erfc(Vec<T> x) {
 
 }  // namespace cpu
 }  // namespace kgrad
+
+namespace Eigen {
+namespace internal {
+template <class T>
+struct functor_traits<kgrad::cpu::ExpFunctor<T>> {
+  enum { Cost = 10 * NumTraits<T>::MulCost, PacketAccess = packet_traits<T>::HasExp };
+};
+}  // namespace internal
+}  // namespace Eigen
 
 #endif  // KGRAD_BACKENDS_CPU_SIMD_H_
