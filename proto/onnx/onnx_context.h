@@ -1,5 +1,6 @@
-// The state of one ONNX import, shared by the importer (onnx_import.cc), the
-// op-by-op mapping (onnx_ops.cc) and control flow (onnx_control_flow.cc).
+// The state of one ONNX import, shared by the importer (onnx_import.cc), the op
+// table (onnx_op_table.cc), the op-by-op mappings of each family and control flow
+// (onnx_control_flow.cc).
 //
 // Every ONNX value becomes an ImportedValue: a kgrad node (created lazily for
 // constants), its static type from kgrad's per-primitive inference, and its value
@@ -118,6 +119,11 @@ using OpTable = absl::flat_hash_map<std::string, OpMapping>;
 // The node's form is one the importer reads at its opset (before opset 7, only
 // ops whose meaning did not change since).
 absl::Status CheckLegacyForm(const NodeContext& c);
+// Gives a constant operand the other operand's dtype (exporters write Pow(x, 2.0)
+// with a double exponent next to a float x, or integer constants next to floats):
+// b when both are constants; nothing when neither is (inference reports the
+// mismatch).
+absl::Status AlignConstantDType(NodeContext& c, ImportedValue& a, ImportedValue& b);
 // Activations shared by the activation ops and the recurrent cells
 // (onnx_activation_ops.cc), each an exact composition of primitives.
 absl::StatusOr<ImportedValue> HardSigmoidOf(NodeContext& c, const ImportedValue& x, double alpha,
@@ -131,8 +137,18 @@ absl::StatusOr<ImportedValue> SoftsignOf(NodeContext& c, const ImportedValue& x)
 Outputs OneOutput(absl::StatusOr<ImportedValue> v);
 // The mapping for `op_type` (default domain), or null when unsupported.
 OpMapping FindOpMapping(const std::string& op_type);
-// Every mapping, by op type.
+// Every mapping, by op type (onnx_op_table.cc).
 const OpTable& AllOpMappings();
+
+// The one-to-one mappings generated from ops/elementwise_table.inc: each row with
+// an ONNX name, its wire name and its mapping (a family may replace it in
+// AllOpMappings).
+struct TableOp {
+  const char* onnx;
+  const char* wire;
+  OpMapping mapping;
+};
+std::vector<TableOp> TableOps();
 
 // README's line for one mapped op (onnx_op_notes.cc).
 struct OnnxOpNote {
@@ -140,20 +156,22 @@ struct OnnxOpNote {
   const char* form;     // the kgrad primitives it becomes
   const char* refused;  // what it does not accept, beyond the opset range
 };
+// The hand notes and those generated for the table's mappings, sorted by op.
 absl::Span<const OnnxOpNote> OpNotes();
-// The families, one per file (onnx_ops.cc, onnx_shape_ops.cc, onnx_nn_ops.cc,
-// onnx_control_flow.cc, onnx_activation_ops.cc, onnx_loss_ops.cc, onnx_norm_ops.cc).
-void AddElementwiseOps(OpTable* t);
-void AddShapeOps(OpTable* t);
-void AddNnOps(OpTable* t);
-void AddWindowOps(OpTable* t);  // onnx_window_ops.cc
-void AddResizeOps(OpTable* t);  // onnx_resize_ops.cc
-void AddControlFlowOps(OpTable* t);
-void AddActivationOps(OpTable* t);
-void AddLossOps(OpTable* t);
-void AddNormOps(OpTable* t);
-void AddRnnOps(OpTable* t);  // onnx_rnn_ops.cc
-void AddIndexOps(OpTable* t);  // onnx_index_ops.cc
+// The families, one per file: the mappings that need more than the one-to-one
+// form of the table.
+void AddElementwiseOps(OpTable* t);  // onnx_elementwise_ops.cc
+void AddReduceOps(OpTable* t);       // onnx_reduce_ops.cc
+void AddShapeOps(OpTable* t);        // onnx_shape_ops.cc
+void AddNnOps(OpTable* t);           // onnx_nn_ops.cc
+void AddWindowOps(OpTable* t);       // onnx_window_ops.cc
+void AddResizeOps(OpTable* t);       // onnx_resize_ops.cc
+void AddControlFlowOps(OpTable* t);  // onnx_control_flow.cc
+void AddActivationOps(OpTable* t);   // onnx_activation_ops.cc
+void AddLossOps(OpTable* t);         // onnx_loss_ops.cc
+void AddNormOps(OpTable* t);         // onnx_norm_ops.cc
+void AddRnnOps(OpTable* t);          // onnx_rnn_ops.cc
+void AddIndexOps(OpTable* t);        // onnx_index_ops.cc
 
 class Importer {
  public:

@@ -20,6 +20,17 @@ inline constexpr int64_t kOnnxExportOpset = 17;
 absl::StatusOr<onnx::ModelProto> ExportOnnx(Module& module, FuncGraph* graph);
 absl::Status ExportOnnxFile(Module& module, FuncGraph* graph, const std::string& path);
 
+// How the export covers a primitive: the emitters registered for it (one when it
+// exports) and the not-exportable entries naming it (one, with the reason its
+// error gives, when it does not). Every PrimId has exactly one of the two
+// (tests/onnx/onnx_export_coverage_test.cc).
+struct OnnxExportSupport {
+  int emitters = 0;
+  int refusals = 0;
+  const char* reason = nullptr;
+};
+OnnxExportSupport OnnxExportSupportOf(PrimId id);
+
 }  // namespace kgrad
 
 #endif  // KGRAD_PROTO_ONNX_ONNX_EXPORT_H_

@@ -10,14 +10,22 @@
 namespace kgrad {
 namespace onnx_export_internal {
 
+absl::StatusOr<std::string> ReshapeLikeAtRunTime(Exporter& e, const ExportCall& call) {
+  return e.Op("Reshape", {call.in[0], e.Op("Shape", {call.in[1]})});
+}
+
+absl::StatusOr<std::string> BroadcastToLikeAtRunTime(Exporter& e, const ExportCall& call) {
+  return e.Op("Expand", {call.in[0], e.Op("Shape", {call.in[1]})});
+}
+
 // sum_to_like(x, ref) = ReduceSum over x's leading dims and the dims where ref is
 // 1 and x is not statically 1, then Reshape to Shape(ref). A dim of ref that is
 // not static must be the same symbol as x's (so not summed); else it is ambiguous.
-absl::StatusOr<std::string> Exporter::EmitSumToLikeAtRunTime(CNode* c,
-                                                            const std::vector<std::string>& a) {
+absl::StatusOr<std::string> SumToLikeAtRunTime(Exporter& e, const ExportCall& call) {
+  CNode* c = call.node;
   const AbstractTensor* tx = AsTensor(c->arg(0)->abstract());
   const AbstractTensor* tr = AsTensor(c->arg(1)->abstract());
-  if (tx == nullptr || tr == nullptr) return Error(c, "needs tensor types for x and the reference");
+  if (tx == nullptr || tr == nullptr) return e.Error(c, "needs tensor types for x and the reference");
   const int lead = tx->rank() - tr->rank();
   std::vector<int64_t> axes;
   for (int i = 0; i < tx->rank(); ++i) {
@@ -25,79 +33,153 @@ absl::StatusOr<std::string> Exporter::EmitSumToLikeAtRunTime(CNode* c,
     if (i < lead || (t == 1 && s != 1)) {
       axes.push_back(i);
     } else if (t < 0 && t != s) {
-      return Error(c, absl::StrCat("cannot tell whether dim ", i, " of ", tx->ToString(), " sums to ",
-                                   tr->ToString(), " without static sizes"));
+      return e.Error(c, absl::StrCat("cannot tell whether dim ", i, " of ", tx->ToString(), " sums to ",
+                                     tr->ToString(), " without static sizes"));
     }
   }
-  std::string y = a[0];
+  std::string y = call.in[0];
   if (!axes.empty()) {
-    NodeProto* n = Add("ReduceSum", {y, Ints(axes)});
+    NodeProto* n = e.Add("ReduceSum", {y, e.Ints(axes)});
     SetInt(n, "keepdims", 1);
     y = n->output(0);
   }
-  return Op("Reshape", {y, Op("Shape", {a[1]})});
+  return e.Op("Reshape", {y, e.Op("Shape", {call.in[1]})});
 }
 
 // slice_grad(dy, ref){begin, end, strides = 1} with dims that are not static:
 // Pad(dy, [b, d - b - n]) with d = Shape(ref), n = Shape(dy) and b the begins
 // normalised at run time as the slice normalises them (b < 0 counts from the end,
 // then clamped to [0, d]).
-absl::StatusOr<std::string> Exporter::EmitSliceGradAtRunTime(CNode* c, const Primitive& p,
-                                                            const std::vector<std::string>& a) {
-  const std::string dims = Op("Shape", {a[1]});
-  const std::string begin = Ints(p.GetInts("begin"));
-  const std::string negative = Op("Less", {begin, Ints(std::vector<int64_t>(p.GetInts("begin").size(), 0))});
-  const std::string from_end = Op("Add", {begin, dims});
-  std::string b = Op("Where", {negative, from_end, begin});
-  b = Op("Max", {Op("Min", {b, dims}), Ints(std::vector<int64_t>(p.GetInts("begin").size(), 0))});
-  const std::string after = Op("Sub", {Op("Sub", {dims, b}), Op("Shape", {a[0]})});
-  NodeProto* pads = Add("Concat", {b, after});
+absl::StatusOr<std::string> SliceGradAtRunTime(Exporter& e, const ExportCall& call) {
+  const std::vector<int64_t>& begins = call.prim.GetInts("begin");
+  const std::string zeros = e.Ints(std::vector<int64_t>(begins.size(), 0));
+  const std::string dims = e.Op("Shape", {call.in[1]});
+  const std::string begin = e.Ints(begins);
+  const std::string negative = e.Op("Less", {begin, zeros});
+  const std::string from_end = e.Op("Add", {begin, dims});
+  std::string b = e.Op("Where", {negative, from_end, begin});
+  b = e.Op("Max", {e.Op("Min", {b, dims}), e.Ints(std::vector<int64_t>(begins.size(), 0))});
+  const std::string after = e.Op("Sub", {e.Op("Sub", {dims, b}), e.Op("Shape", {call.in[0]})});
+  NodeProto* pads = e.Add("Concat", {b, after});
   SetInt(pads, "axis", 0);
-  const AbstractTensor* t = AsTensor(c->arg(0)->abstract());
-  if (t == nullptr) return Error(c, "needs a tensor type for dy");
-  return Op("Pad", {a[0], pads->output(0), Scalar(t->dtype(), 0)});
+  const AbstractTensor* t = AsTensor(call.node->arg(0)->abstract());
+  if (t == nullptr) return e.Error(call.node, "needs a tensor type for dy");
+  return e.Op("Pad", {call.in[0], pads->output(0), e.Scalar(t->dtype(), 0)});
 }
 
-absl::StatusOr<std::string> Exporter::EmitDynamicPrim(CNode* c, const Primitive& p,
-                                                     const std::vector<std::string>& a) {
-  switch (p.id()) {
-    case PrimId::kShapeOf: return Op("Shape", a);
-    case PrimId::kSliceGrad: return EmitSliceGradAtRunTime(c, p, a);
-    case PrimId::kSizeOf: return Op("Size", a);
-    case PrimId::kReshapeLike: return Op("Reshape", {a[0], Op("Shape", {a[1]})});
-    case PrimId::kBroadcastToLike: return Op("Expand", {a[0], Op("Shape", {a[1]})});
-    case PrimId::kSumToLike: return EmitSumToLikeAtRunTime(c, a);
-    case PrimId::kZerosLike:
-    case PrimId::kOnesLike: {
-      const AbstractTensor* t = AsTensor(c->abstract());
-      if (t == nullptr) return Error(c, "needs a tensor type");
-      NodeProto* n = Add("ConstantOfShape", {Op("Shape", a)});
-      const double v = p.id() == PrimId::kOnesLike ? 1 : 0;
-      TensorToOnnx(Tensor::Full(t->dtype(), {1}, v).value(), "value", AddAttr(n, "value"));
-      return n->output(0);
-    }
-    case PrimId::kDynamicReshape: {
-      NodeProto* n = Add("Reshape", a);
-      SetInt(n, "allowzero", p.GetBool("allowzero"));
-      return n->output(0);
-    }
-    case PrimId::kDynamicBroadcastTo: return Op("Expand", a);
-    case PrimId::kDynamicFill: {
-      NodeProto* n = Add("ConstantOfShape", a);
-      const Tensor v = Tensor::Full(p.GetDType("dtype"), {1}, p.GetFloat("value")).value();
-      TensorToOnnx(v, "value", AddAttr(n, "value"));
-      return n->output(0);
-    }
-    case PrimId::kDynamicSlice: return Op("Slice", a);
-    case PrimId::kDynamicPad: {
-      const AbstractTensor* t = AsTensor(c->arg(0)->abstract());
-      if (t == nullptr) return Error(c, "needs a tensor type");
-      return Op("Pad", {a[0], a[1], Scalar(t->dtype(), p.GetFloat("value"))});
-    }
-    case PrimId::kDynamicRange: return Op("Range", a);
-    default: break;
-  }
-  return Error(c, "no standard ONNX form for this primitive");
+// zeros_like / ones_like(x) of a type that is not static: ConstantOfShape(Shape(x)).
+absl::StatusOr<std::string> FillLikeAtRunTime(Exporter& e, const ExportCall& call) {
+  const AbstractTensor* t = AsTensor(call.node->abstract());
+  if (t == nullptr) return e.Error(call.node, "needs a tensor type");
+  NodeProto* n = e.Add("ConstantOfShape", {e.Op("Shape", call.in)});
+  const double v = call.prim.id() == PrimId::kOnesLike ? 1 : 0;
+  TensorToOnnx(Tensor::Full(t->dtype(), {1}, v).value(), "value", AddTensorAttr(n, "value"));
+  return n->output(0);
+}
+
+namespace {
+
+absl::StatusOr<std::string> EmitShapeOf(Exporter& e, const ExportCall& call) {
+  return e.Op("Shape", call.in);
+}
+
+absl::StatusOr<std::string> EmitSizeOf(Exporter& e, const ExportCall& call) {
+  return e.Op("Size", call.in);
+}
+
+absl::StatusOr<std::string> EmitDynamicReshape(Exporter& e, const ExportCall& call) {
+  NodeProto* n = e.Add("Reshape", call.in);
+  SetInt(n, "allowzero", call.prim.GetBool("allowzero"));
+  return n->output(0);
+}
+
+absl::StatusOr<std::string> EmitDynamicBroadcastTo(Exporter& e, const ExportCall& call) {
+  return e.Op("Expand", call.in);
+}
+
+absl::StatusOr<std::string> EmitDynamicFill(Exporter& e, const ExportCall& call) {
+  NodeProto* n = e.Add("ConstantOfShape", call.in);
+  const Tensor v = Tensor::Full(call.prim.GetDType("dtype"), {1}, call.prim.GetFloat("value")).value();
+  TensorToOnnx(v, "value", AddTensorAttr(n, "value"));
+  return n->output(0);
+}
+
+absl::StatusOr<std::string> EmitDynamicSlice(Exporter& e, const ExportCall& call) {
+  return e.Op("Slice", call.in);
+}
+
+absl::StatusOr<std::string> EmitDynamicPad(Exporter& e, const ExportCall& call) {
+  const AbstractTensor* t = AsTensor(call.node->arg(0)->abstract());
+  if (t == nullptr) return e.Error(call.node, "needs a tensor type");
+  return e.Op("Pad", {call.in[0], call.in[1], e.Scalar(t->dtype(), call.prim.GetFloat("value"))});
+}
+
+absl::StatusOr<std::string> EmitDynamicRange(Exporter& e, const ExportCall& call) {
+  return e.Op("Range", call.in);
+}
+
+// dynamic_unsqueeze / dynamic_squeeze(x, axes) = Unsqueeze / Squeeze(x, axes), the
+// forms they were imported from (axes counted as ONNX counts them).
+absl::StatusOr<std::string> EmitDynamicUnsqueeze(Exporter& e, const ExportCall& call) {
+  return e.Op("Unsqueeze", call.in);
+}
+
+absl::StatusOr<std::string> EmitDynamicSqueeze(Exporter& e, const ExportCall& call) {
+  return e.Op("Squeeze", call.in);
+}
+
+// dynamic_reduce_sum(x, axes){keepdims, noop_with_empty_axes} = ReduceSum-13.
+absl::StatusOr<std::string> EmitDynamicReduceSum(Exporter& e, const ExportCall& call) {
+  NodeProto* n = e.Add("ReduceSum", call.in);
+  SetInt(n, "keepdims", call.prim.GetBool("keepdims"));
+  SetInt(n, "noop_with_empty_axes", call.prim.GetBool("noop_with_empty_axes"));
+  return n->output(0);
+}
+
+// dynamic_cumsum(x, axis){exclusive, reverse} = CumSum.
+absl::StatusOr<std::string> EmitDynamicCumSum(Exporter& e, const ExportCall& call) {
+  NodeProto* n = e.Add("CumSum", call.in);
+  SetInt(n, "exclusive", call.prim.GetBool("exclusive"));
+  SetInt(n, "reverse", call.prim.GetBool("reverse"));
+  return n->output(0);
+}
+
+absl::StatusOr<std::string> EmitDynamicTile(Exporter& e, const ExportCall& call) {
+  return e.Op("Tile", call.in);
+}
+
+// dynamic_split(x, sizes){axis} = Split(x, sizes){axis}: as many outputs as the
+// tuple inference gave (the length of sizes is static).
+absl::StatusOr<Val> EmitDynamicSplit(Exporter& e, CNode* c, const Primitive& p) {
+  const AbstractTuple* t = AsTuple(c->abstract());
+  if (t == nullptr) return e.Error(c, "needs a tuple type (the number of pieces)");
+  KGRAD_ASSIGN_OR_RETURN(std::string x, e.TensorArg(c, 0));
+  KGRAD_ASSIGN_OR_RETURN(std::string sizes, e.TensorArg(c, 1));
+  NodeProto* n = e.Add("Split", {x, sizes}, static_cast<int>(t->size()));
+  SetInt(n, "axis", p.GetInt("axis"));
+  Val v;
+  v.is_tuple = true;
+  for (const std::string& o : n->output()) v.elems.push_back(Val{o});
+  return v;
+}
+
+}  // namespace
+
+void AddDynamicEmitters(EmitterTable* t) {
+  t->Emit(PrimId::kShapeOf, EmitShapeOf);
+  t->Emit(PrimId::kSizeOf, EmitSizeOf);
+  t->Emit(PrimId::kDynamicReshape, EmitDynamicReshape);
+  t->Emit(PrimId::kDynamicBroadcastTo, EmitDynamicBroadcastTo);
+  t->Emit(PrimId::kDynamicFill, EmitDynamicFill);
+  t->Emit(PrimId::kDynamicSlice, EmitDynamicSlice);
+  t->Emit(PrimId::kDynamicPad, EmitDynamicPad);
+  t->Emit(PrimId::kDynamicRange, EmitDynamicRange);
+  t->Emit(PrimId::kDynamicUnsqueeze, EmitDynamicUnsqueeze);
+  t->Emit(PrimId::kDynamicSqueeze, EmitDynamicSqueeze);
+  t->Emit(PrimId::kDynamicReduceSum, EmitDynamicReduceSum);
+  t->Emit(PrimId::kDynamicCumSum, EmitDynamicCumSum);
+  t->Emit(PrimId::kDynamicTile, EmitDynamicTile);
+  t->EmitValue(PrimId::kDynamicSplit, EmitDynamicSplit);
 }
 
 }  // namespace onnx_export_internal

@@ -1,7 +1,7 @@
-// ONNX export of the neural-network primitives: softmax, the normalisations,
-// one_hot, scatter_add, and convolution and pooling with their gradients (the
-// windows read through ops::ConvAttrs / PoolAttrs, so asymmetric and ceil-mode
-// padding export as the kernels compute them).
+// ONNX export of the neural-network primitives: softmax and the cross-entropies,
+// the normalisations, matmul and einsum, and convolution and pooling with their gradients (the windows
+// read through ops::ConvAttrs / PoolAttrs, so asymmetric and ceil-mode padding
+// export as the kernels compute them).
 #include <algorithm>
 #include <array>
 #include <cstring>
@@ -10,6 +10,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "core/status_macros.h"
+#include "ops/conv_window.h"
 #include "proto/onnx/onnx_exporter.h"
 
 namespace kgrad {
@@ -40,108 +41,117 @@ void SetTransposedExtent(NodeProto* n, ops::Window w, const Shape& in, const Sha
   SetInts(n, "output_padding", extra);
 }
 
-}  // namespace
 
 // conv2d_backprop_filter(x, dy, w_ref): per group, dw^T = conv(x^T, dy^T) with
 // stride and dilation swapped (batch as the reduced channel), cut to the kernel.
-absl::StatusOr<std::string> Exporter::EmitConvFilterGrad(CNode* c, const Primitive& p,
-                                                         const std::vector<std::string>& a) {
-  KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* tx, StaticType(c, c->arg(0)));
-  KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* tdy, StaticType(c, c->arg(1)));
-  KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* tw, StaticType(c, c->arg(2)));
-  KGRAD_ASSIGN_OR_RETURN(ops::Window win, ops::ConvAttrs(p));
+absl::StatusOr<std::string> EmitConvFilterGrad(Exporter& e, const ExportCall& call) {
+  CNode* c = call.node;
+  KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* tx, e.StaticType(c, c->arg(0)));
+  KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* tdy, e.StaticType(c, c->arg(1)));
+  KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* tw, e.StaticType(c, c->arg(2)));
+  KGRAD_ASSIGN_OR_RETURN(ops::Window win, ops::ConvAttrs(call.prim));
   int64_t groups = win.groups;
   int64_t cin = tx->shape()[1] / groups, cout = tdy->shape()[1] / groups;
   std::vector<std::string> parts;
   for (int64_t g = 0; g < groups; ++g) {
     auto channels = [&](const std::string& t, int64_t n) {
-      return Op("Slice", {t, Ints({g * n}), Ints({(g + 1) * n}), Ints({1})});
+      return e.Op("Slice", {t, e.Ints({g * n}), e.Ints({(g + 1) * n}), e.Ints({1})});
     };
-    NodeProto* xt = Add("Transpose", {channels(a[0], cin)});
+    NodeProto* xt = e.Add("Transpose", {channels(call.in[0], cin)});
     SetInts(xt, "perm", {1, 0, 2, 3});
-    NodeProto* dyt = Add("Transpose", {channels(a[1], cout)});
+    NodeProto* dyt = e.Add("Transpose", {channels(call.in[1], cout)});
     SetInts(dyt, "perm", {1, 0, 2, 3});
-    NodeProto* conv = Add("Conv", {xt->output(0), dyt->output(0)});
+    NodeProto* conv = e.Add("Conv", {xt->output(0), dyt->output(0)});
     SetInts(conv, "strides", Pair(win.dilation));
     SetInts(conv, "dilations", Pair(win.stride));
     SetInts(conv, "pads", OnnxPads(win));
-    std::string cut = Op("Slice", {conv->output(0), Ints({0, 0}), Ints({tw->shape()[2], tw->shape()[3]}), Ints({2, 3})});
-    NodeProto* back = Add("Transpose", {cut});
+    std::string cut = e.Op("Slice", {conv->output(0), e.Ints({0, 0}),
+                                     e.Ints({tw->shape()[2], tw->shape()[3]}), e.Ints({2, 3})});
+    NodeProto* back = e.Add("Transpose", {cut});
     SetInts(back, "perm", {1, 0, 2, 3});
     parts.push_back(back->output(0));
   }
   if (parts.size() == 1) return parts[0];
-  NodeProto* cat = Add("Concat", parts);
+  NodeProto* cat = e.Add("Concat", parts);
   SetInt(cat, "axis", 0);
   return cat->output(0);
+}
+
+// A one-hot depthwise kernel [ch, 1, kh, kw] with 1 at window offset (i, j).
+Tensor OneHotKernel(DType dt, int64_t ch, const std::vector<int64_t>& k, int64_t i, int64_t j) {
+  Tensor onehot = Tensor::Zeros(dt, {ch, 1, k[0], k[1]}).value();
+  for (int64_t q = 0; q < ch; ++q) {
+    int64_t at = (q * k[0] + i) * k[1] + j;
+    if (dt == DType::kFloat32) {
+      onehot.mutable_data<float>()[at] = 1;
+    } else {
+      onehot.mutable_data<double>()[at] = 1;
+    }
+  }
+  return onehot;
 }
 
 // max_pool2d_grad(x, dy): for each window offset (i, j) in order, the outputs whose
 // first maximum sits at that offset (x's strided slice at the offset equals the
 // max and no earlier offset did) send dy there, placed by a transposed depthwise
 // conv with a one-hot kernel. Only ops the importer reads back (no Indices output).
-absl::StatusOr<std::string> Exporter::EmitMaxPoolGrad(const std::vector<std::string>& a,
-                                                      const AbstractTensor& tx, const AbstractTensor& tdy,
-                                                      const ops::Window& w) {
+absl::StatusOr<std::string> EmitMaxPoolGrad(Exporter& e, const std::vector<std::string>& a,
+                                            const AbstractTensor& tx, const AbstractTensor& tdy,
+                                            const ops::Window& w) {
   DType dt = tx.dtype();
   int64_t ch = tx.shape()[1];
   const std::vector<int64_t> k = Pair(w.kernel), s = Pair(w.stride);
-  NodeProto* pool = Add("MaxPool", {a[0]});
+  NodeProto* pool = e.Add("MaxPool", {a[0]});
   SetInts(pool, "kernel_shape", k);
   SetInts(pool, "strides", s);
   SetInts(pool, "pads", OnnxPads(w));
   std::string y = pool->output(0);
   std::string xp = a[0];
   if (w.pad_lo != std::array<int64_t, 2>{0, 0} || w.pad_hi != std::array<int64_t, 2>{0, 0}) {
-    xp = Op("Pad", {a[0], Ints({0, 0, w.pad_lo[0], w.pad_lo[1], 0, 0, w.pad_hi[0], w.pad_hi[1]}),
-                    Scalar(dt, -std::numeric_limits<double>::infinity())});
+    xp = e.Op("Pad", {a[0], e.Ints({0, 0, w.pad_lo[0], w.pad_lo[1], 0, 0, w.pad_hi[0], w.pad_hi[1]}),
+                      e.Scalar(dt, -std::numeric_limits<double>::infinity())});
   }
   int64_t ho = tdy.shape()[2], wo = tdy.shape()[3];
   std::string taken, dx;
   for (int64_t i = 0; i < k[0]; ++i) {
     for (int64_t j = 0; j < k[1]; ++j) {
-      std::string win = Op("Slice", {xp, Ints({i, j}), Ints({i + s[0] * (ho - 1) + 1, j + s[1] * (wo - 1) + 1}),
-                                     Ints({2, 3}), Ints({s[0], s[1]})});
-      std::string hit = Op("Equal", {win, y});
-      std::string first = taken.empty() ? hit : Op("And", {hit, Op("Not", {taken})});
-      taken = taken.empty() ? hit : Op("Or", {taken, hit});
-      NodeProto* cast = Add("Cast", {first});
+      std::string win = e.Op("Slice", {xp, e.Ints({i, j}), e.Ints({i + s[0] * (ho - 1) + 1, j + s[1] * (wo - 1) + 1}),
+                                       e.Ints({2, 3}), e.Ints({s[0], s[1]})});
+      std::string hit = e.Op("Equal", {win, y});
+      std::string first = taken.empty() ? hit : e.Op("And", {hit, e.Op("Not", {taken})});
+      taken = taken.empty() ? hit : e.Op("Or", {taken, hit});
+      NodeProto* cast = e.Add("Cast", {first});
       SetInt(cast, "to", DTypeToOnnx(dt));
-      std::string routed = Op("Mul", {cast->output(0), a[1]});
-      Tensor onehot = Tensor::Zeros(dt, {ch, 1, k[0], k[1]}).value();
-      for (int64_t q = 0; q < ch; ++q) {
-        int64_t at = (q * k[0] + i) * k[1] + j;
-        if (dt == DType::kFloat32) onehot.mutable_data<float>()[at] = 1;
-        else onehot.mutable_data<double>()[at] = 1;
-      }
-      NodeProto* ct = Add("ConvTranspose", {routed, Const(onehot)});
+      std::string routed = e.Op("Mul", {cast->output(0), a[1]});
+      NodeProto* ct = e.Add("ConvTranspose", {routed, e.Const(OneHotKernel(dt, ch, k, i, j))});
       SetInts(ct, "kernel_shape", k);
       SetInts(ct, "strides", s);
       SetInt(ct, "group", ch);
       SetTransposedExtent(ct, w, tdy.shape(), tx.shape());
-      dx = dx.empty() ? ct->output(0) : Op("Add", {dx, ct->output(0)});
+      dx = dx.empty() ? ct->output(0) : e.Op("Add", {dx, ct->output(0)});
     }
   }
   return dx;
 }
 
-// avg_pool2d_grad(dy, x_ref): a transposed depthwise conv with 1/(kh*kw).
-absl::StatusOr<std::string> Exporter::EmitPoolGrad(CNode* c, const Primitive& p,
-                                                   const std::vector<std::string>& a) {
-  bool max = p.id() == PrimId::kMaxPool2dGrad;
-  KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* tx, StaticType(c, c->arg(max ? 0 : 1)));
-  KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* tdy, StaticType(c, c->arg(max ? 1 : 0)));
-  KGRAD_ASSIGN_OR_RETURN(ops::Window win, ops::PoolAttrs(p));
-  if (max) return EmitMaxPoolGrad(a, *tx, *tdy, win);
+// max_pool2d_grad(x, dy) as above; avg_pool2d_grad(dy, x_ref): a transposed
+// depthwise conv with 1/(kh*kw).
+absl::StatusOr<std::string> EmitPoolGrad(Exporter& e, const ExportCall& call) {
+  CNode* c = call.node;
+  bool max = call.prim.id() == PrimId::kMaxPool2dGrad;
+  KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* tx, e.StaticType(c, c->arg(max ? 0 : 1)));
+  KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* tdy, e.StaticType(c, c->arg(max ? 1 : 0)));
+  KGRAD_ASSIGN_OR_RETURN(ops::Window win, ops::PoolAttrs(call.prim));
+  if (max) return EmitMaxPoolGrad(e, call.in, *tx, *tdy, win);
   bool padded = win.pad_lo != std::array<int64_t, 2>{0, 0} || win.pad_hi != std::array<int64_t, 2>{0, 0};
-  if (!p.GetBool("count_include_pad") && padded) {
-    return Error(c, "count_include_pad=false with padding has no standard-op form");
+  if (!call.prim.GetBool("count_include_pad") && padded) {
+    return e.Error(c, "count_include_pad=false with padding has no standard-op form");
   }
   int64_t ch = tx->shape()[1];
   Tensor w = Tensor::Full(tx->dtype(), {ch, 1, win.kernel[0], win.kernel[1]},
                           1.0 / static_cast<double>(win.kernel[0] * win.kernel[1]))
                  .value();
-  NodeProto* ct = Add("ConvTranspose", {a[0], Const(w)});
+  NodeProto* ct = e.Add("ConvTranspose", {call.in[0], e.Const(w)});
   SetInts(ct, "kernel_shape", Pair(win.kernel));
   SetInts(ct, "strides", Pair(win.stride));
   SetInt(ct, "group", ch);
@@ -152,132 +162,135 @@ absl::StatusOr<std::string> Exporter::EmitPoolGrad(CNode* c, const Primitive& p,
 // batch_norm(x, scale, bias){epsilon, axis} in training form: the batch moments over
 // every dim but `axis` (ReduceMean), then (x - mean) / sqrt(var + eps) * scale +
 // bias with scale and bias unsqueezed to broadcast along `axis`.
-absl::StatusOr<std::string> Exporter::EmitBatchNorm(CNode* c, const Primitive& p,
-                                                    const std::vector<std::string>& a) {
-  KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* t, StaticType(c, c->arg(0)));
-  const int axis = static_cast<int>(p.GetInt("axis")) + (p.GetInt("axis") < 0 ? t->rank() : 0);
+absl::StatusOr<std::string> EmitBatchNorm(Exporter& e, const ExportCall& call) {
+  KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* t, e.StaticType(call.node, call.node->arg(0)));
+  const int64_t a = call.prim.GetInt("axis");
+  const int axis = static_cast<int>(a) + (a < 0 ? t->rank() : 0);
   std::vector<int64_t> others;
   for (int d = 0; d < t->rank(); ++d) {
     if (d != axis) others.push_back(d);
   }
   auto mean = [&](const std::string& v) {
-    NodeProto* n = Add("ReduceMean", {v});
+    NodeProto* n = e.Add("ReduceMean", {v});
     SetInts(n, "axes", others);
     SetInt(n, "keepdims", 1);
     return n->output(0);
   };
-  std::string centered = Op("Sub", {a[0], mean(a[0])});
-  std::string var = mean(Op("Mul", {centered, centered}));
-  std::string std = Op("Sqrt", {Op("Add", {var, Scalar(t->dtype(), p.GetFloat("epsilon"))})});
-  std::string scale = Op("Unsqueeze", {a[1], Ints(others)});
-  std::string bias = Op("Unsqueeze", {a[2], Ints(others)});
-  return Op("Add", {Op("Mul", {Op("Div", {centered, std}), scale}), bias});
+  std::string centered = e.Op("Sub", {call.in[0], mean(call.in[0])});
+  std::string var = mean(e.Op("Mul", {centered, centered}));
+  std::string std = e.Op("Sqrt", {e.Op("Add", {var, e.Scalar(t->dtype(), call.prim.GetFloat("epsilon"))})});
+  std::string scale = e.Op("Unsqueeze", {call.in[1], e.Ints(others)});
+  std::string bias = e.Op("Unsqueeze", {call.in[2], e.Ints(others)});
+  return e.Op("Add", {e.Op("Mul", {e.Op("Div", {centered, std}), scale}), bias});
 }
 
-// scatter_add(data, indices, updates){axis} (gather's adjoint): ScatterND with
-// reduction=add (opset 16) on the indices as [..., 1] tuples, with `axis` moved to
-// the front of data, and the indices' dims to the front of updates, by Transposes.
-absl::StatusOr<std::string> Exporter::EmitScatterAdd(CNode* c, const Primitive& p,
-                                                     const std::vector<std::string>& a) {
-  KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* td, StaticType(c, c->arg(0)));
-  KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* ti, StaticType(c, c->arg(1)));
-  const int r = td->rank(), k = ti->rank();
-  const int axis = static_cast<int>(p.GetInt("axis")) + (p.GetInt("axis") < 0 ? r : 0);
-  std::string data = a[0], updates = a[2];
-  std::string idx = a[1];
-  if (ti->dtype() != DType::kInt64) {
-    NodeProto* cast = Add("Cast", {idx});
-    SetInt(cast, "to", DTypeToOnnx(DType::kInt64));
-    idx = cast->output(0);
-  }
-  idx = Op("Unsqueeze", {idx, Ints({-1})});
-  std::vector<int64_t> to_front = {axis}, back(r), u_perm;
-  for (int d = 0; d < r; ++d) {
-    if (d != axis) to_front.push_back(d);
-  }
-  for (int d = 0; d < r; ++d) back[to_front[d]] = d;
-  for (int d = axis; d < axis + k; ++d) u_perm.push_back(d);
-  for (int d = 0; d < axis; ++d) u_perm.push_back(d);
-  for (int d = axis + k; d < r - 1 + k; ++d) u_perm.push_back(d);
-  if (axis != 0) {
-    NodeProto* t = Add("Transpose", {data});
-    SetInts(t, "perm", to_front);
-    data = t->output(0);
-    NodeProto* u = Add("Transpose", {updates});
-    SetInts(u, "perm", u_perm);
-    updates = u->output(0);
-  }
-  NodeProto* n = Add("ScatterND", {data, idx, updates});
-  SetString(n, "reduction", "add");
-  if (axis == 0) return n->output(0);
-  NodeProto* t = Add("Transpose", {n->output(0)});
-  SetInts(t, "perm", back);
-  return t->output(0);
+absl::StatusOr<std::string> EmitSoftmax(Exporter& e, const ExportCall& call) {
+  NodeProto* n = e.Add(call.prim.id() == PrimId::kSoftmax ? "Softmax" : "LogSoftmax", call.in);
+  SetInt(n, "axis", call.prim.GetInt("axis"));
+  return n->output(0);
 }
 
-absl::StatusOr<std::string> Exporter::EmitNnPrim(CNode* c, const Primitive& p,
-                                                 const std::vector<std::string>& a) {
-  switch (p.id()) {
-    case PrimId::kSoftmax:
-    case PrimId::kLogSoftmax: {
-      NodeProto* n = Add(p.id() == PrimId::kSoftmax ? "Softmax" : "LogSoftmax", a);
-      SetInt(n, "axis", p.GetInt("axis"));
-      return n->output(0);
-    }
-    case PrimId::kLayerNorm: {
-      NodeProto* n = Add("LayerNormalization", a);
-      SetInt(n, "axis", p.GetInt("begin_norm_axis"));
-      SetFloat(n, "epsilon", p.GetFloat("epsilon"));
-      return n->output(0);
-    }
-    case PrimId::kBatchNorm: return EmitBatchNorm(c, p, a);
-    case PrimId::kScatterAdd: return EmitScatterAdd(c, p, a);
-    case PrimId::kOneHot: {
-      // OneHot(indices, depth, [off, on]) in the output dtype.
-      Tensor values = Tensor::Full(p.GetDType("dtype"), {2}, p.GetFloat("off_value")).value();
-      Tensor on = Tensor::Full(p.GetDType("dtype"), {1}, p.GetFloat("on_value")).value();
-      std::memcpy(static_cast<char*>(values.raw_data()) + DTypeSize(values.dtype()), on.raw_data(),
-                  DTypeSize(values.dtype()));
-      NodeProto* n = Add("OneHot", {a[0], Ints({p.GetInt("depth")}), Const(values)});
-      SetInt(n, "axis", p.GetInt("axis"));
-      return n->output(0);
-    }
-    case PrimId::kConv2d:
-    case PrimId::kConv2dBackpropInput: {
-      KGRAD_ASSIGN_OR_RETURN(ops::Window win, ops::ConvAttrs(p));
-      bool fwd = p.id() == PrimId::kConv2d;
-      NodeProto* n = Add(fwd ? "Conv" : "ConvTranspose", {a[0], a[1]});
-      SetInts(n, "strides", Pair(win.stride));
-      SetInts(n, "dilations", Pair(win.dilation));
-      SetInt(n, "group", win.groups);
-      if (fwd) {
-        SetInts(n, "pads", OnnxPads(win));
-        return n->output(0);
-      }
-      // The rows and columns of x_ref that no output reached.
-      KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* tdy, StaticType(c, c->arg(0)));
-      KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* tw, StaticType(c, c->arg(1)));
-      KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* tx, StaticType(c, c->arg(2)));
-      win.kernel = {tw->shape()[2], tw->shape()[3]};
-      SetTransposedExtent(n, win, tdy->shape(), tx->shape());
-      return n->output(0);
-    }
-    case PrimId::kConv2dBackpropFilter: return EmitConvFilterGrad(c, p, a);
-    case PrimId::kMaxPool2d:
-    case PrimId::kAvgPool2d: {
-      KGRAD_ASSIGN_OR_RETURN(ops::Window win, ops::PoolAttrs(p));
-      NodeProto* n = Add(p.id() == PrimId::kMaxPool2d ? "MaxPool" : "AveragePool", a);
-      SetInts(n, "kernel_shape", Pair(win.kernel));
-      SetInts(n, "strides", Pair(win.stride));
-      SetInts(n, "pads", OnnxPads(win));
-      if (p.id() == PrimId::kAvgPool2d) SetInt(n, "count_include_pad", p.GetBool("count_include_pad"));
-      return n->output(0);
-    }
-    case PrimId::kMaxPool2dGrad:
-    case PrimId::kAvgPool2dGrad: return EmitPoolGrad(c, p, a);
-    default: break;
+// softmax_cross_entropy(logits, labels){axis} = -ReduceSum(labels *
+// LogSoftmax(logits)) over axis (keepdims 0).
+absl::StatusOr<std::string> EmitSoftmaxCrossEntropy(Exporter& e, const ExportCall& call) {
+  const int64_t axis = call.prim.GetInt("axis");
+  NodeProto* ls = e.Add("LogSoftmax", {call.in[0]});
+  SetInt(ls, "axis", axis);
+  NodeProto* sum = e.Add("ReduceSum", {e.Op("Mul", {call.in[1], ls->output(0)}), e.Ints({axis})});
+  SetInt(sum, "keepdims", 0);
+  return e.Op("Neg", {sum->output(0)});
+}
+
+// sparse_softmax_cross_entropy(logits[N, C], labels[N]) =
+// SoftmaxCrossEntropyLoss{reduction=none}: -log_softmax(logits)[n, labels[n]].
+absl::StatusOr<std::string> EmitSparseSoftmaxCrossEntropy(Exporter& e, const ExportCall& call) {
+  NodeProto* n = e.Add("SoftmaxCrossEntropyLoss", call.in);
+  SetString(n, "reduction", "none");
+  return n->output(0);
+}
+
+absl::StatusOr<std::string> EmitLayerNorm(Exporter& e, const ExportCall& call) {
+  NodeProto* n = e.Add("LayerNormalization", call.in);
+  SetInt(n, "axis", call.prim.GetInt("begin_norm_axis"));
+  SetFloat(n, "epsilon", call.prim.GetFloat("epsilon"));
+  return n->output(0);
+}
+
+// conv2d(x, w) = Conv; conv2d_backprop_input(dy, w, x_ref) = ConvTranspose with the
+// rows and columns of x_ref that no output reached as output_padding.
+absl::StatusOr<std::string> EmitConv(Exporter& e, const ExportCall& call) {
+  CNode* c = call.node;
+  KGRAD_ASSIGN_OR_RETURN(ops::Window win, ops::ConvAttrs(call.prim));
+  bool fwd = call.prim.id() == PrimId::kConv2d;
+  NodeProto* n = e.Add(fwd ? "Conv" : "ConvTranspose", {call.in[0], call.in[1]});
+  SetInts(n, "strides", Pair(win.stride));
+  SetInts(n, "dilations", Pair(win.dilation));
+  SetInt(n, "group", win.groups);
+  if (fwd) {
+    SetInts(n, "pads", OnnxPads(win));
+    return n->output(0);
   }
-  return EmitDynamicPrim(c, p, a);
+  KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* tdy, e.StaticType(c, c->arg(0)));
+  KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* tw, e.StaticType(c, c->arg(1)));
+  KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* tx, e.StaticType(c, c->arg(2)));
+  win.kernel = {tw->shape()[2], tw->shape()[3]};
+  SetTransposedExtent(n, win, tdy->shape(), tx->shape());
+  return n->output(0);
+}
+
+absl::StatusOr<std::string> EmitPool(Exporter& e, const ExportCall& call) {
+  KGRAD_ASSIGN_OR_RETURN(ops::Window win, ops::PoolAttrs(call.prim));
+  const bool avg = call.prim.id() == PrimId::kAvgPool2d;
+  NodeProto* n = e.Add(avg ? "AveragePool" : "MaxPool", call.in);
+  SetInts(n, "kernel_shape", Pair(win.kernel));
+  SetInts(n, "strides", Pair(win.stride));
+  SetInts(n, "pads", OnnxPads(win));
+  if (avg) SetInt(n, "count_include_pad", call.prim.GetBool("count_include_pad"));
+  return n->output(0);
+}
+
+// matmul(x, y){transpose_a, transpose_b}: MatMul after Transposes of the last two
+// dims.
+absl::StatusOr<std::string> EmitMatMul(Exporter& e, const ExportCall& call) {
+  std::string xy[2] = {call.in[0], call.in[1]};
+  for (int i = 0; i < 2; ++i) {
+    if (!call.prim.GetBool(i == 0 ? "transpose_a" : "transpose_b")) continue;
+    const AbstractTensor* t = AsTensor(call.node->arg(i)->abstract());  // the rank is enough
+    if (t == nullptr) return e.Error(call.node, "needs tensor types for its operands");
+    std::vector<int64_t> perm;
+    for (int d = 0; d < t->rank(); ++d) perm.push_back(d);
+    std::swap(perm[t->rank() - 1], perm[t->rank() - 2]);
+    NodeProto* n = e.Add("Transpose", {xy[i]});
+    SetInts(n, "perm", perm);
+    xy[i] = n->output(0);
+  }
+  return e.Op("MatMul", {xy[0], xy[1]});
+}
+
+absl::StatusOr<std::string> EmitEinsum(Exporter& e, const ExportCall& call) {
+  NodeProto* n = e.Add("Einsum", call.in);
+  SetString(n, "equation", call.prim.GetString("equation"));
+  return n->output(0);
+}
+
+}  // namespace
+
+void AddNnEmitters(EmitterTable* t) {
+  t->Emit(PrimId::kMatMul, EmitMatMul);
+  t->Emit(PrimId::kEinsum, EmitEinsum);
+  t->Emit(PrimId::kSoftmax, EmitSoftmax);
+  t->Emit(PrimId::kLogSoftmax, EmitSoftmax);
+  t->Emit(PrimId::kSoftmaxCrossEntropy, EmitSoftmaxCrossEntropy);
+  t->Emit(PrimId::kSparseSoftmaxCrossEntropy, EmitSparseSoftmaxCrossEntropy);
+  t->Emit(PrimId::kLayerNorm, EmitLayerNorm);
+  t->Emit(PrimId::kBatchNorm, EmitBatchNorm);
+  t->Emit(PrimId::kConv2d, EmitConv);
+  t->Emit(PrimId::kConv2dBackpropInput, EmitConv);
+  t->Emit(PrimId::kConv2dBackpropFilter, EmitConvFilterGrad);
+  t->Emit(PrimId::kMaxPool2d, EmitPool);
+  t->Emit(PrimId::kAvgPool2d, EmitPool);
+  t->Emit(PrimId::kMaxPool2dGrad, EmitPoolGrad);
+  t->Emit(PrimId::kAvgPool2dGrad, EmitPoolGrad);
 }
 
 }  // namespace onnx_export_internal

@@ -1,8 +1,8 @@
-// ONNX op mappings: rounding, Mod, element-wise indexing and scans (Floor, Ceil,
-// Round, Mod, GatherElements, ScatterElements, Scatter, CumSum) and selection by
-// value (TopK, NonZero) onto their primitives, and GatherND / ScatterND as exact
-// compositions of gather, scatter_elements, reshape and integer arithmetic. Each
-// mapping states the ONNX form it accepts and the kgrad primitives it becomes.
+// ONNX op mappings: element-wise indexing and scans (GatherElements,
+// ScatterElements, Scatter, CumSum) and selection by value (TopK, NonZero) onto
+// their primitives, and GatherND / ScatterND as exact compositions of gather,
+// scatter_elements, reshape and integer arithmetic. Each mapping states the ONNX
+// form it accepts and the kgrad primitives it becomes.
 #include <algorithm>
 #include <cstdint>
 #include <string>
@@ -18,35 +18,6 @@
 namespace kgrad {
 namespace onnx_import {
 namespace {
-
-// Mod(a, b){fmod=0} = mod(a, b){fmod}. ONNX requires fmod=1 for floats.
-Outputs Mod(NodeContext& c) {
-  KGRAD_RETURN_IF_ERROR(c.ExpectInputs(2, 2));
-  KGRAD_RETURN_IF_ERROR(c.ExpectOutputs(1));
-  KGRAD_ASSIGN_OR_RETURN(ImportedValue a, c.Input(0));
-  KGRAD_ASSIGN_OR_RETURN(ImportedValue b, c.Input(1));
-  KGRAD_ASSIGN_OR_RETURN(int64_t fmod, c.Int("fmod", 0));
-  if (fmod != 0 && fmod != 1) return c.Error(absl::StrCat("fmod must be 0 or 1, got ", fmod));
-  KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* ta, c.TensorType(a));
-  if (fmod == 0 && IsDifferentiable(ta->dtype())) {
-    return c.Error(absl::StrCat("fmod must be 1 for a floating-point input, got fmod=0 with ",
-                                ta->ToString()));
-  }
-  return OneOutput(c.Emit(PrimId::kMod, {a, b}, {{"fmod", fmod == 1}}));
-}
-
-// BitShift(x, y){direction} = bit_shift(x, y){direction: left | right}.
-Outputs BitShift(NodeContext& c) {
-  KGRAD_RETURN_IF_ERROR(c.ExpectInputs(2, 2));
-  KGRAD_RETURN_IF_ERROR(c.ExpectOutputs(1));
-  KGRAD_ASSIGN_OR_RETURN(ImportedValue x, c.Input(0));
-  KGRAD_ASSIGN_OR_RETURN(ImportedValue y, c.Input(1));
-  KGRAD_ASSIGN_OR_RETURN(std::string d, c.String("direction", ""));
-  if (d != "LEFT" && d != "RIGHT") {
-    return c.Error(absl::StrCat("direction must be \"LEFT\" or \"RIGHT\", got \"", d, "\""));
-  }
-  return OneOutput(c.Emit(PrimId::kBitShift, {x, y}, {{"direction", std::string(d == "LEFT" ? "left" : "right")}}));
-}
 
 // GatherElements(data, indices){axis=0} = gather_elements(data, indices){axis};
 // negative indices count from the end, out-of-range ones are the kernel's error.
@@ -319,8 +290,6 @@ Outputs ScatterND(NodeContext& c) {
 }  // namespace
 
 void AddIndexOps(OpTable* t) {
-  (*t)["Mod"] = Mod;
-  (*t)["BitShift"] = BitShift;
   (*t)["GatherElements"] = GatherElements;
   (*t)["ScatterElements"] = ScatterElements;
   (*t)["Scatter"] = ScatterElements;

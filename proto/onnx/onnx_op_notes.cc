@@ -1,9 +1,16 @@
 // What the importer's README table says about each ONNX op it maps: the kgrad
-// form and what it refuses. A test checks that every mapped op has a note and
-// every note a mapping, and that README.md's table is the one printed from here
-// (`kgrad onnx-ops`), so neither can go stale.
+// form and what it refuses. The one-to-one mappings of the elementwise table get
+// their note from their row (the primitive's wire name, nothing refused); the
+// others, and table ops whose note says more, have a hand note below. A test
+// checks that every mapped op has a note and every note a mapping, and that
+// README.md's table is the one printed from here (`kgrad onnx-ops`), so neither
+// can go stale.
 #include <algorithm>
+#include <cstring>
+#include <iterator>
+#include <vector>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "proto/onnx/onnx_context.h"
 #include "proto/onnx/onnx_import.h"
@@ -12,25 +19,16 @@ namespace kgrad {
 namespace onnx_import {
 namespace {
 
-// {op, kgrad form, refused (empty: nothing beyond the opset range)}.
+// {op, kgrad form, refused (empty: nothing beyond the opset range)}, in
+// alphabetical order.
 constexpr OnnxOpNote kNotes[] = {
-    {"Abs", "abs", ""},
-    {"Acos", "acos", ""},
-    {"Acosh", "acosh", ""},
-    {"Add", "add", ""},
-    {"And", "logical_and", ""},
     {"ArgMax", "argmax (select_last_index: over the reversed axis)", "select_last_index=1 on a dynamic axis"},
     {"ArgMin", "argmin (select_last_index: over the reversed axis)", "select_last_index=1 on a dynamic axis"},
-    {"Asin", "asin", ""},
-    {"Asinh", "asinh", ""},
-    {"Atan", "atan", ""},
-    {"Atanh", "atanh", ""},
     {"AveragePool", "avg_pool2d x KH*KW / a constant count map (ceil_mode, count_include_pad, dilations via strided slices); 1-D lifted to 2-D", "3-D windows; dynamic spatial dims"},
     {"BatchNormalization", "inference: affine map; training: batch_norm + running statistics", "spatial=0"},
     {"BitShift", "bit_shift{direction}: a shift by the width or more gives 0", ""},
     {"Cast", "cast (to float16 and bfloat16 rounding to nearest even; to integers truncating toward zero)", "string and float8 types"},
     {"CastLike", "cast to the second input's element type (its values and shape unused)", "string types"},
-    {"Ceil", "ceil", ""},
     {"Celu", "select(x > 0, x, alpha * expm1(min(x, 0) / alpha))", ""},
     {"Clip", "maximum, minimum", ""},
     {"Concat", "concat", ""},
@@ -38,21 +36,14 @@ constexpr OnnxOpNote kNotes[] = {
     {"ConstantOfShape", "a constant; dynamic_fill for a shape computed at run time", ""},
     {"Conv", "conv2d (+ bias); every auto_pad, asymmetric pads, dilations, group; 1-D lifted to 2-D", "3-D windows"},
     {"ConvTranspose", "conv2d_backprop_input (+ bias); output_padding, output_shape, auto_pad, dilations, group, 1-D", "3-D windows; dynamic channel or spatial dims"},
-    {"Cos", "cos", ""},
-    {"Cosh", "cosh", ""},
     {"CumSum", "cumsum{exclusive, reverse}; dynamic_cumsum for an axis computed at run time", ""},
     {"DepthToSpace", "reshape, transpose, reshape (DCR, CRD)", "dynamic C, H, W"},
-    {"Div", "div", ""},
     {"Dropout", "identity, or dropout{rate, seed} and its mask in training mode; ratio or training_mode computed at run time: dynamic_dropout(x, training_mode ? ratio : 0){seed} (rate 0 is the identity; a ratio outside [0, 1) fails at run time)", ""},
     {"Einsum", "einsum", ""},
     {"Elu", "select(x > 0, x, alpha * expm1(min(x, 0)))", ""},
-    {"Equal", "equal", ""},
-    {"Erf", "erf", ""},
-    {"Exp", "exp", ""},
     {"Expand", "broadcast_to; dynamic_broadcast_to for a shape computed at run time", ""},
     {"EyeLike", "a constant", "dynamic shapes"},
     {"Flatten", "reshape (symbolic dims on one side of axis: a -1); dynamic_reshape of the products at run time otherwise", ""},
-    {"Floor", "floor", ""},
     {"GRU", "a kgrad loop over time (input projection as one matmul; linear_before_reset 0 and 1)", "a sequence_lens computed at run time"},
     {"Gather", "gather (negative indices wrapped)", ""},
     {"GatherElements", "gather_elements (negative indices)", ""},
@@ -61,8 +52,6 @@ constexpr OnnxOpNote kNotes[] = {
     {"Gemm", "matmul{transpose_a, transpose_b}, mul, add", ""},
     {"GlobalAveragePool", "reduce_mean over the spatial dims (1-D, 2-D, 3-D)", ""},
     {"GlobalMaxPool", "reduce_max over the spatial dims (1-D, 2-D, 3-D)", ""},
-    {"Greater", "greater", ""},
-    {"GreaterOrEqual", "greater_equal", ""},
     {"HardSigmoid", "max(0, min(1, alpha * x + beta))", ""},
     {"HardSwish", "x * max(0, min(1, x / 6 + 1/2))", ""},
     {"Identity", "its input", "sequences and optionals"},
@@ -73,9 +62,6 @@ constexpr OnnxOpNote kNotes[] = {
     {"LSTM", "a kgrad loop over time (peepholes, input_forget, clip, every activation, layout)", "a sequence_lens computed at run time"},
     {"LayerNormalization", "layer_norm (+ Mean, InvStdDev outputs)", ""},
     {"LeakyRelu", "select(x >= 0, x, alpha * x)", ""},
-    {"Less", "less", ""},
-    {"LessOrEqual", "less_equal", ""},
-    {"Log", "log", ""},
     {"LogSoftmax", "log_softmax", "opset < 13 with an axis other than the last"},
     {"Loop", "a tail-recursive graph (GraphBuilder::While); scan outputs as state that starts empty, [0, ...], and grows by concat(acc, expand_dims(s, 0)) each iteration", ""},
     {"MatMul", "matmul (1-D operands via expand_dims/squeeze)", ""},
@@ -85,19 +71,14 @@ constexpr OnnxOpNote kNotes[] = {
     {"Min", "minimum, folded over the inputs", ""},
     {"Mish", "x * tanh(softplus(x))", ""},
     {"Mod", "mod{fmod}", "fmod=0 on floats (as the spec says)"},
-    {"Mul", "mul", ""},
-    {"Neg", "neg", ""},
     {"NegativeLogLikelihoodLoss", "one_hot pick, weights, ignore_index, reduction", "a class count unknown at import"},
     {"NonZero", "nonzero (the count known at run time)", ""},
-    {"Not", "logical_not", ""},
     {"OneHot", "one_hot (negative indices wrapped); dynamic_one_hot for a depth or values computed at run time", ""},
-    {"Or", "logical_or", ""},
     {"PRelu", "select(x >= 0, x, slope * x)", ""},
     {"Pad", "pad (constant), gathers (edge, reflect, wrap), slices (negative pads); pads or value computed at run time: dynamic_pad (constant), gathers at positions computed at run time (edge, reflect, wrap)", "axes with pads computed at run time"},
     {"Pow", "pow (square, sqrt for constant 2, 0.5)", ""},
     {"RNN", "a kgrad loop over time", "a sequence_lens computed at run time"},
     {"Range", "a constant; dynamic_range for bounds computed at run time", ""},
-    {"Reciprocal", "reciprocal", ""},
     {"ReduceL1", "reduce_sum(abs(x)); dynamic_reduce_sum for axes computed at run time", ""},
     {"ReduceL2", "sqrt(reduce_sum(square(x))); dynamic_reduce_sum for axes computed at run time", ""},
     {"ReduceLogSum", "log(reduce_sum(x)); dynamic_reduce_sum for axes computed at run time", ""},
@@ -108,7 +89,6 @@ constexpr OnnxOpNote kNotes[] = {
     {"ReduceProd", "reduce_prod", "axes computed at run time"},
     {"ReduceSum", "reduce_sum; dynamic_reduce_sum for axes computed at run time", ""},
     {"ReduceSumSquare", "reduce_sum(square(x)); dynamic_reduce_sum for axes computed at run time", ""},
-    {"Relu", "relu", ""},
     {"Reshape", "reshape; dynamic_reshape for a shape computed at run time", ""},
     {"Resize", "per resized axis: gathers at constant positions times constant weights (nearest, linear, cubic; every coordinate mode); scales, sizes, roi or input dims known only at run time: the positions and weights computed with primitives (dynamic_range, floor, select, ...; shape_of for the input dims); align_corners divides by length_resized = in * scale when scales are given (ONNX's reference, also when in * scale is not an integer; ONNX Runtime and PyTorch take the output size there) and by the output size when sizes are", "antialias=1"},
     {"Round", "round (half to even)", ""},
@@ -118,24 +98,16 @@ constexpr OnnxOpNote kNotes[] = {
     {"Selu", "gamma * select(x > 0, x, alpha * expm1(min(x, 0)))", ""},
     {"Shape", "a constant for static dims, else shape_of", ""},
     {"Shrink", "selects", ""},
-    {"Sigmoid", "sigmoid", ""},
-    {"Sign", "sign", ""},
-    {"Sin", "sin", ""},
-    {"Sinh", "sinh", ""},
     {"Size", "a constant for static dims, else size_of", ""},
     {"Slice", "slice (positive steps), gather (negative steps); dynamic_slice for bounds computed at run time or negative steps on dims that are not static", ""},
     {"Softmax", "softmax", "opset < 13 with an axis other than the last"},
     {"SoftmaxCrossEntropyLoss", "log_softmax + the NegativeLogLikelihoodLoss form", "a class count unknown at import"},
-    {"Softplus", "softplus", ""},
     {"Softsign", "x / (1 + |x|)", ""},
     {"SpaceToDepth", "reshape, transpose, reshape", "dynamic C, H, W"},
     {"Split", "split; dynamic_split for sizes computed at run time or equal parts of a dim that is not static", ""},
-    {"Sqrt", "sqrt", ""},
     {"Squeeze", "squeeze; dynamic_squeeze for axes computed at run time", ""},
-    {"Sub", "sub", ""},
     {"Sum", "add, folded over the inputs", ""},
     {"Tan", "sin / cos", ""},
-    {"Tanh", "tanh", ""},
     {"ThresholdedRelu", "select(x > alpha, x, 0)", ""},
     {"Tile", "gathers along the repeated dims; dynamic_tile for repeats computed at run time or dynamic tiled dims", ""},
     {"TopK", "topk{axis, largest, sorted} (ties: the lower index first; NaN largest); a K computed at run time gives an unknown dim", ""},
@@ -143,13 +115,29 @@ constexpr OnnxOpNote kNotes[] = {
     {"Trilu", "select with a mask (constant, or compared with a run-time k)", "dynamic matrix dims"},
     {"Unsqueeze", "expand_dims; dynamic_unsqueeze for axes computed at run time", ""},
     {"Upsample", "the Resize form (scales computed at run time too)", ""},
-    {"Where", "select", ""},
     {"Xor", "not_equal on bools", ""},
 };
 
 }  // namespace
 
-absl::Span<const OnnxOpNote> OpNotes() { return kNotes; }
+// The hand notes, then a generated one for each table op whose mapping is the
+// table's (a family's replacement needs a hand note), sorted by op.
+absl::Span<const OnnxOpNote> OpNotes() {
+  static const std::vector<OnnxOpNote>* const notes = [] {
+    auto* v = new std::vector<OnnxOpNote>(std::begin(kNotes), std::end(kNotes));
+    absl::flat_hash_set<std::string> noted;
+    for (const OnnxOpNote& n : kNotes) noted.insert(n.op);
+    for (const TableOp& op : TableOps()) {
+      if (!noted.contains(op.onnx) && FindOpMapping(op.onnx) == op.mapping) {
+        v->push_back({op.onnx, op.wire, ""});
+      }
+    }
+    std::sort(v->begin(), v->end(),
+              [](const OnnxOpNote& a, const OnnxOpNote& b) { return std::strcmp(a.op, b.op) < 0; });
+    return v;
+  }();
+  return *notes;
+}
 
 }  // namespace onnx_import
 

@@ -16,6 +16,7 @@
 #include "core/passes/optimize.h"
 #include "absl/strings/str_cat.h"
 #include "backends/cpu/constant_evaluator.h"
+#include "core/manager.h"
 #include "core/module.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -60,6 +61,15 @@ inline void ExpectClose(const Value& got, const Tensor& want, double tol, const 
   double e = RelError(got.tensor(), want, min_scale);
   EXPECT_LE(e, tol) << what << ": relative error " << e << "\n got  " << got.tensor().DebugString(12)
                     << "\n want " << want.DebugString(12);
+}
+
+// The primitives g applies, in order (after the module's garbage collection).
+inline std::vector<PrimId> AppliedPrims(Module& m, FuncGraph* g) {
+  std::vector<PrimId> ids;
+  for (CNode* c : m.manager().Info(g).order) {
+    if (c->primitive() != nullptr) ids.push_back(c->primitive()->id());
+  }
+  return ids;
 }
 
 // NAME_in<i>.npy for i < n.

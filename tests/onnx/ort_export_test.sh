@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # The optimised gradient graphs of the fixtures, exported with `kgrad export-onnx`,
-# run in ONNX Runtime 1.30 (CPU) and give kgrad's numbers. ONNX Runtime comes from
+# and the elementwise table's one-node graphs (write_elementwise_cases), run in
+# ONNX Runtime 1.30 (CPU) and give kgrad's numbers. ONNX Runtime comes from
 # npm (tools/ort/install_ort.sh, cached); without node or npm, or when the install
 # fails (no network), the test says so plainly and passes as skipped.
 set -uo pipefail
-kgrad="$1"; data="$2"; tools="$3"; shift 3
+kgrad="$1"; data="$2"; tools="$3"; cases="$4"; shift 4
 
 if ! command -v node >/dev/null; then
   echo "SKIPPED: node is not installed (apt-get install nodejs npm to run this test)"
@@ -75,6 +76,28 @@ check_sizes() {
   echo "ok $name $what at $*: the one exported graph agrees at every size"
 }
 
+# check_elementwise: every float32 and bool case of tests/onnx/onnx_elementwise_cases.h
+# (each row of the elementwise table as its ONNX op or its functor's formula in
+# standard ops) against the primitive's CPU kernel.
+check_elementwise() {
+  local dir="$work/elementwise" n=0
+  if ! "$cases" "$dir" >"$work/elementwise.log" 2>&1; then
+    echo "FAILED elementwise (writing the cases):"; cat "$work/elementwise.log"; failed=$((failed + 1)); return
+  fi
+  for case_dir in "$dir"/*/; do
+    local name; name=$(basename "$case_dir")
+    mkdir -p "$case_dir/ort"
+    if ! node "$tools/ort_run.js" run "$case_dir/model.onnx" "$case_dir/ort" "$case_dir"/in*.npy >"$case_dir/log" 2>&1 ||
+       ! node "$tools/ort_run.js" compare 1e-5 "$case_dir/ort" "$case_dir/kgrad" >>"$case_dir/log" 2>&1; then
+      echo "FAILED elementwise $name:"; cat "$case_dir/log"; failed=$((failed + 1)); continue
+    fi
+    n=$((n + 1))
+  done
+  compared=$((compared + n))
+  echo "ok elementwise: $n one-node graphs agree"
+}
+
+check_elementwise
 check mlp all mlp_in0.npy
 check cnn weights cnn_in0.npy
 check block17 all block17_in0.npy
