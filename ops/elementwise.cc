@@ -225,6 +225,15 @@ absl::Status BpropReluGrad(BpropContext& c) {
   return absl::OkStatus();
 }
 
+// Forward: y = thresholded_relu(x){alpha} = x > alpha ? x : 0.
+// Backward: dx = x > alpha ? dy : 0 (0 at the jump x = alpha, and for NaN).
+absl::Status BpropThresholdedRelu(BpropContext& c) {
+  KGRAD_SCALAR(alpha, c.prim().GetFloat("alpha"), 0);
+  KGRAD_SCALAR(zero, 0.0, 0);
+  c.SetGrad(0, c.Select(c.Op(PrimId::kGreater, {c.I(0), alpha}), c.Dout(), zero));
+  return absl::OkStatus();
+}
+
 // Forward: y = x Phi(x), Phi(x) = (1 + erf(x / sqrt 2)) / 2.
 // Backward: dx = dy * (Phi(x) + x phi(x)), phi(x) = e^(-x^2/2) / sqrt(2 pi).
 absl::Status GeluExact(BpropContext& c) {
@@ -498,6 +507,10 @@ void RegisterUnary(std::vector<PrimitiveDef>* defs) {
   defs->push_back(OpDef(PrimId::kAtanh, 1, 1, InferUnary).Bprop(BpropAtanh));
   // logical_not(x) = !x (bool only).
   defs->push_back(OpDef(PrimId::kLogicalNot, 1, 1, InferUnary).ZeroGradient());
+  // thresholded_relu(x){alpha} = x > alpha ? x : 0.
+  defs->push_back(OpDef(PrimId::kThresholdedRelu, 1, 1, InferUnary, {FloatAttr("alpha", 1.0)})
+                      .Bprop(BpropThresholdedRelu)
+                      .ZeroIfAny({0}));
 }
 
 void RegisterBinary(std::vector<PrimitiveDef>* defs) {

@@ -331,6 +331,13 @@ struct AtanhOp : CostlyMap {
 struct LogicalNotOp : Map {  // !x (bool)
   template <class V> static KGRAD_EW_HD auto Apply(const Attrs&, V x) { return !x; }
 };
+// thresholded_relu(x){alpha} = x > alpha ? x : 0 (ONNX ThresholdedRelu); NaN gives 0.
+struct ThresholdedReluOp : Map {
+  template <class P> static Attrs Read(const P& p) { return {p.GetFloat("alpha")}; }
+  template <class V> static KGRAD_EW_HD V Apply(const Attrs& at, V x) {
+    return Select(x > V(at.a), x, V(0));
+  }
+};
 
 // Binary maps.
 struct AddOp : Map {

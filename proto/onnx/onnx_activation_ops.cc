@@ -78,9 +78,7 @@ absl::StatusOr<ImportedValue> LeakyReluOf(NodeContext& c, const ImportedValue& x
 }
 
 absl::StatusOr<ImportedValue> ThresholdedReluOf(NodeContext& c, const ImportedValue& x, double alpha) {
-  KGRAD_ASSIGN_OR_RETURN(ImportedValue above, Compare(c, PrimId::kGreater, x, alpha));
-  KGRAD_ASSIGN_OR_RETURN(ImportedValue zero, c.ScalarLike(x, 0));
-  return c.Emit(PrimId::kSelect, {above, x, zero});
+  return c.Emit(PrimId::kThresholdedRelu, {x}, {{"alpha", alpha}});
 }
 
 absl::StatusOr<ImportedValue> SoftsignOf(NodeContext& c, const ImportedValue& x) {
@@ -181,13 +179,6 @@ Outputs Mish(NodeContext& c) {
   return OneOutput(c.Emit(PrimId::kMul, {x, s}));
 }
 
-// ThresholdedRelu(x){alpha=1} = x if x > alpha else 0.
-Outputs ThresholdedRelu(NodeContext& c) {
-  KGRAD_ASSIGN_OR_RETURN(ImportedValue x, OnlyInput(c));
-  KGRAD_ASSIGN_OR_RETURN(double alpha, c.Float("alpha", 1.0));
-  return OneOutput(ThresholdedReluOf(c, x, alpha));
-}
-
 // Shrink(x){bias=0, lambd=0.5} = x + bias if x < -lambd, x - bias if x > lambd,
 // else 0.
 Outputs Shrink(NodeContext& c) {
@@ -271,7 +262,6 @@ void AddActivationOps(OpTable* t) {
   (*t)["HardSwish"] = HardSwish;
   (*t)["Softsign"] = Softsign;
   (*t)["Mish"] = Mish;
-  (*t)["ThresholdedRelu"] = ThresholdedRelu;
   (*t)["Shrink"] = Shrink;
   (*t)["Mean"] = Mean;
   (*t)["Xor"] = Xor;

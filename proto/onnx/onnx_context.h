@@ -125,13 +125,14 @@ absl::Status CheckLegacyForm(const NodeContext& c);
 // mismatch).
 absl::Status AlignConstantDType(NodeContext& c, ImportedValue& a, ImportedValue& b);
 // Activations shared by the activation ops and the recurrent cells
-// (onnx_activation_ops.cc), each an exact composition of primitives.
+// (onnx_activation_ops.cc), each an exact composition of primitives (or the one
+// primitive, for ThresholdedRelu).
 absl::StatusOr<ImportedValue> HardSigmoidOf(NodeContext& c, const ImportedValue& x, double alpha,
                                             double beta);  // max(0, min(1, alpha x + beta))
 absl::StatusOr<ImportedValue> LeakyReluOf(NodeContext& c, const ImportedValue& x,
                                           double alpha);  // x >= 0 ? x : alpha x
 absl::StatusOr<ImportedValue> ThresholdedReluOf(NodeContext& c, const ImportedValue& x,
-                                                double alpha);  // x > alpha ? x : 0
+                                                double alpha);  // thresholded_relu{alpha}
 absl::StatusOr<ImportedValue> SoftsignOf(NodeContext& c, const ImportedValue& x);  // x / (1 + |x|)
 // The outputs of a mapping with one output.
 Outputs OneOutput(absl::StatusOr<ImportedValue> v);

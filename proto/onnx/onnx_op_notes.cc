@@ -108,7 +108,6 @@ constexpr OnnxOpNote kNotes[] = {
     {"Squeeze", "squeeze; dynamic_squeeze for axes computed at run time", ""},
     {"Sum", "add, folded over the inputs", ""},
     {"Tan", "sin / cos", ""},
-    {"ThresholdedRelu", "select(x > alpha, x, 0)", ""},
     {"Tile", "gathers along the repeated dims; dynamic_tile for repeats computed at run time or dynamic tiled dims", ""},
     {"TopK", "topk{axis, largest, sorted} (ties: the lower index first; NaN largest); a K computed at run time gives an unknown dim", ""},
     {"Transpose", "transpose", ""},

@@ -78,6 +78,9 @@ std::vector<UnaryCase> UnaryCases() {
       {"asinh", PrimId::kAsinh, {}, -2, 2, {}},
       {"acosh", PrimId::kAcosh, {}, 1.2, 3, {}},
       {"atanh", PrimId::kAtanh, {}, -0.8, 0.8, {}},
+      {"thresholded_relu", PrimId::kThresholdedRelu, {{"alpha", 0.5}}, -1, 3, {0.5}},
+      {"thresholded_relu_negative_alpha", PrimId::kThresholdedRelu, {{"alpha", -1.0}}, -2, 2,
+       {-1.0}},
   };
 }
 

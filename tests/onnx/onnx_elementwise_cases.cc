@@ -144,6 +144,8 @@ std::vector<std::pair<std::string, AttrMap>> AttrModes(PrimId id) {
     case PrimId::kBitShift:
       return {{"left", {{"direction", std::string("left")}}},
               {"right", {{"direction", std::string("right")}}}};
+    case PrimId::kThresholdedRelu:
+      return {{"alpha_half", {{"alpha", 0.5}}}, {"alpha_minus_one", {{"alpha", -1.0}}}};
     default:
       return {{"", {}}};
   }

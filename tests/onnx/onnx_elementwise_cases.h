@@ -29,8 +29,8 @@ struct ElementwiseRow {
 std::vector<ElementwiseRow> ElementwiseRows();
 
 // The attribute modes a row is exported in ({"", {}} for a row without attributes):
-// gelu approximate false/true, mod fmod false/true, bit_shift left/right
-// (names: letters, digits, _).
+// gelu approximate false/true, mod fmod false/true, bit_shift left/right,
+// thresholded_relu alpha 0.5 and -1 (names: letters, digits, _).
 std::vector<std::pair<std::string, AttrMap>> AttrModes(PrimId id);
 
 struct ElementwiseCase {

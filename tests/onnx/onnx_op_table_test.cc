@@ -36,6 +36,33 @@ std::vector<double> RunEntry(Module& m, const std::vector<Value>& args) {
   return out.ok() ? kgrad::testing::ToDoubles(out->tensor()) : std::vector<double>();
 }
 
+TEST(OnnxOpTable, ThresholdedReluIsThePrimitiveWithTheDefaultAlpha) {
+  absl::StatusOr<std::unique_ptr<Module>> m = OneNode("ThresholdedRelu", 17).In({6}).Import();
+  ASSERT_TRUE(m.ok()) << m.status();
+  const Primitive* p = OnlyPrim(**m, PrimId::kThresholdedRelu);
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(p->GetFloat("alpha"), 1.0);
+  std::vector<double> y = RunEntry(**m, {kgrad::testing::F64({6}, {-1, 0.5, 1, 1.5, kNaN, 3})});
+  EXPECT_THAT(y, ElementsAre(0, 0, 0, 1.5, 0, 3));
+}
+
+TEST(OnnxOpTable, ThresholdedReluReadsAlpha) {
+  absl::StatusOr<std::unique_ptr<Module>> m =
+      OneNode("ThresholdedRelu", 17).In({5}, DType::kFloat32).Set({{"alpha", -0.25}}).Import();
+  ASSERT_TRUE(m.ok()) << m.status();
+  const Primitive* p = OnlyPrim(**m, PrimId::kThresholdedRelu);
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(p->GetFloat("alpha"), -0.25);
+  std::vector<double> y =
+      RunEntry(**m, {Value(kgrad::testing::MakeTensor(DType::kFloat32, {5}, {-1, -0.25, 0, -0.125, 2}))});
+  EXPECT_THAT(y, ElementsAre(0, 0, 0, -0.125, 2));
+}
+
+TEST(OnnxOpTable, AttributeOfTheWrongTypeNamesTheNode) {
+  EXPECT_THAT(ImportError(OneNode("ThresholdedRelu", 17).In({3}).Set({{"alpha", int64_t{2}}})),
+              HasSubstr("node 'n' (ThresholdedRelu): attribute 'alpha' must be a float, got type INT"));
+}
+
 TEST(OnnxOpTable, OperandAndOutputCountsFollowTheArity) {
   EXPECT_THAT(ImportError(OneNode("Add", 17).In({3}).In({3}).In({3})),
               HasSubstr("node 'n' (Add): has 3 inputs, expected 2"));

@@ -54,7 +54,7 @@ const std::vector<OpCase>& UnaryCases() {
       {PrimId::kAcos, kFloat},        {PrimId::kAtan, kFloat},
       {PrimId::kSinh, kFloat},        {PrimId::kCosh, kFloat},
       {PrimId::kAsinh, kFloat},       {PrimId::kAcosh, kFloat},
-      {PrimId::kAtanh, kFloat},
+      {PrimId::kAtanh, kFloat},       {PrimId::kThresholdedRelu, {kF32, kF64, kF16, kBF16}},
   };
   return *cases;
 }
@@ -146,6 +146,19 @@ TEST(ElementwiseInferTest, GeluTakesTheApproximateAttribute) {
       InferOp(PrimId::kGelu, {T(kF32, {4})}, {{"mode", std::string("tanh")}});
   ASSERT_FALSE(unknown.ok());
   EXPECT_THAT(std::string(unknown.status().message()), HasSubstr("mode"));
+}
+
+TEST(ElementwiseInferTest, ThresholdedReluTakesAFloatAlpha) {
+  ExpectTensor(InferOp(PrimId::kThresholdedRelu, {T(kF32, {4})}), kF32, {4});
+  ExpectTensor(InferOp(PrimId::kThresholdedRelu, {T(kF64, {2, kU})}, {{"alpha", -0.5}}), kF64,
+               {2, kU});
+  // An int alpha is read as a float (files say `1` for `1.0`); a string is refused.
+  ExpectTensor(InferOp(PrimId::kThresholdedRelu, {T(kF32, {4})}, {{"alpha", int64_t{2}}}), kF32,
+               {4});
+  absl::StatusOr<AbstractPtr> bad =
+      InferOp(PrimId::kThresholdedRelu, {T(kF32, {4})}, {{"alpha", std::string("1")}});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(std::string(bad.status().message()), HasSubstr("alpha"));
 }
 
 TEST(ElementwiseInferTest, BinaryOutputDTypes) {

@@ -134,6 +134,9 @@ std::vector<UnaryCase> UnaryCases() {
       {PrimId::kAsinh, [](double x) { return std::asinh(x); }, -5, 5, flt, {}},
       {PrimId::kAcosh, [](double x) { return std::acosh(x); }, 1.01, 6, flt, {}},
       {PrimId::kAtanh, [](double x) { return std::atanh(x); }, -0.99, 0.99, flt, {}},
+      {PrimId::kThresholdedRelu, [](double x) { return x > 1 ? x : 0.0; }, -3, 3, flt, {}},
+      {PrimId::kThresholdedRelu, [](double x) { return x > -0.5 ? x : 0.0; }, -3, 3, flt,
+       {{"alpha", -0.5}}},
   };
 }
 
@@ -150,7 +153,7 @@ TEST(ElementwiseKernelTest, UnaryMatchesReference) {
     for (DType t : c.dtypes) {
       for (const Shape& shape : UnaryShapes()) {
         std::string what = Describe(c.id, t, {shape}) + " " +
-                           (c.attrs.empty() ? "" : "approximate");
+                           (c.attrs.empty() ? "" : AttrValueToString(c.attrs.begin()->second));
         bool is_int = t == kI32 || t == kI64;
         Tensor x = RandomTensor(t, shape, rng, is_int ? -50 : c.lo, is_int ? 50 : c.hi);
         std::vector<double> want = ToDoubles(x);
@@ -182,6 +185,9 @@ TEST(ElementwiseKernelTest, UnarySpecialValues) {
       {PrimId::kSqrt, kInf, kInf},        {PrimId::kRsqrt, kInf, 0.0},
       {PrimId::kSqrt, -kInf, kNaN},       {PrimId::kExp, -800.0, 0.0},
       {PrimId::kSoftplus, -800.0, 0.0},   {PrimId::kSigmoid, -800.0, 0.0},
+      // x > alpha (1 by default): NaN and the threshold itself give 0.
+      {PrimId::kThresholdedRelu, kNaN, 0.0}, {PrimId::kThresholdedRelu, 1.0, 0.0},
+      {PrimId::kThresholdedRelu, kInf, kInf},
   };
   // 17 copies: the vectorised path (Eigen's packet maths) and the scalar tail
   // both see the value; a single element would take only the scalar one.
