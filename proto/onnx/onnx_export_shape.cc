@@ -188,15 +188,22 @@ absl::StatusOr<std::string> EmitScatterAdd(Exporter& e, const ExportCall& call) 
   return t->output(0);
 }
 
-// one_hot(indices){depth, on_value, off_value, dtype, axis}: OneHot(indices, depth,
-// [off, on]) in the output dtype.
+// one_hot(indices){depth, on_value, off_value, dtype, axis}: OneHot(indices', depth,
+// [off, on]) in the output dtype. kgrad gives a negative index a row of off_value,
+// where ONNX's OneHot counts it from the end: indices' = negative ? depth : index
+// (out of range, so off_value in both).
 absl::StatusOr<std::string> EmitOneHot(Exporter& e, const ExportCall& call) {
   const Primitive& p = call.prim;
   Tensor values = Tensor::Full(p.GetDType("dtype"), {2}, p.GetFloat("off_value")).value();
   Tensor on = Tensor::Full(p.GetDType("dtype"), {1}, p.GetFloat("on_value")).value();
   std::memcpy(static_cast<char*>(values.raw_data()) + DTypeSize(values.dtype()), on.raw_data(),
               DTypeSize(values.dtype()));
-  NodeProto* n = e.Add("OneHot", {call.in[0], e.Ints({p.GetInt("depth")}), e.Const(values)});
+  const AbstractTensor* ti = AsTensor(call.node->arg(0)->abstract());
+  if (ti == nullptr) return e.Error(call.node, "needs the indices' tensor type");
+  const double depth = static_cast<double>(p.GetInt("depth"));
+  const std::string negative = e.Op("Less", {call.in[0], e.Scalar(ti->dtype(), 0)});
+  const std::string indices = e.Op("Where", {negative, e.Scalar(ti->dtype(), depth), call.in[0]});
+  NodeProto* n = e.Add("OneHot", {indices, e.Ints({p.GetInt("depth")}), e.Const(values)});
   SetInt(n, "axis", p.GetInt("axis"));
   return n->output(0);
 }

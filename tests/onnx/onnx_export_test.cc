@@ -4,6 +4,8 @@
 #include <vector>
 
 #include "ad/grad_operation.h"
+#include "core/builder.h"
+#include "core/infer.h"
 #include "backends/executor.h"
 #include "core/passes/optimize.h"
 #include "proto/onnx/onnx_export.h"
@@ -65,6 +67,28 @@ TEST_P(OnnxExportTest, OptimizedGradientRoundTrip) {
 
 INSTANTIATE_TEST_SUITE_P(Torch, OnnxExportTest, testing::Values("mlp", "cnn", "block17"),
                          [](const testing::TestParamInfo<const char*>& i) { return std::string(i.param); });
+
+// kgrad's one_hot gives a negative index a row of off_value; ONNX's OneHot would
+// count it from the end, so the export sends negative indices out of range.
+TEST(OnnxExport, OneHotKeepsNegativeIndicesOff) {
+  Module m(DefaultRegistry());
+  GraphBuilder b(&m, "f");
+  AnfNode* i = b.Param("i", DType::kInt64, {5});
+  FuncGraph* f = b.Return(b.Op(PrimId::kOneHot, {i}, {{"depth", int64_t{3}}, {"on_value", 2.0},
+                                                      {"off_value", -1.0}})).value();
+  ASSERT_TRUE(InferGraph(f).ok());
+  const Value idx(Tensor::FromVector<int64_t>({5}, {-1, 0, 2, -3, 1}));
+  absl::StatusOr<Value> want = RunGraph(f, {idx});
+  ASSERT_TRUE(want.ok()) << want.status();
+  absl::StatusOr<std::unique_ptr<Module>> back = RoundTrip(m, f);
+  ASSERT_TRUE(back.ok()) << back.status();
+  absl::StatusOr<Value> got = RunGraph((*back)->entry(), {idx});
+  ASSERT_TRUE(got.ok()) << got.status();
+  ExpectClose(*got, want->tensor(), 0, "one_hot");
+  const std::vector<double> rows = {-1, -1, -1, 2, -1, -1, -1, -1, 2, -1, -1, -1, -1, 2, -1};
+  ASSERT_EQ(got->tensor().NumElements(), 15);
+  for (int k = 0; k < 15; ++k) EXPECT_EQ(got->tensor().ElementAsDouble(k), rows[k]) << k;
+}
 
 TEST(OnnxExport, RefusesControlFlowNamingTheNode) {
   absl::StatusOr<std::unique_ptr<Module>> m = ImportFixture("if_pos");
