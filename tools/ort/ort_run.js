@@ -116,7 +116,10 @@ async function time(model, dims) {
 
 function maxAbs(a) {
   let m = 0;
-  for (let i = 0; i < a.data.length; ++i) m = Math.max(m, Math.abs(Number(a.data[i])));
+  for (let i = 0; i < a.data.length; ++i) {
+    const v = Math.abs(Number(a.data[i]));
+    if (Number.isFinite(v)) m = Math.max(m, v);  // a NaN or inf sets no scale
+  }
   return m;
 }
 
@@ -146,8 +149,15 @@ function compare(tol, ortDir, kgradDir) {
       ok = false;
       return;
     }
+    // NaN against a number (or a number against NaN) is a mismatch; NaN against NaN and
+    // equal infinities agree.
     let err = 0;
-    for (let i = 0; i < y.data.length; ++i) err = Math.max(err, Math.abs(Number(x.data[i]) - Number(y.data[i])));
+    for (let i = 0; i < y.data.length; ++i) {
+      const a = Number(x.data[i]), b = Number(y.data[i]);
+      if (a === b || (Number.isNaN(a) && Number.isNaN(b))) continue;
+      const d = Math.abs(a - b);
+      err = Number.isNaN(d) ? Infinity : Math.max(err, d);
+    }
     const own = maxAbs(y);
     const scale = own < 1e-4 * largest ? largest : Math.max(own, 1e-6);
     if (err / scale > tol) {
