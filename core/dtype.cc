@@ -7,38 +7,22 @@ namespace kgrad {
 
 size_t DTypeSize(DType t) {
   switch (t) {
-    case DType::kFloat32: return 4;
-    case DType::kFloat64: return 8;
-    case DType::kInt32: return 4;
-    case DType::kInt64: return 8;
-    case DType::kBool: return 1;
-    case DType::kUInt8: return 1;
-    case DType::kInt8: return 1;
-    case DType::kInt16: return 2;
-    case DType::kUInt16: return 2;
-    case DType::kUInt32: return 4;
-    case DType::kUInt64: return 8;
-    case DType::kFloat16: return 2;
-    case DType::kBFloat16: return 2;
+#define KGRAD_DTYPE_SIZE(Name, number, T, name) \
+  case DType::Name:                           \
+    return sizeof(T);
+    KGRAD_DTYPES(KGRAD_DTYPE_SIZE)
+#undef KGRAD_DTYPE_SIZE
   }
   return 0;
 }
 
 const char* DTypeName(DType t) {
   switch (t) {
-    case DType::kFloat32: return "f32";
-    case DType::kFloat64: return "f64";
-    case DType::kInt32: return "i32";
-    case DType::kInt64: return "i64";
-    case DType::kBool: return "bool";
-    case DType::kUInt8: return "u8";
-    case DType::kInt8: return "i8";
-    case DType::kInt16: return "i16";
-    case DType::kUInt16: return "u16";
-    case DType::kUInt32: return "u32";
-    case DType::kUInt64: return "u64";
-    case DType::kFloat16: return "f16";
-    case DType::kBFloat16: return "bf16";
+#define KGRAD_DTYPE_NAME(Name, number, T, name) \
+  case DType::Name:                           \
+    return name;
+    KGRAD_DTYPES(KGRAD_DTYPE_NAME)
+#undef KGRAD_DTYPE_NAME
   }
   return "?";
 }

@@ -38,10 +38,6 @@ inline bool IsUnsigned(DType t) {
 // "f32, f64, i32 or i64" (for "must be a ... tensor" messages).
 std::string DTypeSetNames(DTypeSet set);
 
-// DTypeOf<T> for the 16-bit float storage types (the others: core/dtype_set.h).
-template <> struct DTypeOf<Float16> { static constexpr DType value = DType::kFloat16; };
-template <> struct DTypeOf<BFloat16> { static constexpr DType value = DType::kBFloat16; };
-
 // Whether T is one of the compute types f32, f64, i32, i64 (what arithmetic
 // kernels instantiate for; the storage types have no arithmetic of their own).
 template <typename T>
@@ -53,19 +49,11 @@ inline constexpr bool kIsNumericComputeType = Allows(kNumericTypes, DTypeOf<T>::
 template <typename Fn>
 decltype(auto) DispatchDType(DType t, Fn&& fn) {
   switch (t) {
-    case DType::kFloat32: return fn(float{});
-    case DType::kFloat64: return fn(double{});
-    case DType::kInt32: return fn(int32_t{});
-    case DType::kInt64: return fn(int64_t{});
-    case DType::kUInt8: return fn(uint8_t{});
-    case DType::kInt8: return fn(int8_t{});
-    case DType::kInt16: return fn(int16_t{});
-    case DType::kUInt16: return fn(uint16_t{});
-    case DType::kUInt32: return fn(uint32_t{});
-    case DType::kUInt64: return fn(uint64_t{});
-    case DType::kFloat16: return fn(Float16{});
-    case DType::kBFloat16: return fn(BFloat16{});
-    case DType::kBool: break;
+#define KGRAD_DISPATCH_CASE(Name, number, T, name) \
+  case DType::Name:                              \
+    return fn(T{});
+    KGRAD_DTYPES(KGRAD_DISPATCH_CASE)
+#undef KGRAD_DISPATCH_CASE
   }
   return fn(bool{});
 }

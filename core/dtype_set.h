@@ -8,27 +8,38 @@
 
 namespace kgrad {
 
+// Every element type, once: X(Name, number, C++ type, short name). The numbers are
+// what graph files store. Storage types (from kUInt8 on) hold ONNX's and PyTorch's
+// narrow types as they are: only the ops that list them in their dtype sets take
+// them (cast, the integer arithmetic, comparisons, data movement); IsFloating and
+// IsInteger stay the compute types, so AD and the float-only ops never see them.
+#define KGRAD_DTYPES(X)            \
+  X(kFloat32, 0, float, "f32")     \
+  X(kFloat64, 1, double, "f64")    \
+  X(kInt32, 2, int32_t, "i32")     \
+  X(kInt64, 3, int64_t, "i64")     \
+  X(kBool, 4, bool, "bool")        \
+  X(kUInt8, 5, uint8_t, "u8")      \
+  X(kInt8, 6, int8_t, "i8")        \
+  X(kInt16, 7, int16_t, "i16")     \
+  X(kUInt16, 8, uint16_t, "u16")   \
+  X(kUInt32, 9, uint32_t, "u32")   \
+  X(kUInt64, 10, uint64_t, "u64")  \
+  X(kFloat16, 11, Float16, "f16")  \
+  X(kBFloat16, 12, BFloat16, "bf16")
+
+struct Float16;   // core/half.h
+struct BFloat16;  // core/half.h
+
 enum class DType : uint8_t {
-  kFloat32 = 0,
-  kFloat64 = 1,
-  kInt32 = 2,
-  kInt64 = 3,
-  kBool = 4,
-  // Storage types: tensors of these hold ONNX's and PyTorch's narrow types as they
-  // are. Only the ops that list them in their dtype sets take them (cast, the
-  // integer arithmetic, comparisons, data movement); IsFloating and IsInteger
-  // stay the compute types, so AD and the float-only ops never see them.
-  kUInt8 = 5,
-  kInt8 = 6,
-  kInt16 = 7,
-  kUInt16 = 8,
-  kUInt32 = 9,
-  kUInt64 = 10,
-  kFloat16 = 11,
-  kBFloat16 = 12,
+#define KGRAD_DTYPE_ENUM(Name, number, T, name) Name = number,
+  KGRAD_DTYPES(KGRAD_DTYPE_ENUM)
+#undef KGRAD_DTYPE_ENUM
 };
 
-inline constexpr int kNumDTypes = 13;
+#define KGRAD_DTYPE_ONE(Name, number, T, name) +1
+inline constexpr int kNumDTypes = 0 KGRAD_DTYPES(KGRAD_DTYPE_ONE);
+#undef KGRAD_DTYPE_ONE
 
 // A set of dtypes: what an op accepts for an input. The one definition used by
 // inference (ops/), the CPU kernels and the CUDA kernels.
@@ -51,18 +62,15 @@ inline constexpr DTypeSet kWideNumericTypes = kNumericTypes | kNarrowIntegerType
 constexpr bool Allows(DTypeSet set, DType t) { return (set & DTypeBit(t)) != 0; }
 
 // The dtype of C++ element type T (DTypeOf<T>::value).
-template <typename T> struct DTypeOf;
-template <> struct DTypeOf<float> { static constexpr DType value = DType::kFloat32; };
-template <> struct DTypeOf<double> { static constexpr DType value = DType::kFloat64; };
-template <> struct DTypeOf<int32_t> { static constexpr DType value = DType::kInt32; };
-template <> struct DTypeOf<int64_t> { static constexpr DType value = DType::kInt64; };
-template <> struct DTypeOf<bool> { static constexpr DType value = DType::kBool; };
-template <> struct DTypeOf<uint8_t> { static constexpr DType value = DType::kUInt8; };
-template <> struct DTypeOf<int8_t> { static constexpr DType value = DType::kInt8; };
-template <> struct DTypeOf<int16_t> { static constexpr DType value = DType::kInt16; };
-template <> struct DTypeOf<uint16_t> { static constexpr DType value = DType::kUInt16; };
-template <> struct DTypeOf<uint32_t> { static constexpr DType value = DType::kUInt32; };
-template <> struct DTypeOf<uint64_t> { static constexpr DType value = DType::kUInt64; };
+template <typename T>
+struct DTypeOf;
+#define KGRAD_DTYPE_OF(Name, number, T, name) \
+  template <>                                 \
+  struct DTypeOf<T> {                         \
+    static constexpr DType value = DType::Name; \
+  };
+KGRAD_DTYPES(KGRAD_DTYPE_OF)
+#undef KGRAD_DTYPE_OF
 
 }  // namespace kgrad
 
