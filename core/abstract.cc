@@ -119,25 +119,26 @@ AbstractPtr MakeAbstractPrimFunction(PrimitivePtr prim) {
   return std::make_shared<const AbstractFunction>(std::vector<FuncAtom>{std::move(a)});
 }
 
+namespace {
+// `a` as a T when it is of kind `kind`, else null.
+template <typename T, AbstractKind kind>
+const T* As(const AbstractPtr& a) {
+  return a != nullptr && a->kind() == kind ? static_cast<const T*>(a.get()) : nullptr;
+}
+}  // namespace
+
 const AbstractTensor* AsTensor(const AbstractPtr& a) {
-  return a != nullptr && a->kind() == AbstractKind::kTensor
-             ? static_cast<const AbstractTensor*>(a.get()) : nullptr;
+  return As<AbstractTensor, AbstractKind::kTensor>(a);
 }
 const AbstractScalar* AsScalar(const AbstractPtr& a) {
-  return a != nullptr && a->kind() == AbstractKind::kScalar
-             ? static_cast<const AbstractScalar*>(a.get()) : nullptr;
+  return As<AbstractScalar, AbstractKind::kScalar>(a);
 }
-const AbstractTuple* AsTuple(const AbstractPtr& a) {
-  return a != nullptr && a->kind() == AbstractKind::kTuple
-             ? static_cast<const AbstractTuple*>(a.get()) : nullptr;
-}
+const AbstractTuple* AsTuple(const AbstractPtr& a) { return As<AbstractTuple, AbstractKind::kTuple>(a); }
 const AbstractFunction* AsFunction(const AbstractPtr& a) {
-  return a != nullptr && a->kind() == AbstractKind::kFunction
-             ? static_cast<const AbstractFunction*>(a.get()) : nullptr;
+  return As<AbstractFunction, AbstractKind::kFunction>(a);
 }
 const AbstractString* AsString(const AbstractPtr& a) {
-  return a != nullptr && a->kind() == AbstractKind::kString
-             ? static_cast<const AbstractString*>(a.get()) : nullptr;
+  return As<AbstractString, AbstractKind::kString>(a);
 }
 
 bool FuncAtomEquals(const FuncAtom& a, const FuncAtom& b) {

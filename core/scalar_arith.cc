@@ -1,6 +1,7 @@
 #include "core/scalar_arith.h"
 
 #include <cstdint>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 
@@ -14,7 +15,22 @@ int64_t Narrow(uint64_t v, DType t) {
   return static_cast<int64_t>(v);
 }
 
+// The comparisons, for integers and floats alike; nullopt for another primitive.
+template <typename N>
+std::optional<bool> Compare(PrimId id, N a, N b) {
+  switch (id) {
+    case PrimId::kScalarLt: return a < b;
+    case PrimId::kScalarLe: return a <= b;
+    case PrimId::kScalarGt: return a > b;
+    case PrimId::kScalarGe: return a >= b;
+    case PrimId::kScalarEq: return a == b;
+    case PrimId::kScalarNe: return a != b;
+    default: return std::nullopt;
+  }
+}
+
 absl::StatusOr<Scalar> IntegerOp(PrimId id, int64_t i, int64_t j, DType t) {
+  if (std::optional<bool> c = Compare(id, i, j)) return Scalar::Bool(*c);
   uint64_t x = static_cast<uint64_t>(i), y = static_cast<uint64_t>(j);
   switch (id) {
     case PrimId::kScalarAdd: return Scalar::Int(Narrow(x + y, t), t);
@@ -24,12 +40,6 @@ absl::StatusOr<Scalar> IntegerOp(PrimId id, int64_t i, int64_t j, DType t) {
       if (j == 0) return absl::InvalidArgumentError("integer division by zero");
       // MIN / -1 is the one quotient that overflows: negate by wrapping instead.
       return Scalar::Int(j == -1 ? Narrow(0 - x, t) : Narrow(static_cast<uint64_t>(i / j), t), t);
-    case PrimId::kScalarLt: return Scalar::Bool(i < j);
-    case PrimId::kScalarLe: return Scalar::Bool(i <= j);
-    case PrimId::kScalarGt: return Scalar::Bool(i > j);
-    case PrimId::kScalarGe: return Scalar::Bool(i >= j);
-    case PrimId::kScalarEq: return Scalar::Bool(i == j);
-    case PrimId::kScalarNe: return Scalar::Bool(i != j);
     default: break;
   }
   return absl::InvalidArgumentError("not a binary scalar primitive");
@@ -39,17 +49,12 @@ absl::StatusOr<Scalar> FloatOp(PrimId id, double x, double y, DType t) {
   auto round = [t](double v) { return t == DType::kFloat32 ? static_cast<double>(static_cast<float>(v)) : v; };
   x = round(x);
   y = round(y);
+  if (std::optional<bool> c = Compare(id, x, y)) return Scalar::Bool(*c);
   switch (id) {
     case PrimId::kScalarAdd: return Scalar::Float(round(x + y), t);
     case PrimId::kScalarSub: return Scalar::Float(round(x - y), t);
     case PrimId::kScalarMul: return Scalar::Float(round(x * y), t);
     case PrimId::kScalarDiv: return Scalar::Float(round(x / y), t);
-    case PrimId::kScalarLt: return Scalar::Bool(x < y);
-    case PrimId::kScalarLe: return Scalar::Bool(x <= y);
-    case PrimId::kScalarGt: return Scalar::Bool(x > y);
-    case PrimId::kScalarGe: return Scalar::Bool(x >= y);
-    case PrimId::kScalarEq: return Scalar::Bool(x == y);
-    case PrimId::kScalarNe: return Scalar::Bool(x != y);
     default: break;
   }
   return absl::InvalidArgumentError("not a binary scalar primitive");

@@ -13,36 +13,45 @@ namespace {
 
 using NodeSet = absl::flat_hash_set<const AnfNode*>;
 
-// Applications and parameters of `g` that `n` depends on, `n` included.
-NodeSet Ancestors(const FuncGraph* g, AnfNode* n) {
+// The nodes a depth-first walk from `n` reaches (not `n` itself): from each node
+// x it reached, next(x, reach) calls reach(y) for the neighbours y it steps to.
+template <typename Next>
+NodeSet Reached(AnfNode* n, Next&& next) {
   NodeSet seen;
   std::vector<AnfNode*> work = {n};
+  auto reach = [&](AnfNode* y) {
+    if (seen.insert(y).second) work.push_back(y);
+  };
   while (!work.empty()) {
     AnfNode* x = work.back();
     work.pop_back();
-    if (x->graph() != g || x->is_value() || !seen.insert(x).second) continue;
-    if (x->is_cnode()) {
-      for (size_t i = 0; i < x->AsCNode()->num_args(); ++i) work.push_back(x->AsCNode()->arg(i));
-    }
+    next(x, reach);
   }
+  return seen;
+}
+
+// Applications and parameters of `g` that `n` depends on, `n` included.
+NodeSet Ancestors(const FuncGraph* g, AnfNode* n) {
+  auto inside = [g](const AnfNode* x) { return x->graph() == g && !x->is_value(); };
+  if (!inside(n)) return {};
+  NodeSet seen = Reached(n, [&](AnfNode* x, auto& reach) {
+    if (!x->is_cnode()) return;
+    for (size_t i = 0; i < x->AsCNode()->num_args(); ++i) {
+      if (inside(x->AsCNode()->arg(i))) reach(x->AsCNode()->arg(i));
+    }
+  });
+  seen.insert(n);
   return seen;
 }
 
 // Applications of `g` that depend on `n`.
 NodeSet Descendants(const FuncGraph* g, AnfNode* n) {
-  NodeSet seen;
-  std::vector<AnfNode*> work = {n};
-  while (!work.empty()) {
-    AnfNode* x = work.back();
-    work.pop_back();
+  return Reached(n, [g](AnfNode* x, auto& reach) {
     for (const Use& u : x->uses()) {
       // (A graph's output is a use without a user.)
-      if (u.user != nullptr && u.user->graph() == g && seen.insert(u.user).second) {
-        work.push_back(u.user);
-      }
+      if (u.user != nullptr && u.user->graph() == g) reach(u.user);
     }
-  }
-  return seen;
+  });
 }
 
 // A contraction (PrimitiveDef::dot): what makes a block a layer.
