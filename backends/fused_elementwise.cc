@@ -1,45 +1,39 @@
 #include "backends/fused_elementwise.h"
 
 #include <array>
+#include <iterator>
 #include <utility>
 
 #include "ops/elementwise_table.h"
 
 namespace kgrad {
 
-std::optional<FusedCode> FusedCodeOf(PrimId id) {
-#define KGRAD_FUSED_CASE_Fused(Name) \
-  case PrimId::k##Name:              \
-    return FusedCode::k##Name;
-#define KGRAD_FUSED_CASE_Unfused(Name)
-  switch (id) {
+namespace {
+
+// The primitive of each fused code, in the codes' order (the rows marked Fused).
+#define KGRAD_FUSED_PRIM_Fused(Name) PrimId::k##Name,
+#define KGRAD_FUSED_PRIM_Unfused(Name)
+constexpr PrimId kFusedPrims[] = {
 #define KGRAD_ELEMENTWISE(Name, wire, arity, dtypes, result, fusion, onnx) \
-  KGRAD_FUSED_CASE_##fusion(Name)
+  KGRAD_FUSED_PRIM_##fusion(Name)
 #include "ops/elementwise_table.inc"
 #undef KGRAD_ELEMENTWISE
-    default:
-      return std::nullopt;
+};
+#undef KGRAD_FUSED_PRIM_Fused
+#undef KGRAD_FUSED_PRIM_Unfused
+static_assert(std::size(kFusedPrims) == static_cast<size_t>(FusedCode::kMulAdd));
+
+}  // namespace
+
+std::optional<FusedCode> FusedCodeOf(PrimId id) {
+  for (size_t c = 0; c < std::size(kFusedPrims); ++c) {
+    if (kFusedPrims[c] == id) return static_cast<FusedCode>(c);
   }
-#undef KGRAD_FUSED_CASE_Fused
-#undef KGRAD_FUSED_CASE_Unfused
+  return std::nullopt;
 }
 
 PrimId PrimIdOf(FusedCode code) {
-#define KGRAD_FUSED_CASE_Fused(Name) \
-  case FusedCode::k##Name:           \
-    return PrimId::k##Name;
-#define KGRAD_FUSED_CASE_Unfused(Name)
-  switch (code) {
-#define KGRAD_ELEMENTWISE(Name, wire, arity, dtypes, result, fusion, onnx) \
-  KGRAD_FUSED_CASE_##fusion(Name)
-#include "ops/elementwise_table.inc"
-#undef KGRAD_ELEMENTWISE
-    case FusedCode::kMulAdd:
-      break;
-  }
-#undef KGRAD_FUSED_CASE_Fused
-#undef KGRAD_FUSED_CASE_Unfused
-  return PrimId::kAdd;
+  return code == FusedCode::kMulAdd ? PrimId::kAdd : kFusedPrims[static_cast<size_t>(code)];
 }
 
 bool IsBinary(FusedCode code) {

@@ -47,7 +47,7 @@ enum class FusedCode : uint8_t {
 
 // The instruction computing primitive `id`, or nullopt when it is not fused.
 std::optional<FusedCode> FusedCodeOf(PrimId id);
-// The primitive instruction `code` computes (not for kMulAdd).
+// The primitive instruction `code` computes (add for kMulAdd, its last step).
 PrimId PrimIdOf(FusedCode code);
 bool IsBinary(FusedCode code);
 
