@@ -6,6 +6,8 @@
     kgrad_cc_tests(["a_test", "b_test"], deps = [...])      # one cc_test each
 """
 
+load("//:defs.bzl", "kgrad_cc_library")
+
 # GoogleTest with its main, and the shared helpers (tests/testing/op_test_util.h).
 TEST_DEPS = [
     "//third_party:gtest_main",
@@ -54,12 +56,5 @@ def kgrad_cc_tests(names, **kwargs):
         kgrad_cc_test(name = n, **kwargs)
 
 def kgrad_test_library(name, deps = [], **kwargs):
-    """A testonly cc_library of `name`.cc and `name`.h (as tests/testing/ lays them out)."""
-    native.cc_library(
-        name = name,
-        testonly = True,
-        srcs = kwargs.pop("srcs", [name + ".cc"]),
-        hdrs = kwargs.pop("hdrs", [name + ".h"]),
-        deps = deps,
-        **kwargs
-    )
+    """A testonly kgrad_cc_library: `name`.cc and `name`.h (as tests/testing/ lays them out)."""
+    kgrad_cc_library(name = name, deps = deps, testonly = True, **kwargs)
