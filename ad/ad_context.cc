@@ -6,19 +6,14 @@
 
 namespace kgrad {
 
-AdContext::AdContext(Module* module, FuncGraph* root) : module_(module), worklist_(module, root) {}
+AdContext::AdContext(Module* module, FuncGraph* root) : FunctorWorklist(module, root) {}
 
 AdContext::~AdContext() = default;
 
-DFunctor* AdContext::FunctorOf(FuncGraph* g) { return worklist_.FunctorOf(this, g); }
-
 absl::StatusOr<FuncGraph*> AdContext::K(FuncGraph* g) {
-  if (!InScope(g)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("graph '", g->name(), "' is not in the scope of this transform"));
-  }
+  KGRAD_RETURN_IF_ERROR(CheckInScope(g));
   DFunctor* f = FunctorOf(g);
-  KGRAD_RETURN_IF_ERROR(worklist_.RunPending());
+  KGRAD_RETURN_IF_ERROR(RunPending());
   return f->k_graph();
 }
 

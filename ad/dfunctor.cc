@@ -29,34 +29,13 @@ FuncGraph* ClosureGraph(const AnfNode* n) { return GraphOf(n); }
 
 DFunctor::DFunctor(AdContext* ctx, FuncGraph* primal) : ctx_(ctx), primal_(primal) {
   Module* m = ctx->module();
-  FuncGraph* parent = primal->parent();
-  FuncGraph* k_parent = parent == nullptr ? nullptr
-                        : ctx->InScope(parent) ? ctx->FunctorOf(parent)->k_graph()
-                                               : parent;
-  k_graph_ = m->NewGraph(absl::StrCat("K_", primal->name()), k_parent);
+  k_graph_ = m->NewGraph(absl::StrCat("K_", primal->name()),
+                         ImageParent<&DFunctor::k_graph>(ctx, primal));
   tape_ = m->NewGraph(absl::StrCat("bprop_", primal->name()), k_graph_);
 }
 
 absl::StatusOr<AnfNode*> DFunctor::KOf(AnfNode* node) {
-  auto it = k_.find(node);
-  if (it != k_.end()) return it->second;
-  if (const Parameter* p = node->AsParameter(); p != nullptr && p->is_weight()) return node;
-  if (const ValueNode* v = node->AsValue()) {
-    const Value& value = v->value();
-    KGRAD_RETURN_IF_ERROR(CheckMappableConstant(primal_, value, value.is_graph() && ctx_->InScope(value.graph())));
-    if (!value.is_graph()) return node;  // constants are their own K-image
-    AnfNode* k = k_graph_->NewValueNode(Value::Graph(ctx_->FunctorOf(value.graph())->k_graph()));
-    k_[node] = k;
-    return k;
-  }
-  FuncGraph* owner = node->graph();
-  if (owner != primal_) {
-    // A free variable: its K-image lives in the owner's K graph (an ancestor of
-    // ours), or it is not differentiated there and stands for itself.
-    if (owner != nullptr && ctx_->InScope(owner)) return ctx_->FunctorOf(owner)->KOf(node);
-    return node;
-  }
-  return absl::InternalError(absl::StrCat(node->Location(), ": used before its K-image exists"));
+  return ImageOf<&DFunctor::k_graph, &DFunctor::KOf>(ctx_, primal_, k_graph_, k_, node, "K-image");
 }
 
 // Step 1. Parameters of K(g) and the dout parameter of bprop.
@@ -384,8 +363,6 @@ absl::StatusOr<AnfNode*> DFunctor::CallInKScope(GraphBuilder& b, FuncGraph* g,
 }
 
 absl::Status DFunctor::Run() {
-  if (ran_) return absl::OkStatus();
-  ran_ = true;
   KGRAD_RETURN_IF_ERROR(MapObjects());
   if (primal_->custom_bprop() != nullptr) return RunCustomBprop();
   for (CNode* c : ctx_->PrimalInfo(primal_).order) {

@@ -40,7 +40,7 @@ class DFunctor {
 
   FuncGraph* primal() const { return primal_; }
   FuncGraph* k_graph() const { return k_graph_; }
-  // Builds K(g) and its bprop graph (once).
+  // Builds K(g) and its bprop graph (the worklist calls it once).
   absl::Status Run();
   // The K-image of a node of the primal graph, or of one of its free variables.
   absl::StatusOr<AnfNode*> KOf(AnfNode* node);
@@ -70,7 +70,6 @@ class DFunctor {
   FuncGraph* k_graph_;
   FuncGraph* tape_;
   Parameter* dout_ = nullptr;
-  bool ran_ = false;
   absl::flat_hash_map<const AnfNode*, AnfNode*> k_;
   absl::flat_hash_map<const CNode*, AnfNode*> bprop_of_;  // calls: their `b`
   absl::flat_hash_map<const AnfNode*, Adjoint> adjoints_;

@@ -9,30 +9,25 @@
 namespace kgrad {
 
 TangentContext::TangentContext(Module* module, FuncGraph* root, std::string root_name)
-    : module_(module), root_(root), root_name_(std::move(root_name)), worklist_(module, root),
+    : FunctorWorklist(module, root), root_(root), root_name_(std::move(root_name)),
       rules_(module) {}
 
 TangentContext::~TangentContext() = default;
-
-TangentFunctor* TangentContext::FunctorOf(FuncGraph* g) { return worklist_.FunctorOf(this, g); }
 
 std::string TangentContext::NameOf(const FuncGraph* g) const {
   return g == root_ ? root_name_ : absl::StrCat("jvp_", g->name());
 }
 
 absl::StatusOr<FuncGraph*> TangentContext::T(FuncGraph* g) {
-  if (!InScope(g)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("graph '", g->name(), "' is not in the scope of this transform"));
-  }
-  if (!worklist_.started()) KGRAD_RETURN_IF_ERROR(DeriveRules());
+  KGRAD_RETURN_IF_ERROR(CheckInScope(g));
+  if (!started()) KGRAD_RETURN_IF_ERROR(DeriveRules());
   TangentFunctor* f = FunctorOf(g);
-  KGRAD_RETURN_IF_ERROR(worklist_.RunPending());
+  KGRAD_RETURN_IF_ERROR(RunPending());
   return f->t_graph();
 }
 
 const FuncGraph* TangentContext::CustomBpropReadingEnclosingValues() const {
-  for (const FuncGraph* g : worklist_.graphs()) {
+  for (const FuncGraph* g : graphs()) {
     if (g->custom_bprop() == nullptr) continue;
     for (const AnfNode* fv : PrimalInfo(g).fvs) {
       if (MayVary(fv)) return g;
@@ -76,10 +71,10 @@ absl::Status TangentContext::DeriveRules() {
   root_->set_public(true);
   absl::Status status = absl::OkStatus();
   std::vector<bool> active;
-  for (FuncGraph* g : worklist_.graphs()) {
+  for (FuncGraph* g : graphs()) {
     if (g->custom_bprop() != nullptr) {
       OptimizeOptions o;
-      absl::StatusOr<FuncGraph*> jvp = TransposedJvp(*module_, g, {}, &o);
+      absl::StatusOr<FuncGraph*> jvp = TransposedJvp(*module(), g, {}, &o);
       if (!jvp.ok()) {
         status = jvp.status();
         break;

@@ -19,21 +19,16 @@ namespace kgrad {
 
 class TangentFunctor;
 
-class TangentContext {
+class TangentContext : public FunctorWorklist<TangentFunctor, TangentContext> {
  public:
   // `root` and everything it reaches (but not its enclosing graphs) are
   // transformed; T(root) is called `root_name`.
   TangentContext(Module* module, FuncGraph* root, std::string root_name);
   ~TangentContext();
 
-  Module* module() const { return module_; }
   // T(g): (x..., t...) -> (g(x...), J t). Builds every functor the transform needs.
   absl::StatusOr<FuncGraph*> T(FuncGraph* g);
 
-  bool InScope(const FuncGraph* g) const { return worklist_.InScope(g); }
-  // The functor of g (created, with an empty graph, on first request).
-  TangentFunctor* FunctorOf(FuncGraph* g);
-  const GraphInfo& PrimalInfo(const FuncGraph* g) const { return worklist_.PrimalInfo(g); }
   TangentRules& rules() { return rules_; }
   // Whether input `node` of an application in a transformed graph may carry a
   // tangent (from its type and where it comes from: constants, weights and values
@@ -53,10 +48,8 @@ class TangentContext {
   std::string NameOf(const FuncGraph* g) const;
 
  private:
-  Module* module_;
   FuncGraph* root_;
   std::string root_name_;
-  FunctorWorklist<TangentFunctor, TangentContext> worklist_;
   // Derives every rule (and custom bprop's Jvp) the transform needs, before any
   // graph of it exists.
   absl::Status DeriveRules();

@@ -12,31 +12,13 @@ bool IsFunction(const AbstractPtr& a) { return a != nullptr && a->kind() == Abst
 }  // namespace
 
 TangentFunctor::TangentFunctor(TangentContext* ctx, FuncGraph* primal) : ctx_(ctx), primal_(primal) {
-  FuncGraph* parent = primal->parent();
-  FuncGraph* t_parent = parent == nullptr ? nullptr
-                        : ctx->InScope(parent) ? ctx->FunctorOf(parent)->t_graph()
-                                               : parent;
-  t_ = ctx->module()->NewGraph(ctx->NameOf(primal), t_parent);
+  t_ = ctx->module()->NewGraph(ctx->NameOf(primal),
+                               ImageParent<&TangentFunctor::t_graph>(ctx, primal));
 }
 
 absl::StatusOr<AnfNode*> TangentFunctor::PrimalOf(AnfNode* node) {
-  auto it = p_.find(node);
-  if (it != p_.end()) return it->second;
-  if (const Parameter* p = node->AsParameter(); p != nullptr && p->is_weight()) return node;
-  if (const ValueNode* v = node->AsValue()) {
-    const Value& value = v->value();
-    KGRAD_RETURN_IF_ERROR(CheckMappableConstant(primal_, value, value.is_graph() && ctx_->InScope(value.graph())));
-    if (!value.is_graph()) return node;
-    AnfNode* t = t_->NewValueNode(Value::Graph(ctx_->FunctorOf(value.graph())->t_graph()));
-    p_[node] = t;
-    return t;
-  }
-  FuncGraph* owner = node->graph();
-  if (owner != primal_) {
-    if (owner != nullptr && ctx_->InScope(owner)) return ctx_->FunctorOf(owner)->PrimalOf(node);
-    return node;  // a value of an enclosing graph that is not differentiated
-  }
-  return absl::InternalError(absl::StrCat(node->Location(), ": used before its image exists"));
+  return ImageOf<&TangentFunctor::t_graph, &TangentFunctor::PrimalOf>(ctx_, primal_, t_, p_, node,
+                                                                      "image");
 }
 
 absl::StatusOr<AnfNode*> TangentFunctor::TangentOf(AnfNode* node) {
@@ -211,8 +193,6 @@ absl::Status TangentFunctor::RunCustomBprop() {
 }
 
 absl::Status TangentFunctor::Run() {
-  if (ran_) return absl::OkStatus();
-  ran_ = true;
   KGRAD_RETURN_IF_ERROR(MapParameters());
   if (primal_->custom_bprop() != nullptr) return RunCustomBprop();
   for (CNode* c : ctx_->PrimalInfo(primal_).order) {

@@ -42,7 +42,7 @@ class TangentFunctor {
   TangentFunctor(TangentContext* ctx, FuncGraph* primal);
 
   FuncGraph* t_graph() const { return t_; }
-  // Builds T(g) (once).
+  // Builds T(g) (the worklist calls it once).
   absl::Status Run();
   // P(v) and D(v) (nullptr: zero) of a node of this graph or of a free variable.
   absl::StatusOr<AnfNode*> PrimalOf(AnfNode* node);
@@ -61,7 +61,6 @@ class TangentFunctor {
   TangentContext* ctx_;
   FuncGraph* primal_;
   FuncGraph* t_;
-  bool ran_ = false;
   absl::flat_hash_map<const AnfNode*, AnfNode*> p_;
   absl::flat_hash_map<const AnfNode*, AnfNode*> d_;
   absl::flat_hash_map<const CNode*, AnfNode*> call_result_;
