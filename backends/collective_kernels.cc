@@ -25,10 +25,12 @@ absl::StatusOr<Value> CollectiveKernel(KernelContext& ctx) {
 
 }  // namespace
 
-void RegisterCollectiveKernels(KernelTable* table) {
+void SetCollectiveKernel(KernelTable* table, KernelFn kernel) {
   for (int i = 0; i < kNumPrimIds; ++i) {
-    if (ops::IsCollective(static_cast<PrimId>(i))) table->Set(static_cast<PrimId>(i), CollectiveKernel);
+    if (ops::IsCollective(static_cast<PrimId>(i))) table->Set(static_cast<PrimId>(i), kernel);
   }
 }
+
+void RegisterCollectiveKernels(KernelTable* table) { SetCollectiveKernel(table, CollectiveKernel); }
 
 }  // namespace kgrad

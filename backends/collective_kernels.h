@@ -11,6 +11,10 @@ namespace kgrad {
 
 void RegisterCollectiveKernels(KernelTable* table);
 
+// Sets `kernel` for every collective primitive (ops::IsCollective): a device's
+// collectives share one kernel that dispatches on the primitive.
+void SetCollectiveKernel(KernelTable* table, KernelFn kernel);
+
 }  // namespace kgrad
 
 #endif  // KGRAD_BACKENDS_COLLECTIVE_KERNELS_H_

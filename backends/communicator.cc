@@ -18,6 +18,11 @@ void Copy(const void* in, void* out, int64_t bytes) {
 
 }  // namespace
 
+absl::Status NotReducible(DType dtype) {
+  return absl::InvalidArgumentError(
+      absl::StrCat("collectives reduce f32, f64, i32 or i64 values, got ", DTypeName(dtype)));
+}
+
 absl::Status LocalCommunicator::AllReduce(const void* in, void* out, int64_t count, DType dtype,
                                           ReduceOp) {
   Copy(in, out, count * static_cast<int64_t>(DTypeSize(dtype)));

@@ -18,6 +18,7 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "core/dtype.h"
 #include "core/tensor.h"
@@ -25,6 +26,23 @@
 namespace kgrad {
 
 enum class ReduceOp { kSum, kMax, kMin };
+
+// The error for a reduction over `dtype` when it is not one of the reducible
+// element types (f32, f64, i32, i64).
+absl::Status NotReducible(DType dtype);
+
+// An engine's element type for a reduction over `dtype`: `f32`, `f64`, `i32` or
+// `i64` (MPI_FLOAT, ncclFloat64, ...), else NotReducible.
+template <typename T>
+absl::StatusOr<T> ReductionType(DType dtype, T f32, T f64, T i32, T i64) {
+  switch (dtype) {
+    case DType::kFloat32: return f32;
+    case DType::kFloat64: return f64;
+    case DType::kInt32: return i32;
+    case DType::kInt64: return i64;
+    default: return NotReducible(dtype);
+  }
+}
 
 class Communicator {
  public:

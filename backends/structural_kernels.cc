@@ -127,6 +127,12 @@ absl::StatusOr<Value> ScalarBinary(KernelContext& ctx) {
   return Value(r);
 }
 
+// Registers ScalarBinary<id> for each id.
+template <PrimId... kIds>
+void SetScalarBinary(KernelTable* t) {
+  (t->Set(kIds, ScalarBinary<kIds>), ...);
+}
+
 absl::StatusOr<Value> ScalarToTensor(KernelContext& ctx) {
   const Value& s = ctx.input(0);
   KGRAD_RETURN_IF_ERROR(Expect(s.is_scalar(), 0, s, "a scalar"));
@@ -288,16 +294,9 @@ void RegisterStructuralKernels(KernelTable* t) {
   t->Set(PrimId::kHyperAdd, HyperAddKernel);
   t->Set(PrimId::kZerosLike, ZerosLikeKernel);
   t->Set(PrimId::kOnesLike, OnesLikeKernel);
-  t->Set(PrimId::kScalarAdd, ScalarBinary<PrimId::kScalarAdd>);
-  t->Set(PrimId::kScalarSub, ScalarBinary<PrimId::kScalarSub>);
-  t->Set(PrimId::kScalarMul, ScalarBinary<PrimId::kScalarMul>);
-  t->Set(PrimId::kScalarDiv, ScalarBinary<PrimId::kScalarDiv>);
-  t->Set(PrimId::kScalarLt, ScalarBinary<PrimId::kScalarLt>);
-  t->Set(PrimId::kScalarLe, ScalarBinary<PrimId::kScalarLe>);
-  t->Set(PrimId::kScalarGt, ScalarBinary<PrimId::kScalarGt>);
-  t->Set(PrimId::kScalarGe, ScalarBinary<PrimId::kScalarGe>);
-  t->Set(PrimId::kScalarEq, ScalarBinary<PrimId::kScalarEq>);
-  t->Set(PrimId::kScalarNe, ScalarBinary<PrimId::kScalarNe>);
+  SetScalarBinary<PrimId::kScalarAdd, PrimId::kScalarSub, PrimId::kScalarMul, PrimId::kScalarDiv,
+                  PrimId::kScalarLt, PrimId::kScalarLe, PrimId::kScalarGt, PrimId::kScalarGe,
+                  PrimId::kScalarEq, PrimId::kScalarNe>(t);
   t->Set(PrimId::kScalarToTensor, ScalarToTensor);
   t->Set(PrimId::kTensorToScalar, TensorToScalar);
 }

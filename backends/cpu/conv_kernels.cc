@@ -224,6 +224,35 @@ absl::StatusOr<bool> TryDnnl(const KernelContext& ctx, const ConvGeom& g, DType 
   return true;
 }
 
+// kgrad's loops of one convolution kind for element type T: `out` from the
+// operands `a` and `b` (y from x and w, dx from dy and w, dw from x and dy).
+template <typename T>
+struct ConvLoops {
+  void (*depthwise)(const ConvGeom& g, const T* a, const T* b, T* out);
+  void (*gemm)(const ConvGeom& g, const ConvPlan& plan, const T* a, const T* b, T* out);
+};
+
+// A convolution that oneDNN did not take: the depthwise loops where they apply,
+// else the im2col GEMMs on a plan of `chunks` batch chunks. loops(T{}) gives
+// the kind's ConvLoops<T>.
+template <typename Loops>
+absl::Status RunLoops(const KernelContext& ctx, const ConvGeom& g, int64_t chunks, const Tensor& a,
+                      const Tensor& b, const Tensor& out, Loops loops) {
+  if (IsDepthwise(g)) {
+    DispatchFloat(a.dtype(), [&](auto zero) {
+      using T = decltype(zero);
+      loops(zero).depthwise(g, a.data<T>(), b.data<T>(), out.mutable_data<T>());
+    });
+    return absl::OkStatus();
+  }
+  KGRAD_ASSIGN_OR_RETURN(ConvPlan plan, MakePlan(ctx, a.dtype(), g, chunks));
+  DispatchFloat(a.dtype(), [&](auto zero) {
+    using T = decltype(zero);
+    loops(zero).gemm(g, plan, a.data<T>(), b.data<T>(), out.mutable_data<T>());
+  });
+  return absl::OkStatus();
+}
+
 // ----- conv2d -------------------------------------------------------------------------
 // Y_g[:, tile] = W_g * col(tile) per sample, group and tile of output rows.
 template <typename T>
@@ -254,19 +283,12 @@ absl::StatusOr<Value> Conv2d(KernelContext& ctx) {
   KGRAD_ASSIGN_OR_RETURN(ConvGeom g, ops::ConvKernelGeom(ctx.prim(), {x, w}));
   KGRAD_ASSIGN_OR_RETURN(Tensor y, ctx.Allocate(x->dtype(), g.y_shape()));
   KGRAD_ASSIGN_OR_RETURN(bool ran, TryDnnl(ctx, g, x->dtype(), DnnlConvKind::kForward, *x, *w, y));
-  if (ran) return Value(std::move(y));
-  if (IsDepthwise(g)) {
-    DispatchFloat(x->dtype(), [&](auto zero) {
+  if (!ran) {
+    KGRAD_RETURN_IF_ERROR(RunLoops(ctx, g, BatchChunks(g), *x, *w, y, [](auto zero) {
       using T = decltype(zero);
-      conv_internal::DepthwiseForward<T>(g, x->data<T>(), w->data<T>(), y.mutable_data<T>());
-    });
-    return Value(std::move(y));
+      return ConvLoops<T>{conv_internal::DepthwiseForward<T>, Conv2dForward<T>};
+    }));
   }
-  KGRAD_ASSIGN_OR_RETURN(ConvPlan plan, MakePlan(ctx, x->dtype(), g, BatchChunks(g)));
-  DispatchFloat(x->dtype(), [&](auto zero) {
-    using T = decltype(zero);
-    Conv2dForward<T>(g, plan, x->data<T>(), w->data<T>(), y.mutable_data<T>());
-  });
   return Value(std::move(y));
 }
 
@@ -307,20 +329,12 @@ absl::StatusOr<Value> Conv2dBackpropInputKernel(KernelContext& ctx) {
   KGRAD_ASSIGN_OR_RETURN(Tensor dx, ctx.Allocate(dy->dtype(), x_ref->shape()));
   KGRAD_ASSIGN_OR_RETURN(bool ran,
                          TryDnnl(ctx, g, dy->dtype(), DnnlConvKind::kBackwardData, dx, *w, *dy));
-  if (ran) return Value(std::move(dx));
-  if (IsDepthwise(g)) {
-    DispatchFloat(dy->dtype(), [&](auto zero) {
+  if (!ran) {
+    KGRAD_RETURN_IF_ERROR(RunLoops(ctx, g, BatchChunks(g), *dy, *w, dx, [](auto zero) {
       using T = decltype(zero);
-      conv_internal::DepthwiseBackpropInput<T>(g, dy->data<T>(), w->data<T>(),
-                                               dx.mutable_data<T>());
-    });
-    return Value(std::move(dx));
+      return ConvLoops<T>{conv_internal::DepthwiseBackpropInput<T>, Conv2dBackpropInput<T>};
+    }));
   }
-  KGRAD_ASSIGN_OR_RETURN(ConvPlan plan, MakePlan(ctx, dy->dtype(), g, BatchChunks(g)));
-  DispatchFloat(dy->dtype(), [&](auto zero) {
-    using T = decltype(zero);
-    Conv2dBackpropInput<T>(g, plan, dy->data<T>(), w->data<T>(), dx.mutable_data<T>());
-  });
   return Value(std::move(dx));
 }
 
@@ -374,20 +388,12 @@ absl::StatusOr<Value> Conv2dBackpropFilterKernel(KernelContext& ctx) {
   KGRAD_ASSIGN_OR_RETURN(Tensor dw, ctx.Allocate(x->dtype(), g.w_shape()));
   KGRAD_ASSIGN_OR_RETURN(bool ran,
                          TryDnnl(ctx, g, x->dtype(), DnnlConvKind::kBackwardWeights, *x, dw, *dy));
-  if (ran) return Value(std::move(dw));
-  if (IsDepthwise(g)) {
-    DispatchFloat(x->dtype(), [&](auto zero) {
+  if (!ran) {
+    KGRAD_RETURN_IF_ERROR(RunLoops(ctx, g, 1, *x, *dy, dw, [](auto zero) {
       using T = decltype(zero);
-      conv_internal::DepthwiseBackpropFilter<T>(g, x->data<T>(), dy->data<T>(),
-                                                dw.mutable_data<T>());
-    });
-    return Value(std::move(dw));
+      return ConvLoops<T>{conv_internal::DepthwiseBackpropFilter<T>, Conv2dBackpropFilter<T>};
+    }));
   }
-  KGRAD_ASSIGN_OR_RETURN(ConvPlan plan, MakePlan(ctx, x->dtype(), g, 1));
-  DispatchFloat(x->dtype(), [&](auto zero) {
-    using T = decltype(zero);
-    Conv2dBackpropFilter<T>(g, plan, x->data<T>(), dy->data<T>(), dw.mutable_data<T>());
-  });
   return Value(std::move(dw));
 }
 

@@ -43,15 +43,7 @@ absl::Status MpiError(int rc, absl::string_view what) {
 }
 
 absl::StatusOr<MPI_Datatype> Arithmetic(DType t) {
-  switch (t) {
-    case DType::kFloat32: return MPI_FLOAT;
-    case DType::kFloat64: return MPI_DOUBLE;
-    case DType::kInt32: return MPI_INT32_T;
-    case DType::kInt64: return MPI_INT64_T;
-    default:
-      return absl::InvalidArgumentError(absl::StrCat(
-          "collectives reduce f32, f64, i32 or i64 values, got ", DTypeName(t)));
-  }
+  return ReductionType<MPI_Datatype>(t, MPI_FLOAT, MPI_DOUBLE, MPI_INT32_T, MPI_INT64_T);
 }
 
 absl::StatusOr<int> IntCount(int64_t n) {
