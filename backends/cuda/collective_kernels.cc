@@ -5,6 +5,7 @@
 // dim before it of size 1); other axes are refused with the way out (transpose
 // the axis to the front), not silently staged.
 #include "absl/strings/str_cat.h"
+#include "backends/collective_kernels.h"
 #include "backends/collectives.h"
 #include "backends/communicator.h"
 #include "backends/cuda/cuda_context.h"
@@ -89,11 +90,7 @@ absl::StatusOr<Value> Collective(KernelContext& ctx) {
 
 }  // namespace
 
-void RegisterCollectiveKernels(KernelTable* t) {
-  for (int i = 0; i < kNumPrimIds; ++i) {
-    if (ops::IsCollective(static_cast<PrimId>(i))) t->Set(static_cast<PrimId>(i), Collective);
-  }
-}
+void RegisterCollectiveKernels(KernelTable* t) { SetCollectiveKernel(t, Collective); }
 
 }  // namespace cuda
 }  // namespace kgrad

@@ -64,53 +64,41 @@ bool CudnnCanConvolve(const ConvGeom& g) {
 // The descriptors of one convolution; destroyed with it.
 class ConvDescs {
  public:
-  ~ConvDescs() {
-    if (x_ != nullptr) cudnnDestroyTensorDescriptor(x_);
-    if (y_ != nullptr) cudnnDestroyTensorDescriptor(y_);
-    if (w_ != nullptr) cudnnDestroyFilterDescriptor(w_);
-    if (conv_ != nullptr) cudnnDestroyConvolutionDescriptor(conv_);
-  }
-
   // `g` over the input `xin` as cuDNN reads it (see CudnnInput): with g's padding
   // when it is symmetric, else already padded. Also takes the stream's handle.
   absl::Status Init(const Gpu& gpu, DType dtype, const ConvGeom& g, const Tensor& xin) {
     KGRAD_ASSIGN_OR_RETURN(handle_, gpu.device->Cudnn());
     const cudnnDataType_t type = CudnnDataType(dtype);
-    const int64_t h = xin.dim(2), w = xin.dim(3);
     const bool pad = g.win.symmetric();
     auto i = [](int64_t v) { return static_cast<int>(v); };
-    KGRAD_CUDNN_CALL(cudnnCreateTensorDescriptor(&x_));
-    KGRAD_CUDNN_CALL(cudnnCreateTensorDescriptor(&y_));
-    KGRAD_CUDNN_CALL(cudnnCreateFilterDescriptor(&w_));
-    KGRAD_CUDNN_CALL(cudnnCreateConvolutionDescriptor(&conv_));
-    KGRAD_CUDNN_CALL(
-        cudnnSetTensor4dDescriptor(x_, CUDNN_TENSOR_NCHW, type, i(g.n), i(g.c), i(h), i(w)));
-    KGRAD_CUDNN_CALL(
-        cudnnSetTensor4dDescriptor(y_, CUDNN_TENSOR_NCHW, type, i(g.n), i(g.o), i(g.oh), i(g.ow)));
-    KGRAD_CUDNN_CALL(
-        cudnnSetFilter4dDescriptor(w_, type, CUDNN_TENSOR_NCHW, i(g.o), i(g.cg), i(g.kh), i(g.kw)));
+    KGRAD_RETURN_IF_ERROR(x_.Nchw(dtype, g.n, g.c, xin.dim(2), xin.dim(3)));
+    KGRAD_RETURN_IF_ERROR(y_.Nchw(dtype, g.n, g.o, g.oh, g.ow));
+    KGRAD_CUDNN_CALL(cudnnCreateFilterDescriptor(w_.out()));
+    KGRAD_CUDNN_CALL(cudnnCreateConvolutionDescriptor(conv_.out()));
+    KGRAD_CUDNN_CALL(cudnnSetFilter4dDescriptor(w_.get(), type, CUDNN_TENSOR_NCHW, i(g.o), i(g.cg),
+                                                i(g.kh), i(g.kw)));
     const Window& k = g.win;
     KGRAD_CUDNN_CALL(cudnnSetConvolution2dDescriptor(
-        conv_, pad ? i(k.pad_lo[0]) : 0, pad ? i(k.pad_lo[1]) : 0, i(k.stride[0]), i(k.stride[1]),
-        i(k.dilation[0]), i(k.dilation[1]), CUDNN_CROSS_CORRELATION, type));
-    KGRAD_CUDNN_CALL(cudnnSetConvolutionGroupCount(conv_, i(k.groups)));
+        conv_.get(), pad ? i(k.pad_lo[0]) : 0, pad ? i(k.pad_lo[1]) : 0, i(k.stride[0]),
+        i(k.stride[1]), i(k.dilation[0]), i(k.dilation[1]), CUDNN_CROSS_CORRELATION, type));
+    KGRAD_CUDNN_CALL(cudnnSetConvolutionGroupCount(conv_.get(), i(k.groups)));
     // FMA math: no TF32 tensor-core rounding of f32 convolutions.
     KGRAD_CUDNN_CALL(cudnnSetConvolutionMathType(
-        conv_, dtype == DType::kFloat32 ? CUDNN_FMA_MATH : CUDNN_DEFAULT_MATH));
+        conv_.get(), dtype == DType::kFloat32 ? CUDNN_FMA_MATH : CUDNN_DEFAULT_MATH));
     return absl::OkStatus();
   }
 
   cudnnHandle_t handle() const { return handle_; }
-  cudnnTensorDescriptor_t x() const { return x_; }
-  cudnnTensorDescriptor_t y() const { return y_; }
-  cudnnFilterDescriptor_t w() const { return w_; }
-  cudnnConvolutionDescriptor_t conv() const { return conv_; }
+  cudnnTensorDescriptor_t x() const { return x_.get(); }
+  cudnnTensorDescriptor_t y() const { return y_.get(); }
+  cudnnFilterDescriptor_t w() const { return w_.get(); }
+  cudnnConvolutionDescriptor_t conv() const { return conv_.get(); }
 
  private:
   cudnnHandle_t handle_ = nullptr;
-  cudnnTensorDescriptor_t x_ = nullptr, y_ = nullptr;
-  cudnnFilterDescriptor_t w_ = nullptr;
-  cudnnConvolutionDescriptor_t conv_ = nullptr;
+  TensorDesc x_, y_;
+  FilterDesc w_;
+  ConvolutionDesc conv_;
 };
 
 // ----- Algorithm choice ------------------------------------------------------------------------
@@ -414,39 +402,18 @@ absl::Status CudnnPool(const Gpu& gpu, cudnnPoolingMode_t mode, const Pool& g, c
                        const Tensor& y) {
   KGRAD_ASSIGN_OR_RETURN(cudnnHandle_t h, gpu.device->Cudnn());
   auto i = [](int64_t v) { return static_cast<int>(v); };
-  const cudnnDataType_t type = CudnnDataType(x.dtype());
-  cudnnTensorDescriptor_t xd = nullptr, yd = nullptr;
-  cudnnPoolingDescriptor_t pd = nullptr;
-  absl::Status s = CudnnStatus(cudnnCreateTensorDescriptor(&xd), "cudnnCreateTensorDescriptor");
-  if (s.ok()) s = CudnnStatus(cudnnCreateTensorDescriptor(&yd), "cudnnCreateTensorDescriptor");
-  if (s.ok()) s = CudnnStatus(cudnnCreatePoolingDescriptor(&pd), "cudnnCreatePoolingDescriptor");
-  if (s.ok()) {
-    s = CudnnStatus(cudnnSetTensor4dDescriptor(xd, CUDNN_TENSOR_NCHW, type, i(g.n), i(g.c), i(g.h),
-                                               i(g.w)),
-                    "cudnnSetTensor4dDescriptor");
-  }
-  if (s.ok()) {
-    s = CudnnStatus(cudnnSetTensor4dDescriptor(yd, CUDNN_TENSOR_NCHW, type, i(g.n), i(g.c),
-                                               i(g.oh), i(g.ow)),
-                    "cudnnSetTensor4dDescriptor");
-  }
-  if (s.ok()) {
-    s = CudnnStatus(cudnnSetPooling2dDescriptor(pd, mode, CUDNN_PROPAGATE_NAN, i(g.win.kernel[0]),
-                                                i(g.win.kernel[1]), i(g.win.pad_lo[0]),
-                                                i(g.win.pad_lo[1]), i(g.win.stride[0]),
-                                                i(g.win.stride[1])),
-                    "cudnnSetPooling2dDescriptor");
-  }
-  if (s.ok()) {
-    const CudnnScale one(x.dtype(), 1), zero(x.dtype(), 0);
-    s = CudnnStatus(cudnnPoolingForward(h, pd, one.get(), xd, x.raw_data(), zero.get(), yd,
-                                        y.raw_data()),
-                    "cudnnPoolingForward");
-  }
-  if (pd != nullptr) cudnnDestroyPoolingDescriptor(pd);
-  if (yd != nullptr) cudnnDestroyTensorDescriptor(yd);
-  if (xd != nullptr) cudnnDestroyTensorDescriptor(xd);
-  return s;
+  TensorDesc xd, yd;
+  PoolingDesc pd;
+  KGRAD_RETURN_IF_ERROR(xd.Nchw(x.dtype(), g.n, g.c, g.h, g.w));
+  KGRAD_RETURN_IF_ERROR(yd.Nchw(x.dtype(), g.n, g.c, g.oh, g.ow));
+  KGRAD_CUDNN_CALL(cudnnCreatePoolingDescriptor(pd.out()));
+  KGRAD_CUDNN_CALL(cudnnSetPooling2dDescriptor(
+      pd.get(), mode, CUDNN_PROPAGATE_NAN, i(g.win.kernel[0]), i(g.win.kernel[1]),
+      i(g.win.pad_lo[0]), i(g.win.pad_lo[1]), i(g.win.stride[0]), i(g.win.stride[1])));
+  const CudnnScale one(x.dtype(), 1), zero(x.dtype(), 0);
+  KGRAD_CUDNN_CALL(cudnnPoolingForward(h, pd.get(), one.get(), xd.get(), x.raw_data(), zero.get(),
+                                       yd.get(), y.raw_data()));
+  return absl::OkStatus();
 }
 
 // Per window: the plane position of its first max (scratch, int64).

@@ -21,6 +21,7 @@
 #include "backends/cuda/kernels/launch.h"
 #include "backends/device.h"
 #include "backends/kernel.h"
+#include "core/status_macros.h"
 
 namespace kgrad {
 namespace cuda {
@@ -149,6 +150,44 @@ struct CudnnScale {
   float f;
   double d;
   bool f32;
+};
+
+// A cuDNN descriptor that destroys itself with `kDestroy`; made by passing out()
+// to its create call.
+template <typename Desc, cudnnStatus_t (*kDestroy)(Desc)>
+class CudnnDescriptor {
+ public:
+  CudnnDescriptor() = default;
+  ~CudnnDescriptor() {
+    if (desc_ != nullptr) kDestroy(desc_);
+  }
+  CudnnDescriptor(const CudnnDescriptor&) = delete;
+  CudnnDescriptor& operator=(const CudnnDescriptor&) = delete;
+
+  Desc get() const { return desc_; }
+  Desc* out() { return &desc_; }
+
+ private:
+  Desc desc_ = nullptr;
+};
+using FilterDesc = CudnnDescriptor<cudnnFilterDescriptor_t, cudnnDestroyFilterDescriptor>;
+using ConvolutionDesc =
+    CudnnDescriptor<cudnnConvolutionDescriptor_t, cudnnDestroyConvolutionDescriptor>;
+using PoolingDesc = CudnnDescriptor<cudnnPoolingDescriptor_t, cudnnDestroyPoolingDescriptor>;
+using ActivationDesc =
+    CudnnDescriptor<cudnnActivationDescriptor_t, cudnnDestroyActivationDescriptor>;
+
+// A tensor descriptor, also made by Nchw.
+class TensorDesc : public CudnnDescriptor<cudnnTensorDescriptor_t, cudnnDestroyTensorDescriptor> {
+ public:
+  // An NCHW tensor of `dtype` (created on the first call).
+  absl::Status Nchw(DType dtype, int64_t n, int64_t c, int64_t h, int64_t w) {
+    if (get() == nullptr) KGRAD_CUDNN_CALL(cudnnCreateTensorDescriptor(out()));
+    KGRAD_CUDNN_CALL(cudnnSetTensor4dDescriptor(
+        get(), CUDNN_TENSOR_NCHW, CudnnDataType(dtype),
+        static_cast<int>(n), static_cast<int>(c), static_cast<int>(h), static_cast<int>(w)));
+    return absl::OkStatus();
+  }
 };
 
 // Turns a launcher's result into a Status naming the launcher.

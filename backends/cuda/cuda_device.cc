@@ -67,6 +67,28 @@ CudaDeviceImpl* AsCuda(Device* device) {
   return dynamic_cast<CudaDeviceImpl*>(device);
 }
 
+// A thread's cuBLAS or cuDNN handle in `slot`, made on first use and bound to the
+// thread's stream (both libraries' create / set-stream / destroy, with `status`
+// naming the failed call `lib`Create or `lib`SetStream).
+template <typename Handle, typename Result>
+absl::StatusOr<Handle> HandleOnStream(Handle& slot, cudaStream_t stream,
+                                      Result (*create)(Handle*),
+                                      Result (*set_stream)(Handle, cudaStream_t),
+                                      Result (*destroy)(Handle),
+                                      absl::Status (*status)(Result, absl::string_view),
+                                      absl::string_view lib) {
+  if (slot != nullptr) return slot;
+  Handle h = nullptr;
+  KGRAD_RETURN_IF_ERROR(status(create(&h), absl::StrCat(lib, "Create")));
+  absl::Status bound = status(set_stream(h, stream), absl::StrCat(lib, "SetStream"));
+  if (!bound.ok()) {
+    destroy(h);
+    return bound;
+  }
+  slot = h;
+  return slot;
+}
+
 }  // namespace
 
 // ----- Thread resources ------------------------------------------------------------------
@@ -126,32 +148,14 @@ absl::StatusOr<ThreadResources*> CudaDeviceImpl::Resources() {
 
 absl::StatusOr<cublasHandle_t> CudaDeviceImpl::Cublas() {
   KGRAD_ASSIGN_OR_RETURN(ThreadResources * r, Resources());
-  if (r->cublas == nullptr) {
-    cublasHandle_t h = nullptr;
-    KGRAD_CUBLAS_CALL(cublasCreate(&h));
-    cublasStatus_t s = cublasSetStream(h, r->stream);
-    if (s != CUBLAS_STATUS_SUCCESS) {
-      cublasDestroy(h);
-      return CublasStatus(s, "cublasSetStream");
-    }
-    r->cublas = h;
-  }
-  return r->cublas;
+  return HandleOnStream(r->cublas, r->stream, cublasCreate, cublasSetStream, cublasDestroy,
+                        CublasStatus, "cublas");
 }
 
 absl::StatusOr<cudnnHandle_t> CudaDeviceImpl::Cudnn() {
   KGRAD_ASSIGN_OR_RETURN(ThreadResources * r, Resources());
-  if (r->cudnn == nullptr) {
-    cudnnHandle_t h = nullptr;
-    KGRAD_CUDNN_CALL(cudnnCreate(&h));
-    cudnnStatus_t s = cudnnSetStream(h, r->stream);
-    if (s != CUDNN_STATUS_SUCCESS) {
-      cudnnDestroy(h);
-      return CudnnStatus(s, "cudnnSetStream");
-    }
-    r->cudnn = h;
-  }
-  return r->cudnn;
+  return HandleOnStream(r->cudnn, r->stream, cudnnCreate, cudnnSetStream, cudnnDestroy,
+                        CudnnStatus, "cudnn");
 }
 
 bool CudaDeviceImpl::FindConvAlgo(const std::string& key, ConvAlgo* out) const {

@@ -28,29 +28,35 @@ absl::Status CudaStatus(cudaError_t e, absl::string_view call) {
   }
 }
 
+namespace {
+
+// The code of a cuBLAS or cuDNN failure: both libraries name the same four
+// (allocation, initialisation, a bad argument, an unsupported case).
+template <typename E>
+absl::StatusCode LibraryCode(E e, E alloc_failed, E not_initialized, E bad_param,
+                             E not_supported) {
+  if (e == alloc_failed) return absl::StatusCode::kResourceExhausted;
+  if (e == not_initialized) return absl::StatusCode::kUnavailable;
+  if (e == bad_param) return absl::StatusCode::kInvalidArgument;
+  if (e == not_supported) return absl::StatusCode::kUnimplemented;
+  return absl::StatusCode::kInternal;
+}
+
+}  // namespace
+
 absl::Status CublasStatus(cublasStatus_t e, absl::string_view call) {
   if (e == CUBLAS_STATUS_SUCCESS) return absl::OkStatus();
-  std::string msg = absl::StrCat(call, " failed: ", cublasGetStatusName(e), " (",
-                                 cublasGetStatusString(e), ")");
-  switch (e) {
-    case CUBLAS_STATUS_ALLOC_FAILED: return absl::ResourceExhaustedError(msg);
-    case CUBLAS_STATUS_NOT_INITIALIZED: return absl::UnavailableError(msg);
-    case CUBLAS_STATUS_INVALID_VALUE: return absl::InvalidArgumentError(msg);
-    case CUBLAS_STATUS_NOT_SUPPORTED: return absl::UnimplementedError(msg);
-    default: return absl::InternalError(msg);
-  }
+  return absl::Status(LibraryCode(e, CUBLAS_STATUS_ALLOC_FAILED, CUBLAS_STATUS_NOT_INITIALIZED,
+                                  CUBLAS_STATUS_INVALID_VALUE, CUBLAS_STATUS_NOT_SUPPORTED),
+                      absl::StrCat(call, " failed: ", cublasGetStatusName(e), " (",
+                                   cublasGetStatusString(e), ")"));
 }
 
 absl::Status CudnnStatus(cudnnStatus_t e, absl::string_view call) {
   if (e == CUDNN_STATUS_SUCCESS) return absl::OkStatus();
-  std::string msg = absl::StrCat(call, " failed: ", cudnnGetErrorString(e));
-  switch (e) {
-    case CUDNN_STATUS_ALLOC_FAILED: return absl::ResourceExhaustedError(msg);
-    case CUDNN_STATUS_NOT_INITIALIZED: return absl::UnavailableError(msg);
-    case CUDNN_STATUS_BAD_PARAM: return absl::InvalidArgumentError(msg);
-    case CUDNN_STATUS_NOT_SUPPORTED: return absl::UnimplementedError(msg);
-    default: return absl::InternalError(msg);
-  }
+  return absl::Status(LibraryCode(e, CUDNN_STATUS_ALLOC_FAILED, CUDNN_STATUS_NOT_INITIALIZED,
+                                  CUDNN_STATUS_BAD_PARAM, CUDNN_STATUS_NOT_SUPPORTED),
+                      absl::StrCat(call, " failed: ", cudnnGetErrorString(e)));
 }
 
 absl::Status LaunchStatus(cudaError_t e, absl::string_view launcher) {

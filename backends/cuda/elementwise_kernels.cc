@@ -35,30 +35,15 @@ absl::StatusOr<Value> UnaryKernel(KernelContext& ctx) {
 absl::Status CudnnActivation(const Gpu& gpu, cudnnActivationMode_t mode, const Tensor& x,
                              const Tensor& y) {
   KGRAD_ASSIGN_OR_RETURN(cudnnHandle_t h, gpu.device->Cudnn());
-  const cudnnDataType_t type = CudnnDataType(x.dtype());
-  cudnnTensorDescriptor_t desc = nullptr;
-  cudnnActivationDescriptor_t act = nullptr;
-  KGRAD_CUDNN_CALL(cudnnCreateTensorDescriptor(&desc));
-  absl::Status s = CudnnStatus(cudnnCreateActivationDescriptor(&act),
-                               "cudnnCreateActivationDescriptor");
-  if (s.ok()) {
-    const int n = static_cast<int>(x.NumElements());
-    s = CudnnStatus(cudnnSetTensor4dDescriptor(desc, CUDNN_TENSOR_NCHW, type, 1, n, 1, 1),
-                    "cudnnSetTensor4dDescriptor");
-  }
-  if (s.ok()) {
-    s = CudnnStatus(cudnnSetActivationDescriptor(act, mode, CUDNN_PROPAGATE_NAN, 0.0),
-                    "cudnnSetActivationDescriptor");
-  }
-  if (s.ok()) {
-    const CudnnScale one(x.dtype(), 1), zero(x.dtype(), 0);
-    s = CudnnStatus(cudnnActivationForward(h, act, one.get(), desc, x.raw_data(), zero.get(), desc,
-                                           y.raw_data()),
-                    "cudnnActivationForward");
-  }
-  if (act != nullptr) cudnnDestroyActivationDescriptor(act);
-  cudnnDestroyTensorDescriptor(desc);
-  return s;
+  TensorDesc desc;
+  ActivationDesc act;
+  KGRAD_RETURN_IF_ERROR(desc.Nchw(x.dtype(), 1, x.NumElements(), 1, 1));
+  KGRAD_CUDNN_CALL(cudnnCreateActivationDescriptor(act.out()));
+  KGRAD_CUDNN_CALL(cudnnSetActivationDescriptor(act.get(), mode, CUDNN_PROPAGATE_NAN, 0.0));
+  const CudnnScale one(x.dtype(), 1), zero(x.dtype(), 0);
+  KGRAD_CUDNN_CALL(cudnnActivationForward(h, act.get(), one.get(), desc.get(), x.raw_data(),
+                                          zero.get(), desc.get(), y.raw_data()));
+  return absl::OkStatus();
 }
 
 template <cudnnActivationMode_t kMode>

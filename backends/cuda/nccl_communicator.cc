@@ -24,15 +24,7 @@ absl::Status NcclError(ncclResult_t r, absl::string_view what) {
 }
 
 absl::StatusOr<ncclDataType_t> NcclType(DType t) {
-  switch (t) {
-    case DType::kFloat32: return ncclFloat32;
-    case DType::kFloat64: return ncclFloat64;
-    case DType::kInt32: return ncclInt32;
-    case DType::kInt64: return ncclInt64;
-    default:
-      return absl::InvalidArgumentError(absl::StrCat(
-          "collectives reduce f32, f64, i32 or i64 values, got ", DTypeName(t)));
-  }
+  return ReductionType(t, ncclFloat32, ncclFloat64, ncclInt32, ncclInt64);
 }
 
 using Clock = std::chrono::steady_clock;

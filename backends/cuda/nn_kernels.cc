@@ -22,30 +22,6 @@ namespace {
 using ops::AxisSplit;
 
 // ----- cuDNN plumbing ---------------------------------------------------------------------------
-// A tensor descriptor that destroys itself.
-class TensorDesc {
- public:
-  TensorDesc() = default;
-  ~TensorDesc() {
-    if (desc_ != nullptr) cudnnDestroyTensorDescriptor(desc_);
-  }
-  TensorDesc(const TensorDesc&) = delete;
-  TensorDesc& operator=(const TensorDesc&) = delete;
-
-  absl::Status Nchw(DType dtype, int64_t n, int64_t c, int64_t h, int64_t w) {
-    if (desc_ == nullptr) KGRAD_CUDNN_CALL(cudnnCreateTensorDescriptor(&desc_));
-    KGRAD_CUDNN_CALL(cudnnSetTensor4dDescriptor(
-        desc_, CUDNN_TENSOR_NCHW, CudnnDataType(dtype),
-        static_cast<int>(n), static_cast<int>(c), static_cast<int>(h), static_cast<int>(w)));
-    return absl::OkStatus();
-  }
-  cudnnTensorDescriptor_t get() const { return desc_; }
-  cudnnTensorDescriptor_t* out() { return &desc_; }
-
- private:
-  cudnnTensorDescriptor_t desc_ = nullptr;
-};
-
 // cuDNN takes int dims and strides: the whole tensor must stay below 2^31 elements.
 bool FitsCudnn(const AxisSplit& g) {
   return g.outer <= INT_MAX && g.len <= INT_MAX && g.inner <= INT_MAX &&

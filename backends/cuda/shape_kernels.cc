@@ -74,38 +74,56 @@ absl::Status CheckIndices(const KernelContext& ctx, const Gpu& gpu, const Tensor
                   : ops::IndexOutOfRange(value, pos, axis, data);
 }
 
+// An indexing kernel's operand (input 0) and indices (input 1), the indices
+// checked (CheckIndices against the operand's type `data`), and the thread's GPU.
+struct Indexed {
+  const Tensor* data;
+  const Tensor* indices;
+  Gpu gpu;
+};
+absl::StatusOr<Indexed> CheckedIndices(const KernelContext& ctx, int axis, ops::TensorType data,
+                                       bool wrapping = false) {
+  KGRAD_ASSIGN_OR_RETURN(Gpu gpu, GpuOf(ctx));
+  Indexed x{&ctx.input(0).tensor(), &ctx.input(1).tensor(), gpu};
+  KGRAD_RETURN_IF_ERROR(CheckIndices(ctx, gpu, *x.indices, axis, std::move(data), wrapping));
+  return x;
+}
+
+// `out` of a scatter starts as a copy of its operand (nothing to copy when it
+// reuses the operand's buffer).
+absl::Status CopyOperand(const Indexed& x, const Tensor& out) {
+  if (out.raw_data() != x.data->raw_data() && x.data->nbytes() > 0) {
+    KGRAD_CUDA_CALL(cudaMemcpyAsync(out.raw_data(), x.data->raw_data(), x.data->nbytes(),
+                                    cudaMemcpyDeviceToDevice, x.gpu.stream));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<Value> Gather(KernelContext& ctx) {
   KGRAD_ASSIGN_OR_RETURN(std::vector<ops::TensorType> in, InputTypes<ops::TensorType>(ctx, 2));
   KGRAD_ASSIGN_OR_RETURN(ops::AxisShape s, ops::GatherShape(ctx.prim(), in[0], in[1]));
-  const Tensor& params = ctx.input(0).tensor();
-  const Tensor& indices = ctx.input(1).tensor();
-  KGRAD_ASSIGN_OR_RETURN(Gpu gpu, GpuOf(ctx));
-  KGRAD_RETURN_IF_ERROR(CheckIndices(ctx, gpu, indices, s.axis, in[0]));
+  KGRAD_ASSIGN_OR_RETURN(Indexed x, CheckedIndices(ctx, s.axis, in[0]));
+  const Tensor& params = *x.data;
   KGRAD_ASSIGN_OR_RETURN(Tensor out, ctx.Allocate(params.dtype(), s.out));
   const ops::AxisSplit v = ops::SplitAtAxis(params.shape(), s.axis);
   KGRAD_LAUNCH(LaunchGather(static_cast<int>(DTypeSize(params.dtype())), params.raw_data(),
-                            ToDT(indices.dtype()), indices.raw_data(), out.raw_data(), v.outer,
-                            v.len, v.inner, indices.NumElements(), gpu.stream));
+                            ToDT(x.indices->dtype()), x.indices->raw_data(), out.raw_data(),
+                            v.outer, v.len, v.inner, x.indices->NumElements(), x.gpu.stream));
   return Value(std::move(out));
 }
 
 absl::StatusOr<Value> ScatterAdd(KernelContext& ctx) {
   KGRAD_ASSIGN_OR_RETURN(std::vector<ops::TensorType> in, InputTypes<ops::TensorType>(ctx, 3));
   KGRAD_ASSIGN_OR_RETURN(ops::AxisShape s, ops::ScatterAddShape(ctx.prim(), in[0], in[1], in[2]));
-  const Tensor& input = ctx.input(0).tensor();
-  const Tensor& indices = ctx.input(1).tensor();
-  KGRAD_ASSIGN_OR_RETURN(Gpu gpu, GpuOf(ctx));
-  KGRAD_RETURN_IF_ERROR(CheckIndices(ctx, gpu, indices, s.axis, in[0]));
+  KGRAD_ASSIGN_OR_RETURN(Indexed x, CheckedIndices(ctx, s.axis, in[0]));
+  const Tensor& input = *x.data;
   KGRAD_ASSIGN_OR_RETURN(Tensor out, ctx.AllocateOrReuse({0}, input.dtype(), input.shape()));
-  if (out.raw_data() != input.raw_data() && input.nbytes() > 0) {
-    KGRAD_CUDA_CALL(cudaMemcpyAsync(out.raw_data(), input.raw_data(), input.nbytes(),
-                                    cudaMemcpyDeviceToDevice, gpu.stream));
-  }
+  KGRAD_RETURN_IF_ERROR(CopyOperand(x, out));
   const ops::AxisSplit v = ops::SplitAtAxis(input.shape(), s.axis);
   const void* updates = ctx.input(2).tensor().raw_data();
   KGRAD_LAUNCH(LaunchScatterAdd(ToDT(input.dtype()), out.raw_data(), updates,
-                                ToDT(indices.dtype()), indices.raw_data(), v.outer, v.len,
-                                v.inner, indices.NumElements(), gpu.stream));
+                                ToDT(x.indices->dtype()), x.indices->raw_data(), v.outer, v.len,
+                                v.inner, x.indices->NumElements(), x.gpu.stream));
   return Value(std::move(out));
 }
 
@@ -117,15 +135,14 @@ static_assert(static_cast<int>(ScatterOp::kMin) == static_cast<int>(ops::Scatter
 absl::StatusOr<Value> GatherElements(KernelContext& ctx) {
   KGRAD_ASSIGN_OR_RETURN(std::vector<ops::TensorType> in, InputTypes<ops::TensorType>(ctx, 2));
   KGRAD_ASSIGN_OR_RETURN(ops::AxisShape s, ops::GatherElementsShape(ctx.prim(), in[0], in[1]));
-  const Tensor& data = ctx.input(0).tensor();
-  const Tensor& indices = ctx.input(1).tensor();
-  KGRAD_ASSIGN_OR_RETURN(Gpu gpu, GpuOf(ctx));
-  KGRAD_RETURN_IF_ERROR(CheckIndices(ctx, gpu, indices, s.axis, in[0], /*wrapping=*/true));
+  KGRAD_ASSIGN_OR_RETURN(Indexed x, CheckedIndices(ctx, s.axis, in[0], /*wrapping=*/true));
+  const Tensor& data = *x.data;
   KGRAD_ASSIGN_OR_RETURN(Tensor out, ctx.Allocate(data.dtype(), s.out));
   KGRAD_LAUNCH(LaunchGatherElements(static_cast<int>(DTypeSize(data.dtype())), data.raw_data(),
-                                    ToDT(indices.dtype()), indices.raw_data(), out.raw_data(),
-                                    MakeElementsGeom(indices.shape(), data.shape(), s.axis),
-                                    gpu.stream));
+                                    ToDT(x.indices->dtype()), x.indices->raw_data(),
+                                    out.raw_data(),
+                                    MakeElementsGeom(x.indices->shape(), data.shape(), s.axis),
+                                    x.gpu.stream));
   return Value(std::move(out));
 }
 
@@ -133,20 +150,15 @@ absl::StatusOr<Value> ScatterElements(KernelContext& ctx) {
   KGRAD_ASSIGN_OR_RETURN(std::vector<ops::TensorType> in, InputTypes<ops::TensorType>(ctx, 3));
   KGRAD_ASSIGN_OR_RETURN(ops::ScatterElementsSpec s,
                          ops::ParseScatterElements(ctx.prim(), in[0], in[1], in[2]));
-  const Tensor& data = ctx.input(0).tensor();
-  const Tensor& indices = ctx.input(1).tensor();
-  KGRAD_ASSIGN_OR_RETURN(Gpu gpu, GpuOf(ctx));
-  KGRAD_RETURN_IF_ERROR(CheckIndices(ctx, gpu, indices, s.axis, in[0], /*wrapping=*/true));
+  KGRAD_ASSIGN_OR_RETURN(Indexed x, CheckedIndices(ctx, s.axis, in[0], /*wrapping=*/true));
+  const Tensor& data = *x.data;
   KGRAD_ASSIGN_OR_RETURN(Tensor out, ctx.AllocateOrReuse({0}, data.dtype(), data.shape()));
-  if (out.raw_data() != data.raw_data() && data.nbytes() > 0) {
-    KGRAD_CUDA_CALL(cudaMemcpyAsync(out.raw_data(), data.raw_data(), data.nbytes(),
-                                    cudaMemcpyDeviceToDevice, gpu.stream));
-  }
+  KGRAD_RETURN_IF_ERROR(CopyOperand(x, out));
   KGRAD_LAUNCH(LaunchScatterElements(ToDT(data.dtype()), static_cast<ScatterOp>(s.reduction),
                                      out.raw_data(), ctx.input(2).tensor().raw_data(),
-                                     ToDT(indices.dtype()), indices.raw_data(),
-                                     MakeElementsGeom(indices.shape(), data.shape(), s.axis),
-                                     gpu.stream));
+                                     ToDT(x.indices->dtype()), x.indices->raw_data(),
+                                     MakeElementsGeom(x.indices->shape(), data.shape(), s.axis),
+                                     x.gpu.stream));
   return Value(std::move(out));
 }
 

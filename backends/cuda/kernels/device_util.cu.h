@@ -76,6 +76,16 @@ inline cudaError_t LastLaunchError() {
   return e;
 }
 
+// Launches a grid-stride kernel over `n` items (nothing when n is 0) on
+// BlocksFor(n) blocks and returns the launch's error. Void pointers among `args`
+// become the kernel's typed ones.
+template <typename... Params, typename... Args>
+cudaError_t LaunchFlat(void (*kernel)(Params...), int64_t n, cudaStream_t s, Args... args) {
+  if (n == 0) return cudaSuccess;
+  Launch(kernel, BlocksFor(n), kThreads, s, args...);
+  return LastLaunchError();
+}
+
 // cudaMemsetAsync / cudaMemcpyAsync (device to device) on `s`.
 inline cudaError_t MemsetAsync(void* p, int value, size_t bytes, cudaStream_t s) {
 #if defined(KGRAD_CUDA_EMULATION)

@@ -31,10 +31,7 @@ cudaError_t UnaryFor(DT dt, const ew::Attrs& at, const void* x, void* y, int64_t
     return DispatchAll(dt, [&](auto zero) -> cudaError_t {
       using T = decltype(zero);
       if constexpr (Allows(ops::ElementwiseDTypes(kId), DTypeOf<T>::value)) {
-        if (n == 0) return cudaSuccess;
-        Launch(UnaryKernel<F, T>, BlocksFor(n), kThreads, s, at, static_cast<const T*>(x),
-               static_cast<T*>(y), n);
-        return LastLaunchError();
+        return LaunchFlat(UnaryKernel<F, T>, n, s, at, x, y, n);
       }
       return cudaErrorInvalidValue;
     });
@@ -182,70 +179,50 @@ cudaError_t LaunchBinary(PrimId id, DT dt, const ew::Attrs& at, const void* a, c
 
 cudaError_t LaunchSelect(DT dt, const void* c, const void* a, const void* b, void* out,
                          const BroadcastGeom& g, cudaStream_t s) {
-  if (g.count == 0) return cudaSuccess;
-  return DispatchAll(dt, [&](auto zero) -> cudaError_t {
-    using T = decltype(zero);
-    Launch(SelectKernel<T>, BlocksFor(g.count), kThreads, s, static_cast<const bool*>(c), static_cast<const T*>(a), static_cast<const T*>(b),
-        static_cast<T*>(out), g);
-    return LastLaunchError();
+  return DispatchAll(dt, [&](auto zero) {
+    return LaunchFlat(SelectKernel<decltype(zero)>, g.count, s, c, a, b, out, g);
   });
 }
 
 cudaError_t LaunchFill(DT dt, void* out, int64_t n, double value, cudaStream_t s) {
-  if (n == 0) return cudaSuccess;
-  return DispatchAll(dt, [&](auto zero) -> cudaError_t {
+  return DispatchAll(dt, [&](auto zero) {
     using T = decltype(zero);
-    Launch(FillKernel<T>, BlocksFor(n), kThreads, s, static_cast<T*>(out), n,
-                                                    Convert<T>(value));
-    return LastLaunchError();
+    return LaunchFlat(FillKernel<T>, n, s, out, n, Convert<T>(value));
   });
 }
 
 cudaError_t LaunchCast(DT from, DT to, const void* x, void* y, int64_t n, cudaStream_t s) {
-  if (n == 0) return cudaSuccess;
-  return DispatchAll(from, [&](auto from_zero) -> cudaError_t {
-    using From = decltype(from_zero);
-    return DispatchAll(to, [&](auto to_zero) -> cudaError_t {
-      using To = decltype(to_zero);
-      Launch(CastKernel<To, From>, BlocksFor(n), kThreads, s, static_cast<const From*>(x),
-                                                            static_cast<To*>(y), n);
-      return LastLaunchError();
+  return DispatchAll(from, [&](auto from_zero) {
+    return DispatchAll(to, [&](auto to_zero) {
+      return LaunchFlat(CastKernel<decltype(to_zero), decltype(from_zero)>, n, s, x, y, n);
     });
   });
 }
 
 cudaError_t LaunchDropout(DT dt, const void* x, void* y, int64_t n, uint64_t seed, double rate,
                           cudaStream_t s) {
-  if (n == 0) return cudaSuccess;
-  return DispatchFloat(dt, [&](auto zero) -> cudaError_t {
+  return DispatchFloat(dt, [&](auto zero) {
     using T = decltype(zero);
     const T scale = static_cast<T>(1.0 / (1.0 - rate));
-    Launch(DropoutKernel<T>, BlocksFor(n), kThreads, s, static_cast<const T*>(x),
-                                                       static_cast<T*>(y), n, seed, rate, scale);
-    return LastLaunchError();
+    return LaunchFlat(DropoutKernel<T>, n, s, x, y, n, seed, rate, scale);
   });
 }
 
 cudaError_t LaunchFirstBadIndex(DT idx_dt, const void* idx, int64_t n, int64_t lo, int64_t bound,
                                 unsigned long long* first, cudaStream_t s) {
   cudaError_t e = MemsetAsync(first, 0xFF, sizeof(unsigned long long), s);
-  if (e != cudaSuccess || n == 0) return e;
-  return DispatchIndex(idx_dt, [&](auto zero) -> cudaError_t {
-    using I = decltype(zero);
-    Launch(FirstBadIndexKernel<I>, BlocksFor(n), kThreads, s, static_cast<const I*>(idx), n, lo,
-           bound, first);
-    return LastLaunchError();
+  if (e != cudaSuccess) return e;
+  return DispatchIndex(idx_dt, [&](auto zero) {
+    return LaunchFlat(FirstBadIndexKernel<decltype(zero)>, n, s, idx, n, lo, bound, first);
   });
 }
 
 cudaError_t LaunchFirstZero(DT dt, const void* x, int64_t n, unsigned long long* first,
                             cudaStream_t s) {
   cudaError_t e = MemsetAsync(first, 0xFF, sizeof(unsigned long long), s);
-  if (e != cudaSuccess || n == 0) return e;
-  return DispatchIndex(dt, [&](auto zero) -> cudaError_t {
-    using T = decltype(zero);
-    Launch(FirstZeroKernel<T>, BlocksFor(n), kThreads, s, static_cast<const T*>(x), n, first);
-    return LastLaunchError();
+  if (e != cudaSuccess) return e;
+  return DispatchIndex(dt, [&](auto zero) {
+    return LaunchFlat(FirstZeroKernel<decltype(zero)>, n, s, x, n, first);
   });
 }
 

@@ -19,13 +19,17 @@ namespace {
 
 constexpr int64_t kBlockRowMin = 256;  // rows at least this long get a block each
 
-template <typename A>
-__device__ A BlockSum(A v) {
+// The block's values `v` (one per thread) folded by `combine` in a tree over
+// shared memory; every thread gets the result.
+template <typename A, typename Combine>
+__device__ A BlockReduce(A v, Combine combine) {
   __shared__ A shared[kThreads];
   shared[threadIdx.x] = v;
   __syncthreads();
   for (unsigned width = blockDim.x / 2; width > 0; width /= 2) {
-    if (threadIdx.x < width) shared[threadIdx.x] += shared[threadIdx.x + width];
+    if (threadIdx.x < width) {
+      shared[threadIdx.x] = combine(shared[threadIdx.x], shared[threadIdx.x + width]);
+    }
     __syncthreads();
   }
   const A r = shared[0];
@@ -33,21 +37,45 @@ __device__ A BlockSum(A v) {
   return r;
 }
 
+template <typename A>
+__device__ A BlockSum(A v) {
+  return BlockReduce(v, [](A a, A b) { return a + b; });
+}
+
+// b replaces a only when larger, as in the column kernels' `>` (so a NaN b is dropped).
 template <typename T>
 __device__ T BlockMax(T v) {
-  __shared__ T shared[kThreads];
-  shared[threadIdx.x] = v;
-  __syncthreads();
-  for (unsigned width = blockDim.x / 2; width > 0; width /= 2) {
-    if (threadIdx.x < width) {
-      const T o = shared[threadIdx.x + width];
-      if (o > shared[threadIdx.x]) shared[threadIdx.x] = o;
-    }
-    __syncthreads();
-  }
-  const T r = shared[0];
-  __syncthreads();
-  return r;
+  return BlockReduce(v, [](T a, T b) { return b > a ? b : a; });
+}
+
+// A row's max and the sum of exp(x - max) over it: the softmax's and the
+// cross-entropies' normaliser.
+template <typename T>
+struct MaxExpSum {
+  T max;
+  T sum;
+};
+
+// Over the `len` elements p[0], p[step], ... that one thread reads.
+template <typename T>
+__device__ MaxExpSum<T> ThreadMaxExpSum(const T* p, int64_t len, int64_t step) {
+  T mx = -Infinity<T>();
+  for (int64_t j = 0; j < len; ++j) mx = p[j * step] > mx ? p[j * step] : mx;
+  T sum = 0;
+  for (int64_t j = 0; j < len; ++j) sum += Exp(p[j * step] - mx);
+  return {mx, sum};
+}
+
+// Over the contiguous row p[0, len) that the block's threads share (every thread
+// gets the result).
+template <typename T>
+__device__ MaxExpSum<T> BlockMaxExpSum(const T* p, int64_t len) {
+  T mx = -Infinity<T>();
+  for (int64_t j = threadIdx.x; j < len; j += blockDim.x) mx = p[j] > mx ? p[j] : mx;
+  mx = BlockMax(mx);
+  T sum = 0;
+  for (int64_t j = threadIdx.x; j < len; j += blockDim.x) sum += Exp(p[j] - mx);
+  return {mx, BlockSum(sum)};
 }
 
 // ----- softmax / log_softmax ----------------------------------------------------------------
@@ -58,13 +86,10 @@ __global__ void SoftmaxColumns(const T* x, T* y, int64_t outer, int64_t len, int
     const int64_t at = (t / inner) * len * inner + t % inner;
     const T* p = x + at;
     T* q = y + at;
-    T mx = -Infinity<T>();
-    for (int64_t j = 0; j < len; ++j) mx = p[j * inner] > mx ? p[j * inner] : mx;
-    T sum = 0;
-    for (int64_t j = 0; j < len; ++j) sum += Exp(p[j * inner] - mx);
-    const T log_sum = Log(sum), inv = T(1) / sum;
+    const MaxExpSum<T> m = ThreadMaxExpSum(p, len, inner);
+    const T log_sum = Log(m.sum), inv = T(1) / m.sum;
     for (int64_t j = 0; j < len; ++j) {
-      const T d = p[j * inner] - mx;
+      const T d = p[j * inner] - m.max;
       q[j * inner] = kLog ? d - log_sum : Exp(d) * inv;
     }
   }
@@ -75,15 +100,10 @@ __global__ void SoftmaxRows(const T* x, T* y, int64_t rows, int64_t len) {
   for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
     const T* p = x + row * len;
     T* q = y + row * len;
-    T mx = -Infinity<T>();
-    for (int64_t j = threadIdx.x; j < len; j += blockDim.x) mx = p[j] > mx ? p[j] : mx;
-    mx = BlockMax(mx);
-    T sum = 0;
-    for (int64_t j = threadIdx.x; j < len; j += blockDim.x) sum += Exp(p[j] - mx);
-    sum = BlockSum(sum);
-    const T log_sum = Log(sum), inv = T(1) / sum;
+    const MaxExpSum<T> m = BlockMaxExpSum(p, len);
+    const T log_sum = Log(m.sum), inv = T(1) / m.sum;
     for (int64_t j = threadIdx.x; j < len; j += blockDim.x) {
-      q[j] = kLog ? (p[j] - mx) - log_sum : Exp(p[j] - mx) * inv;
+      q[j] = kLog ? (p[j] - m.max) - log_sum : Exp(p[j] - m.max) * inv;
     }
   }
 }
@@ -97,13 +117,10 @@ __global__ void CrossEntropyColumns(const T* x, const T* labels, T* loss, int64_
     const int64_t at = (t / inner) * len * inner + t % inner;
     const T* p = x + at;
     const T* l = labels + at;
-    T mx = -Infinity<T>();
-    for (int64_t j = 0; j < len; ++j) mx = p[j * inner] > mx ? p[j * inner] : mx;
-    T sum = 0;
-    for (int64_t j = 0; j < len; ++j) sum += Exp(p[j * inner] - mx);
-    const T log_sum = Log(sum);
+    const MaxExpSum<T> m = ThreadMaxExpSum(p, len, inner);
+    const T log_sum = Log(m.sum);
     T acc = 0;
-    for (int64_t j = 0; j < len; ++j) acc += ((mx - p[j * inner]) + log_sum) * l[j * inner];
+    for (int64_t j = 0; j < len; ++j) acc += ((m.max - p[j * inner]) + log_sum) * l[j * inner];
     loss[t] = acc;
   }
 }
@@ -114,14 +131,12 @@ __global__ void CrossEntropyRows(const T* x, const T* labels, T* loss, int64_t r
   for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
     const T* p = x + row * len;
     const T* l = labels + row * len;
-    T mx = -Infinity<T>();
-    for (int64_t j = threadIdx.x; j < len; j += blockDim.x) mx = p[j] > mx ? p[j] : mx;
-    mx = BlockMax(mx);
-    T sum = 0;
-    for (int64_t j = threadIdx.x; j < len; j += blockDim.x) sum += Exp(p[j] - mx);
-    const T log_sum = Log(BlockSum(sum));
+    const MaxExpSum<T> m = BlockMaxExpSum(p, len);
+    const T log_sum = Log(m.sum);
     T acc = 0;
-    for (int64_t j = threadIdx.x; j < len; j += blockDim.x) acc += ((mx - p[j]) + log_sum) * l[j];
+    for (int64_t j = threadIdx.x; j < len; j += blockDim.x) {
+      acc += ((m.max - p[j]) + log_sum) * l[j];
+    }
     acc = BlockSum(acc);
     if (threadIdx.x == 0) loss[row] = acc;
   }
@@ -132,11 +147,8 @@ __global__ void SparseCrossEntropyRowsPerThread(const T* x, const L* labels, T* 
                                                 int64_t c) {
   for (int64_t i = GlobalIndex(); i < n; i += GlobalStride()) {
     const T* p = x + i * c;
-    T mx = -Infinity<T>();
-    for (int64_t j = 0; j < c; ++j) mx = p[j] > mx ? p[j] : mx;
-    T sum = 0;
-    for (int64_t j = 0; j < c; ++j) sum += Exp(p[j] - mx);
-    loss[i] = (mx - p[static_cast<int64_t>(labels[i])]) + Log(sum);
+    const MaxExpSum<T> m = ThreadMaxExpSum(p, c, 1);
+    loss[i] = (m.max - p[static_cast<int64_t>(labels[i])]) + Log(m.sum);
   }
 }
 
@@ -145,13 +157,8 @@ __global__ void SparseCrossEntropyRowsPerBlock(const T* x, const L* labels, T* l
                                                int64_t c) {
   for (int64_t i = blockIdx.x; i < n; i += gridDim.x) {
     const T* p = x + i * c;
-    T mx = -Infinity<T>();
-    for (int64_t j = threadIdx.x; j < c; j += blockDim.x) mx = p[j] > mx ? p[j] : mx;
-    mx = BlockMax(mx);
-    T sum = 0;
-    for (int64_t j = threadIdx.x; j < c; j += blockDim.x) sum += Exp(p[j] - mx);
-    sum = BlockSum(sum);
-    if (threadIdx.x == 0) loss[i] = (mx - p[static_cast<int64_t>(labels[i])]) + Log(sum);
+    const MaxExpSum<T> m = BlockMaxExpSum(p, c);
+    if (threadIdx.x == 0) loss[i] = (m.max - p[static_cast<int64_t>(labels[i])]) + Log(m.sum);
   }
 }
 
@@ -203,6 +210,23 @@ __device__ inline void Covering(int64_t p, int64_t pad, int64_t k, int64_t s, in
   *hi = last < count - 1 ? last : count - 1;
 }
 
+// Input cell t (of the planes' h x w cells) at (plane, r, c), and the windows
+// [i0, i1] x [j0, j1] that contain it: what the adjoints sum over.
+struct CellWindows {
+  int64_t plane, r, c;
+  int64_t i0, i1, j0, j1;
+};
+
+__device__ inline CellWindows WindowsContaining(const PoolGeom& g, int64_t t) {
+  CellWindows w;
+  w.c = t % g.w;
+  w.r = (t / g.w) % g.h;
+  w.plane = t / (g.w * g.h);
+  Covering(w.r, g.pad_top, g.kh, g.sh, g.oh, &w.i0, &w.i1);
+  Covering(w.c, g.pad_left, g.kw, g.sw, g.ow, &w.j0, &w.j1);
+  return w;
+}
+
 template <typename T>
 __global__ void MaxPoolArgmaxKernel(const T* x, T* y, int64_t* idx, PoolGeom g) {
   const int64_t total = g.planes * g.oh * g.ow;
@@ -230,15 +254,12 @@ template <typename T>
 __global__ void MaxPoolGradKernel(const int64_t* idx, const T* dy, T* dx, PoolGeom g) {
   const int64_t total = g.planes * g.h * g.w;
   for (int64_t t = GlobalIndex(); t < total; t += GlobalStride()) {
-    const int64_t c = t % g.w, r = (t / g.w) % g.h, plane = t / (g.w * g.h);
-    int64_t i0, i1, j0, j1;
-    Covering(r, g.pad_top, g.kh, g.sh, g.oh, &i0, &i1);
-    Covering(c, g.pad_left, g.kw, g.sw, g.ow, &j0, &j1);
-    const int64_t cell = r * g.w + c;
-    const int64_t base = plane * g.oh * g.ow;
+    const CellWindows w = WindowsContaining(g, t);
+    const int64_t cell = w.r * g.w + w.c;
+    const int64_t base = w.plane * g.oh * g.ow;
     T acc = 0;
-    for (int64_t i = i0; i <= i1; ++i) {
-      for (int64_t j = j0; j <= j1; ++j) {
+    for (int64_t i = w.i0; i <= w.i1; ++i) {
+      for (int64_t j = w.j0; j <= w.j1; ++j) {
         if (idx[base + i * g.ow + j] == cell) acc += dy[base + i * g.ow + j];
       }
     }
@@ -280,14 +301,11 @@ template <typename T>
 __global__ void AvgPoolGradKernel(const T* dy, T* dx, PoolGeom g) {
   const int64_t total = g.planes * g.h * g.w;
   for (int64_t t = GlobalIndex(); t < total; t += GlobalStride()) {
-    const int64_t c = t % g.w, r = (t / g.w) % g.h, plane = t / (g.w * g.h);
-    int64_t i0, i1, j0, j1;
-    Covering(r, g.pad_top, g.kh, g.sh, g.oh, &i0, &i1);
-    Covering(c, g.pad_left, g.kw, g.sw, g.ow, &j0, &j1);
-    const int64_t base = plane * g.oh * g.ow;
+    const CellWindows w = WindowsContaining(g, t);
+    const int64_t base = w.plane * g.oh * g.ow;
     T acc = 0;
-    for (int64_t i = i0; i <= i1; ++i) {
-      for (int64_t j = j0; j <= j1; ++j) {
+    for (int64_t i = w.i0; i <= w.i1; ++i) {
+      for (int64_t j = w.j0; j <= w.j1; ++j) {
         acc += dy[base + i * g.ow + j] / Divisor<T>(g, Bounds(g, i, j));
       }
     }
@@ -366,60 +384,37 @@ cudaError_t LaunchLayerNorm(DT dt, const void* x, const void* scale, const void*
 
 cudaError_t LaunchMaxPoolArgmax(DT dt, const void* x, void* y, int64_t* idx, const PoolGeom& g,
                                 cudaStream_t s) {
-  const int64_t total = g.planes * g.oh * g.ow;
-  if (total == 0) return cudaSuccess;
-  return DispatchFloat(dt, [&](auto zero) -> cudaError_t {
-    using T = decltype(zero);
-    Launch(MaxPoolArgmaxKernel<T>, BlocksFor(total), kThreads, s, static_cast<const T*>(x),
-                                                                 static_cast<T*>(y), idx, g);
-    return LastLaunchError();
+  return DispatchFloat(dt, [&](auto zero) {
+    return LaunchFlat(MaxPoolArgmaxKernel<decltype(zero)>, g.planes * g.oh * g.ow, s, x, y, idx,
+                      g);
   });
 }
 
 cudaError_t LaunchMaxPoolGrad(DT dt, const int64_t* idx, const void* dy, void* dx,
                               const PoolGeom& g, cudaStream_t s) {
-  const int64_t total = g.planes * g.h * g.w;
-  if (total == 0) return cudaSuccess;
-  return DispatchFloat(dt, [&](auto zero) -> cudaError_t {
-    using T = decltype(zero);
-    Launch(MaxPoolGradKernel<T>, BlocksFor(total), kThreads, s, idx, static_cast<const T*>(dy),
-                                                               static_cast<T*>(dx), g);
-    return LastLaunchError();
+  return DispatchFloat(dt, [&](auto zero) {
+    return LaunchFlat(MaxPoolGradKernel<decltype(zero)>, g.planes * g.h * g.w, s, idx, dy, dx, g);
   });
 }
 
 cudaError_t LaunchGatherArgmax(DT dt, const int64_t* idx, const void* src, void* y,
                                const PoolGeom& g, cudaStream_t s) {
-  const int64_t total = g.planes * g.oh * g.ow;
-  if (total == 0) return cudaSuccess;
-  return DispatchFloat(dt, [&](auto zero) -> cudaError_t {
-    using T = decltype(zero);
-    Launch(GatherArgmaxKernel<T>, BlocksFor(total), kThreads, s, idx, static_cast<const T*>(src),
-                                                                static_cast<T*>(y), g);
-    return LastLaunchError();
+  return DispatchFloat(dt, [&](auto zero) {
+    return LaunchFlat(GatherArgmaxKernel<decltype(zero)>, g.planes * g.oh * g.ow, s, idx, src, y,
+                      g);
   });
 }
 
 cudaError_t LaunchAvgPool(DT dt, const void* x, void* y, const PoolGeom& g, cudaStream_t s) {
-  const int64_t total = g.planes * g.oh * g.ow;
-  if (total == 0) return cudaSuccess;
-  return DispatchFloat(dt, [&](auto zero) -> cudaError_t {
-    using T = decltype(zero);
-    Launch(AvgPoolKernel<T>, BlocksFor(total), kThreads, s, static_cast<const T*>(x),
-                                                           static_cast<T*>(y), g);
-    return LastLaunchError();
+  return DispatchFloat(dt, [&](auto zero) {
+    return LaunchFlat(AvgPoolKernel<decltype(zero)>, g.planes * g.oh * g.ow, s, x, y, g);
   });
 }
 
 cudaError_t LaunchAvgPoolGrad(DT dt, const void* dy, void* dx, const PoolGeom& g,
                               cudaStream_t s) {
-  const int64_t total = g.planes * g.h * g.w;
-  if (total == 0) return cudaSuccess;
-  return DispatchFloat(dt, [&](auto zero) -> cudaError_t {
-    using T = decltype(zero);
-    Launch(AvgPoolGradKernel<T>, BlocksFor(total), kThreads, s, static_cast<const T*>(dy),
-                                                               static_cast<T*>(dx), g);
-    return LastLaunchError();
+  return DispatchFloat(dt, [&](auto zero) {
+    return LaunchFlat(AvgPoolGradKernel<decltype(zero)>, g.planes * g.h * g.w, s, dy, dx, g);
   });
 }
 

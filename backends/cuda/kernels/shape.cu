@@ -212,14 +212,10 @@ cudaError_t LaunchGather(int elem_size, const void* params, DT idx_dt, const voi
                          void* out, int64_t outer, int64_t dim, int64_t inner, int64_t n,
                          cudaStream_t s) {
   const int64_t total = outer * n * inner;
-  if (total == 0) return cudaSuccess;
-  return DispatchRaw(elem_size, [&](auto elem_zero) -> cudaError_t {
-    using E = decltype(elem_zero);
-    return DispatchIndex(idx_dt, [&](auto idx_zero) -> cudaError_t {
-      using I = decltype(idx_zero);
-      Launch(GatherKernel<E, I>, BlocksFor(total), kThreads, s, static_cast<const E*>(params),
-             static_cast<const I*>(idx), static_cast<E*>(out), dim, inner, n, total);
-      return LastLaunchError();
+  return DispatchRaw(elem_size, [&](auto elem_zero) {
+    return DispatchIndex(idx_dt, [&](auto idx_zero) {
+      return LaunchFlat(GatherKernel<decltype(elem_zero), decltype(idx_zero)>, total, s, params,
+                        idx, out, dim, inner, n, total);
     });
   });
 }
@@ -255,14 +251,10 @@ cudaError_t LaunchScatterAdd(DT dt, void* out, const void* upd, DT idx_dt, const
 
 cudaError_t LaunchGatherElements(int elem_size, const void* data, DT idx_dt, const void* idx,
                                  void* out, const ElementsGeom& g, cudaStream_t s) {
-  if (g.count == 0) return cudaSuccess;
-  return DispatchRaw(elem_size, [&](auto elem_zero) -> cudaError_t {
-    using E = decltype(elem_zero);
-    return DispatchIndex(idx_dt, [&](auto idx_zero) -> cudaError_t {
-      using I = decltype(idx_zero);
-      Launch(GatherElementsKernel<E, I>, BlocksFor(g.count), kThreads, s,
-             static_cast<const E*>(data), static_cast<const I*>(idx), static_cast<E*>(out), g);
-      return LastLaunchError();
+  return DispatchRaw(elem_size, [&](auto elem_zero) {
+    return DispatchIndex(idx_dt, [&](auto idx_zero) {
+      return LaunchFlat(GatherElementsKernel<decltype(elem_zero), decltype(idx_zero)>, g.count, s,
+                        data, idx, out, g);
     });
   });
 }
@@ -301,14 +293,11 @@ cudaError_t LaunchCumSum(DT dt, const void* x, void* y, int64_t outer, int64_t l
 cudaError_t LaunchOneHot(DT out_dt, DT idx_dt, const void* idx, void* out, int64_t outer,
                          int64_t depth, int64_t inner, double on, double off, cudaStream_t s) {
   const int64_t total = outer * depth * inner;
-  if (total == 0) return cudaSuccess;
-  return DispatchAll(out_dt, [&](auto zero) -> cudaError_t {
+  return DispatchAll(out_dt, [&](auto zero) {
     using T = decltype(zero);
-    return DispatchIndex(idx_dt, [&](auto idx_zero) -> cudaError_t {
-      using I = decltype(idx_zero);
-      Launch(OneHotKernel<T, I>, BlocksFor(total), kThreads, s, static_cast<const I*>(idx),
-             static_cast<T*>(out), depth, inner, total, Convert<T>(on), Convert<T>(off));
-      return LastLaunchError();
+    return DispatchIndex(idx_dt, [&](auto idx_zero) {
+      return LaunchFlat(OneHotKernel<T, decltype(idx_zero)>, total, s, idx, out, depth, inner,
+                        total, Convert<T>(on), Convert<T>(off));
     });
   });
 }
