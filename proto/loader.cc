@@ -23,6 +23,17 @@ absl::Status Err(absl::StatusCode code, absl::string_view where, absl::string_vi
   return absl::Status(code, absl::StrCat(where, ": ", what));
 }
 
+// Where the entry `kind 'name'` inside `within` is, for messages ("m.pb: weight
+// 'w1'" with `sep` ": "); an error at `within` when the entry has no name.
+absl::StatusOr<std::string> NamedEntry(absl::string_view within, absl::string_view sep,
+                                       absl::string_view kind, const std::string& name) {
+  if (name.empty()) {
+    return Err(absl::StatusCode::kInvalidArgument, within,
+               absl::StrCat("a ", kind, " has no name"));
+  }
+  return absl::StrCat(within, sep, kind, " '", name, "'");
+}
+
 class Loader {
  public:
   Loader(const proto::ModelProto& model, const PrimitiveRegistry& registry,
@@ -88,10 +99,7 @@ class Loader {
 
   absl::Status LoadWeights() {
     for (const proto::WeightProto& w : model_.weights()) {
-      std::string where = absl::StrCat(source_, ": weight '", w.name(), "'");
-      if (w.name().empty()) {
-        return Err(absl::StatusCode::kInvalidArgument, source_, "a weight has no name");
-      }
+      KGRAD_ASSIGN_OR_RETURN(std::string where, NamedEntry(source_, ": ", "weight", w.name()));
       absl::StatusOr<Tensor> t = TensorFromProto(w.value(), limits_);
       if (!t.ok()) return Err(t.status().code(), where, t.status().message());
       KGRAD_RETURN_IF_ERROR(ChargeTensorBytes(Value(*t), where));
@@ -104,10 +112,7 @@ class Loader {
   // Pass 1: every graph exists (constants may name graphs defined later).
   absl::Status DeclareGraphs() {
     for (const proto::GraphProto& gp : model_.graphs()) {
-      std::string where = absl::StrCat(source_, ": graph '", gp.name(), "'");
-      if (gp.name().empty()) {
-        return Err(absl::StatusCode::kInvalidArgument, source_, "a graph has no name");
-      }
+      KGRAD_ASSIGN_OR_RETURN(std::string where, NamedEntry(source_, ": ", "graph", gp.name()));
       if (by_name_.contains(gp.name())) {
         return Err(absl::StatusCode::kInvalidArgument, where, "duplicate graph name");
       }
@@ -145,8 +150,7 @@ class Loader {
     std::string gwhere = absl::StrCat(source_, ": graph '", gp.name(), "'");
     auto& scope = scopes_[g];
     for (const proto::ParameterProto& pp : gp.parameters()) {
-      std::string where = absl::StrCat(gwhere, ", parameter '", pp.name(), "'");
-      if (pp.name().empty()) return Err(absl::StatusCode::kInvalidArgument, gwhere, "a parameter has no name");
+      KGRAD_ASSIGN_OR_RETURN(std::string where, NamedEntry(gwhere, ", ", "parameter", pp.name()));
       if (scope.contains(pp.name())) return Err(absl::StatusCode::kInvalidArgument, where, "duplicate name");
       AbstractPtr declared;
       if (pp.has_type()) {

@@ -253,21 +253,10 @@ Outputs Tan(NodeContext& c) {
 }  // namespace
 
 void AddActivationOps(OpTable* t) {
-  (*t)["Elu"] = Elu;
-  (*t)["Selu"] = Selu;
-  (*t)["Celu"] = Celu;
-  (*t)["LeakyRelu"] = LeakyRelu;
-  (*t)["PRelu"] = PRelu;
-  (*t)["HardSigmoid"] = HardSigmoid;
-  (*t)["HardSwish"] = HardSwish;
-  (*t)["Softsign"] = Softsign;
-  (*t)["Mish"] = Mish;
-  (*t)["Shrink"] = Shrink;
-  (*t)["Mean"] = Mean;
-  (*t)["Xor"] = Xor;
-  (*t)["IsNaN"] = IsNaN;
-  (*t)["IsInf"] = IsInf;
-  (*t)["Tan"] = Tan;
+  AddMappings(t, {{"Elu", Elu}, {"Selu", Selu}, {"Celu", Celu}, {"LeakyRelu", LeakyRelu},
+                  {"PRelu", PRelu}, {"HardSigmoid", HardSigmoid}, {"HardSwish", HardSwish},
+                  {"Softsign", Softsign}, {"Mish", Mish}, {"Shrink", Shrink}, {"Mean", Mean},
+                  {"Xor", Xor}, {"IsNaN", IsNaN}, {"IsInf", IsInf}, {"Tan", Tan}});
 }
 
 }  // namespace onnx_import

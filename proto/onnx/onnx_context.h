@@ -11,6 +11,7 @@
 #define KGRAD_PROTO_ONNX_ONNX_CONTEXT_H_
 
 #include <cstdint>
+#include <initializer_list>
 #include <optional>
 #include <string>
 #include <vector>
@@ -159,6 +160,13 @@ struct OnnxOpNote {
 };
 // The hand notes and those generated for the table's mappings, sorted by op.
 absl::Span<const OnnxOpNote> OpNotes();
+// One entry of a family's list: an ONNX op type and its mapping.
+struct NamedMapping {
+  const char* op;
+  OpMapping mapping;
+};
+// Sets t[op] = mapping for every entry (replacing a generated mapping of that name).
+void AddMappings(OpTable* t, std::initializer_list<NamedMapping> mappings);
 // The families, one per file: the mappings that need more than the one-to-one
 // form of the table.
 void AddElementwiseOps(OpTable* t);  // onnx_elementwise_ops.cc

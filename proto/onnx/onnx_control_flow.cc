@@ -325,8 +325,7 @@ Outputs Loop(NodeContext& c) {
 }  // namespace
 
 void AddControlFlowOps(OpTable* t) {
-  (*t)["If"] = If;
-  (*t)["Loop"] = Loop;
+  AddMappings(t, {{"If", If}, {"Loop", Loop}});
 }
 
 }  // namespace onnx_import

@@ -135,11 +135,7 @@ Outputs DynamicSplitWith(NodeContext& c, const ImportedValue& x, const ImportedV
   return outs;
 }
 
-Outputs DynamicTile(NodeContext& c) {
-  KGRAD_ASSIGN_OR_RETURN(ImportedValue x, c.Input(0));
-  KGRAD_ASSIGN_OR_RETURN(ImportedValue repeats, IntVector(c, 1, "repeats"));
-  return OneOutput(c.Emit(PrimId::kDynamicTile, {x, repeats}));
-}
+Outputs DynamicTile(NodeContext& c) { return WithRunTimeInts(c, PrimId::kDynamicTile, "repeats"); }
 
 }  // namespace onnx_import
 }  // namespace kgrad

@@ -53,6 +53,12 @@ absl::StatusOr<ImportedValue> DimProduct(NodeContext& c, const ImportedValue& sh
 
 }  // namespace
 
+Outputs WithRunTimeInts(NodeContext& c, PrimId id, const char* what) {
+  KGRAD_ASSIGN_OR_RETURN(ImportedValue x, c.Input(0));
+  KGRAD_ASSIGN_OR_RETURN(ImportedValue v, IntVector(c, 1, what));
+  return OneOutput(c.Emit(id, {x, v}));
+}
+
 bool IsConstantInput(const NodeContext& c, int i) {
   if (!c.HasInput(i)) return true;
   absl::StatusOr<ImportedValue> v = c.Input(i);
@@ -90,9 +96,7 @@ Outputs DynamicFlatten(NodeContext& c, const ImportedValue& x, int64_t axis) {
 }
 
 Outputs DynamicExpand(NodeContext& c) {
-  KGRAD_ASSIGN_OR_RETURN(ImportedValue x, c.Input(0));
-  KGRAD_ASSIGN_OR_RETURN(ImportedValue shape, IntVector(c, 1, "shape"));
-  return OneOutput(c.Emit(PrimId::kDynamicBroadcastTo, {x, shape}));
+  return WithRunTimeInts(c, PrimId::kDynamicBroadcastTo, "shape");
 }
 
 // Omitted axes (with steps given) are 0..n-1 for the n starts.
@@ -213,15 +217,11 @@ Outputs DynamicRange(NodeContext& c) {
 }
 
 Outputs DynamicUnsqueeze(NodeContext& c) {
-  KGRAD_ASSIGN_OR_RETURN(ImportedValue x, c.Input(0));
-  KGRAD_ASSIGN_OR_RETURN(ImportedValue axes, IntVector(c, 1, "axes"));
-  return OneOutput(c.Emit(PrimId::kDynamicUnsqueeze, {x, axes}));
+  return WithRunTimeInts(c, PrimId::kDynamicUnsqueeze, "axes");
 }
 
 Outputs DynamicSqueeze(NodeContext& c) {
-  KGRAD_ASSIGN_OR_RETURN(ImportedValue x, c.Input(0));
-  KGRAD_ASSIGN_OR_RETURN(ImportedValue axes, IntVector(c, 1, "axes"));
-  return OneOutput(c.Emit(PrimId::kDynamicSqueeze, {x, axes}));
+  return WithRunTimeInts(c, PrimId::kDynamicSqueeze, "axes");
 }
 
 // The mean divides by the count n / m (n = size_of(x), m = size_of(sum), at

@@ -19,6 +19,9 @@ bool IsConstantInput(const NodeContext& c, int i);
 // Input `i` as a 1-D integer tensor whose length inference knows (the rank or
 // the number of entries an op reads from it); else an error naming `what`.
 absl::StatusOr<ImportedValue> IntVector(NodeContext& c, int i, const char* what);
+// id(x, v) of input 0 and input 1 as IntVector(c, 1, what): the ops whose second
+// input is computed at run time and read as it is (Expand, Unsqueeze, Squeeze, Tile).
+Outputs WithRunTimeInts(NodeContext& c, PrimId id, const char* what);
 
 // Shape(x){start, end} / Size(x) as shape_of / size_of.
 Outputs DynamicShape(NodeContext& c, const ImportedValue& x, int64_t start, int64_t end);

@@ -166,17 +166,10 @@ Outputs CastLike(NodeContext& c) {
 }  // namespace
 
 void AddElementwiseOps(OpTable* t) {
-  (*t)["Identity"] = Identity;
-  (*t)["Gelu"] = Gelu;
-  (*t)["Pow"] = Pow;
-  (*t)["Max"] = Variadic<PrimId::kMaximum>;
-  (*t)["Min"] = Variadic<PrimId::kMinimum>;
-  (*t)["Sum"] = Variadic<PrimId::kAdd>;
-  (*t)["Clip"] = Clip;
-  (*t)["Mod"] = Mod;
-  (*t)["BitShift"] = BitShift;
-  (*t)["Cast"] = Cast;
-  (*t)["CastLike"] = CastLike;
+  AddMappings(t, {{"Identity", Identity}, {"Gelu", Gelu}, {"Pow", Pow},
+                  {"Max", Variadic<PrimId::kMaximum>}, {"Min", Variadic<PrimId::kMinimum>},
+                  {"Sum", Variadic<PrimId::kAdd>}, {"Clip", Clip}, {"Mod", Mod},
+                  {"BitShift", BitShift}, {"Cast", Cast}, {"CastLike", CastLike}});
 }
 
 }  // namespace onnx_import

@@ -53,12 +53,10 @@ absl::StatusOr<std::string> Exporter::TensorArg(const CNode* c, int i) {
 const EmitterTable& AllEmitters() {
   static const EmitterTable* const table = [] {
     auto* t = new EmitterTable;
-    AddElementwiseEmitters(t);
-    AddReduceEmitters(t);
-    AddShapeEmitters(t);
-    AddNnEmitters(t);
-    AddDynamicEmitters(t);
-    AddStructuralEmitters(t);
+    for (auto add_family : {AddElementwiseEmitters, AddReduceEmitters, AddShapeEmitters,
+                            AddNnEmitters, AddDynamicEmitters, AddStructuralEmitters}) {
+      add_family(t);
+    }
     return t;
   }();
   return *table;

@@ -79,22 +79,40 @@ absl::StatusOr<std::string> FillLikeAtRunTime(Exporter& e, const ExportCall& cal
 
 namespace {
 
-absl::StatusOr<std::string> EmitShapeOf(Exporter& e, const ExportCall& call) {
-  return e.Op("Shape", call.in);
-}
+// The dynamic primitives that are one ONNX op on the same operands: the forms they
+// were imported from, with their bool attributes as INT attributes of the same
+// names.
+struct OnnxTwin {
+  PrimId id;
+  const char* op;
+  const char* bools[2];  // unused entries are null
+};
+constexpr OnnxTwin kTwins[] = {
+    {PrimId::kShapeOf, "Shape"},
+    {PrimId::kSizeOf, "Size"},
+    {PrimId::kDynamicReshape, "Reshape", {"allowzero"}},
+    {PrimId::kDynamicBroadcastTo, "Expand"},
+    {PrimId::kDynamicSlice, "Slice"},
+    {PrimId::kDynamicRange, "Range"},
+    // Axes counted as ONNX counts them.
+    {PrimId::kDynamicUnsqueeze, "Unsqueeze"},
+    {PrimId::kDynamicSqueeze, "Squeeze"},
+    // ReduceSum-13, axes as an input.
+    {PrimId::kDynamicReduceSum, "ReduceSum", {"keepdims", "noop_with_empty_axes"}},
+    {PrimId::kDynamicCumSum, "CumSum", {"exclusive", "reverse"}},
+    {PrimId::kDynamicTile, "Tile"},
+};
 
-absl::StatusOr<std::string> EmitSizeOf(Exporter& e, const ExportCall& call) {
-  return e.Op("Size", call.in);
-}
-
-absl::StatusOr<std::string> EmitDynamicReshape(Exporter& e, const ExportCall& call) {
-  NodeProto* n = e.Add("Reshape", call.in);
-  SetInt(n, "allowzero", call.prim.GetBool("allowzero"));
-  return n->output(0);
-}
-
-absl::StatusOr<std::string> EmitDynamicBroadcastTo(Exporter& e, const ExportCall& call) {
-  return e.Op("Expand", call.in);
+absl::StatusOr<std::string> EmitTwin(Exporter& e, const ExportCall& call) {
+  for (const OnnxTwin& twin : kTwins) {
+    if (twin.id != call.prim.id()) continue;
+    NodeProto* n = e.Add(twin.op, call.in);
+    for (const char* name : twin.bools) {
+      if (name != nullptr) SetInt(n, name, call.prim.GetBool(name));
+    }
+    return n->output(0);
+  }
+  return e.Error(call.node, "has no ONNX twin");
 }
 
 absl::StatusOr<std::string> EmitDynamicFill(Exporter& e, const ExportCall& call) {
@@ -104,48 +122,10 @@ absl::StatusOr<std::string> EmitDynamicFill(Exporter& e, const ExportCall& call)
   return n->output(0);
 }
 
-absl::StatusOr<std::string> EmitDynamicSlice(Exporter& e, const ExportCall& call) {
-  return e.Op("Slice", call.in);
-}
-
 absl::StatusOr<std::string> EmitDynamicPad(Exporter& e, const ExportCall& call) {
   const AbstractTensor* t = AsTensor(call.node->arg(0)->abstract());
   if (t == nullptr) return e.Error(call.node, "needs a tensor type");
   return e.Op("Pad", {call.in[0], call.in[1], e.Scalar(t->dtype(), call.prim.GetFloat("value"))});
-}
-
-absl::StatusOr<std::string> EmitDynamicRange(Exporter& e, const ExportCall& call) {
-  return e.Op("Range", call.in);
-}
-
-// dynamic_unsqueeze / dynamic_squeeze(x, axes) = Unsqueeze / Squeeze(x, axes), the
-// forms they were imported from (axes counted as ONNX counts them).
-absl::StatusOr<std::string> EmitDynamicUnsqueeze(Exporter& e, const ExportCall& call) {
-  return e.Op("Unsqueeze", call.in);
-}
-
-absl::StatusOr<std::string> EmitDynamicSqueeze(Exporter& e, const ExportCall& call) {
-  return e.Op("Squeeze", call.in);
-}
-
-// dynamic_reduce_sum(x, axes){keepdims, noop_with_empty_axes} = ReduceSum-13.
-absl::StatusOr<std::string> EmitDynamicReduceSum(Exporter& e, const ExportCall& call) {
-  NodeProto* n = e.Add("ReduceSum", call.in);
-  SetInt(n, "keepdims", call.prim.GetBool("keepdims"));
-  SetInt(n, "noop_with_empty_axes", call.prim.GetBool("noop_with_empty_axes"));
-  return n->output(0);
-}
-
-// dynamic_cumsum(x, axis){exclusive, reverse} = CumSum.
-absl::StatusOr<std::string> EmitDynamicCumSum(Exporter& e, const ExportCall& call) {
-  NodeProto* n = e.Add("CumSum", call.in);
-  SetInt(n, "exclusive", call.prim.GetBool("exclusive"));
-  SetInt(n, "reverse", call.prim.GetBool("reverse"));
-  return n->output(0);
-}
-
-absl::StatusOr<std::string> EmitDynamicTile(Exporter& e, const ExportCall& call) {
-  return e.Op("Tile", call.in);
 }
 
 // dynamic_split(x, sizes){axis} = Split(x, sizes){axis}: as many outputs as the
@@ -166,19 +146,9 @@ absl::StatusOr<Val> EmitDynamicSplit(Exporter& e, CNode* c, const Primitive& p) 
 }  // namespace
 
 void AddDynamicEmitters(EmitterTable* t) {
-  t->Emit(PrimId::kShapeOf, EmitShapeOf);
-  t->Emit(PrimId::kSizeOf, EmitSizeOf);
-  t->Emit(PrimId::kDynamicReshape, EmitDynamicReshape);
-  t->Emit(PrimId::kDynamicBroadcastTo, EmitDynamicBroadcastTo);
+  for (const OnnxTwin& twin : kTwins) t->Emit(twin.id, EmitTwin);
   t->Emit(PrimId::kDynamicFill, EmitDynamicFill);
-  t->Emit(PrimId::kDynamicSlice, EmitDynamicSlice);
   t->Emit(PrimId::kDynamicPad, EmitDynamicPad);
-  t->Emit(PrimId::kDynamicRange, EmitDynamicRange);
-  t->Emit(PrimId::kDynamicUnsqueeze, EmitDynamicUnsqueeze);
-  t->Emit(PrimId::kDynamicSqueeze, EmitDynamicSqueeze);
-  t->Emit(PrimId::kDynamicReduceSum, EmitDynamicReduceSum);
-  t->Emit(PrimId::kDynamicCumSum, EmitDynamicCumSum);
-  t->Emit(PrimId::kDynamicTile, EmitDynamicTile);
   t->EmitValue(PrimId::kDynamicSplit, EmitDynamicSplit);
 }
 

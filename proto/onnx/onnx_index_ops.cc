@@ -290,14 +290,9 @@ Outputs ScatterND(NodeContext& c) {
 }  // namespace
 
 void AddIndexOps(OpTable* t) {
-  (*t)["GatherElements"] = GatherElements;
-  (*t)["ScatterElements"] = ScatterElements;
-  (*t)["Scatter"] = ScatterElements;
-  (*t)["CumSum"] = CumSum;
-  (*t)["GatherND"] = GatherND;
-  (*t)["ScatterND"] = ScatterND;
-  (*t)["TopK"] = TopK;
-  (*t)["NonZero"] = NonZero;
+  AddMappings(t, {{"GatherElements", GatherElements}, {"ScatterElements", ScatterElements},
+                  {"Scatter", ScatterElements}, {"CumSum", CumSum}, {"GatherND", GatherND},
+                  {"ScatterND", ScatterND}, {"TopK", TopK}, {"NonZero", NonZero}});
 }
 
 }  // namespace onnx_import

@@ -154,8 +154,8 @@ Outputs SoftmaxCrossEntropyLoss(NodeContext& c) {
 }  // namespace
 
 void AddLossOps(OpTable* t) {
-  (*t)["NegativeLogLikelihoodLoss"] = NegativeLogLikelihoodLoss;
-  (*t)["SoftmaxCrossEntropyLoss"] = SoftmaxCrossEntropyLoss;
+  AddMappings(t, {{"NegativeLogLikelihoodLoss", NegativeLogLikelihoodLoss},
+                  {"SoftmaxCrossEntropyLoss", SoftmaxCrossEntropyLoss}});
 }
 
 }  // namespace onnx_import

@@ -97,11 +97,9 @@ Outputs Softmax(NodeContext& c) {
 }  // namespace
 
 void AddNnOps(OpTable* t) {
-  (*t)["MatMul"] = MatMul;
-  (*t)["Gemm"] = Gemm;
-  (*t)["Einsum"] = Einsum;
-  (*t)["Softmax"] = Softmax<PrimId::kSoftmax>;
-  (*t)["LogSoftmax"] = Softmax<PrimId::kLogSoftmax>;
+  AddMappings(t, {{"MatMul", MatMul}, {"Gemm", Gemm}, {"Einsum", Einsum},
+                  {"Softmax", Softmax<PrimId::kSoftmax>},
+                  {"LogSoftmax", Softmax<PrimId::kLogSoftmax>}});
 }
 
 }  // namespace onnx_import

@@ -280,10 +280,8 @@ Outputs Dropout(NodeContext& c) {
 }  // namespace
 
 void AddNormOps(OpTable* t) {
-  (*t)["BatchNormalization"] = BatchNorm;
-  (*t)["InstanceNormalization"] = InstanceNorm;
-  (*t)["LayerNormalization"] = LayerNorm;
-  (*t)["Dropout"] = Dropout;
+  AddMappings(t, {{"BatchNormalization", BatchNorm}, {"InstanceNormalization", InstanceNorm},
+                  {"LayerNormalization", LayerNorm}, {"Dropout", Dropout}});
 }
 
 }  // namespace onnx_import

@@ -3,6 +3,7 @@
 // op: same operands, attributes of the same names); the family files then add
 // their mappings, and a family's mapping for a name replaces the generated one
 // (Pow, Max, Min need more than the one-to-one form).
+#include <initializer_list>
 #include <optional>
 #include <string>
 #include <vector>
@@ -108,22 +109,19 @@ std::vector<TableOp> TableOps() {
   return ops;
 }
 
+void AddMappings(OpTable* t, std::initializer_list<NamedMapping> mappings) {
+  for (const NamedMapping& m : mappings) (*t)[m.op] = m.mapping;
+}
+
 const OpTable& AllOpMappings() {
   static const OpTable* const table = [] {
     auto* t = new OpTable;
     for (const TableOp& op : TableOps()) (*t)[op.onnx] = op.mapping;
-    AddElementwiseOps(t);
-    AddReduceOps(t);
-    AddShapeOps(t);
-    AddNnOps(t);
-    AddWindowOps(t);
-    AddResizeOps(t);
-    AddControlFlowOps(t);
-    AddActivationOps(t);
-    AddLossOps(t);
-    AddNormOps(t);
-    AddRnnOps(t);
-    AddIndexOps(t);
+    for (auto add_family : {AddElementwiseOps, AddReduceOps, AddShapeOps, AddNnOps, AddWindowOps,
+                            AddResizeOps, AddControlFlowOps, AddActivationOps, AddLossOps,
+                            AddNormOps, AddRnnOps, AddIndexOps}) {
+      add_family(t);
+    }
     return t;
   }();
   return *table;

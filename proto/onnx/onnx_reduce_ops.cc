@@ -105,20 +105,19 @@ Outputs ArgReduce(NodeContext& c) {
 }  // namespace
 
 void AddReduceOps(OpTable* t) {
-  (*t)["ReduceSum"] = Reduce<PrimId::kReduceSum>;
-  (*t)["ReduceMean"] = Reduce<PrimId::kReduceMean>;
-  (*t)["ReduceMax"] = Reduce<PrimId::kReduceMax>;
-  (*t)["ReduceMin"] = Reduce<PrimId::kReduceMin>;
-  (*t)["ReduceProd"] = Reduce<PrimId::kReduceProd>;
-  (*t)["ReduceLogSumExp"] = Reduce<PrimId::kLogsumexp>;
-  // ReduceL1 = sum |x|, ReduceL2 = sqrt(sum x^2), ReduceSumSquare = sum x^2,
-  // ReduceLogSum = log(sum x).
-  (*t)["ReduceL1"] = Reduce<PrimId::kReduceSum, PrimId::kAbs>;
-  (*t)["ReduceL2"] = Reduce<PrimId::kReduceSum, PrimId::kSquare, PrimId::kSqrt>;
-  (*t)["ReduceSumSquare"] = Reduce<PrimId::kReduceSum, PrimId::kSquare>;
-  (*t)["ReduceLogSum"] = Reduce<PrimId::kReduceSum, PrimId::kNeg, PrimId::kLog>;
-  (*t)["ArgMax"] = ArgReduce<PrimId::kArgmax>;
-  (*t)["ArgMin"] = ArgReduce<PrimId::kArgmin>;
+  AddMappings(t, {{"ReduceSum", Reduce<PrimId::kReduceSum>},
+                  {"ReduceMean", Reduce<PrimId::kReduceMean>},
+                  {"ReduceMax", Reduce<PrimId::kReduceMax>},
+                  {"ReduceMin", Reduce<PrimId::kReduceMin>},
+                  {"ReduceProd", Reduce<PrimId::kReduceProd>},
+                  {"ReduceLogSumExp", Reduce<PrimId::kLogsumexp>},
+                  // ReduceL1 = sum |x|, ReduceL2 = sqrt(sum x^2), ReduceSumSquare = sum x^2,
+                  // ReduceLogSum = log(sum x).
+                  {"ReduceL1", Reduce<PrimId::kReduceSum, PrimId::kAbs>},
+                  {"ReduceL2", Reduce<PrimId::kReduceSum, PrimId::kSquare, PrimId::kSqrt>},
+                  {"ReduceSumSquare", Reduce<PrimId::kReduceSum, PrimId::kSquare>},
+                  {"ReduceLogSum", Reduce<PrimId::kReduceSum, PrimId::kNeg, PrimId::kLog>},
+                  {"ArgMax", ArgReduce<PrimId::kArgmax>}, {"ArgMin", ArgReduce<PrimId::kArgmin>}});
 }
 
 }  // namespace onnx_import

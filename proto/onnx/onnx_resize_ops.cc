@@ -421,8 +421,7 @@ Outputs Resize(NodeContext& c) {
 }  // namespace
 
 void AddResizeOps(OpTable* t) {
-  (*t)["Resize"] = Resize;
-  (*t)["Upsample"] = Resize;
+  AddMappings(t, {{"Resize", Resize}, {"Upsample", Resize}});
 }
 
 }  // namespace onnx_import

@@ -729,9 +729,8 @@ Outputs Recurrent(NodeContext& c) {
 }  // namespace
 
 void AddRnnOps(OpTable* t) {
-  (*t)["LSTM"] = Recurrent<Cell::kLstm>;
-  (*t)["GRU"] = Recurrent<Cell::kGru>;
-  (*t)["RNN"] = Recurrent<Cell::kRnn>;
+  AddMappings(t, {{"LSTM", Recurrent<Cell::kLstm>}, {"GRU", Recurrent<Cell::kGru>},
+                  {"RNN", Recurrent<Cell::kRnn>}});
 }
 
 }  // namespace onnx_import

@@ -647,28 +647,13 @@ Outputs OneHot(NodeContext& c) {
 }  // namespace
 
 void AddShapeOps(OpTable* t) {
-  (*t)["Constant"] = Constant;
-  (*t)["ConstantOfShape"] = ConstantOfShape;
-  (*t)["Shape"] = ShapeOp;
-  (*t)["Size"] = Size;
-  (*t)["Reshape"] = Reshape;
-  (*t)["Flatten"] = Flatten;
-  (*t)["Transpose"] = Transpose;
-  (*t)["Unsqueeze"] = Unsqueeze;
-  (*t)["Squeeze"] = Squeeze;
-  (*t)["Concat"] = Concat;
-  (*t)["Split"] = Split;
-  (*t)["Gather"] = Gather;
-  (*t)["Expand"] = Expand;
-  (*t)["Slice"] = Slice;
-  (*t)["Pad"] = Pad;
-  (*t)["Tile"] = Tile;
-  (*t)["Trilu"] = Trilu;
-  (*t)["EyeLike"] = EyeLike;
-  (*t)["DepthToSpace"] = BlockShuffle<true>;
-  (*t)["SpaceToDepth"] = BlockShuffle<false>;
-  (*t)["Range"] = Range;
-  (*t)["OneHot"] = OneHot;
+  AddMappings(t, {{"Constant", Constant}, {"ConstantOfShape", ConstantOfShape}, {"Shape", ShapeOp},
+                  {"Size", Size}, {"Reshape", Reshape}, {"Flatten", Flatten},
+                  {"Transpose", Transpose}, {"Unsqueeze", Unsqueeze}, {"Squeeze", Squeeze},
+                  {"Concat", Concat}, {"Split", Split}, {"Gather", Gather}, {"Expand", Expand},
+                  {"Slice", Slice}, {"Pad", Pad}, {"Tile", Tile}, {"Trilu", Trilu},
+                  {"EyeLike", EyeLike}, {"DepthToSpace", BlockShuffle<true>},
+                  {"SpaceToDepth", BlockShuffle<false>}, {"Range", Range}, {"OneHot", OneHot}});
 }
 
 }  // namespace onnx_import

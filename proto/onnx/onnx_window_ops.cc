@@ -515,12 +515,10 @@ Outputs GlobalPool(NodeContext& c) {
 }  // namespace
 
 void AddWindowOps(OpTable* t) {
-  (*t)["Conv"] = Conv;
-  (*t)["ConvTranspose"] = ConvTranspose;
-  (*t)["MaxPool"] = Pool<true>;
-  (*t)["AveragePool"] = Pool<false>;
-  (*t)["GlobalAveragePool"] = GlobalPool<PrimId::kReduceMean>;
-  (*t)["GlobalMaxPool"] = GlobalPool<PrimId::kReduceMax>;
+  AddMappings(t, {{"Conv", Conv}, {"ConvTranspose", ConvTranspose}, {"MaxPool", Pool<true>},
+                  {"AveragePool", Pool<false>},
+                  {"GlobalAveragePool", GlobalPool<PrimId::kReduceMean>},
+                  {"GlobalMaxPool", GlobalPool<PrimId::kReduceMax>}});
 }
 
 }  // namespace onnx_import
