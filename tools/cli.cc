@@ -169,8 +169,7 @@ absl::StatusOr<ExecutorOptions> RunLimits(const ParsedArgs& args) {
 }
 
 absl::Status RunCommand(const ParsedArgs& args, std::ostream& out) {
-  if (args.positional.size() != 1) return absl::InvalidArgumentError("run takes one FILE");
-  KGRAD_ASSIGN_OR_RETURN(std::unique_ptr<Module> m, LoadModule(args.positional[0]));
+  KGRAD_ASSIGN_OR_RETURN(std::unique_ptr<Module> m, LoadFileArgument(args, "run"));
   KGRAD_ASSIGN_OR_RETURN(FuncGraph* g, SelectGraph(*m, args));
   KGRAD_ASSIGN_OR_RETURN(std::vector<Value> inputs, ReadInputs(g, args));
   KGRAD_ASSIGN_OR_RETURN(auto weights, ReadWeightOverrides(args));
@@ -185,11 +184,8 @@ absl::Status RunCommand(const ParsedArgs& args, std::ostream& out) {
 }
 
 int Run(const std::vector<std::string>& argv, std::ostream& out, std::ostream& err) {
-  absl::StatusOr<ParsedArgs> args = ParseArgs(argv, {"input", "weight", "output", "graph", "max-seconds", "max-tail-calls"},
-                                                {"profile", "flush-denormals"});
-  if (!args.ok()) return Fail(args.status(), err);
-  absl::Status s = RunCommand(*args, out);
-  return s.ok() ? 0 : Fail(s, err);
+  return CommandMain(argv, {"input", "weight", "output", "graph", "max-seconds", "max-tail-calls"},
+                     {"profile", "flush-denormals"}, RunCommand, out, err);
 }
 
 }  // namespace

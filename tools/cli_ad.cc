@@ -19,6 +19,7 @@
 #include "tools/cli_common.h"
 #include "tools/float64.h"
 #include "tools/grad_check.h"
+#include "tools/graph_counts.h"
 
 namespace kgrad {
 namespace cli {
@@ -67,12 +68,6 @@ absl::Status ApplyRematOption(const ParsedArgs& args, Module& m, FuncGraph* g) {
   return SetRematPolicy(m, g, *policy);
 }
 
-int CountNodes(Module& m, FuncGraph* root) {
-  int n = 0;
-  for (FuncGraph* g : m.manager().Reachable({root})) n += static_cast<int>(m.manager().Info(g).order.size());
-  return n;
-}
-
 // --value and --has-aux, JAX's value_and_grad and has_aux: the graph written
 // returns (value, grads), ((value, aux), grads) or (grads, aux), where plain grad
 // returns grads; `out` gets a line saying which output is which, named as
@@ -101,9 +96,7 @@ absl::StatusOr<FuncGraph*> GradientGraph(const ParsedArgs& args, Module& m, Func
 }
 
 absl::Status GradImpl(const ParsedArgs& args, std::ostream& out) {
-  if (args.positional.size() != 1) return absl::InvalidArgumentError("grad takes one FILE");
-  if (!args.Has("output")) return absl::InvalidArgumentError("grad needs -o OUT (.pb or .pbtxt)");
-  KGRAD_ASSIGN_OR_RETURN(std::unique_ptr<Module> m, LoadModule(args.positional[0]));
+  KGRAD_ASSIGN_OR_RETURN(std::unique_ptr<Module> m, LoadFileArgument(args, "grad", "OUT (.pb or .pbtxt)"));
   KGRAD_ASSIGN_OR_RETURN(FuncGraph* g, SelectGraph(*m, args));
   KGRAD_ASSIGN_OR_RETURN(GradOptions o, ParseWrt(args.Get("wrt", "all"), *m, g));
   KGRAD_RETURN_IF_ERROR(ApplyRematOption(args, *m, g));
@@ -116,13 +109,12 @@ absl::Status GradImpl(const ParsedArgs& args, std::ostream& out) {
   m->set_entry(grad);
   KGRAD_RETURN_IF_ERROR(SaveModelFile(*m, args.Get("output")));
   out << "wrote " << args.Get("output") << ": graph '" << grad->name() << "' ("
-      << CountNodes(*m, grad) << " applications)\n";
+      << CountApplications(grad) << " applications)\n";
   return absl::OkStatus();
 }
 
 absl::Status DotImpl(const ParsedArgs& args, std::ostream& out) {
-  if (args.positional.size() != 1) return absl::InvalidArgumentError("dot takes one FILE");
-  KGRAD_ASSIGN_OR_RETURN(std::unique_ptr<Module> m, LoadModule(args.positional[0]));
+  KGRAD_ASSIGN_OR_RETURN(std::unique_ptr<Module> m, LoadFileArgument(args, "dot"));
   if (args.Has("grad")) {
     KGRAD_ASSIGN_OR_RETURN(FuncGraph* g, SelectGraph(*m, args));
     KGRAD_ASSIGN_OR_RETURN(GradOptions o, ParseWrt(args.Get("wrt", "all"), *m, g));
@@ -140,9 +132,7 @@ absl::Status DotImpl(const ParsedArgs& args, std::ostream& out) {
 }
 
 absl::Status JvpImpl(const ParsedArgs& args, std::ostream& out) {
-  if (args.positional.size() != 1) return absl::InvalidArgumentError("jvp takes one FILE");
-  if (!args.Has("output")) return absl::InvalidArgumentError("jvp needs -o OUT (.pb or .pbtxt)");
-  KGRAD_ASSIGN_OR_RETURN(std::unique_ptr<Module> m, LoadModule(args.positional[0]));
+  KGRAD_ASSIGN_OR_RETURN(std::unique_ptr<Module> m, LoadFileArgument(args, "jvp", "OUT (.pb or .pbtxt)"));
   KGRAD_ASSIGN_OR_RETURN(FuncGraph* g, SelectGraph(*m, args));
   JvpOptions o;
   o.optimize = !args.Has("no-optimize");
@@ -150,7 +140,7 @@ absl::Status JvpImpl(const ParsedArgs& args, std::ostream& out) {
   m->set_entry(jvp);
   KGRAD_RETURN_IF_ERROR(SaveModelFile(*m, args.Get("output")));
   out << "wrote " << args.Get("output") << ": graph '" << jvp->name() << "' (inputs x..., tangents x_dot...; "
-      << CountNodes(*m, jvp) << " applications)\n";
+      << CountApplications(jvp) << " applications)\n";
   return absl::OkStatus();
 }
 
@@ -210,25 +200,16 @@ absl::Status Check(const ParsedArgs& args, std::ostream& out, bool* passed) {
 }  // namespace
 
 int GradCommand(const std::vector<std::string>& argv, std::ostream& out, std::ostream& err) {
-  absl::StatusOr<ParsedArgs> args = ParseArgs(argv, {"wrt", "output", "graph", "remat"},
-                                                {"sens", "optimize", "value", "has-aux"});
-  if (!args.ok()) return Fail(args.status(), err);
-  absl::Status s = GradImpl(*args, out);
-  return s.ok() ? 0 : Fail(s, err);
+  return CommandMain(argv, {"wrt", "output", "graph", "remat"}, {"sens", "optimize", "value", "has-aux"}, GradImpl,
+                     out, err);
 }
 
 int DotCommand(const std::vector<std::string>& argv, std::ostream& out, std::ostream& err) {
-  absl::StatusOr<ParsedArgs> args = ParseArgs(argv, {"wrt", "graph"}, {"grad", "optimize"});
-  if (!args.ok()) return Fail(args.status(), err);
-  absl::Status s = DotImpl(*args, out);
-  return s.ok() ? 0 : Fail(s, err);
+  return CommandMain(argv, {"wrt", "graph"}, {"grad", "optimize"}, DotImpl, out, err);
 }
 
 int JvpCommand(const std::vector<std::string>& argv, std::ostream& out, std::ostream& err) {
-  absl::StatusOr<ParsedArgs> args = ParseArgs(argv, {"output", "graph"}, {"no-optimize"});
-  if (!args.ok()) return Fail(args.status(), err);
-  absl::Status s = JvpImpl(*args, out);
-  return s.ok() ? 0 : Fail(s, err);
+  return CommandMain(argv, {"output", "graph"}, {"no-optimize"}, JvpImpl, out, err);
 }
 
 int CheckCommand(const std::vector<std::string>& argv, std::ostream& out, std::ostream& err) {

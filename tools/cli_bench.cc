@@ -241,12 +241,8 @@ absl::Status Bench(const ParsedArgs& args, std::ostream& out) {
 }  // namespace
 
 int BenchCommand(const std::vector<std::string>& argv, std::ostream& out, std::ostream& err) {
-  absl::StatusOr<ParsedArgs> args =
-      ParseArgs(argv, {"input", "dim", "repeat", "warmup", "seed", "graph"},
-                {"grad", "jvp", "flush-denormals", "profile"});
-  if (!args.ok()) return Fail(args.status(), err);
-  absl::Status s = Bench(*args, out);
-  return s.ok() ? 0 : Fail(s, err);
+  return CommandMain(argv, {"input", "dim", "repeat", "warmup", "seed", "graph"},
+                     {"grad", "jvp", "flush-denormals", "profile"}, Bench, out, err);
 }
 
 }  // namespace cli

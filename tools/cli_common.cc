@@ -204,5 +204,23 @@ int Fail(const absl::Status& s, std::ostream& err) {
   return 1;
 }
 
+int CommandMain(const std::vector<std::string>& argv, const std::set<std::string>& with_value,
+                const std::set<std::string>& switches, const CommandBody& body, std::ostream& out,
+                std::ostream& err) {
+  absl::StatusOr<ParsedArgs> args = ParseArgs(argv, with_value, switches);
+  if (!args.ok()) return Fail(args.status(), err);
+  absl::Status s = body(*args, out);
+  return s.ok() ? 0 : Fail(s, err);
+}
+
+absl::StatusOr<std::unique_ptr<Module>> LoadFileArgument(const ParsedArgs& args, absl::string_view command,
+                                                         absl::string_view output) {
+  if (args.positional.size() != 1) return absl::InvalidArgumentError(absl::StrCat(command, " takes one FILE"));
+  if (!output.empty() && !args.Has("output")) {
+    return absl::InvalidArgumentError(absl::StrCat(command, " needs -o ", output));
+  }
+  return LoadModule(args.positional[0]);
+}
+
 }  // namespace cli
 }  // namespace kgrad

@@ -3,13 +3,17 @@
 #ifndef KGRAD_TOOLS_CLI_COMMON_H_
 #define KGRAD_TOOLS_CLI_COMMON_H_
 
+#include <functional>
 #include <memory>
 #include <ostream>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "core/module.h"
 #include "tools/cli_args.h"
@@ -47,6 +51,19 @@ absl::Status WriteOutputs(const Value& v, const std::string& dir, const std::str
 
 // "error: <message>" and exit status 1.
 int Fail(const absl::Status& s, std::ostream& err);
+
+// A command's body: its parsed arguments in, its report to `out`.
+using CommandBody = std::function<absl::Status(const ParsedArgs& args, std::ostream& out)>;
+// Parses `argv` (`with_value`: the options that take a value; `switches`: the
+// flags) and runs `body`: 0, or 1 after printing the error (Fail).
+int CommandMain(const std::vector<std::string>& argv, const std::set<std::string>& with_value,
+                const std::set<std::string>& switches, const CommandBody& body, std::ostream& out,
+                std::ostream& err);
+
+// The module in the one FILE `command` takes. With `output` (what -o writes, as
+// the usage says: "OUT (.pb or .pbtxt)"), -o must be given too.
+absl::StatusOr<std::unique_ptr<Module>> LoadFileArgument(const ParsedArgs& args, absl::string_view command,
+                                                         absl::string_view output = "");
 
 }  // namespace cli
 }  // namespace kgrad

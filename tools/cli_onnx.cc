@@ -37,9 +37,7 @@ absl::Status Import(const ParsedArgs& args, std::ostream& out) {
 
 // export-onnx FILE -o OUT.onnx [--graph G]: a first-order graph as ONNX opset 17.
 absl::Status Export(const ParsedArgs& args, std::ostream& out) {
-  if (args.positional.size() != 1) return absl::InvalidArgumentError("export-onnx takes one FILE");
-  if (!args.Has("output")) return absl::InvalidArgumentError("export-onnx needs -o OUT.onnx");
-  KGRAD_ASSIGN_OR_RETURN(std::unique_ptr<Module> m, LoadModule(args.positional[0]));
+  KGRAD_ASSIGN_OR_RETURN(std::unique_ptr<Module> m, LoadFileArgument(args, "export-onnx", "OUT.onnx"));
   KGRAD_ASSIGN_OR_RETURN(FuncGraph* g, SelectGraph(*m, args));
   KGRAD_RETURN_IF_ERROR(ExportOnnxFile(*m, g, args.Get("output")));
   out << "wrote " << args.Get("output") << ": graph '" << g->name() << "' as ONNX opset "
@@ -50,17 +48,11 @@ absl::Status Export(const ParsedArgs& args, std::ostream& out) {
 }  // namespace
 
 int ImportOnnxCommand(const std::vector<std::string>& argv, std::ostream& out, std::ostream& err) {
-  absl::StatusOr<ParsedArgs> args = ParseArgs(argv, {"output", "remat"}, {});
-  if (!args.ok()) return Fail(args.status(), err);
-  absl::Status s = Import(*args, out);
-  return s.ok() ? 0 : Fail(s, err);
+  return CommandMain(argv, {"output", "remat"}, {}, Import, out, err);
 }
 
 int ExportOnnxCommand(const std::vector<std::string>& argv, std::ostream& out, std::ostream& err) {
-  absl::StatusOr<ParsedArgs> args = ParseArgs(argv, {"output", "graph"}, {});
-  if (!args.ok()) return Fail(args.status(), err);
-  absl::Status s = Export(*args, out);
-  return s.ok() ? 0 : Fail(s, err);
+  return CommandMain(argv, {"output", "graph"}, {}, Export, out, err);
 }
 
 // onnx-ops: README's table of supported ONNX ops.

@@ -134,14 +134,10 @@ absl::Status Train(const ParsedArgs& args, std::ostream& out) {
 }  // namespace
 
 int TrainCommand(const std::vector<std::string>& argv, std::ostream& out, std::ostream& err) {
-  absl::StatusOr<ParsedArgs> args =
-      ParseArgs(argv,
-                {"steps", "print-every", "input", "weight", "output", "graph", "collective-timeout",
-                 "bucket-mb", "replicated"},
-                {"data-parallel", "gradient-sum"});
-  if (!args.ok()) return Fail(args.status(), err);
-  absl::Status s = Train(*args, out);
-  return s.ok() ? 0 : Fail(s, err);
+  return CommandMain(argv,
+                     {"steps", "print-every", "input", "weight", "output", "graph", "collective-timeout",
+                      "bucket-mb", "replicated"},
+                     {"data-parallel", "gradient-sum"}, Train, out, err);
 }
 
 }  // namespace cli

@@ -23,42 +23,32 @@ absl::Status Bad(absl::string_view source, absl::string_view what) {
   return absl::InvalidArgumentError(absl::StrCat(source, ": ", what));
 }
 
-const char* Descr(DType t) {
-  switch (t) {
-    case DType::kFloat32: return "<f4";
-    case DType::kFloat64: return "<f8";
-    case DType::kInt32: return "<i4";
-    case DType::kInt64: return "<i8";
-    case DType::kBool: return "|b1";
-    case DType::kUInt8: return "|u1";
-    case DType::kInt8: return "|i1";
-    case DType::kInt16: return "<i2";
-    case DType::kUInt16: return "<u2";
-    case DType::kUInt32: return "<u4";
-    case DType::kUInt64: return "<u8";
-    case DType::kFloat16: return "<f2";
+// The NumPy type descriptors kgrad reads and writes: the byte order ('<' little
+// endian, '|' single bytes) and the type code.
+struct NpyType {
+  DType dtype;
+  const char* descr;
+};
+constexpr NpyType kNpyTypes[] = {
+    {DType::kFloat32, "<f4"}, {DType::kFloat64, "<f8"}, {DType::kInt32, "<i4"},   {DType::kInt64, "<i8"},
+    {DType::kBool, "|b1"},    {DType::kUInt8, "|u1"},   {DType::kInt8, "|i1"},    {DType::kInt16, "<i2"},
+    {DType::kUInt16, "<u2"},  {DType::kUInt32, "<u4"},  {DType::kUInt64, "<u8"},  {DType::kFloat16, "<f2"},
     // NumPy has no bfloat16: its 2-byte records (ml_dtypes views them as bfloat16).
-    case DType::kBFloat16: return "|V2";
+    {DType::kBFloat16, "|V2"},
+};
+
+const char* Descr(DType t) {
+  for (const NpyType& n : kNpyTypes) {
+    if (n.dtype == t) return n.descr;
   }
   return "?";
 }
 
 absl::StatusOr<DType> ParseDescr(absl::string_view d, absl::string_view source) {
   if (d.size() == 3 && (d[0] == '<' || d[0] == '|' || d[0] == '=')) {
-    absl::string_view code = d.substr(1);
-    if (code == "f4") return DType::kFloat32;
-    if (code == "f8") return DType::kFloat64;
-    if (code == "i4") return DType::kInt32;
-    if (code == "i8") return DType::kInt64;
-    if (code == "b1") return DType::kBool;
-    if (code == "u1") return DType::kUInt8;
-    if (code == "i1") return DType::kInt8;
-    if (code == "i2") return DType::kInt16;
-    if (code == "u2") return DType::kUInt16;
-    if (code == "u4") return DType::kUInt32;
-    if (code == "u8") return DType::kUInt64;
-    if (code == "f2") return DType::kFloat16;
-    if (code == "V2") return DType::kBFloat16;
+    for (const NpyType& n : kNpyTypes) {
+      if (d.substr(1) == n.descr + 1) return n.dtype;  // any byte order but '>'
+    }
   }
   if (!d.empty() && d[0] == '>') return Bad(source, absl::StrCat("big-endian data ('", d, "') is not supported"));
   return Bad(source, absl::StrCat("unsupported dtype '", d,
