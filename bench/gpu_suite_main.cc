@@ -9,7 +9,6 @@
 // back to it on every call (kgrad's executor copies at a graph's boundary), and
 // both compute f32 matmuls and convolutions without TF32. Writes DIR/gpu.json and
 // DIR/gpu.md (also printed); DIR defaults to bench/results in the workspace.
-#include <cstdio>
 #include <filesystem>
 #include <string>
 
@@ -28,12 +27,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-struct Args {
-  bool quick = false;
-  bool torch = true;
-  bool profile = false;
+struct Args : SuiteArgs {
   int ordinal = 0;
-  std::string out;
 };
 
 const char kUsage[] =
@@ -47,26 +42,16 @@ const char kUsage[] =
 
 absl::StatusOr<Args> ParseArgs(int argc, char** argv) {
   Args a;
-  for (int i = 1; i < argc; ++i) {
-    std::string s = argv[i];
-    if (s == "--quick") {
-      a.quick = true;
-    } else if (s == "--no-torch") {
-      a.torch = false;
-    } else if (s == "--profile") {
-      a.profile = true;
-    } else if (s == "--gpu" && i + 1 < argc) {
-      s = argv[++i];
-      if (s.empty() || s.size() > 3 || s.find_first_not_of("0123456789") != std::string::npos) {
-        return absl::InvalidArgumentError(absl::StrCat("--gpu takes a device ordinal, not '", s, "'"));
-      }
-      a.ordinal = std::stoi(s);
-    } else if (s == "--out" && i + 1 < argc) {
-      a.out = argv[++i];
-    } else {
-      return absl::InvalidArgumentError(absl::StrCat("unknown argument '", s, "'"));
-    }
-  }
+  KGRAD_RETURN_IF_ERROR(
+      ParseSuiteArgs(argc, argv, &a, [&a](const std::string& flag, const char* value) -> absl::StatusOr<int> {
+        if (flag != "--gpu" || value == nullptr) return 0;
+        const std::string s = value;
+        if (s.empty() || s.size() > 3 || s.find_first_not_of("0123456789") != std::string::npos) {
+          return absl::InvalidArgumentError(absl::StrCat("--gpu takes a device ordinal, not '", s, "'"));
+        }
+        a.ordinal = std::stoi(s);
+        return 2;
+      }));
   a.out = ResultsDir(a.out);
   return a;
 }
@@ -118,20 +103,11 @@ Report MakeReport(int argc, char** argv, const KgradRun& run, const std::string&
 
 int Main(int argc, char** argv) {
   absl::StatusOr<Args> args = ParseArgs(argc, argv);
-  if (!args.ok()) {
-    std::fprintf(stderr, "gpu_suite: %s\n%s", std::string(args.status().message()).c_str(), kUsage);
-    return 2;
-  }
+  if (!args.ok()) return Fail("gpu_suite", args.status().message(), 2, kUsage);
   absl::StatusOr<Device*> device = CudaDevice(args->ordinal);
-  if (!device.ok()) {
-    std::fprintf(stderr, "gpu_suite: %s\n", device.status().ToString().c_str());
-    return 2;
-  }
+  if (!device.ok()) return Fail("gpu_suite", device.status().ToString(), 2);
   absl::StatusOr<std::string> work = MakeDirs(args->out);
-  if (!work.ok()) {
-    std::fprintf(stderr, "gpu_suite: %s\n", std::string(work.status().message()).c_str());
-    return 1;
-  }
+  if (!work.ok()) return Fail("gpu_suite", work.status().message(), 1);
   KgradRun run;
   run.device = *device;
   run.tensor_dir = *work;
@@ -158,13 +134,7 @@ int Main(int argc, char** argv) {
   fs::remove_all(*work, ec);
 
   Report report = MakeReport(argc, argv, run, (*device)->name(), kgrad, torch);
-  absl::Status written = WriteReport(report, args->out, "gpu");
-  if (!written.ok()) {
-    std::fprintf(stderr, "gpu_suite: %s\n", std::string(written.message()).c_str());
-    return 1;
-  }
-  std::fprintf(stderr, "gpu_suite: wrote %s/gpu.{json,md}\n", args->out.c_str());
-  return kgrad_ok ? 0 : 1;
+  return Finish("gpu_suite", WriteReport(report, args->out, "gpu"), args->out + "/gpu.{json,md}", kgrad_ok);
 }
 
 }  // namespace

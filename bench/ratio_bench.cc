@@ -2,7 +2,7 @@
 // softmax cross-entropy, a conv network, a tanh RNN as a while loop): node counts,
 // CPU times, and the ratios grad/fwd and jvp/fwd (targets: <= 3.0 and <= 2.0), plus
 // whether the optimised gradient graph is free of closures, partials, envs and
-// tuples. Prints a Markdown table.
+// tuples (tools/graph_counts.h). Prints a Markdown table.
 // Run: ./bazelw run //bench:ratio_bench
 #include <algorithm>
 #include <chrono>
@@ -14,49 +14,15 @@
 #include "ad/jvp.h"
 #include "backends/cpu/constant_evaluator.h"
 #include "backends/executor.h"
-#include "absl/container/flat_hash_set.h"
 #include "core/manager.h"
 #include "core/passes/optimize.h"
 #include "core/status_macros.h"
 #include "examples/programs.h"
 #include "ops/registry.h"
+#include "tools/graph_counts.h"
 
 namespace kgrad {
 namespace {
-
-int CountApplications(FuncGraph* root) {
-  Manager& m = root->module()->manager();
-  int n = 0;
-  for (FuncGraph* g : m.Reachable({root})) n += static_cast<int>(m.Info(g).order.size());
-  return n;
-}
-
-// Closures, partials, envs and tuples left (the output tuple of a graph that
-// returns several values does not count).
-int Plumbing(FuncGraph* root) {
-  Manager& m = root->module()->manager();
-  int n = 0;
-  for (FuncGraph* g : m.Reachable({root})) {
-    if (g != root) ++n;  // a nested or called graph is a closure or call left over
-    // The tuples that build the result (e.g. (input grads, weight grads)) are output.
-    absl::flat_hash_set<const AnfNode*> result;
-    std::vector<const AnfNode*> work{root->output()};
-    while (!work.empty()) {
-      const CNode* t = work.back()->AsCNode();
-      work.pop_back();
-      if (t == nullptr || !t->IsPrim(PrimId::kMakeTuple) || !result.insert(t).second) continue;
-      for (size_t i = 1; i < t->size(); ++i) work.push_back(t->input(i));
-    }
-    for (CNode* c : m.Info(g).order) {
-      if (result.contains(c)) continue;
-      for (PrimId id : {PrimId::kMakeTuple, PrimId::kTupleGetItem, PrimId::kPartial, PrimId::kEnvSetItem,
-                        PrimId::kEnvGetItem, PrimId::kEnvAdd}) {
-        n += c->IsPrim(id) ? 1 : 0;
-      }
-    }
-  }
-  return n;
-}
 
 double MedianMs(const std::function<void()>& fn, int reps) {
   fn();  // warm up
@@ -99,7 +65,7 @@ absl::StatusOr<Row> Measure(const std::string& name, const std::function<FuncGra
   r.fwd_nodes = CountApplications(f);
   r.grad_nodes = CountApplications(grad);
   r.jvp_nodes = CountApplications(jvp);
-  r.plumbing = Plumbing(grad);
+  r.plumbing = CountPlumbing(grad);
   r.fwd_ms = MedianMs([&] { (void)ef->Run(args); }, reps);
   r.grad_ms = MedianMs([&] { (void)eg->Run(args); }, reps);
   r.jvp_ms = MedianMs([&] { (void)ej->Run(jargs); }, reps);

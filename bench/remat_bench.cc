@@ -38,6 +38,7 @@
 #include "core/passes/optimize.h"
 #include "core/status_macros.h"
 #include "core/tensor.h"
+#include "examples/programs.h"
 #include "ops/registry.h"
 
 namespace kgrad {
@@ -47,28 +48,9 @@ constexpr int kBlocks = 20;
 constexpr RematPolicy kPolicies[] = {RematPolicy::kEverythingSaveable,
                                      RematPolicy::kNothingSaveable, RematPolicy::kDotsSaveable};
 
-// mlp(x, W_0, b_0, ..., W_19, b_19) = sum(layer(...layer(x, W_0, b_0)...)).
-FuncGraph* Mlp(Module* m, int64_t batch, int64_t width) {
-  GraphBuilder lb(m, "layer");
-  AnfNode* x = lb.Param("x", DType::kFloat32, {batch, width});
-  AnfNode* w = lb.Param("w", DType::kFloat32, {width, width});
-  AnfNode* b = lb.Param("b", DType::kFloat32, {width});
-  FuncGraph* layer =
-      lb.Return(lb.Op(PrimId::kTanh, {lb.Op(PrimId::kAdd, {lb.Op(PrimId::kMatMul, {x, w}), b})}))
-          .value();
-  GraphBuilder g(m, "mlp");
-  AnfNode* h = g.Param("x", DType::kFloat32, {batch, width});
-  for (int i = 0; i < kBlocks; ++i) {
-    AnfNode* wi = g.Param(absl::StrCat("w", i), DType::kFloat32, {width, width});
-    AnfNode* bi = g.Param(absl::StrCat("b", i), DType::kFloat32, {width});
-    h = g.Call(layer, {h, wi, bi});
-  }
-  return g.Return(g.Op(PrimId::kReduceSum, {h})).value();
-}
-
-// The same MLP with its layers in 4 called segments of 5 (sqrt(n)-style
-// checkpointing): seg(x, W_0, b_0, ..., W_4, b_4) applies five layers inline. A
-// per-layer checkpoint cannot save memory in a tanh MLP (a layer's backward
+// The MLP of programs::LayeredTanhMlp (kBlocks layers) with its layers in 4
+// called segments of 5 (sqrt(n)-style checkpointing): seg(x, W_0, b_0, ..., W_4,
+// b_4) applies five layers inline. A per-layer checkpoint cannot save memory in a tanh MLP (a layer's backward
 // reads only its input and its output, which is the next layer's input, so
 // both are saved either way); a segment's backward recomputes 5 layers from
 // one saved input.
@@ -232,7 +214,7 @@ double MaxDiff(const std::vector<Value>& a, const std::vector<Value>& b) {
 
 double MiB(int64_t bytes) { return static_cast<double>(bytes) / (1 << 20); }
 
-FuncGraph* MlpProgram(Module* m) { return Mlp(m, 128, 1024); }
+FuncGraph* MlpProgram(Module* m) { return programs::LayeredTanhMlp(m, kBlocks, 128, 1024, DType::kFloat32); }
 FuncGraph* ResNetProgram(Module* m) { return ResNet(m, 8, 32, 32); }
 FuncGraph* SegmentedMlpProgram(Module* m) { return SegmentedMlp(m, 128, 1024); }
 

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <ctime>
 #include <filesystem>
@@ -15,6 +16,28 @@ namespace kgrad {
 namespace bench {
 
 namespace fs = std::filesystem;
+
+absl::Status ParseSuiteArgs(int argc, char** argv, SuiteArgs* a, const SuiteFlagParser& more) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string s = argv[i];
+    const char* value = i + 1 < argc ? argv[i + 1] : nullptr;
+    if (s == "--quick") {
+      a->quick = true;
+    } else if (s == "--no-torch") {
+      a->torch = false;
+    } else if (s == "--profile") {
+      a->profile = true;
+    } else if (s == "--out" && value != nullptr) {
+      a->out = argv[++i];
+    } else {
+      absl::StatusOr<int> taken = more(s, value);
+      if (!taken.ok()) return taken.status();
+      if (*taken == 0) return absl::InvalidArgumentError(absl::StrCat("unknown argument '", s, "'"));
+      i += *taken - 1;
+    }
+  }
+  return absl::OkStatus();
+}
 
 std::string ResultsDir(const std::string& requested) {
   const char* ws = std::getenv("BUILD_WORKSPACE_DIRECTORY");
@@ -74,6 +97,17 @@ absl::Status WriteText(const std::string& path, const std::string& text) {
   os.close();
   if (!os) return absl::InternalError(absl::StrCat("cannot write ", path));
   return absl::OkStatus();
+}
+
+int Fail(absl::string_view program, absl::string_view message, int exit_code, absl::string_view more) {
+  std::fprintf(stderr, "%s", absl::StrCat(program, ": ", message, "\n", more).c_str());
+  return exit_code;
+}
+
+int Finish(absl::string_view program, const absl::Status& written, absl::string_view what, bool kgrad_ok) {
+  if (!written.ok()) return Fail(program, written.message(), 1);
+  std::fprintf(stderr, "%s", absl::StrCat(program, ": wrote ", what, "\n").c_str());
+  return kgrad_ok ? 0 : 1;
 }
 
 }  // namespace bench

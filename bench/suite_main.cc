@@ -6,7 +6,6 @@
 // DIR defaults to bench/results in the workspace. Progress goes to stderr.
 #include <unistd.h>
 
-#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <string>
@@ -35,13 +34,9 @@ namespace fs = std::filesystem;
 // machines have 2 cores).
 constexpr int kDefaultThreads = 2;
 
-struct Args {
-  bool quick = false;
-  bool torch = true;
-  bool profile = false;
+struct Args : SuiteArgs {
   int threads = kDefaultThreads;
   std::string only;  // one kgrad scenario (for profiling); implies --no-torch
-  std::string out;
 };
 
 const char kUsage[] =
@@ -54,35 +49,36 @@ const char kUsage[] =
     "  --threads N both sides on N threads (default 2)\n"
     "  --only S    run one kgrad scenario only, no PyTorch (for perf record)\n";
 
+// --threads N, --only S and --out=DIR.
+absl::StatusOr<int> ParseOwnFlag(const std::string& flag, const char* value, Args* a) {
+  if (flag.rfind("--out=", 0) == 0) {
+    a->out = flag.substr(6);
+    return 1;
+  }
+  if (value == nullptr) return 0;
+  if (flag == "--threads") {
+    a->threads = std::atoi(value);
+    if (a->threads < 1 || a->threads > 256) {
+      return absl::InvalidArgumentError(absl::StrCat("--threads takes 1..256, not '", value, "'"));
+    }
+    return 2;
+  }
+  if (flag == "--only") {
+    a->only = value;
+    a->torch = false;
+    if (a->only != "mlp" && a->only != "conv" && a->only != "chain" && a->only != "build") {
+      return absl::InvalidArgumentError(absl::StrCat("--only takes mlp, conv, chain or build, not '", a->only, "'"));
+    }
+    return 2;
+  }
+  return 0;
+}
+
 absl::StatusOr<Args> ParseArgs(int argc, char** argv) {
   Args a;
-  for (int i = 1; i < argc; ++i) {
-    std::string s = argv[i];
-    if (s == "--quick") {
-      a.quick = true;
-    } else if (s == "--no-torch") {
-      a.torch = false;
-    } else if (s == "--profile") {
-      a.profile = true;
-    } else if (s == "--threads" && i + 1 < argc) {
-      a.threads = std::atoi(argv[++i]);
-      if (a.threads < 1 || a.threads > 256) {
-        return absl::InvalidArgumentError(absl::StrCat("--threads takes 1..256, not '", argv[i], "'"));
-      }
-    } else if (s == "--only" && i + 1 < argc) {
-      a.only = argv[++i];
-      a.torch = false;
-      if (a.only != "mlp" && a.only != "conv" && a.only != "chain" && a.only != "build") {
-        return absl::InvalidArgumentError(absl::StrCat("--only takes mlp, conv, chain or build, not '", a.only, "'"));
-      }
-    } else if (s == "--out" && i + 1 < argc) {
-      a.out = argv[++i];
-    } else if (s.rfind("--out=", 0) == 0) {
-      a.out = s.substr(6);
-    } else {
-      return absl::InvalidArgumentError(absl::StrCat("unknown argument '", s, "'"));
-    }
-  }
+  KGRAD_RETURN_IF_ERROR(ParseSuiteArgs(argc, argv, &a, [&a](const std::string& flag, const char* value) {
+    return ParseOwnFlag(flag, value, &a);
+  }));
   // A partial run must not replace the suite's results.
   if (a.out.empty() && !a.only.empty()) a.out = "/tmp/kgrad_suite_" + a.only;
   a.out = ResultsDir(a.out);
@@ -121,10 +117,7 @@ absl::Status RunTorch(const Args& args, const char* argv0, const KgradRun& run, 
 
 int Main(int argc, char** argv) {
   absl::StatusOr<Args> args = ParseArgs(argc, argv);
-  if (!args.ok()) {
-    std::fprintf(stderr, "suite: %s\n%s", std::string(args.status().message()).c_str(), kUsage);
-    return 2;
-  }
+  if (!args.ok()) return Fail("suite", args.status().message(), 2, kUsage);
 #ifdef _OPENMP
   omp_set_num_threads(args->threads);
 #endif
@@ -133,10 +126,7 @@ int Main(int argc, char** argv) {
   run.profile = args->profile;
   if (args->quick) run.budget = TimingBudget{1, 0.3, 3, 10};
   absl::StatusOr<std::string> work_dir = MakeDirs(args->out);
-  if (!work_dir.ok()) {
-    std::fprintf(stderr, "suite: %s\n", std::string(work_dir.status().message()).c_str());
-    return 1;
-  }
+  if (!work_dir.ok()) return Fail("suite", work_dir.status().message(), 1);
   std::string work = *work_dir;
   run.tensor_dir = work;
   int stages = 1 + 4 + 2 + 3 + static_cast<int>(run.shapes.build_sizes.size());  // MLP: 4
@@ -176,12 +166,7 @@ int Main(int argc, char** argv) {
                        "tape while running), a reference only."});
   absl::Status written = WriteReport(report, args->out, "latest");
   written.Update(WriteText(args->out + "/ad_build.svg", BuildTimeSvg(report)));
-  if (!written.ok()) {
-    std::fprintf(stderr, "suite: %s\n", std::string(written.message()).c_str());
-    return 1;
-  }
-  std::fprintf(stderr, "suite: wrote %s/latest.{json,md} and ad_build.svg\n", args->out.c_str());
-  return kgrad_ok ? 0 : 1;
+  return Finish("suite", written, args->out + "/latest.{json,md} and ad_build.svg", kgrad_ok);
 }
 
 }  // namespace

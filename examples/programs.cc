@@ -11,16 +11,8 @@ namespace programs {
 namespace {
 
 Tensor Uniform(DType dtype, Shape shape, double scale, std::mt19937_64& rng) {
-  Tensor t = Tensor::Create(dtype, shape).value();
   std::uniform_real_distribution<double> u(-scale, scale);
-  for (int64_t i = 0; i < t.NumElements(); ++i) {
-    if (dtype == DType::kFloat32) {
-      t.mutable_data<float>()[i] = static_cast<float>(u(rng));
-    } else {
-      t.mutable_data<double>()[i] = u(rng);
-    }
-  }
-  return t;
+  return FloatTensor(dtype, std::move(shape), [&](int64_t) { return u(rng); });
 }
 
 AnfNode* Weight(GraphBuilder& b, const std::string& name, DType dtype, Shape shape, double scale,
@@ -97,6 +89,35 @@ FuncGraph* TanhRnn(Module* m, int64_t steps, int64_t batch, int64_t input, int64
       },
       "rnn_loop");
   return b.Return(b.Op(PrimId::kReduceSum, {out[1]})).value();
+}
+
+Tensor FloatTensor(DType dtype, Shape shape, const std::function<double(int64_t)>& f) {
+  Tensor t = Tensor::Create(dtype, shape).value();
+  for (int64_t i = 0; i < t.NumElements(); ++i) {
+    if (dtype == DType::kFloat32) {
+      t.mutable_data<float>()[i] = static_cast<float>(f(i));
+    } else {
+      t.mutable_data<double>()[i] = f(i);
+    }
+  }
+  return t;
+}
+
+FuncGraph* LayeredTanhMlp(Module* m, int layers, int64_t batch, int64_t width, DType dtype) {
+  GraphBuilder lb(m, "layer");
+  AnfNode* x = lb.Param("x", dtype, {batch, width});
+  AnfNode* w = lb.Param("w", dtype, {width, width});
+  AnfNode* bias = lb.Param("b", dtype, {width});
+  FuncGraph* layer =
+      lb.Return(lb.Op(PrimId::kTanh, {lb.Op(PrimId::kAdd, {lb.Op(PrimId::kMatMul, {x, w}), bias})})).value();
+  GraphBuilder b(m, "mlp");
+  AnfNode* h = b.Param("x", dtype, {batch, width});
+  for (int i = 0; i < layers; ++i) {
+    AnfNode* wi = b.Param("w" + std::to_string(i), dtype, {width, width});
+    AnfNode* bi = b.Param("b" + std::to_string(i), dtype, {width});
+    h = b.Call(layer, {h, wi, bi});
+  }
+  return b.Return(b.Op(PrimId::kReduceSum, {h})).value();
 }
 
 FuncGraph* HornerLoop(Module* m, int64_t k, DType dtype) {

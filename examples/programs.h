@@ -5,6 +5,7 @@
 #define KGRAD_EXAMPLES_PROGRAMS_H_
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "core/module.h"
@@ -29,6 +30,11 @@ FuncGraph* ConvNet(Module* m, int64_t batch, int64_t hw, int64_t c1, int64_t c2,
 FuncGraph* TanhRnn(Module* m, int64_t steps, int64_t batch, int64_t input, int64_t hidden,
                    DType dtype, uint64_t seed = 3);
 
+// f(x[batch, width], w_0, b_0, ..., w_{n-1}, b_{n-1}) = sum(layer(...layer(x, w_0, b_0)...))
+// with layer(x, w, b) = tanh(x w + b) a graph of its own, called `layers` times
+// (the unit a remat policy checkpoints); the weights are parameters.
+FuncGraph* LayeredTanhMlp(Module* m, int layers, int64_t batch, int64_t width, DType dtype);
+
 // f(x[k], n) = sum(acc_n) with acc_0 = 0, acc_{t+1} = acc_t * x + 1: a while loop
 // whose trip count n is an input (never unrolled), examples/while_loop.pbtxt in
 // the builder. acc_n = (1 - x^n) / (1 - x) elementwise, so for |x| < 1 and large
@@ -40,6 +46,10 @@ FuncGraph* HornerLoop(Module* m, int64_t k, DType dtype);
 // application of an identity graph to the state. The state is dropped at the end.
 // Its type grows with n, so it runs only without the executor's type check.
 FuncGraph* WrappingLoop(Module* m, bool partial);
+// A float32 or float64 tensor of `shape` whose element i (row-major) is f(i),
+// with f called for i = 0, 1, ... in turn.
+Tensor FloatTensor(DType dtype, Shape shape, const std::function<double(int64_t)>& f);
+
 // Uniform values in [-scale, scale) with the parameter types of `g`, one-hot
 // labels for parameters named "labels".
 std::vector<Value> RandomInputs(FuncGraph* g, uint64_t seed, double scale = 1.0);

@@ -12,30 +12,19 @@
 #include "backends/executor.h"
 #include "core/builder.h"
 #include "core/status_macros.h"
+#include "examples/programs.h"
 #include "ops/registry.h"
 
 namespace kgrad {
 namespace examples {
 namespace {
 
-// A tensor of `dtype` whose element i is f(i).
-template <typename F>
-Tensor Make(DType dtype, Shape shape, F f) {
-  Tensor t = Tensor::Create(dtype, shape).value();
-  for (int64_t i = 0; i < t.NumElements(); ++i) {
-    if (dtype == DType::kFloat32) {
-      t.mutable_data<float>()[i] = static_cast<float>(f(i));
-    } else {
-      t.mutable_data<double>()[i] = f(i);
-    }
-  }
-  return t;
-}
+using programs::FloatTensor;
 
 // Small deterministic starting weights (no two alike), scaled by 2/sqrt(fan_in).
 Tensor Init(DType dtype, Shape shape, double phase, int64_t fan_in = 4) {
   const double scale = 1.0 / std::sqrt(static_cast<double>(fan_in));
-  return Make(dtype, shape, [=](int64_t i) { return scale * std::sin(1.7 * i + phase); });
+  return FloatTensor(dtype, shape, [=](int64_t i) { return scale * std::sin(1.7 * i + phase); });
 }
 
 // The step graph around `loss`: value_and_grad{weights="*"}, then w - 0.5 dw for
@@ -49,7 +38,7 @@ FuncGraph* StepAround(Module* m, FuncGraph* loss, DType dtype, Shape x_shape, Sh
                         {{"wrt", std::vector<int64_t>{}}, {"weights", std::string("*")}});
   AnfNode* vg = b.Call(vg_op, {x, labels});
   AnfNode* grads = b.GetItem(vg, 1);
-  AnfNode* lr = b.Const(Value(Make(dtype, {}, [rate](int64_t) { return rate; })));
+  AnfNode* lr = b.Const(Value(FloatTensor(dtype, {}, [rate](int64_t) { return rate; })));
   std::vector<AnfNode*> updated;
   for (size_t k = 0; k < m->weights().size(); ++k) {
     AnfNode* w = m->weights()[k].get();
@@ -116,9 +105,9 @@ std::vector<Value> StepData(const StepProgram& p, int64_t batch, uint64_t seed) 
   int64_t n = 1;
   for (int64_t d : x_shape) n *= d;
   for (int64_t i = 0; i < n; ++i) xs.push_back(u(rng));
-  Tensor x = Make(dtype, x_shape, [&](int64_t i) { return xs[i]; });
+  Tensor x = FloatTensor(dtype, x_shape, [&](int64_t i) { return xs[i]; });
   const int64_t classes = AsTensor(p.step->parameters()[1]->declared())->shape()[1];
-  Tensor labels = Make(dtype, {batch, classes}, [&](int64_t i) {
+  Tensor labels = FloatTensor(dtype, {batch, classes}, [&](int64_t i) {
     const int64_t row = i / classes, hit = static_cast<int64_t>((xs[row * (n / batch)] + 1) / 2 * classes);
     return i % classes == std::min(hit, classes - 1) ? 1.0 : 0.0;
   });
