@@ -128,6 +128,15 @@ TEST(DifferentiationOpsTest, ThirdOrderThroughALoop) {
 }
 
 // @sin(x) = sin(x) for J, jvp and vjp.
+// Options of Grad, Jvp or ValueAndGrad that leave the differentiation operator in
+// the graph (to be expanded later).
+template <typename Options>
+Options AsOperator() {
+  Options o;
+  o.as_operator = true;
+  return o;
+}
+
 FuncGraph* Sin(Module& m) {
   GraphBuilder b(&m, "sine");
   AnfNode* x = b.Param("x", F64Scalar());
@@ -232,9 +241,7 @@ TEST(DifferentiationOpsTest, ValueAndGradWithAuxAndSens) {
 TEST(DifferentiationOpsTest, FilesKeepTheOperatorsAndExpandAfterLoading) {
   Module m(DefaultRegistry());
   FuncGraph* main = NestedProduct(m);
-  GradOptions o;
-  o.as_operator = true;
-  ASSERT_OK_AND_ASSIGN(FuncGraph* top, Grad(m, main, o));
+  ASSERT_OK_AND_ASSIGN(FuncGraph* top, Grad(m, main, AsOperator<GradOptions>()));
   EXPECT_TRUE(HasDifferentiationOperators(m, top));
   m.set_entry(top);
   ASSERT_OK_AND_ASSIGN(std::string text, ModelToText(m));
@@ -258,13 +265,9 @@ TEST(DifferentiationOpsTest, FilesKeepTheOperatorsAndExpandAfterLoading) {
 TEST(DifferentiationOpsTest, ApiOperatorGraphsMatchTheExpandedApi) {
   Module m(DefaultRegistry());
   FuncGraph* f = Sin(m);
-  JvpOptions jo;
-  jo.as_operator = true;
-  ASSERT_OK_AND_ASSIGN(FuncGraph* op_jvp, Jvp(m, f, jo));
+  ASSERT_OK_AND_ASSIGN(FuncGraph* op_jvp, Jvp(m, f, AsOperator<JvpOptions>()));
   ASSERT_OK_AND_ASSIGN(FuncGraph* api_jvp, Jvp(m, f));
-  ValueAndGradOptions vo;
-  vo.as_operator = true;
-  ASSERT_OK_AND_ASSIGN(FuncGraph* op_vg, ValueAndGrad(m, f, vo));
+  ASSERT_OK_AND_ASSIGN(FuncGraph* op_vg, ValueAndGrad(m, f, AsOperator<ValueAndGradOptions>()));
   ASSERT_OK_AND_ASSIGN(FuncGraph* api_vg, ValueAndGrad(m, f));
   ASSERT_OK(ExpandDifferentiation(m, op_jvp).status());
   ASSERT_OK(ExpandDifferentiation(m, op_vg).status());

@@ -44,65 +44,72 @@ FuncGraph* ControlFlowProgram(Module* m) {
   return b.Return(b.Op(PrimId::kAdd, {r, loop})).value();
 }
 
-TEST(JvpTest, ThroughSwitchLoopAndClosureMatchesDifferencesAndTheVjp) {
-  for (bool positive : {true, false}) {
-    Module m(DefaultRegistry());
-    FuncGraph* f = ControlFlowProgram(&m);
-    absl::StatusOr<FuncGraph*> jvp = Jvp(m, f);
-    ASSERT_TRUE(jvp.ok()) << jvp.status();
-    absl::StatusOr<FuncGraph*> vjp = Vjp(m, f);
-    ASSERT_TRUE(vjp.ok()) << vjp.status();
-    std::mt19937_64 rng(positive ? 1 : 2);
-    Value x = positive ? RandomF64({3}, rng, 0.1, 1.0) : RandomF64({3}, rng, -1.0, -0.1);
-    Value y = RandomF64({3}, rng), vx = RandomF64({3}, rng), vy = RandomF64({3}, rng), u = RandomF64({3}, rng);
-    absl::StatusOr<Value> jv = RunGraph(*jvp, {x, y, vx, vy});
-    ASSERT_TRUE(jv.ok()) << jv.status();
-    // Central difference of f along (vx, vy).
-    const double eps = 1e-6;
-    Tensor xp = x.tensor().Clone(), xm = x.tensor().Clone(), yp = y.tensor().Clone(), ym = y.tensor().Clone();
-    for (int i = 0; i < 3; ++i) {
-      xp.mutable_data<double>()[i] += eps * vx.tensor().data<double>()[i];
-      xm.mutable_data<double>()[i] -= eps * vx.tensor().data<double>()[i];
-      yp.mutable_data<double>()[i] += eps * vy.tensor().data<double>()[i];
-      ym.mutable_data<double>()[i] -= eps * vy.tensor().data<double>()[i];
-    }
-    Tensor fp = RunGraph(f, {Value(xp), Value(yp)})->tensor();
-    Tensor fm = RunGraph(f, {Value(xm), Value(ym)})->tensor();
-    const Tensor& jvt = jv->tuple()[1].tensor();
-    for (int i = 0; i < 3; ++i) {
-      double fd = (fp.data<double>()[i] - fm.data<double>()[i]) / (2 * eps);
-      EXPECT_NEAR(jvt.data<double>()[i], fd, 1e-7 * std::max(1.0, std::abs(fd)));
-    }
-    // <J v, u> == <v, J^T u>
-    absl::StatusOr<Value> vt = RunGraph(*vjp, {x, y, u});
-    ASSERT_TRUE(vt.ok()) << vt.status();
-    double lhs = Dot(jvt, u.tensor());
-    double rhs = Dot(vx.tensor(), vt->tuple()[1].tuple()[0].tensor()) + Dot(vy.tensor(), vt->tuple()[1].tuple()[1].tensor());
-    EXPECT_NEAR(lhs, rhs, 1e-10 * std::max(1.0, std::abs(lhs)));
+// ControlFlowProgram and its (structural) Jvp, at points x that take the
+// switch's first branch (the parameter true: x > 0) or its second.
+class ControlFlowJvpTest : public ::testing::TestWithParam<bool> {
+ protected:
+  // x drawn from `rng` on the branch's side of 0.
+  Value BranchX(std::mt19937_64& rng) const {
+    return GetParam() ? RandomF64({3}, rng, 0.1, 1.0) : RandomF64({3}, rng, -1.0, -0.1);
   }
+
+  Module m{DefaultRegistry()};
+  FuncGraph* f = ControlFlowProgram(&m);
+  absl::StatusOr<FuncGraph*> jvp = Jvp(m, f);
+};
+
+INSTANTIATE_TEST_SUITE_P(Branches, ControlFlowJvpTest, ::testing::Bool());
+
+TEST_P(ControlFlowJvpTest, ThroughSwitchLoopAndClosureMatchesDifferencesAndTheVjp) {
+  ASSERT_TRUE(jvp.ok()) << jvp.status();
+  absl::StatusOr<FuncGraph*> vjp = Vjp(m, f);
+  ASSERT_TRUE(vjp.ok()) << vjp.status();
+  std::mt19937_64 rng(GetParam() ? 1 : 2);
+  Value x = BranchX(rng);
+  Value y = RandomF64({3}, rng), vx = RandomF64({3}, rng), vy = RandomF64({3}, rng), u = RandomF64({3}, rng);
+  absl::StatusOr<Value> jv = RunGraph(*jvp, {x, y, vx, vy});
+  ASSERT_TRUE(jv.ok()) << jv.status();
+  // Central difference of f along (vx, vy).
+  const double eps = 1e-6;
+  Tensor xp = x.tensor().Clone(), xm = x.tensor().Clone(), yp = y.tensor().Clone(), ym = y.tensor().Clone();
+  for (int i = 0; i < 3; ++i) {
+    xp.mutable_data<double>()[i] += eps * vx.tensor().data<double>()[i];
+    xm.mutable_data<double>()[i] -= eps * vx.tensor().data<double>()[i];
+    yp.mutable_data<double>()[i] += eps * vy.tensor().data<double>()[i];
+    ym.mutable_data<double>()[i] -= eps * vy.tensor().data<double>()[i];
+  }
+  Tensor fp = RunGraph(f, {Value(xp), Value(yp)})->tensor();
+  Tensor fm = RunGraph(f, {Value(xm), Value(ym)})->tensor();
+  const Tensor& jvt = jv->tuple()[1].tensor();
+  for (int i = 0; i < 3; ++i) {
+    double fd = (fp.data<double>()[i] - fm.data<double>()[i]) / (2 * eps);
+    EXPECT_NEAR(jvt.data<double>()[i], fd, 1e-7 * std::max(1.0, std::abs(fd)));
+  }
+  // <J v, u> == <v, J^T u>
+  absl::StatusOr<Value> vt = RunGraph(*vjp, {x, y, u});
+  ASSERT_TRUE(vt.ok()) << vt.status();
+  double lhs = Dot(jvt, u.tensor());
+  double rhs = Dot(vx.tensor(), vt->tuple()[1].tuple()[0].tensor()) +
+               Dot(vy.tensor(), vt->tuple()[1].tuple()[1].tensor());
+  EXPECT_NEAR(lhs, rhs, 1e-10 * std::max(1.0, std::abs(lhs)));
 }
 
-TEST(JvpTest, StructuralAndWholeGraphConstructionsAgreeThroughSwitchLoopAndClosure) {
-  for (bool positive : {true, false}) {
-    Module m(DefaultRegistry());
-    FuncGraph* f = ControlFlowProgram(&m);
-    absl::StatusOr<FuncGraph*> structural = Jvp(m, f);
-    ASSERT_TRUE(structural.ok()) << structural.status();
-    JvpOptions o;
-    o.construction = JvpConstruction::kTransposedWholeGraph;
-    absl::StatusOr<FuncGraph*> whole = Jvp(m, f, o);
-    ASSERT_TRUE(whole.ok()) << whole.status();
-    std::mt19937_64 rng(positive ? 31 : 32);
-    Value x = positive ? RandomF64({3}, rng, 0.1, 1.0) : RandomF64({3}, rng, -1.0, -0.1);
-    std::vector<Value> args = {x, RandomF64({3}, rng), RandomF64({3}, rng), RandomF64({3}, rng)};
-    Tensor a = RunGraph(*structural, args)->tuple()[1].tensor();
-    Tensor b = RunGraph(*whole, args)->tuple()[1].tensor();
-    for (int i = 0; i < 3; ++i) {
-      EXPECT_NEAR(a.data<double>()[i], b.data<double>()[i], 1e-12 * std::max(1.0, std::abs(b.data<double>()[i])));
-    }
-    // The structural one keeps the loop's shape: no more applications.
-    EXPECT_LE(CountApplications(*structural), CountApplications(*whole));
+TEST_P(ControlFlowJvpTest, StructuralAndWholeGraphConstructionsAgreeThroughSwitchLoopAndClosure) {
+  ASSERT_TRUE(jvp.ok()) << jvp.status();
+  JvpOptions o;
+  o.construction = JvpConstruction::kTransposedWholeGraph;
+  absl::StatusOr<FuncGraph*> whole = Jvp(m, f, o);
+  ASSERT_TRUE(whole.ok()) << whole.status();
+  std::mt19937_64 rng(GetParam() ? 31 : 32);
+  Value x = BranchX(rng);
+  std::vector<Value> args = {x, RandomF64({3}, rng), RandomF64({3}, rng), RandomF64({3}, rng)};
+  Tensor a = RunGraph(*jvp, args)->tuple()[1].tensor();
+  Tensor b = RunGraph(*whole, args)->tuple()[1].tensor();
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_NEAR(a.data<double>()[i], b.data<double>()[i], 1e-12 * std::max(1.0, std::abs(b.data<double>()[i])));
   }
+  // The structural one keeps the loop's shape: no more applications.
+  EXPECT_LE(CountApplications(*jvp), CountApplications(*whole));
 }
 
 TEST(JvpTest, JvpOfGradIsTheHessianVectorProduct) {

@@ -14,6 +14,7 @@
 #include "core/passes/optimize.h"
 #include "core/printer.h"
 #include "core/status_macros.h"
+#include "examples/programs.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "ops/registry.h"
@@ -28,25 +29,6 @@ using ::testing::HasSubstr;
 
 constexpr RematPolicy kPolicies[] = {RematPolicy::kEverythingSaveable,
                                      RematPolicy::kNothingSaveable, RematPolicy::kDotsSaveable};
-
-// layer(x, w, c) = tanh(x w + c); f(x, w1, c1, ..., wn, cn) = sum(layer_n(...layer_1(x)...)).
-FuncGraph* TanhMlp(Module* m, int layers, int batch, int width) {
-  GraphBuilder lb(m, "layer");
-  AnfNode* x = lb.Param("x", DType::kFloat64, {batch, width});
-  AnfNode* w = lb.Param("w", DType::kFloat64, {width, width});
-  AnfNode* c = lb.Param("c", DType::kFloat64, {width});
-  FuncGraph* layer =
-      lb.Return(lb.Op(PrimId::kTanh, {lb.Op(PrimId::kAdd, {lb.Op(PrimId::kMatMul, {x, w}), c})}))
-          .value();
-  GraphBuilder b(m, "mlp");
-  AnfNode* h = b.Param("x", DType::kFloat64, {batch, width});
-  for (int i = 0; i < layers; ++i) {
-    AnfNode* wi = b.Param(absl::StrCat("w", i), DType::kFloat64, {width, width});
-    AnfNode* ci = b.Param(absl::StrCat("c", i), DType::kFloat64, {width});
-    h = b.Call(layer, {h, wi, ci});
-  }
-  return b.Return(b.Op(PrimId::kReduceSum, {h})).value();
-}
 
 // block(x, k1, k2) = relu(conv(relu(conv(x, k1)), k2) + x), 3x3 "same" convolutions;
 // f(x, k...) = sum(square(block_n(...block_1(x)...))).
@@ -79,7 +61,7 @@ std::vector<Value> RandomArgs(FuncGraph* f, uint64_t seed, double scale) {
 }
 
 using Builder = FuncGraph* (*)(Module*);
-FuncGraph* SmallMlp(Module* m) { return TanhMlp(m, 3, 2, 4); }
+FuncGraph* SmallMlp(Module* m) { return programs::LayeredTanhMlp(m, 3, 2, 4, DType::kFloat64); }
 FuncGraph* SmallConvNet(Module* m) { return ConvNet(m, 2, 2, 5); }
 
 // The gradient graph of `build`'s program with every called graph under `policy`,
@@ -238,10 +220,7 @@ TEST(RematTest, BpropReadsBarriersBeforeOptimisation) {
 // keep their policy (core/cloner.cc), so the transform still recomputes.
 TEST(RematTest, PolicySurvivesTheCopiesOfPrepareForAd) {
   Module m(DefaultRegistry());
-  GraphBuilder lb(&m, "layer");
-  AnfNode* x = lb.Param("x", DType::kFloat64, {3});
-  AnfNode* w = lb.Param("w", DType::kFloat64, {3});
-  FuncGraph* layer = lb.Return(lb.Op(PrimId::kTanh, {lb.Op(PrimId::kMul, {x, w})})).value();
+  FuncGraph* layer = TanhOfProduct(&m, "layer");
   GraphBuilder b(&m, "f");
   AnfNode* px = b.Param("x", DType::kFloat64, {3});
   AnfNode* pw = b.Param("w", DType::kFloat64, {3});

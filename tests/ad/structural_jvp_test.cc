@@ -175,6 +175,18 @@ TEST(StructuralJvpTest, MlpJvpIsNoLargerThanTheWholeGraphTransposition) {
   EXPECT_LE(CountApplications(jvp), CountApplications(reference)) << Canonical(jvp);
 }
 
+// Runs `jvp`, a Jvp of programs::HornerLoop(k) or of its gradient, at x = 0.5
+// (k elements) and n along the tangent ones (0 for n): element i of its output
+// is `value`, of the output's tangent `tangent`.
+void ExpectHornerJvpAtHalf(FuncGraph* jvp, int64_t k, int64_t n, int64_t i, double value, double tangent) {
+  Value x(Tensor::Full(DType::kFloat64, {k}, 0.5).value());
+  Value v(Tensor::Full(DType::kFloat64, {k}, 1.0).value());
+  absl::StatusOr<Value> r = RunGraph(jvp, {x, Value(Scalar::Int(n)), v, Value(Scalar::Int(0))});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_NEAR(r->tuple()[0].tensor().ElementAsDouble(i), value, 1e-9);
+  EXPECT_NEAR(r->tuple()[1].tensor().ElementAsDouble(i), tangent, 1e-9);
+}
+
 TEST(StructuralJvpTest, ALoopsJvpIsALoopOverValueAndTangent) {
   Module m(DefaultRegistry());
   FuncGraph* f = programs::HornerLoop(&m, 3, DType::kFloat64);
@@ -187,12 +199,7 @@ TEST(StructuralJvpTest, ALoopsJvpIsALoopOverValueAndTangent) {
   // f = sum((1 - x^n) / (1 - x)); along v = ones, J v = sum(d/dx acc_n), which at
   // x = 0.5 and n = 2000 is 1 / (1 - x)^2 = 4 per element (a deep loop: the
   // executor runs tail calls in constant stack).
-  Value x(Tensor::Full(DType::kFloat64, {3}, 0.5).value());
-  Value v(Tensor::Full(DType::kFloat64, {3}, 1.0).value());
-  absl::StatusOr<Value> r = RunGraph(*jvp, {x, Value(Scalar::Int(2000)), v, Value(Scalar::Int(0))});
-  ASSERT_TRUE(r.ok()) << r.status();
-  EXPECT_NEAR(r->tuple()[0].tensor().ElementAsDouble(0), 6.0, 1e-9);
-  EXPECT_NEAR(r->tuple()[1].tensor().ElementAsDouble(0), 12.0, 1e-9);
+  ExpectHornerJvpAtHalf(*jvp, 3, 2000, 0, 6.0, 12.0);
 }
 
 TEST(StructuralJvpTest, ForwardOverReverseThroughALoopIsTheHessianVectorProduct) {
@@ -206,12 +213,7 @@ TEST(StructuralJvpTest, ForwardOverReverseThroughALoopIsTheHessianVectorProduct)
   absl::StatusOr<FuncGraph*> hvp = Jvp(m, grad);
   ASSERT_TRUE(hvp.ok()) << hvp.status();
   EXPECT_TRUE(ReverseGraphs(*hvp).size() < m.manager().Reachable({*hvp}).size());
-  Value x(Tensor::Full(DType::kFloat64, {2}, 0.5).value());
-  Value v(Tensor::Full(DType::kFloat64, {2}, 1.0).value());
-  absl::StatusOr<Value> r = RunGraph(*hvp, {x, Value(Scalar::Int(200)), v, Value(Scalar::Int(0))});
-  ASSERT_TRUE(r.ok()) << r.status();
-  EXPECT_NEAR(r->tuple()[0].tensor().ElementAsDouble(1), 4.0, 1e-9);
-  EXPECT_NEAR(r->tuple()[1].tensor().ElementAsDouble(1), 16.0, 1e-9);
+  ExpectHornerJvpAtHalf(*hvp, 2, 200, 1, 4.0, 16.0);
 }
 
 TEST(StructuralJvpTest, JvpOfJvpGivesTheSecondDirectionalDerivative) {

@@ -219,10 +219,7 @@ TEST(GradOperationTest, GetByListAndGetAll) {
 // p(x, w) = tanh(x * w), f64[3] out: with sens s, dp/dx = s (1 - tanh^2(x w)) w.
 TEST(GradOperationTest, SensParamScalesTheGradient) {
   Module m(DefaultRegistry());
-  GraphBuilder b(&m, "p");
-  AnfNode* x = b.Param("x", DType::kFloat64, {3});
-  AnfNode* w = b.Param("w", DType::kFloat64, {3});
-  FuncGraph* p = b.Return(b.Op(PrimId::kTanh, {b.Op(PrimId::kMul, {x, w})})).value();
+  FuncGraph* p = TanhOfProduct(&m, "p");
   const std::vector<double> s = {2.0, -0.5, 10.0};
   Value r = RunOn(GradOperation(true, false, true)(m, p), {Vec(kX), Vec(kW), Vec(s)});
   ExpectValues(At(r, 0), Times(s, TanhGrad(kX, kW, kW)), "s dx");

@@ -32,16 +32,10 @@ Value Iota(DType dtype, Shape shape) {
 }
 
 absl::StatusOr<Value> RunOn(Device* dev, Communicator* comm, PrimId id, AttrMap attrs, Value x) {
-  Module m(DefaultRegistry());
-  GraphBuilder b(&m, "f");
-  const Tensor& t = x.tensor();
-  AnfNode* p = b.Param("x", t.dtype(), t.shape());
-  KGRAD_ASSIGN_OR_RETURN(FuncGraph* f, b.Return(b.Op(id, {p}, std::move(attrs))));
   ExecutorOptions o;
   o.device = dev;
   o.communicator = comm;
-  KGRAD_ASSIGN_OR_RETURN(std::unique_ptr<Executor> e, Executor::Create(f, o));
-  return e->Run({std::move(x)});
+  return RunOneOp(id, std::move(attrs), std::move(x), o);
 }
 
 TEST(NcclCommunicatorTest, OneRankReturnsTheInputOnTheDevice) {

@@ -216,6 +216,9 @@ double F(Objective& o, const Tensor& x) {
   return v.ok() ? v->tensor().ElementAsDouble(0) : 0;
 }
 
+// The step of the central differences the derivatives are checked against.
+constexpr double kEps = 1e-6;
+
 Tensor Plus(const Tensor& x, const Tensor& d, double s) {
   Tensor y = x.Clone();
   for (int64_t i = 0; i < y.NumElements(); ++i) y.mutable_data<double>()[i] += s * d.ElementAsDouble(i);
@@ -223,7 +226,6 @@ Tensor Plus(const Tensor& x, const Tensor& d, double s) {
 }
 
 TEST(CollectiveMpi, ReverseModeMatchesFiniteDifferencesAcrossRanks) {
-  const double eps = 1e-6;
   for (const CollectiveCase& c : Cases()) {
     Objective o;
     absl::Status built = Build(c, &o);
@@ -235,9 +237,9 @@ TEST(CollectiveMpi, ReverseModeMatchesFiniteDifferencesAcrossRanks) {
       for (int64_t i = 0; i < x.NumElements(); ++i) {
         Tensor e = Tensor::Zeros(DType::kFloat64, c.x_shape).value();
         if (Rank() == q) e.mutable_data<double>()[i] = 1;
-        const double up = SumOverRanks(F(o, Plus(x, e, eps))), down = SumOverRanks(F(o, Plus(x, e, -eps)));
+        const double up = SumOverRanks(F(o, Plus(x, e, kEps))), down = SumOverRanks(F(o, Plus(x, e, -kEps)));
         if (Rank() != q) continue;
-        EXPECT_NEAR(g->tensor().ElementAsDouble(i), (up - down) / (2 * eps), 1e-6)
+        EXPECT_NEAR(g->tensor().ElementAsDouble(i), (up - down) / (2 * kEps), 1e-6)
             << DefaultRegistry().Find(c.id)->name << " rank " << q << " element " << i;
       }
     }
@@ -245,7 +247,6 @@ TEST(CollectiveMpi, ReverseModeMatchesFiniteDifferencesAcrossRanks) {
 }
 
 TEST(CollectiveMpi, ForwardModeMatchesFiniteDifferencesAcrossRanks) {
-  const double eps = 1e-6;
   for (const CollectiveCase& c : Cases()) {
     Objective o;
     absl::Status built = Build(c, &o);
@@ -254,7 +255,7 @@ TEST(CollectiveMpi, ForwardModeMatchesFiniteDifferencesAcrossRanks) {
     Tensor zero_w = Tensor::Zeros(DType::kFloat64, o.w.shape()).value();
     absl::StatusOr<Value> j = o.jvp->Run({Value(x), Value(o.w), Value(t), Value(zero_w)});
     ASSERT_TRUE(AllRanks(j.ok())) << j.status();
-    const double fd = (F(o, Plus(x, t, eps)) - F(o, Plus(x, t, -eps))) / (2 * eps);
+    const double fd = (F(o, Plus(x, t, kEps)) - F(o, Plus(x, t, -kEps))) / (2 * kEps);
     EXPECT_NEAR(j->tuple()[1].tensor().ElementAsDouble(0), fd, 1e-6)
         << DefaultRegistry().Find(c.id)->name << " rank " << Rank();
   }

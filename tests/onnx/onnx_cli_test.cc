@@ -15,6 +15,7 @@ namespace {
 using ::testing::HasSubstr;
 
 using kgrad::testing::Cli;
+using kgrad::testing::ExpectCliError;
 using Result = kgrad::testing::CliResult;
 
 std::string Tmp(const std::string& f) { return kgrad::testing::TempPath(f); }
@@ -76,9 +77,7 @@ TEST(OnnxCli, RunAcceptsOnnxDirectly) {
 }
 
 TEST(OnnxCli, ExportRefusesControlFlow) {
-  Result r = Cli({"export-onnx", DataPath("if_pos.onnx"), "-o", Tmp("x.onnx")});
-  EXPECT_EQ(r.status, 1);
-  EXPECT_THAT(r.err, HasSubstr("switch is control flow"));
+  ExpectCliError({"export-onnx", DataPath("if_pos.onnx"), "-o", Tmp("x.onnx")}, 1, {"switch is control flow"});
 }
 
 TEST(OnnxCli, HelpListsTheOnnxCommands) {

@@ -13,19 +13,12 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/onnx/onnx_model_builder.h"
+#include "tests/onnx/onnx_test_util.h"
 #include "tests/testing/op_test_util.h"
 
 namespace kgrad {
 namespace onnx_test {
 namespace {
-
-using ::kgrad::testing::MakeTensor;
-using ::kgrad::testing::ToDoubles;
-using ::testing::ElementsAreArray;
-using ::testing::HasSubstr;
-
-constexpr DType kF32 = DType::kFloat32;
-constexpr DType kI64 = DType::kInt64;
 
 Tensor Axes(const std::vector<double>& v) {
   return MakeTensor(kI64, {static_cast<int64_t>(v.size())}, v);

@@ -27,7 +27,7 @@ absl::StatusOr<std::unique_ptr<Module>> RoundTrip(Module& m, FuncGraph* g) {
   return ParseOnnx(bytes, DefaultRegistry(), o, "<exported>");
 }
 
-class OnnxExportTest : public testing::TestWithParam<const char*> {};
+class OnnxExportTest : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(OnnxExportTest, ForwardRoundTrip) {
   std::string name = GetParam();
@@ -65,8 +65,8 @@ TEST_P(OnnxExportTest, OptimizedGradientRoundTrip) {
   for (size_t i = 0; i < expected.size(); ++i) ExpectClose(r->tuple()[i], Npy(expected[i]), kTol, expected[i]);
 }
 
-INSTANTIATE_TEST_SUITE_P(Torch, OnnxExportTest, testing::Values("mlp", "cnn", "block17"),
-                         [](const testing::TestParamInfo<const char*>& i) { return std::string(i.param); });
+INSTANTIATE_TEST_SUITE_P(Torch, OnnxExportTest, ::testing::Values("mlp", "cnn", "block17"),
+                         [](const ::testing::TestParamInfo<const char*>& i) { return std::string(i.param); });
 
 // kgrad's one_hot gives a negative index a row of off_value; ONNX's OneHot would
 // count it from the end, so the export sends negative indices out of range.
@@ -95,8 +95,8 @@ TEST(OnnxExport, RefusesControlFlowNamingTheNode) {
   ASSERT_TRUE(m.ok()) << m.status();
   absl::StatusOr<onnx::ModelProto> model = ExportOnnx(**m, (*m)->entry());
   ASSERT_FALSE(model.ok());
-  EXPECT_THAT(std::string(model.status().message()), testing::HasSubstr("cannot export to ONNX"));
-  EXPECT_THAT(std::string(model.status().message()), testing::HasSubstr("switch"));
+  EXPECT_THAT(std::string(model.status().message()), ::testing::HasSubstr("cannot export to ONNX"));
+  EXPECT_THAT(std::string(model.status().message()), ::testing::HasSubstr("switch"));
 }
 
 }  // namespace

@@ -8,7 +8,7 @@ namespace kgrad {
 namespace onnx_test {
 namespace {
 
-using testing::HasSubstr;
+using ::testing::HasSubstr;
 
 std::string ReadBytes(const std::string& path) {
   std::ifstream in(path, std::ios::binary);

@@ -22,14 +22,8 @@ namespace kgrad {
 namespace onnx_test {
 namespace {
 
-using ::kgrad::testing::MakeTensor;
 using ::kgrad::testing::Ravel;
 using ::kgrad::testing::Unravel;
-using ::testing::ElementsAreArray;
-using ::testing::HasSubstr;
-
-constexpr DType kF32 = DType::kFloat32;
-constexpr DType kI64 = DType::kInt64;
 
 // One node `op` (named "n") from graph inputs and initializers to output "y".
 class OneNode {
@@ -540,25 +534,12 @@ TEST(OnnxIndexTest, ExportRoundTrip) {
   ASSERT_TRUE(f.ok()) << f.status();
   const std::vector<Value> args = {F({2, 3}, {-2.5, -1.25, 0.5, 1.5, 3.75, 7}),
                                    F({2, 3}, {2, -2, 0.75, -1, 1.5, 3})};
-  absl::StatusOr<Value> want = RunGraph(*f, args);
-  ASSERT_TRUE(want.ok()) << want.status();
-  absl::StatusOr<onnx::ModelProto> model = ExportOnnx(m, *f);
-  ASSERT_TRUE(model.ok()) << model.status();
-  OnnxImportOptions o;
-  absl::StatusOr<std::unique_ptr<Module>> back = ImportOnnx(*model, DefaultRegistry(), o);
-  ASSERT_TRUE(back.ok()) << back.status();
-  absl::StatusOr<Value> got = RunGraph((*back)->entry(), args);
-  ASSERT_TRUE(got.ok()) << got.status();
-  ASSERT_TRUE(got->is_tuple() && got->tuple().size() == outs.size()) << got->TypeString();
-  for (size_t i = 0; i < outs.size(); ++i) {
-    SCOPED_TRACE(i);
-    EXPECT_THAT(kgrad::testing::ToDoubles(got->tuple()[i].tensor()),
-                ElementsAreArray(kgrad::testing::ToDoubles(want->tuple()[i].tensor())));
-  }
+  ExportRoundTrip r;
+  ASSERT_NO_FATAL_FAILURE(ExpectExactExportRoundTrip(m, *f, args, &r));
+  ASSERT_EQ(r.want.size(), outs.size());
   // Spot checks of the originals: mod's signs and the reversed exclusive sum.
-  EXPECT_THAT(kgrad::testing::ToDoubles(want->tuple()[3].tensor()),
-              ElementsAreArray(std::vector<double>{1.5, -1.25, 0.5, -0.5, 0.75, 1}));
-  EXPECT_THAT(kgrad::testing::ToDoubles(want->tuple()[7].tensor()),
+  EXPECT_THAT(ToDoubles(r.want[3]), ElementsAreArray(std::vector<double>{1.5, -1.25, 0.5, -0.5, 0.75, 1}));
+  EXPECT_THAT(ToDoubles(r.want[7]),
               ElementsAreArray(std::vector<double>{-0.75, 0.5, 0, 10.75, 7, 0}));
 }
 

@@ -139,46 +139,51 @@ TEST(OnnxLoop, TripCountAndElementDimsKnownOnlyAtRunTime) {
   }
 }
 
-// Loop(, true, x): no trip count; body(i, c, v) continues while i < 2 and scans
-// v' = 1.5 v: three iterations (the condition is read before the next one).
-TEST(OnnxLoop, ConditionEndsTheScan) {
-  OnnxModelBuilder b(13);
+// Loop(, true, x) into `b`: no trip count; body(i, c, v) continues while i < 2
+// and scans v' = 1.5 v. The body's constants 2 and 1.5 are Constant nodes or,
+// with `initializers`, the body's own initializers; the body is returned.
+onnx::GraphProto AddConditionLoop(OnnxModelBuilder& b, bool initializers) {
   b.Input("x", DType::kFloat64, {2});
   b.Constant("cond", Tensor::FromScalar<bool>(true));
   onnx::GraphProto body;
   for (const char* in : {"i", "c", "v"}) body.add_input()->set_name(in);
-  AddConstant(&body, "two", Tensor::FromScalar<int64_t>(2));
-  AddConstant(&body, "k", Tensor::FromScalar<double>(1.5));
+  const Tensor two = Tensor::FromScalar<int64_t>(2), k = Tensor::FromScalar<double>(1.5);
+  if (initializers) {
+    TensorToOnnx(two, "two", body.add_initializer());
+    TensorToOnnx(k, "k", body.add_initializer());
+  } else {
+    AddConstant(&body, "two", two);
+    AddConstant(&body, "k", k);
+  }
   AddNode(&body, "Less", {"i", "two"}, {"c2"});
   AddNode(&body, "Mul", {"v", "k"}, {"v2"});
   for (const char* out : {"c2", "v2", "v2"}) body.add_output()->set_name(out);
   SetBody(b.Node("Loop", {"", "cond", "x"}, {"v", "scan"}), body);
   b.Output("v").Output("scan");
+  return body;
+}
+
+// The condition loop runs three iterations (the condition is read before the
+// next one).
+void ExpectThreeIterations(OnnxModelBuilder& b) {
   absl::StatusOr<std::vector<Tensor>> got = b.Run({Tensor::FromVector<double>({2}, {2, -4})});
   ASSERT_TRUE(got.ok()) << got.status();
   ExpectClose(Value((*got)[0]), Tensor::FromVector<double>({2}, {6.75, -13.5}), 0, "v");
   ExpectClose(Value((*got)[1]), Tensor::FromVector<double>({3, 2}, {3, -6, 4.5, -9, 6.75, -13.5}), 0, "scan");
 }
 
+TEST(OnnxLoop, ConditionEndsTheScan) {
+  OnnxModelBuilder b(13);
+  AddConditionLoop(b, /*initializers=*/false);
+  ASSERT_NO_FATAL_FAILURE(ExpectThreeIterations(b));
+}
+
 // The same loop with the body's constants as the body's own initializers (valid
 // ONNX for any subgraph): they are read like the Constant nodes above.
 TEST(OnnxLoop, BodyInitializersAreItsConstants) {
   OnnxModelBuilder b(13);
-  b.Input("x", DType::kFloat64, {2});
-  b.Constant("cond", Tensor::FromScalar<bool>(true));
-  onnx::GraphProto body;
-  for (const char* in : {"i", "c", "v"}) body.add_input()->set_name(in);
-  TensorToOnnx(Tensor::FromScalar<int64_t>(2), "two", body.add_initializer());
-  TensorToOnnx(Tensor::FromScalar<double>(1.5), "k", body.add_initializer());
-  AddNode(&body, "Less", {"i", "two"}, {"c2"});
-  AddNode(&body, "Mul", {"v", "k"}, {"v2"});
-  for (const char* out : {"c2", "v2", "v2"}) body.add_output()->set_name(out);
-  SetBody(b.Node("Loop", {"", "cond", "x"}, {"v", "scan"}), body);
-  b.Output("v").Output("scan");
-  absl::StatusOr<std::vector<Tensor>> got = b.Run({Tensor::FromVector<double>({2}, {2, -4})});
-  ASSERT_TRUE(got.ok()) << got.status();
-  ExpectClose(Value((*got)[0]), Tensor::FromVector<double>({2}, {6.75, -13.5}), 0, "v");
-  ExpectClose(Value((*got)[1]), Tensor::FromVector<double>({3, 2}, {3, -6, 4.5, -9, 6.75, -13.5}), 0, "scan");
+  onnx::GraphProto body = AddConditionLoop(b, /*initializers=*/true);
+  ASSERT_NO_FATAL_FAILURE(ExpectThreeIterations(b));
   // A bad initializer is an error naming the body graph.
   body.mutable_initializer(1)->set_raw_data("abc");
   body.set_name("loop_body");

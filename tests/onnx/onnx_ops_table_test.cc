@@ -22,7 +22,7 @@ TEST(OnnxOpsTable, EveryMappedOpIsDocumentedOnce) {
   std::sort(sorted.begin(), sorted.end());
   EXPECT_EQ(documented, sorted) << "keep the notes in alphabetical order";
   EXPECT_EQ(std::adjacent_find(sorted.begin(), sorted.end()), sorted.end()) << "an op is noted twice";
-  EXPECT_THAT(sorted, testing::ContainerEq(SupportedOnnxOps()));
+  EXPECT_THAT(sorted, ::testing::ContainerEq(SupportedOnnxOps()));
 }
 
 TEST(OnnxOpsTable, ReadmeHoldsTheGeneratedTable) {
@@ -45,7 +45,7 @@ TEST(OnnxOpsTable, ListsTheOpsTorchExportsMost) {
   std::vector<std::string> ops = SupportedOnnxOps();
   for (const char* op : {"Conv", "BatchNormalization", "SoftmaxCrossEntropyLoss", "Gemm", "Relu",
                          "MaxPool", "LayerNormalization", "Dropout"}) {
-    EXPECT_THAT(ops, testing::Contains(std::string(op)));
+    EXPECT_THAT(ops, ::testing::Contains(std::string(op)));
   }
 }
 

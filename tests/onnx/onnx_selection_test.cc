@@ -18,14 +18,6 @@ namespace kgrad {
 namespace onnx_test {
 namespace {
 
-using ::kgrad::testing::MakeTensor;
-using ::kgrad::testing::ToDoubles;
-using ::testing::ElementsAreArray;
-using ::testing::HasSubstr;
-
-constexpr DType kF64 = DType::kFloat64;
-constexpr DType kI64 = DType::kInt64;
-
 Tensor K(int64_t k) { return MakeTensor(kI64, {1}, {static_cast<double>(k)}); }
 Tensor Iota34() { return MakeTensor(kF64, {3, 4}, {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}); }
 
@@ -191,30 +183,17 @@ TEST(OnnxSelectionTest, ExportRoundTrip) {
   ASSERT_TRUE(fg.ok()) << fg.status();
   const std::vector<Value> args = {
       Value(MakeTensor(DType::kFloat32, {2, 3}, {0.5, -2, 3, 1, 4, -1}))};
-  absl::StatusOr<Value> want = RunGraph(*fg, args);
-  ASSERT_TRUE(want.ok()) << want.status();
-  absl::StatusOr<onnx::ModelProto> model = ExportOnnx(m, *fg);
-  ASSERT_TRUE(model.ok()) << model.status();
+  ExportRoundTrip r;
+  ASSERT_NO_FATAL_FAILURE(ExpectExactExportRoundTrip(m, *fg, args, &r));
+  ASSERT_EQ(r.want.size(), outs.size());
   std::vector<std::string> ops;
-  for (const onnx::NodeProto& n : model->graph().node()) ops.push_back(n.op_type());
+  for (const onnx::NodeProto& n : r.model.graph().node()) ops.push_back(n.op_type());
   EXPECT_THAT(ops, ::testing::Contains("TopK").Times(2));
   EXPECT_THAT(ops, ::testing::Contains("NonZero"));
-  OnnxImportOptions o;
-  absl::StatusOr<std::unique_ptr<Module>> back = ImportOnnx(*model, DefaultRegistry(), o);
-  ASSERT_TRUE(back.ok()) << back.status();
-  absl::StatusOr<Value> got = RunGraph((*back)->entry(), args);
-  ASSERT_TRUE(got.ok()) << got.status();
-  ASSERT_TRUE(got->is_tuple() && got->tuple().size() == outs.size()) << got->TypeString();
-  for (size_t i = 0; i < outs.size(); ++i) {
-    SCOPED_TRACE(i);
-    EXPECT_EQ(got->tuple()[i].tensor().shape(), want->tuple()[i].tensor().shape());
-    EXPECT_THAT(ToDoubles(got->tuple()[i].tensor()),
-                ElementsAreArray(ToDoubles(want->tuple()[i].tensor())));
-  }
   // Spot checks of the originals: row-wise top 2, column-wise minimum, positives.
-  EXPECT_THAT(ToDoubles(want->tuple()[1].tensor()), ElementsAreArray({2, 0, 1, 0}));
-  EXPECT_THAT(ToDoubles(want->tuple()[3].tensor()), ElementsAreArray({0, 0, 1}));
-  EXPECT_THAT(ToDoubles(want->tuple()[4].tensor()), ElementsAreArray({0, 0, 1, 1, 0, 2, 0, 1}));
+  EXPECT_THAT(ToDoubles(r.want[1]), ElementsAreArray({2, 0, 1, 0}));
+  EXPECT_THAT(ToDoubles(r.want[3]), ElementsAreArray({0, 0, 1}));
+  EXPECT_THAT(ToDoubles(r.want[4]), ElementsAreArray({0, 0, 1, 1, 0, 2, 0, 1}));
 }
 
 }  // namespace

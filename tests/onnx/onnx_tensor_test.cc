@@ -13,7 +13,7 @@ namespace kgrad {
 namespace onnx_test {
 namespace {
 
-using testing::HasSubstr;
+using ::testing::HasSubstr;
 
 onnx::TensorProto Stored(int32_t type, const std::vector<int64_t>& dims, const std::string& raw) {
   onnx::TensorProto t;
@@ -26,6 +26,18 @@ onnx::TensorProto Stored(int32_t type, const std::vector<int64_t>& dims, const s
 
 std::string Raw16(const std::vector<uint16_t>& v) {
   return std::string(reinterpret_cast<const char*>(v.data()), v.size() * 2);
+}
+
+// The typed-field form of `n` elements: int32_data holds FLOAT16 bits and UINT16
+// values, uint64_data UINT32 and UINT64 values.
+onnx::TensorProto Typed(int32_t type, int64_t n, const std::vector<int32_t>& int32_data,
+                        const std::vector<uint64_t>& uint64_data = {}) {
+  onnx::TensorProto t;
+  t.set_data_type(type);
+  t.add_dims(n);
+  for (int32_t x : int32_data) t.add_int32_data(x);
+  for (uint64_t x : uint64_data) t.add_uint64_data(x);
+  return t;
 }
 
 TEST(OnnxNarrowTensors, Float16IsStoredAsIs) {
@@ -47,12 +59,7 @@ TEST(OnnxNarrowTensors, Float16IsStoredAsIs) {
   ASSERT_TRUE(nan.ok());
   EXPECT_TRUE(std::isnan(nan->ElementAsDouble(0)));
   // The typed-field form: int32_data holds the bits.
-  onnx::TensorProto typed;
-  typed.set_data_type(onnx::TensorProto::FLOAT16);
-  typed.add_dims(2);
-  typed.add_int32_data(0x3c00);
-  typed.add_int32_data(0xc100);
-  absl::StatusOr<Tensor> f = TensorFromOnnx(typed, {});
+  absl::StatusOr<Tensor> f = TensorFromOnnx(Typed(onnx::TensorProto::FLOAT16, 2, {0x3c00, 0xc100}), {});
   ASSERT_TRUE(f.ok()) << f.status();
   EXPECT_EQ(f->ElementAsDouble(0), 1.0);
   EXPECT_EQ(f->ElementAsDouble(1), -2.5);
@@ -75,20 +82,11 @@ TEST(OnnxNarrowTensors, BFloat16AndIntegersKeepTheirTypes) {
   EXPECT_EQ(u8->TypeString(), "u8[2]");
   EXPECT_EQ(u8->data<uint8_t>()[0], 255);
   // int32_data holds UINT16 values, uint64_data UINT32 and UINT64 ones.
-  onnx::TensorProto u16;
-  u16.set_data_type(onnx::TensorProto::UINT16);
-  u16.add_dims(2);
-  u16.add_int32_data(65535);
-  u16.add_int32_data(7);
-  absl::StatusOr<Tensor> w = TensorFromOnnx(u16, {});
+  absl::StatusOr<Tensor> w = TensorFromOnnx(Typed(onnx::TensorProto::UINT16, 2, {65535, 7}), {});
   ASSERT_TRUE(w.ok()) << w.status();
   EXPECT_EQ(w->data<uint16_t>()[0], 65535);
   EXPECT_EQ(w->data<uint16_t>()[1], 7);
-  onnx::TensorProto u64;
-  u64.set_data_type(onnx::TensorProto::UINT64);
-  u64.add_dims(1);
-  u64.add_uint64_data(uint64_t{1} << 63);
-  absl::StatusOr<Tensor> big = TensorFromOnnx(u64, {});
+  absl::StatusOr<Tensor> big = TensorFromOnnx(Typed(onnx::TensorProto::UINT64, 1, {}, {uint64_t{1} << 63}), {});
   ASSERT_TRUE(big.ok()) << big.status();
   EXPECT_EQ(big->data<uint64_t>()[0], uint64_t{1} << 63);
 }
@@ -111,11 +109,8 @@ TEST(OnnxNarrowTensors, BadPayloadsAreErrors) {
   EXPECT_THAT(std::string(TensorFromOnnx(Stored(onnx::TensorProto::FLOAT16, {3}, Raw16({1, 2})), {})
                               .status().message()),
               HasSubstr("need 6"));
-  onnx::TensorProto u32;
-  u32.set_data_type(onnx::TensorProto::UINT32);
-  u32.add_dims(2);
-  u32.add_uint64_data(1);
-  EXPECT_THAT(std::string(TensorFromOnnx(u32, {}).status().message()), HasSubstr("holds 1 values"));
+  EXPECT_THAT(std::string(TensorFromOnnx(Typed(onnx::TensorProto::UINT32, 2, {}, {1}), {}).status().message()),
+              HasSubstr("holds 1 values"));
   EXPECT_THAT(std::string(TensorFromOnnx(Stored(onnx::TensorProto::STRING, {1}, ""), {}).status().message()),
               HasSubstr("STRING is not supported"));
 }

@@ -21,11 +21,23 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "ops/registry.h"
+#include "proto/onnx/onnx_export.h"
 #include "proto/onnx/onnx_import.h"
+#include "tests/testing/op_test_util.h"
 #include "tools/npy.h"
 
 namespace kgrad {
 namespace onnx_test {
+
+// The dtype shorthands and tensor helpers of tests/testing/op_test_util.h, and
+// the matchers, as every ONNX test names them.
+using ::kgrad::testing::kF32;
+using ::kgrad::testing::kF64;
+using ::kgrad::testing::kI64;
+using ::kgrad::testing::MakeTensor;
+using ::kgrad::testing::ToDoubles;
+using ::testing::ElementsAreArray;
+using ::testing::HasSubstr;
 
 inline std::string DataPath(const std::string& file) { return "tests/onnx/data/" + file; }
 
@@ -70,6 +82,49 @@ inline std::vector<PrimId> AppliedPrims(Module& m, FuncGraph* g) {
     if (c->primitive() != nullptr) ids.push_back(c->primitive()->id());
   }
   return ids;
+}
+
+// f's outputs at `args`, and those of f exported to ONNX and imported back, each
+// flattened to its tensors (a tensor, or a tuple's elements); and the model.
+struct ExportRoundTrip {
+  std::vector<Tensor> want, got;
+  onnx::ModelProto model;
+};
+
+inline std::vector<Tensor> Flatten(const Value& v) {
+  if (v.is_tensor()) return {v.tensor()};
+  std::vector<Tensor> out;
+  for (size_t i = 0; v.is_tuple() && i < v.tuple().size(); ++i) out.push_back(v.tuple()[i].tensor());
+  return out;
+}
+
+// Runs `f` (a graph of `m`) at `args`, exports it, imports the model back and
+// runs that at `args`; the two have as many outputs.
+inline void RunExportRoundTrip(Module& m, FuncGraph* f, const std::vector<Value>& args, ExportRoundTrip* r) {
+  absl::StatusOr<Value> want = RunGraph(f, args);
+  ASSERT_TRUE(want.ok()) << want.status();
+  absl::StatusOr<onnx::ModelProto> model = ExportOnnx(m, f);
+  ASSERT_TRUE(model.ok()) << model.status();
+  absl::StatusOr<std::unique_ptr<Module>> back = ImportOnnx(*model, DefaultRegistry(), OnnxImportOptions());
+  ASSERT_TRUE(back.ok()) << back.status();
+  absl::StatusOr<Value> got = RunGraph((*back)->entry(), args);
+  ASSERT_TRUE(got.ok()) << got.status();
+  r->want = Flatten(*want);
+  r->got = Flatten(*got);
+  r->model = *std::move(model);
+  ASSERT_EQ(r->got.size(), r->want.size()) << got->TypeString();
+}
+
+// The round trip gives, output by output, the same shapes and exactly the same
+// values.
+inline void ExpectExactExportRoundTrip(Module& m, FuncGraph* f, const std::vector<Value>& args,
+                                       ExportRoundTrip* r) {
+  ASSERT_NO_FATAL_FAILURE(RunExportRoundTrip(m, f, args, r));
+  for (size_t i = 0; i < r->want.size(); ++i) {
+    SCOPED_TRACE(i);
+    EXPECT_EQ(r->got[i].shape(), r->want[i].shape());
+    EXPECT_THAT(ToDoubles(r->got[i]), ElementsAreArray(ToDoubles(r->want[i])));
+  }
 }
 
 // NAME_in<i>.npy for i < n.

@@ -3,7 +3,6 @@
 // against the static ops they generalise), the run-time errors, and the gradient
 // rules (float64 central differences, reverse mode and Jvp, to the second order).
 #include <cstdint>
-#include <random>
 #include <string>
 #include <vector>
 
@@ -213,36 +212,24 @@ TEST(DynamicIndexKernelTest, BadOperandsAreStatuses) {
 
 // ----- Gradients ---------------------------------------------------------------------------
 // P and P^2 checked in float64 against central differences to the second order,
-// reverse mode and (at order 1) Jvp; the integer operands are constants.
-void CheckDynamicOp(PrimId id, std::vector<Shape> floats, std::vector<Value> ints,
-                    const AttrMap& attrs = {}, int tuple_size = 0) {
-  for (uint64_t seed : kSeeds) {
-    SCOPED_TRACE(absl::StrCat(PrimIdName(id), " seed ", seed));
-    std::mt19937_64 rng(seed);
-    std::vector<Value> args;
-    for (const Shape& s : floats) args.push_back(RandomF64(s, rng));
-    for (const Value& v : ints) args.push_back(v);
-    ExpectOpGradients(id, args, attrs, seed, {/*power=*/2, tuple_size}, "x0");
-  }
-}
-
+// reverse mode and (at order 1) Jvp; the integer operands are constants
+// (ExpectDynamicOpGradients).
 TEST(DynamicIndexGradTest, CumSum) {
-  CheckDynamicOp(PrimId::kDynamicCumSum, {{3, 4}}, {ScalarI64(1)});
-  CheckDynamicOp(PrimId::kDynamicCumSum, {{3, 4}}, {I64({1}, {-2})},
-                 {{"exclusive", true}, {"reverse", true}});
-  CheckDynamicOp(PrimId::kDynamicCumSum, {{5}}, {ScalarI64(0)}, {{"exclusive", true}});
+  ExpectDynamicOpGradients(PrimId::kDynamicCumSum, {{3, 4}}, {ScalarI64(1)});
+  ExpectDynamicOpGradients(PrimId::kDynamicCumSum, {{3, 4}}, {I64({1}, {-2})},
+                           {{"exclusive", true}, {"reverse", true}});
+  ExpectDynamicOpGradients(PrimId::kDynamicCumSum, {{5}}, {ScalarI64(0)}, {{"exclusive", true}});
 }
 
 TEST(DynamicIndexGradTest, Split) {
-  CheckDynamicOp(PrimId::kDynamicSplit, {{2, 6}}, {I64({3}, {1, 2, 3})}, {{"axis", int64_t{1}}},
-                 3);
-  CheckDynamicOp(PrimId::kDynamicSplit, {{4, 2}}, {I64({1}, {4})}, {}, 1);
+  ExpectDynamicOpGradients(PrimId::kDynamicSplit, {{2, 6}}, {I64({3}, {1, 2, 3})}, {{"axis", int64_t{1}}}, 3);
+  ExpectDynamicOpGradients(PrimId::kDynamicSplit, {{4, 2}}, {I64({1}, {4})}, {}, 1);
 }
 
 TEST(DynamicIndexGradTest, TileAndTileGrad) {
-  CheckDynamicOp(PrimId::kDynamicTile, {{2, 3}}, {I64({2}, {2, 3})});
-  CheckDynamicOp(PrimId::kDynamicTile, {{3, 1, 2}}, {I64({3}, {1, 4, 1})});
-  CheckDynamicOp(PrimId::kDynamicTileGrad, {{4, 9}, {2, 3}}, {I64({2}, {2, 3})});
+  ExpectDynamicOpGradients(PrimId::kDynamicTile, {{2, 3}}, {I64({2}, {2, 3})});
+  ExpectDynamicOpGradients(PrimId::kDynamicTile, {{3, 1, 2}}, {I64({3}, {1, 4, 1})});
+  ExpectDynamicOpGradients(PrimId::kDynamicTileGrad, {{4, 9}, {2, 3}}, {I64({2}, {2, 3})});
 }
 
 }  // namespace

@@ -382,29 +382,19 @@ TEST(DynamicShapeKernelTest, BadShapeTensorsAreStatuses) {
 
 // ----- Gradients ---------------------------------------------------------------------------
 // P and P^2 checked in float64 against central differences to the second order,
-// reverse mode and (at order 1) Jvp; the integer operands are constants.
-void CheckDynamicOp(PrimId id, std::vector<Shape> floats, std::vector<Value> ints) {
-  for (uint64_t seed : kSeeds) {
-    SCOPED_TRACE(absl::StrCat(PrimIdName(id), " seed ", seed));
-    std::mt19937_64 rng(seed);
-    std::vector<Value> args;
-    for (const Shape& s : floats) args.push_back(RandomF64(s, rng));
-    for (const Value& v : ints) args.push_back(v);
-    ExpectOpGradients(id, args, {}, seed, {/*power=*/2}, "x0");
-  }
-}
-
+// reverse mode and (at order 1) Jvp; the integer operands are constants
+// (ExpectDynamicOpGradients).
 TEST(DynamicShapeGradTest, ReshapeBroadcastSlicePad) {
-  CheckDynamicOp(PrimId::kDynamicReshape, {{2, 3, 2}}, {I64({2}, {0, -1})});
-  CheckDynamicOp(PrimId::kDynamicBroadcastTo, {{3, 1}}, {I64({3}, {2, 1, 4})});
-  CheckDynamicOp(PrimId::kDynamicBroadcastTo, {{2, 1, 2}}, {I64({2}, {3, 1})});
-  CheckDynamicOp(PrimId::kDynamicSlice, {{5, 4}},
-                 {I64({2}, {4, 1}), I64({2}, {0, 100}), I64({2}, {0, -1}), I64({2}, {-2, 2})});
-  CheckDynamicOp(PrimId::kDynamicSlice, {{5, 4}}, {I64({1}, {1}), I64({1}, {-1})});
-  CheckDynamicOp(PrimId::kDynamicSliceGrad, {{2, 2}, {5, 4}},
-                 {I64({2}, {4, 1}), I64({2}, {0, 100}), I64({2}, {0, -1}), I64({2}, {-2, 2})});
-  CheckDynamicOp(PrimId::kDynamicPad, {{3, 4}}, {I64({4}, {1, -1, 0, 2})});
-  CheckDynamicOp(PrimId::kDynamicPad, {{2, 3}}, {I64({4}, {0, 2, 1, -2})});
+  ExpectDynamicOpGradients(PrimId::kDynamicReshape, {{2, 3, 2}}, {I64({2}, {0, -1})});
+  ExpectDynamicOpGradients(PrimId::kDynamicBroadcastTo, {{3, 1}}, {I64({3}, {2, 1, 4})});
+  ExpectDynamicOpGradients(PrimId::kDynamicBroadcastTo, {{2, 1, 2}}, {I64({2}, {3, 1})});
+  ExpectDynamicOpGradients(PrimId::kDynamicSlice, {{5, 4}},
+                           {I64({2}, {4, 1}), I64({2}, {0, 100}), I64({2}, {0, -1}), I64({2}, {-2, 2})});
+  ExpectDynamicOpGradients(PrimId::kDynamicSlice, {{5, 4}}, {I64({1}, {1}), I64({1}, {-1})});
+  ExpectDynamicOpGradients(PrimId::kDynamicSliceGrad, {{2, 2}, {5, 4}},
+                           {I64({2}, {4, 1}), I64({2}, {0, 100}), I64({2}, {0, -1}), I64({2}, {-2, 2})});
+  ExpectDynamicOpGradients(PrimId::kDynamicPad, {{3, 4}}, {I64({4}, {1, -1, 0, 2})});
+  ExpectDynamicOpGradients(PrimId::kDynamicPad, {{2, 3}}, {I64({4}, {0, 2, 1, -2})});
 }
 
 // f(x) = sum(sin(reshape(x, [3, batch])) * [[1], [2], [3]]) for x: f64[batch, 3],

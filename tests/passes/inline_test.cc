@@ -17,6 +17,42 @@ namespace {
 
 AbstractPtr I64() { return MakeAbstractScalar(DType::kInt64); }
 
+// The caller f(x), x an int64 scalar, in `b`, for the tests of what inlining
+// does to the graphs and closures f calls.
+class InlineCallTest : public ::testing::Test {
+ protected:
+  Module m{DefaultRegistry()};
+  GraphBuilder b{&m, "f"};
+  AnfNode* x = b.Param("x", I64());
+};
+
+// Expected: x * x + 1 (for f(x) = sq(x) + 1 once sq is inlined).
+FuncGraph* SquarePlusOne(Module* m) {
+  GraphBuilder e(m, "expected");
+  AnfNode* ex = e.Param("x", I64());
+  return e.Return(e.Op(PrimId::kScalarAdd, {e.Op(PrimId::kScalarMul, {ex, ex}), e.Int(1)})).value();
+}
+
+// The closure sq(y) = y * y inside `b`'s graph; `*sq` is its body's multiply.
+ValueNode* SquareClosure(GraphBuilder& b, CNode** sq) {
+  return b.Closure("sq", 1, [sq](GraphBuilder& cb, absl::Span<AnfNode* const> p) {
+    return *sq = cb.Op(PrimId::kScalarMul, {p[0], p[0]});
+  });
+}
+
+// The shape K-transformed graphs have: k(x) = (y, back) with y = x * x and the
+// closure back(d) = d * y. `*inner` is back's multiply, `*back_g` its graph.
+ValueNode* ValueAndBackClosure(GraphBuilder& b, CNode** inner, FuncGraph** back_g) {
+  return b.Closure("k", 1, [inner, back_g](GraphBuilder& kb, absl::Span<AnfNode* const> p) {
+    AnfNode* y = kb.Op(PrimId::kScalarMul, {p[0], p[0]});
+    ValueNode* back = kb.Closure("back", 1, [inner, y](GraphBuilder& cb, absl::Span<AnfNode* const> q) {
+      return *inner = cb.Op(PrimId::kScalarMul, {q[0], y});
+    });
+    *back_g = GraphOf(back);
+    return kb.Tuple({y, back});
+  });
+}
+
 TEST(InlinePassTest, CallOfAKnownGraphBecomesItsBody) {
   Module m(DefaultRegistry());
   GraphBuilder sq(&m, "sq");
@@ -26,10 +62,7 @@ TEST(InlinePassTest, CallOfAKnownGraphBecomesItsBody) {
   GraphBuilder b(&m, "f");
   AnfNode* x = b.Param("x", I64());
   FuncGraph* f = b.Return(b.Op(PrimId::kScalarAdd, {b.Call(sq_g, {x}), b.Int(1)})).value();
-  // Expected: x * x + 1
-  GraphBuilder e(&m, "expected");
-  AnfNode* ex = e.Param("x", I64());
-  FuncGraph* expected = e.Return(e.Op(PrimId::kScalarAdd, {e.Op(PrimId::kScalarMul, {ex, ex}), e.Int(1)})).value();
+  FuncGraph* expected = SquarePlusOne(&m);
   InlinePass pass;
   absl::StatusOr<bool> changed = pass.Run(m, f);
   ASSERT_TRUE(changed.ok()) << changed.status();
@@ -38,11 +71,8 @@ TEST(InlinePassTest, CallOfAKnownGraphBecomesItsBody) {
   EXPECT_FALSE(*pass.Run(m, f));  // a fixpoint
 }
 
-TEST(InlinePassTest, ClosureBodyReadsTheCallersNodesDirectly) {
-  Module m(DefaultRegistry());
+TEST_F(InlineCallTest, ClosureBodyReadsTheCallersNodesDirectly) {
   // Before: f(x) = c() where c() = x * x captures x
-  GraphBuilder b(&m, "f");
-  AnfNode* x = b.Param("x", I64());
   ValueNode* c = b.Closure("c", 0, [&](GraphBuilder& cb, auto) { return cb.Op(PrimId::kScalarMul, {x, x}); });
   FuncGraph* f = b.Return(b.Call(c, {})).value();
   GraphBuilder e(&m, "expected");
@@ -119,14 +149,9 @@ TEST(InlinePassTest, GradientOfALongConstantLoopBecomesStraightLineCode) {
 
 // A graph called from one place only is inlined by moving its body (the same
 // nodes, now the caller's), not by copying it; the emptied graph is garbage.
-TEST(InlinePassTest, GraphCalledOnlyOnceMovesIntoItsCaller) {
-  Module m(DefaultRegistry());
-  GraphBuilder b(&m, "f");
-  AnfNode* x = b.Param("x", I64());
+TEST_F(InlineCallTest, GraphCalledOnlyOnceMovesIntoItsCaller) {
   CNode* sq = nullptr;
-  ValueNode* c = b.Closure("sq", 1, [&](GraphBuilder& cb, absl::Span<AnfNode* const> p) {
-    return sq = cb.Op(PrimId::kScalarMul, {p[0], p[0]});
-  });
+  ValueNode* c = SquareClosure(b, &sq);
   FuncGraph* sq_g = GraphOf(c);
   const std::string sq_name = sq_g->name();
   FuncGraph* f = b.Return(b.Op(PrimId::kScalarAdd, {b.Call(c, {x}), b.Int(1)})).value();
@@ -134,9 +159,7 @@ TEST(InlinePassTest, GraphCalledOnlyOnceMovesIntoItsCaller) {
   EXPECT_EQ(sq->graph(), f);
   EXPECT_EQ(sq->input(1), x);
   EXPECT_EQ(sq_g->output(), nullptr);
-  GraphBuilder e(&m, "expected");
-  AnfNode* ex = e.Param("x", I64());
-  FuncGraph* expected = e.Return(e.Op(PrimId::kScalarAdd, {e.Op(PrimId::kScalarMul, {ex, ex}), e.Int(1)})).value();
+  FuncGraph* expected = SquarePlusOne(&m);
   ASSERT_TRUE(DcePass().Run(m, f).ok());
   EXPECT_TRUE(SameGraph(f, expected));
   EXPECT_EQ(m.FindGraph(sq_name), nullptr);
@@ -144,14 +167,9 @@ TEST(InlinePassTest, GraphCalledOnlyOnceMovesIntoItsCaller) {
 }
 
 // Two call sites: each gets a copy and the original stays as it was.
-TEST(InlinePassTest, GraphCalledTwiceIsCopied) {
-  Module m(DefaultRegistry());
-  GraphBuilder b(&m, "f");
-  AnfNode* x = b.Param("x", I64());
+TEST_F(InlineCallTest, GraphCalledTwiceIsCopied) {
   CNode* sq = nullptr;
-  ValueNode* c = b.Closure("sq", 1, [&](GraphBuilder& cb, absl::Span<AnfNode* const> p) {
-    return sq = cb.Op(PrimId::kScalarMul, {p[0], p[0]});
-  });
+  ValueNode* c = SquareClosure(b, &sq);
   FuncGraph* sq_g = GraphOf(c);
   FuncGraph* f = b.Return(b.Op(PrimId::kScalarAdd, {b.Call(c, {x}), b.Call(c, {b.Int(3)})})).value();
   ASSERT_TRUE(*InlinePass().Run(m, f));
@@ -163,18 +181,10 @@ TEST(InlinePassTest, GraphCalledTwiceIsCopied) {
 // The shape K-transformed calls have: a call returns (value, closure) and the
 // closure is taken from the tuple and called once. Both graphs move; nothing is
 // copied.
-TEST(InlinePassTest, ClosureReturnedInATupleAndCalledOnceMoves) {
-  Module m(DefaultRegistry());
-  GraphBuilder b(&m, "f");
-  AnfNode* x = b.Param("x", I64());
+TEST_F(InlineCallTest, ClosureReturnedInATupleAndCalledOnceMoves) {
   CNode* inner = nullptr;
-  ValueNode* k = b.Closure("k", 1, [&](GraphBuilder& kb, absl::Span<AnfNode* const> p) {
-    AnfNode* y = kb.Op(PrimId::kScalarMul, {p[0], p[0]});
-    ValueNode* back = kb.Closure("back", 1, [&](GraphBuilder& cb, absl::Span<AnfNode* const> q) {
-      return inner = cb.Op(PrimId::kScalarMul, {q[0], y});
-    });
-    return kb.Tuple({y, back});
-  });
+  FuncGraph* back_g = nullptr;
+  ValueNode* k = ValueAndBackClosure(b, &inner, &back_g);
   CNode* app = b.Call(k, {x});
   FuncGraph* f = b.Return(b.Call(b.GetItem(app, 1), {b.GetItem(app, 0)})).value();
   const size_t graphs = m.graphs().size();
@@ -189,20 +199,10 @@ TEST(InlinePassTest, ClosureReturnedInATupleAndCalledOnceMoves) {
 
 // When the closure is also returned, it may be called elsewhere: its call is
 // inlined from a copy, and the closure itself stays.
-TEST(InlinePassTest, ClosureThatEscapesIsCopied) {
-  Module m(DefaultRegistry());
-  GraphBuilder b(&m, "f");
-  AnfNode* x = b.Param("x", I64());
+TEST_F(InlineCallTest, ClosureThatEscapesIsCopied) {
   CNode* inner = nullptr;
   FuncGraph* back_g = nullptr;
-  ValueNode* k = b.Closure("k", 1, [&](GraphBuilder& kb, absl::Span<AnfNode* const> p) {
-    AnfNode* y = kb.Op(PrimId::kScalarMul, {p[0], p[0]});
-    ValueNode* back = kb.Closure("back", 1, [&](GraphBuilder& cb, absl::Span<AnfNode* const> q) {
-      return inner = cb.Op(PrimId::kScalarMul, {q[0], y});
-    });
-    back_g = GraphOf(back);
-    return kb.Tuple({y, back});
-  });
+  ValueNode* k = ValueAndBackClosure(b, &inner, &back_g);
   CNode* app = b.Call(k, {x});
   AnfNode* closure = b.GetItem(app, 1);
   FuncGraph* f = b.Return(b.Tuple({b.Call(closure, {b.GetItem(app, 0)}), closure})).value();

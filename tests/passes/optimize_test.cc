@@ -7,7 +7,6 @@
 #include "ad/grad_operation.h"
 #include "backends/cpu/constant_evaluator.h"
 #include "backends/executor.h"
-#include "absl/container/flat_hash_set.h"
 #include "core/builder.h"
 #include "core/manager.h"
 #include "examples/programs.h"
@@ -16,6 +15,7 @@
 #include "ops/registry.h"
 #include "proto/model_io.h"
 #include "tests/testing/graph_test_util.h"
+#include "tools/graph_counts.h"
 #include "tools/npy.h"
 
 namespace kgrad {
@@ -84,30 +84,6 @@ TEST(OptimizeTest, TheResultIsAFixpoint) {
   }
 }
 
-// Closures, partials, envs and tuples left in `g` (its output tuple aside), and
-// graphs other than g itself.
-int Plumbing(FuncGraph* g) {
-  Manager& m = g->module()->manager();
-  int n = static_cast<int>(m.Reachable({g}).size()) - 1;
-  // The tuples that build the result (e.g. (input grads, weight grads)) are output.
-  absl::flat_hash_set<const AnfNode*> result;
-  std::vector<const AnfNode*> work{g->output()};
-  while (!work.empty()) {
-    const CNode* t = work.back()->AsCNode();
-    work.pop_back();
-    if (t == nullptr || !t->IsPrim(PrimId::kMakeTuple) || !result.insert(t).second) continue;
-    for (size_t i = 1; i < t->size(); ++i) work.push_back(t->input(i));
-  }
-  for (CNode* c : m.Info(g).order) {
-    if (result.contains(c)) continue;
-    for (PrimId id : {PrimId::kMakeTuple, PrimId::kTupleGetItem, PrimId::kPartial, PrimId::kEnvSetItem,
-                      PrimId::kEnvGetItem, PrimId::kEnvAdd, PrimId::kSwitch}) {
-      n += c->IsPrim(id) ? 1 : 0;
-    }
-  }
-  return n;
-}
-
 TEST(OptimizeTest, FirstOrderGradientsBecomePlainKernelGraphs) {
   struct Program {
     const char* name;
@@ -129,7 +105,7 @@ TEST(OptimizeTest, FirstOrderGradientsBecomePlainKernelGraphs) {
     OptimizeOptions o;
     o.evaluator = &CpuConstantEvaluator::Get();
     ASSERT_TRUE(Optimize(m, grad, o).ok()) << p.name;
-    EXPECT_EQ(Plumbing(grad), 0) << p.name << "\n" << testing::Canonical(grad);
+    EXPECT_EQ(CountPlumbing(grad), 0) << p.name << "\n" << testing::Canonical(grad);
     Value after = RunGraph(grad, args).value();
     EXPECT_LE(MaxRelDiff(before, after), 1e-5) << p.name;
   }

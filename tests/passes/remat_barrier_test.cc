@@ -20,14 +20,12 @@ using testing::SameGraph;
 AbstractPtr F64(Shape s) { return MakeAbstractTensor(DType::kFloat64, std::move(s)); }
 
 // "before" and "expected" graphs of (x0, x1), both f64[3].
-struct Case {
-  Module m{DefaultRegistry()};
-  GraphBuilder before{&m, "before"};
-  GraphBuilder expected{&m, "expected"};
-  AnfNode* bx0 = before.Param("x0", F64({3}));
-  AnfNode* bx1 = before.Param("x1", F64({3}));
-  AnfNode* ex0 = expected.Param("x0", F64({3}));
-  AnfNode* ex1 = expected.Param("x1", F64({3}));
+struct Case : testing::BeforeExpected {
+  Case() : BeforeExpected({F64({3}), F64({3})}) {}
+  AnfNode* bx0 = bx[0];
+  AnfNode* bx1 = bx[1];
+  AnfNode* ex0 = ex[0];
+  AnfNode* ex1 = ex[1];
 
   // Runs `pass` on before(b_out); `changes`: whether it must report a change.
   ::testing::AssertionResult Check(Pass& pass, AnfNode* b_out, AnfNode* e_out, bool changes) {

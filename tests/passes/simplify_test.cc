@@ -20,18 +20,14 @@ using testing::SameGraph;
 
 AbstractPtr F32(Shape s) { return MakeAbstractTensor(DType::kFloat32, std::move(s)); }
 
+// set(newenv, key, v) in `b`.
+AnfNode* NewEnvWith(GraphBuilder& b, AnfNode* key, AnfNode* v) {
+  return b.Op(PrimId::kEnvSetItem, {b.Const(Value::EmptyEnv()), key, v});
+}
+
 // Builds "before" and "expected" graphs with the same parameters.
-struct Case {
-  Module m{DefaultRegistry()};
-  GraphBuilder before{&m, "before"};
-  GraphBuilder expected{&m, "expected"};
-  std::vector<AnfNode*> bx, ex;
-  explicit Case(std::vector<AbstractPtr> params) {
-    for (size_t i = 0; i < params.size(); ++i) {
-      bx.push_back(before.Param("x" + std::to_string(i), params[i]));
-      ex.push_back(expected.Param("x" + std::to_string(i), params[i]));
-    }
-  }
+struct Case : testing::BeforeExpected {
+  using BeforeExpected::BeforeExpected;
   ::testing::AssertionResult Check(Pass& pass, AnfNode* b_out, AnfNode* e_out) {
     FuncGraph* b = before.Return(b_out).value();
     FuncGraph* e = expected.Return(e_out).value();
@@ -136,7 +132,7 @@ TEST(EnvSimplifyTest, ReadBackWhatWasWritten) {
   // set(set(newenv, "a", x0), "b", x1)["a"] => x0;  newenv["c"] => default
   Case c({F32({2}), F32({2})});
   GraphBuilder& b = c.before;
-  AnfNode* env = b.Op(PrimId::kEnvSetItem, {b.Const(Value::EmptyEnv()), b.Const(Value::String("a")), c.bx[0]});
+  AnfNode* env = NewEnvWith(b, b.Const(Value::String("a")), c.bx[0]);
   env = b.Op(PrimId::kEnvSetItem, {env, b.Const(Value::String("b")), c.bx[1]});
   AnfNode* a = b.Op(PrimId::kEnvGetItem, {env, b.Const(Value::String("a")), b.Op(PrimId::kZerosLike, {c.bx[0]})});
   AnfNode* none = b.Op(PrimId::kEnvGetItem, {b.Const(Value::EmptyEnv()), b.Const(Value::String("c")), c.bx[1]});
@@ -150,8 +146,8 @@ TEST(EnvSimplifyTest, AddOfEnvsSplitsIntoItems) {
   Case c({F32({2}), F32({2})});
   GraphBuilder& b = c.before;
   AnfNode* key = b.Const(Value::String("k"));
-  AnfNode* e1 = b.Op(PrimId::kEnvSetItem, {b.Const(Value::EmptyEnv()), key, c.bx[0]});
-  AnfNode* e2 = b.Op(PrimId::kEnvSetItem, {b.Const(Value::EmptyEnv()), key, c.bx[1]});
+  AnfNode* e1 = NewEnvWith(b, key, c.bx[0]);
+  AnfNode* e2 = NewEnvWith(b, key, c.bx[1]);
   AnfNode* sum = b.Op(PrimId::kEnvAdd, {b.Op(PrimId::kEnvAdd, {e1, b.Const(Value::EmptyEnv())}), e2});
   AnfNode* out = b.Op(PrimId::kEnvGetItem, {sum, key, b.Op(PrimId::kZerosLike, {c.bx[0]})});
   AnfNode* expected = c.expected.Op(PrimId::kHyperAdd, {c.ex[0], c.ex[1]});
@@ -241,9 +237,8 @@ TEST(SimplifyTest, OneSweepReachesTheRulesFixpoint) {
   Case c({F32({2}), F32({2})});
   GraphBuilder& b = c.before;
   AnfNode* key = b.Const(Value::String("k"));
-  AnfNode* e1 = b.Op(PrimId::kEnvSetItem, {b.Const(Value::EmptyEnv()), key, c.bx[0]});
-  AnfNode* e2 = b.Op(PrimId::kEnvSetItem, {b.Const(Value::EmptyEnv()), key, c.bx[1]});
-  AnfNode* out = b.Op(PrimId::kEnvGetItem, {b.Op(PrimId::kEnvAdd, {e1, e2}), key, b.Op(PrimId::kZerosLike, {c.bx[0]})});
+  AnfNode* sum = b.Op(PrimId::kEnvAdd, {NewEnvWith(b, key, c.bx[0]), NewEnvWith(b, key, c.bx[1])});
+  AnfNode* out = b.Op(PrimId::kEnvGetItem, {sum, key, b.Op(PrimId::kZerosLike, {c.bx[0]})});
   SimplifyPass pass;
   EXPECT_TRUE(c.Check(pass, out, c.expected.Op(PrimId::kAdd, {c.ex[0], c.ex[1]})));
   EXPECT_FALSE(*pass.Run(c.m, c.before.graph()));

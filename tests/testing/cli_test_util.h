@@ -17,6 +17,10 @@ struct CliResult {
 // cli::Main(args) with its output and errors captured.
 CliResult Cli(const std::vector<std::string>& args);
 
+// Runs the CLI with `args`: it exits with `status` (1: a failure, 2: a usage
+// error) and its errors contain each of `fragments`.
+void ExpectCliError(const std::vector<std::string>& args, int status, const std::vector<std::string>& fragments);
+
 // `name` in $TEST_TMPDIR (or /tmp outside Bazel).
 std::string TempPath(const std::string& name);
 

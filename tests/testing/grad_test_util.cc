@@ -175,6 +175,16 @@ std::vector<Value> RandomOperands(const std::vector<Shape>& shapes, uint64_t see
   return Uniform(shapes)(rng);
 }
 
+void ExpectDynamicOpGradients(PrimId id, const std::vector<Shape>& floats, const std::vector<Value>& ints,
+                              const AttrMap& attrs, int tuple_size) {
+  for (uint64_t seed : kSeeds) {
+    SCOPED_TRACE(absl::StrCat(PrimIdName(id), " seed ", seed));
+    std::vector<Value> args = RandomOperands(floats, seed);
+    args.insert(args.end(), ints.begin(), ints.end());
+    ExpectOpGradients(id, args, attrs, seed, {/*power=*/2, tuple_size}, "x0");
+  }
+}
+
 void ExpectGradientsAtSeeds(PrimId id, const ArgsFn& make, const AttrMap& attrs, bool curved) {
   for (uint64_t seed : kSeeds) {
     std::mt19937_64 rng(seed);

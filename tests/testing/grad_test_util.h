@@ -81,6 +81,13 @@ std::vector<Value> FloatArgs(const std::vector<Value>& args);
 void ExpectOpGradients(PrimId id, const std::vector<Value>& args, const AttrMap& attrs,
                        uint64_t seed, const OpGraphOptions& raised, const std::string& input = "");
 
+// ExpectOpGradients of `id`{attrs} squared at kSeeds, for an op with run-time
+// integer operands: float64 operands of `floats` drawn for each seed, then the
+// `ints` (constants of the checked graph). P returns a tuple of `tuple_size`
+// tensors when that is not 0. x0's second derivatives must not all vanish.
+void ExpectDynamicOpGradients(PrimId id, const std::vector<Shape>& floats, const std::vector<Value>& ints,
+                              const AttrMap& attrs = {}, int tuple_size = 0);
+
 // Arguments drawn from a seeded generator (a new point per seed).
 using ArgsFn = std::function<std::vector<Value>(std::mt19937_64&)>;
 // Float64 operands of `shapes`, uniform in [-1, 1).

@@ -2,11 +2,15 @@
 
 #include <algorithm>
 #include <cmath>
+#include <memory>
+#include <utility>
 
 #include "core/builder.h"
 #include "core/manager.h"
 #include "core/module.h"
 #include "core/printer.h"
+#include "core/status_macros.h"
+#include "ops/registry.h"
 
 namespace kgrad {
 namespace testing {
@@ -40,6 +44,13 @@ std::string Canonical(FuncGraph* g) {
   std::string e = Canonical(expected);
   if (a == e) return ::testing::AssertionSuccess();
   return ::testing::AssertionFailure() << "actual:\n" << a << "expected:\n" << e;
+}
+
+BeforeExpected::BeforeExpected(const std::vector<AbstractPtr>& params) : m(DefaultRegistry()) {
+  for (size_t i = 0; i < params.size(); ++i) {
+    bx.push_back(before.Param("x" + std::to_string(i), params[i]));
+    ex.push_back(expected.Param("x" + std::to_string(i), params[i]));
+  }
 }
 
 namespace {
@@ -112,6 +123,13 @@ FuncGraph* CountDown(Module* m, const std::string& name, AbstractPtr x_type, con
   return b.Return(r).value();
 }
 
+FuncGraph* TanhOfProduct(Module* m, const std::string& name) {
+  GraphBuilder b(m, name);
+  AnfNode* x = b.Param("x", DType::kFloat64, {3});
+  AnfNode* w = b.Param("w", DType::kFloat64, {3});
+  return b.Return(b.Op(PrimId::kTanh, {b.Op(PrimId::kMul, {x, w})})).value();
+}
+
 FuncGraph* TanhLoop(Module* m, int64_t n, bool add_x, bool sum) {
   GraphBuilder b(m, "f");
   AnfNode* x = b.Param("x", DType::kFloat64, {3});
@@ -133,6 +151,16 @@ FuncGraph* BuildFactorial(Module* m) {
         return e.Op(PrimId::kScalarMul, {n, rec});
       });
   return b.Return(r).value();
+}
+
+absl::StatusOr<Value> RunOneOp(PrimId id, AttrMap attrs, Value x, const ExecutorOptions& options) {
+  Module m(DefaultRegistry());
+  GraphBuilder b(&m, "f");
+  const Tensor& t = x.tensor();
+  AnfNode* p = b.Param("x", t.dtype(), t.shape());
+  KGRAD_ASSIGN_OR_RETURN(FuncGraph* f, b.Return(b.Op(id, {p}, std::move(attrs))));
+  KGRAD_ASSIGN_OR_RETURN(std::unique_ptr<Executor> e, Executor::Create(f, options));
+  return e->Run({std::move(x)});
 }
 
 }  // namespace testing

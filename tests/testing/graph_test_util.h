@@ -6,7 +6,10 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <vector>
 
+#include "absl/status/statusor.h"
+#include "backends/executor.h"
 #include "core/builder.h"
 #include "core/func_graph.h"
 #include "core/module.h"
@@ -20,6 +23,18 @@ std::string Canonical(FuncGraph* g);
 
 // Passes when `actual` and `expected` print the same canonically.
 ::testing::AssertionResult SameGraph(FuncGraph* actual, FuncGraph* expected);
+
+// The "before" and "expected" graphs of a Before/Expected pass test, with the
+// same parameters x0, x1, ... of the types `params` (bx in before, ex in
+// expected). A test builds both bodies, runs the pass on before and compares.
+struct BeforeExpected {
+  explicit BeforeExpected(const std::vector<AbstractPtr>& params);
+
+  Module m;
+  GraphBuilder before{&m, "before"};
+  GraphBuilder expected{&m, "expected"};
+  std::vector<AnfNode*> bx, ex;
+};
 
 // Number of applications of primitive `id` in `root` and the graphs it calls or
 // nests (not its enclosing graphs).
@@ -47,6 +62,9 @@ using MoreFn =
 FuncGraph* CountDown(Module* m, const std::string& name, AbstractPtr x_type, const BaseFn& base,
                      const MoreFn& more);
 
+// name(x, w) = tanh(x * w), both f64[3].
+FuncGraph* TanhOfProduct(Module* m, const std::string& name);
+
 // f(x, w), both f64[3]: h = x, then `n` times h = tanh(h * w), or tanh(h * w + x)
 // with `add_x` (a while loop); returns h, or sum(h) with `sum`.
 FuncGraph* TanhLoop(Module* m, int64_t n, bool add_x, bool sum);
@@ -54,6 +72,10 @@ FuncGraph* TanhLoop(Module* m, int64_t n, bool add_x, bool sum);
 // fact(n) = n <= 1 ? 1 : n * fact(n - 1), n an untyped parameter (not a tail
 // call: the multiply waits).
 FuncGraph* BuildFactorial(Module* m);
+
+// y = P(x): a graph of one application of primitive `id` to a parameter of x's
+// type, compiled with `options` (a device, a communicator) and run on x.
+absl::StatusOr<Value> RunOneOp(PrimId id, AttrMap attrs, Value x, const ExecutorOptions& options);
 
 }  // namespace testing
 }  // namespace kgrad

@@ -11,11 +11,10 @@
 #include "tests/testing/cli_test_util.h"
 
 namespace kgrad {
+namespace testing {
 namespace {
 
 using ::testing::HasSubstr;
-using testing::Cli;
-using Result = testing::CliResult;
 
 // The median of the report line starting with `what`, or -1.
 double Median(const std::string& out, const std::string& what) {
@@ -32,8 +31,8 @@ double Median(const std::string& out, const std::string& what) {
 }
 
 TEST(CliBenchTest, TimesForwardStepAndJvpOfAGraphFile) {
-  Result r = Cli({"bench", "examples/mlp.pbtxt", "--input", "x=examples/data/mlp_x.npy", "--grad", "--jvp",
-                  "--repeat", "3", "--warmup", "1"});
+  CliResult r = Cli({"bench", "examples/mlp.pbtxt", "--input", "x=examples/data/mlp_x.npy", "--grad", "--jvp",
+                     "--repeat", "3", "--warmup", "1"});
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_THAT(r.out, HasSubstr("graph 'mlp', 3 runs after 1 warm-up"));
   EXPECT_GT(Median(r.out, "forward"), 0);
@@ -44,10 +43,9 @@ TEST(CliBenchTest, TimesForwardStepAndJvpOfAGraphFile) {
 }
 
 TEST(CliBenchTest, SymbolicDimsOfAnOnnxModelTakeTheirSizeFromDim) {
-  Result r = Cli({"bench", "tests/onnx/data/dyn_resnet.onnx", "--repeat", "2"});
-  EXPECT_EQ(r.status, 1);
-  EXPECT_THAT(r.err, HasSubstr("has dim 'batch': give its size with --dim batch=N"));
-  r = Cli({"bench", "tests/onnx/data/dyn_resnet.onnx", "--dim", "batch=2", "--grad", "--repeat", "2"});
+  ExpectCliError({"bench", "tests/onnx/data/dyn_resnet.onnx", "--repeat", "2"}, 1,
+                 {"has dim 'batch': give its size with --dim batch=N"});
+  CliResult r = Cli({"bench", "tests/onnx/data/dyn_resnet.onnx", "--dim", "batch=2", "--grad", "--repeat", "2"});
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_GT(Median(r.out, "forward"), 0);
   EXPECT_GT(Median(r.out, "step"), 0);
@@ -55,8 +53,8 @@ TEST(CliBenchTest, SymbolicDimsOfAnOnnxModelTakeTheirSizeFromDim) {
 }
 
 TEST(CliBenchTest, FlushDenormalsIsReported) {
-  Result r = Cli({"bench", "examples/mlp.pbtxt", "--input", "x=examples/data/mlp_x.npy", "--grad",
-                  "--repeat", "2", "--warmup", "0", "--flush-denormals"});
+  CliResult r = Cli({"bench", "examples/mlp.pbtxt", "--input", "x=examples/data/mlp_x.npy", "--grad", "--repeat", "2",
+                     "--warmup", "0", "--flush-denormals"});
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_THAT(r.out, HasSubstr("graph 'mlp', 2 runs after 0 warm-up, subnormals flushed"));
   EXPECT_GT(Median(r.out, "step"), 0);
@@ -78,8 +76,8 @@ double ProfileMs(const std::string& out, const std::string& header, const std::s
 }
 
 TEST(CliBenchTest, ProfileGivesTheTimePerPrimitiveOfEachPass) {
-  Result r = Cli({"bench", "examples/mlp.pbtxt", "--input", "x=examples/data/mlp_x.npy", "--grad",
-                  "--jvp", "--repeat", "2", "--warmup", "1", "--profile"});
+  CliResult r = Cli({"bench", "examples/mlp.pbtxt", "--input", "x=examples/data/mlp_x.npy", "--grad", "--jvp",
+                     "--repeat", "2", "--warmup", "1", "--profile"});
   ASSERT_EQ(r.status, 0) << r.err;
   for (const std::string header : {"profile of the forward, per run:", "profile of the step, per run:",
                                    "profile of the jvp, per run:"}) {
@@ -98,16 +96,12 @@ TEST(CliBenchTest, ProfileGivesTheTimePerPrimitiveOfEachPass) {
 }
 
 TEST(CliBenchTest, BadArgumentsAreErrors) {
-  Result r = Cli({"bench", "examples/mlp.pbtxt", "--repeat", "0"});
-  EXPECT_EQ(r.status, 1);
-  EXPECT_THAT(r.err, HasSubstr("--repeat wants a whole number >= 1"));
-  r = Cli({"bench", "examples/mlp.pbtxt", "--input", "nope=examples/data/x3.npy"});
-  EXPECT_EQ(r.status, 1);
-  EXPECT_THAT(r.err, HasSubstr("graph 'mlp' has no input named 'nope'"));
-  r = Cli({"bench", "examples/mlp.pbtxt", "--dim", "batch"});
-  EXPECT_EQ(r.status, 1);
-  EXPECT_THAT(r.err, HasSubstr("--dim wants NAME=SIZE"));
+  ExpectCliError({"bench", "examples/mlp.pbtxt", "--repeat", "0"}, 1, {"--repeat wants a whole number >= 1"});
+  ExpectCliError({"bench", "examples/mlp.pbtxt", "--input", "nope=examples/data/x3.npy"}, 1,
+                 {"graph 'mlp' has no input named 'nope'"});
+  ExpectCliError({"bench", "examples/mlp.pbtxt", "--dim", "batch"}, 1, {"--dim wants NAME=SIZE"});
 }
 
 }  // namespace
+}  // namespace testing
 }  // namespace kgrad

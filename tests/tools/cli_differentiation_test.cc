@@ -12,11 +12,10 @@
 #include "tools/npy.h"
 
 namespace kgrad {
+namespace testing {
 namespace {
 
 using ::testing::HasSubstr;
-using testing::Cli;
-using Result = testing::CliResult;
 
 TEST(CliDifferentiationTest, ExamplesPassCheckAtTheirOrders) {
   struct Case {
@@ -28,7 +27,7 @@ TEST(CliDifferentiationTest, ExamplesPassCheckAtTheirOrders) {
                         Case{"examples/maml.pbtxt", "2", "vjp order 2  w "},
                         Case{"examples/train_step.pbtxt", "1", "vjp order 1  w2"}}) {
     for (const char* seed : {"1", "7"}) {
-      Result r = Cli({"check", c.file, "--order", c.order, "--seed", seed});
+      CliResult r = Cli({"check", c.file, "--order", c.order, "--seed", seed});
       EXPECT_EQ(r.status, 0) << c.file << " seed " << seed << ":\n" << r.out << r.err;
       EXPECT_THAT(r.out, HasSubstr("PASSED")) << c.file;
       EXPECT_THAT(r.out, HasSubstr(c.entry)) << c.file;
@@ -50,10 +49,9 @@ std::vector<double> Losses(const std::string& out) {
 }
 
 TEST(CliDifferentiationTest, TrainingStepGraphTrainsWithTheLossFalling) {
-  std::string dir = testing::TempPath("train_out");
-  Result r = Cli({"train", "examples/train_step.pbtxt", "--steps", "100", "--input",
-                  "x=examples/data/mlp_x.npy", "--input", "labels=examples/data/mlp_labels.npy",
-                  "--output", dir});
+  std::string dir = TempPath("train_out");
+  CliResult r = Cli({"train", "examples/train_step.pbtxt", "--steps", "100", "--input", "x=examples/data/mlp_x.npy",
+                     "--input", "labels=examples/data/mlp_labels.npy", "--output", dir});
   ASSERT_EQ(r.status, 0) << r.err;
   std::vector<double> losses = Losses(r.out);
   ASSERT_EQ(losses.size(), 100u) << r.out;
@@ -62,10 +60,10 @@ TEST(CliDifferentiationTest, TrainingStepGraphTrainsWithTheLossFalling) {
   for (size_t i = 1; i < losses.size(); ++i) EXPECT_LT(losses[i], losses[i - 1]) << "step " << i + 1;
   EXPECT_LT(losses.back(), 0.02);
   // The final weights, run through the plain MLP, give a loss below the last step's.
-  Result run = Cli({"run", "examples/mlp.pbtxt", "--input", "x=examples/data/mlp_x.npy", "--input",
-                    "labels=examples/data/mlp_labels.npy", "--weight", "w1=" + dir + "/w1.npy",
-                    "--weight", "b1=" + dir + "/b1.npy", "--weight", "w2=" + dir + "/w2.npy",
-                    "--weight", "b2=" + dir + "/b2.npy"});
+  CliResult run =
+      Cli({"run", "examples/mlp.pbtxt", "--input", "x=examples/data/mlp_x.npy", "--input",
+           "labels=examples/data/mlp_labels.npy", "--weight", "w1=" + dir + "/w1.npy", "--weight",
+           "b1=" + dir + "/b1.npy", "--weight", "w2=" + dir + "/w2.npy", "--weight", "b2=" + dir + "/b2.npy"});
   ASSERT_EQ(run.status, 0) << run.err;
   std::istringstream in(run.out.substr(run.out.find("min=") + 4));
   double final_loss = 0;
@@ -75,35 +73,27 @@ TEST(CliDifferentiationTest, TrainingStepGraphTrainsWithTheLossFalling) {
 }
 
 TEST(CliDifferentiationTest, TrainRefusesAGraphThatIsNotAStep) {
-  Result r = Cli({"train", "examples/mlp.pbtxt", "--steps", "3", "--input",
-                  "x=examples/data/mlp_x.npy", "--input", "labels=examples/data/mlp_labels.npy"});
-  EXPECT_EQ(r.status, 1);
-  EXPECT_THAT(r.err, HasSubstr("graph 'mlp' must return (loss, new_weights)"));
-  r = Cli({"train", "examples/train_step.pbtxt", "--steps", "0"});
-  EXPECT_EQ(r.status, 1);
-  EXPECT_THAT(r.err, HasSubstr("--steps wants a positive whole number"));
+  ExpectCliError({"train", "examples/mlp.pbtxt", "--steps", "3", "--input", "x=examples/data/mlp_x.npy", "--input",
+                  "labels=examples/data/mlp_labels.npy"},
+                 1, {"graph 'mlp' must return (loss, new_weights)"});
+  ExpectCliError({"train", "examples/train_step.pbtxt", "--steps", "0"}, 1, {"--steps wants a positive whole number"});
 }
 
 TEST(CliDifferentiationTest, PrintKeepsTheOperatorsAsWritten) {
-  Result r = Cli({"print", "examples/maml.pbtxt"});
+  CliResult r = Cli({"print", "examples/maml.pbtxt"});
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_THAT(r.out, HasSubstr("grad{has_aux=false, sens=false, weights=\"\", wrt=[0]}(@inner_loss)"));
 }
 
 TEST(CliDifferentiationTest, OperatorsThatCannotBeExpandedAreClearErrors) {
-  Result r = Cli({"run", "tests/tools/testdata/j_unknown_operand.pbtxt", "--input",
-                  "x=examples/data/x3.npy"});
-  EXPECT_EQ(r.status, 1);
-  EXPECT_THAT(r.err, HasSubstr("graph 'apply_j'"));
-  EXPECT_THAT(r.err, HasSubstr("J: cannot tell statically which function 'fn' is"));
-  r = Cli({"run", "tests/tools/testdata/grad_passed_as_value.pbtxt", "--input", "x=examples/data/x3.npy"});
-  EXPECT_EQ(r.status, 1);
-  EXPECT_THAT(r.err, HasSubstr("the differentiation operator 'grad' is passed as a value"));
-  r = Cli({"check", "tests/tools/testdata/grad_of_itself.pbtxt"});
-  EXPECT_EQ(r.status, 1);
-  EXPECT_THAT(r.err, HasSubstr("graph 'f'"));
-  EXPECT_THAT(r.err, HasSubstr("a graph that differentiates itself"));
+  ExpectCliError({"run", "tests/tools/testdata/j_unknown_operand.pbtxt", "--input", "x=examples/data/x3.npy"}, 1,
+                 {"graph 'apply_j'", "J: cannot tell statically which function 'fn' is"});
+  ExpectCliError({"run", "tests/tools/testdata/grad_passed_as_value.pbtxt", "--input", "x=examples/data/x3.npy"}, 1,
+                 {"the differentiation operator 'grad' is passed as a value"});
+  ExpectCliError({"check", "tests/tools/testdata/grad_of_itself.pbtxt"}, 1,
+                 {"graph 'f'", "a graph that differentiates itself"});
 }
 
 }  // namespace
+}  // namespace testing
 }  // namespace kgrad

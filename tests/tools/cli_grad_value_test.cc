@@ -14,12 +14,10 @@
 #include "tools/npy.h"
 
 namespace kgrad {
+namespace testing {
 namespace {
 
 using ::testing::HasSubstr;
-using testing::Cli;
-using testing::TempPath;
-using Result = testing::CliResult;
 
 constexpr char kFile[] = "tests/tools/testdata/tanh_aux.pbtxt";
 const std::vector<double> kX = {0.5, -1.0, 2.0};
@@ -50,7 +48,7 @@ std::string GradAndRun(const std::string& tag, std::vector<std::string> flags, b
   std::string graph_file = TempPath(tag + ".pb");
   std::vector<std::string> grad = {"grad", kFile, "-o", graph_file};
   grad.insert(grad.end(), flags.begin(), flags.end());
-  Result r = Cli(grad);
+  CliResult r = Cli(grad);
   EXPECT_EQ(r.status, 0) << tag << ": " << r.err;
   std::string dir = TempPath(tag + "_out");
   std::vector<std::string> run = {"run", graph_file, "--input", "x=" + WriteVector(tag + "_x", kX), "--output", dir};
@@ -79,7 +77,7 @@ void ExpectNear(const std::vector<double>& got, const std::vector<double>& want,
 }
 
 TEST(CliGradValueTest, ValueAndGradientsOfEveryInput) {
-  Result r = Cli({"grad", kFile, "--value", "-o", TempPath("vag.pb")});
+  CliResult r = Cli({"grad", kFile, "--value", "-o", TempPath("vag.pb")});
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_THAT(r.out, HasSubstr("outputs: out_0 the value (of 'main'), out_1 the gradients"));
   EXPECT_THAT(r.out, HasSubstr("graph 'value_and_grad_main'"));
@@ -117,7 +115,7 @@ TEST(CliGradValueTest, ValueKeepsTheWrtChoice) {
 // with_aux(x, w) = (f(x, w), x * x): the aux comes back as it is, and does not
 // add its own derivative (2x) to df/dx.
 TEST(CliGradValueTest, HasAuxDifferentiatesTheFirstOutputOnly) {
-  Result r = Cli({"grad", kFile, "--graph", "with_aux", "--has-aux", "--wrt", "0", "-o", TempPath("aux.pb")});
+  CliResult r = Cli({"grad", kFile, "--graph", "with_aux", "--has-aux", "--wrt", "0", "-o", TempPath("aux.pb")});
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_THAT(r.out, HasSubstr("outputs: out_0 the gradients, out_1 the aux (as 'with_aux' returns it)"));
   std::vector<double> x_squared = {0.25, 1.0, 4.0};
@@ -137,26 +135,20 @@ TEST(CliGradValueTest, HasAuxDifferentiatesTheFirstOutputOnly) {
 
 TEST(CliGradValueTest, ErrorsNameTheGraphAndTheFlag) {
   // A tuple of three is not (loss, aux): JAX wants the aux values in one tuple.
-  Result r = Cli({"grad", kFile, "--graph", "triple", "--has-aux", "-o", TempPath("e1.pb")});
-  EXPECT_EQ(r.status, 1);
-  EXPECT_THAT(r.err, HasSubstr("has_aux: graph 'triple' must return a pair (value, aux)"));
-  EXPECT_THAT(r.err, HasSubstr("a tuple of 3"));
+  ExpectCliError({"grad", kFile, "--graph", "triple", "--has-aux", "-o", TempPath("e1.pb")}, 1,
+                 {"has_aux: graph 'triple' must return a pair (value, aux)", "a tuple of 3"});
   // A single output, with and without --value.
   for (const char* value : {"--value", "--optimize"}) {
-    r = Cli({"grad", kFile, "--has-aux", value, "-o", TempPath("e2.pb")});
+    CliResult r = Cli({"grad", kFile, "--has-aux", value, "-o", TempPath("e2.pb")});
     EXPECT_EQ(r.status, 1) << value;
     EXPECT_THAT(r.err, HasSubstr("has_aux: graph 'main' must return a pair (value, aux), but returns f64[]"));
   }
-  r = Cli({"grad", kFile, "--value", "--sens", "-o", TempPath("e3.pb")});
-  EXPECT_EQ(r.status, 1);
-  EXPECT_THAT(r.err, HasSubstr("drop --sens or --value"));
-  r = Cli({"grad", kFile, "--graph", "with_aux", "--has-aux", "--value", "--wrt", "2", "-o", TempPath("e4.pb")});
-  EXPECT_EQ(r.status, 1);
-  EXPECT_THAT(r.err, HasSubstr("graph 'with_aux' has no input 2"));
-  r = Cli({"grad", kFile, "--value=yes", "-o", TempPath("e5.pb")});
-  EXPECT_EQ(r.status, 1);
-  EXPECT_THAT(r.err, HasSubstr("--value takes no value"));
+  ExpectCliError({"grad", kFile, "--value", "--sens", "-o", TempPath("e3.pb")}, 1, {"drop --sens or --value"});
+  ExpectCliError({"grad", kFile, "--graph", "with_aux", "--has-aux", "--value", "--wrt", "2", "-o", TempPath("e4.pb")},
+                 1, {"graph 'with_aux' has no input 2"});
+  ExpectCliError({"grad", kFile, "--value=yes", "-o", TempPath("e5.pb")}, 1, {"--value takes no value"});
 }
 
 }  // namespace
+}  // namespace testing
 }  // namespace kgrad

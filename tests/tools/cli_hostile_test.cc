@@ -14,14 +14,11 @@
 #include "tools/npy.h"
 
 namespace kgrad {
+namespace testing {
 namespace {
 
 using ::testing::HasSubstr;
 using ::testing::Not;
-
-using testing::Cli;
-using testing::TempPath;
-using Result = testing::CliResult;
 
 std::string WriteFile(const std::string& name, const std::string& text) {
   std::string path = TempPath(name);
@@ -56,11 +53,11 @@ TEST(CliHostileTest, RunRefusesWhatGradRefuses) {
   std::string file = WriteFile("float_condition.pbtxt", kFloatCondition);
   std::string c = WriteNpy("c.npy", Tensor::FromScalar<float>(0.5f));
   std::string v = WriteNpy("v.npy", Tensor::FromVector<float>({3}, {1, 2, 3}));
-  Result run = Cli({"run", file, "--input", "c=" + c, "--input", "a=" + v, "--input", "b=" + v});
+  CliResult run = Cli({"run", file, "--input", "c=" + c, "--input", "a=" + v, "--input", "b=" + v});
   EXPECT_EQ(run.status, 1);
   EXPECT_THAT(run.err, HasSubstr("switch condition must be a bool scalar or a bool[] tensor, got f32[]"));
   EXPECT_THAT(run.err, HasSubstr("node 'pick'"));
-  Result grad = Cli({"grad", file, "-o", TempPath("g.pbtxt")});
+  CliResult grad = Cli({"grad", file, "-o", TempPath("g.pbtxt")});
   EXPECT_EQ(grad.status, 1);
   EXPECT_THAT(grad.err, HasSubstr("switch condition must be a bool scalar or a bool[] tensor, got f32[]"));
 }
@@ -78,9 +75,7 @@ TEST(CliHostileTest, DeepOutputTupleIsRefusedNamingTheLimit) {
   absl::StrAppend(&text, "output: \"t29999\" }\n");
   std::string file = WriteFile("deep_output.pbtxt", text);
   std::string x = WriteNpy("x1.npy", Tensor::FromVector<float>({1}, {4}));
-  Result r = Cli({"run", file, "--input", "x=" + x});
-  EXPECT_EQ(r.status, 1);
-  EXPECT_THAT(r.err, HasSubstr("InferOptions::max_abstract_depth"));
+  ExpectCliError({"run", file, "--input", "x=" + x}, 1, {"InferOptions::max_abstract_depth"});
 }
 
 // The printer itself is iterative, and names stay short at any depth.
@@ -99,11 +94,13 @@ TEST(CliHostileTest, NanResultsAreSaidToBeNan) {
     name: "main" parameters { name: "x" type { tensor { dtype: DT_FLOAT32 dims: 3 } } }
     nodes { name: "log" constant { primitive { name: "log" } } }
     nodes { name: "y" apply { inputs: ["log", "x"] } } output: "y" })pb");
-  Result all = Cli({"run", file, "--input", "x=" + WriteNpy("neg.npy", Tensor::FromVector<float>({3}, {-1, -2, -3}))});
+  CliResult all =
+      Cli({"run", file, "--input", "x=" + WriteNpy("neg.npy", Tensor::FromVector<float>({3}, {-1, -2, -3}))});
   ASSERT_EQ(all.status, 0) << all.err;
   EXPECT_THAT(all.out, HasSubstr("out: f32[3] all 3 values NaN"));
   EXPECT_THAT(all.out, Not(HasSubstr("min=inf")));
-  Result some = Cli({"run", file, "--input", "x=" + WriteNpy("mixed.npy", Tensor::FromVector<float>({3}, {-1, 1, 1}))});
+  CliResult some =
+      Cli({"run", file, "--input", "x=" + WriteNpy("mixed.npy", Tensor::FromVector<float>({3}, {-1, 1, 1}))});
   ASSERT_EQ(some.status, 0) << some.err;
   EXPECT_THAT(some.out, HasSubstr("min=0 max=0 mean=0 (1 of 3 NaN, left out)"));
 }
@@ -114,7 +111,7 @@ TEST(CliHostileTest, CheckAtANanInputSaysSo) {
     nodes { name: "sqrt" constant { primitive { name: "sqrt" } } }
     nodes { name: "y" apply { inputs: ["sqrt", "x"] } } output: "y" })pb");
   std::string x = WriteNpy("neg64.npy", Tensor::FromVector<double>({2}, {-1, -4}));
-  Result r = Cli({"check", file, "--input", "x=" + x});
+  CliResult r = Cli({"check", file, "--input", "x=" + x});
   EXPECT_EQ(r.status, 1);
   EXPECT_THAT(r.out, HasSubstr("the function is NaN near the input"));
   EXPECT_THAT(r.out, HasSubstr("the derivative is NaN"));
@@ -122,26 +119,22 @@ TEST(CliHostileTest, CheckAtANanInputSaysSo) {
 }
 
 TEST(CliHostileTest, WrtOutOfRangeIsReportedAsTyped) {
-  Result r = Cli({"grad", "examples/while_loop.pbtxt", "--wrt", "-5", "-o", TempPath("w.pbtxt")});
-  EXPECT_EQ(r.status, 1);
-  EXPECT_THAT(r.err, HasSubstr("graph 'main' has no input -5: it takes 2 inputs (valid positions -2 to 1)"));
-  r = Cli({"grad", "examples/while_loop.pbtxt", "--wrt", "2", "-o", TempPath("w.pbtxt")});
+  ExpectCliError({"grad", "examples/while_loop.pbtxt", "--wrt", "-5", "-o", TempPath("w.pbtxt")}, 1,
+                 {"graph 'main' has no input -5: it takes 2 inputs (valid positions -2 to 1)"});
+  CliResult r = Cli({"grad", "examples/while_loop.pbtxt", "--wrt", "2", "-o", TempPath("w.pbtxt")});
   EXPECT_THAT(r.err, HasSubstr("has no input 2"));
 }
 
 // A loop that would run for hours stops at the tail-call budget or the deadline.
 TEST(CliHostileTest, RunawayLoopsStop) {
   const std::string x = "x=examples/data/x3.npy";
-  Result r = Cli({"run", "examples/while_loop.pbtxt", "--input", x, "--input", "n=1000000000000",
-                  "--max-tail-calls", "1000"});
-  EXPECT_EQ(r.status, 1);
-  EXPECT_THAT(r.err, HasSubstr("more than ExecutorOptions::max_tail_calls = 1000 tail calls"));
-  r = Cli({"run", "examples/while_loop.pbtxt", "--input", x, "--input", "n=1000000000000",
-           "--max-seconds", "0.2"});
-  EXPECT_EQ(r.status, 1);
-  EXPECT_THAT(r.err, HasSubstr("the run took longer than ExecutorOptions::max_run_seconds = 0.2 s"));
-  EXPECT_THAT(r.err, HasSubstr("graph '"));
-  r = Cli({"run", "examples/while_loop.pbtxt", "--input", x, "--input", "n=3", "--max-seconds", "soon"});
+  ExpectCliError(
+      {"run", "examples/while_loop.pbtxt", "--input", x, "--input", "n=1000000000000", "--max-tail-calls", "1000"}, 1,
+      {"more than ExecutorOptions::max_tail_calls = 1000 tail calls"});
+  ExpectCliError(
+      {"run", "examples/while_loop.pbtxt", "--input", x, "--input", "n=1000000000000", "--max-seconds", "0.2"}, 1,
+      {"the run took longer than ExecutorOptions::max_run_seconds = 0.2 s", "graph '"});
+  CliResult r = Cli({"run", "examples/while_loop.pbtxt", "--input", x, "--input", "n=3", "--max-seconds", "soon"});
   EXPECT_THAT(r.err, HasSubstr("--max-seconds wants a positive number of seconds, got 'soon'"));
   r = Cli({"run", "examples/while_loop.pbtxt", "--input", x, "--input", "n=3", "--max-tail-calls", "-4"});
   EXPECT_THAT(r.err, HasSubstr("--max-tail-calls wants a positive whole number, got '-4'"));
@@ -160,7 +153,7 @@ TEST(CliHostileTest, RunawayRecursionNamesTheGraphThatRecurses) {
       nodes { name: "again" apply { inputs: ["self", "v"] } }
       nodes { name: "plus" apply { inputs: ["add", "again", "v"] } } output: "plus" })pb");
   for (const char* command : {"grad", "jvp"}) {
-    Result r = Cli({command, file, "-o", TempPath("r.pbtxt")});
+    CliResult r = Cli({command, file, "-o", TempPath("r.pbtxt")});
     EXPECT_EQ(r.status, 1) << command;
     EXPECT_THAT(r.err, HasSubstr("graph 'f' never returns")) << command;
     EXPECT_THAT(r.err, HasSubstr("graph 'main', which calls it")) << command;
@@ -168,4 +161,5 @@ TEST(CliHostileTest, RunawayRecursionNamesTheGraphThatRecurses) {
 }
 
 }  // namespace
+}  // namespace testing
 }  // namespace kgrad

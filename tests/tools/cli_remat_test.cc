@@ -9,13 +9,11 @@
 #include "tests/testing/cli_test_util.h"
 
 namespace kgrad {
+namespace testing {
 namespace {
 
 using ::testing::HasSubstr;
 using ::testing::Not;
-using testing::Cli;
-using testing::CliResult;
-using testing::TempPath;
 
 // main(x, w) = sum(layer(layer(x, w), w)), layer(x, w) = tanh(x * w), f32[3].
 constexpr char kTwoLayers[] = R"pb(
@@ -78,9 +76,8 @@ TEST(CliRematTest, GradWithRematMarksRecomputesAndMatches) {
 }
 
 TEST(CliRematTest, UnknownPolicyIsAnError) {
-  CliResult r = Cli({"grad", WriteModel(), "--remat", "sometimes", "-o", TempPath("x.pb")});
-  EXPECT_EQ(r.status, 1);
-  EXPECT_THAT(r.err, HasSubstr("--remat: unknown remat policy 'sometimes'"));
+  ExpectCliError({"grad", WriteModel(), "--remat", "sometimes", "-o", TempPath("x.pb")}, 1,
+                 {"--remat: unknown remat policy 'sometimes'"});
 }
 
 TEST(CliRematTest, UsageMentionsRemat) {
@@ -90,4 +87,5 @@ TEST(CliRematTest, UsageMentionsRemat) {
 }
 
 }  // namespace
+}  // namespace testing
 }  // namespace kgrad

@@ -13,29 +13,27 @@
 #include "tools/npy.h"
 
 namespace kgrad {
+namespace testing {
 namespace {
 
 using ::testing::HasSubstr;
 using ::testing::StartsWith;
 
-using testing::Cli;
-using Result = testing::CliResult;
-
 TEST(CliTest, PrintShowsTheIrOfEveryExample) {
   for (const char* f : {"mlp", "closure", "if_else", "while_loop"}) {
-    Result r = Cli({"print", std::string("examples/") + f + ".pbtxt"});
+    CliResult r = Cli({"print", std::string("examples/") + f + ".pbtxt"});
     EXPECT_EQ(r.status, 0) << f << ": " << r.err;
     EXPECT_THAT(r.out, HasSubstr(" = ")) << f;
     EXPECT_THAT(r.out, HasSubstr("return")) << f;
   }
-  Result r = Cli({"print", "examples/closure.pbtxt"});
+  CliResult r = Cli({"print", "examples/closure.pbtxt"});
   EXPECT_THAT(r.out, HasSubstr("@apply_scale(%v : f32[3]) {  # free: $w, %s"));
   EXPECT_THAT(r.out, HasSubstr("%s = exp($w) : f32[3]"));
 }
 
 TEST(CliTest, DotIsBalancedGraphviz) {
   for (const char* f : {"mlp", "closure", "if_else", "while_loop"}) {
-    Result r = Cli({"dot", std::string("examples/") + f + ".pbtxt"});
+    CliResult r = Cli({"dot", std::string("examples/") + f + ".pbtxt"});
     ASSERT_EQ(r.status, 0) << r.err;
     EXPECT_THAT(r.out, StartsWith("digraph kgrad {"));
     int depth = 0;
@@ -48,7 +46,7 @@ TEST(CliTest, DotIsBalancedGraphviz) {
 // dot --grad: the forward and the gradient graph side by side, each a top-level
 // cluster; the closure's graph is a cluster inside its parent's cluster.
 TEST(CliTest, DotDrawsTheGradientBesideTheForwardGraph) {
-  Result r = Cli({"dot", "examples/closure.pbtxt", "--grad", "--optimize"});
+  CliResult r = Cli({"dot", "examples/closure.pbtxt", "--grad", "--optimize"});
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_THAT(r.out, HasSubstr("label=\"@main\""));
   EXPECT_THAT(r.out, HasSubstr("label=\"@grad_main\""));
@@ -62,15 +60,14 @@ TEST(CliTest, DotDrawsTheGradientBesideTheForwardGraph) {
   EXPECT_EQ(depth, 1);
   // The K-transform's intermediate graphs are gone after optimisation.
   EXPECT_THAT(r.out, ::testing::Not(HasSubstr("fprop")));
-  r = Cli({"dot", "examples/closure.pbtxt", "--grad", "--wrt", "bogus"});
-  EXPECT_EQ(r.status, 1);
-  EXPECT_THAT(r.err, HasSubstr("--wrt wants all, weights or input positions"));
+  ExpectCliError({"dot", "examples/closure.pbtxt", "--grad", "--wrt", "bogus"}, 1,
+                 {"--wrt wants all, weights or input positions"});
 }
 
 TEST(CliTest, RunComputesTheExamples) {
   // MLP: NumPy gives 0.9439756 for these weights and inputs.
-  Result r = Cli({"run", "examples/mlp.pbtxt", "--input", "x=examples/data/mlp_x.npy", "--input",
-                  "labels=examples/data/mlp_labels.npy"});
+  CliResult r = Cli({"run", "examples/mlp.pbtxt", "--input", "x=examples/data/mlp_x.npy", "--input",
+                     "labels=examples/data/mlp_labels.npy"});
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_THAT(r.out, HasSubstr("out: f32[] min=0.943976"));
   // closure: sum((x * e^w + w) * e^w + w) at x = [.5, -1, 2], w = [.1, -.2, .3] = 4.13635
@@ -89,8 +86,8 @@ TEST(CliTest, RunComputesTheExamples) {
 
 TEST(CliTest, RunWritesNpyOutputsAndTakesWeightOverrides) {
   std::string dir = ::testing::TempDir() + "/kgrad_cli_out";
-  Result r = Cli({"run", "examples/while_loop.pbtxt", "--input", "x=examples/data/x3.npy", "--input", "n=2",
-                  "--output", dir});
+  CliResult r =
+      Cli({"run", "examples/while_loop.pbtxt", "--input", "x=examples/data/x3.npy", "--input", "n=2", "--output", dir});
   ASSERT_EQ(r.status, 0) << r.err;
   absl::StatusOr<Tensor> t = ReadNpyFile(dir + "/out.npy");
   ASSERT_TRUE(t.ok()) << t.status();
@@ -124,7 +121,7 @@ TEST(CliTest, GradCheckAndJvpOnEveryExample) {
       std::string out = dir + "/" + e.name + "_grad" + (*opt ? "_opt" : "") + ".pbtxt";
       std::vector<std::string> args = {"grad", file, "-o", out};
       if (*opt) args.push_back(opt);
-      Result r = Cli(args);
+      CliResult r = Cli(args);
       ASSERT_EQ(r.status, 0) << e.name << ": " << r.err;
       EXPECT_THAT(r.out, HasSubstr("wrote " + out));
       // The gradient graph is the entry of the written file and runs on the same inputs.
@@ -142,7 +139,7 @@ TEST(CliTest, GradCheckAndJvpOnEveryExample) {
       check.push_back("--input");
       check.push_back("n=3");
     }
-    Result r = Cli(check);
+    CliResult r = Cli(check);
     EXPECT_EQ(r.status, 0) << e.name << ": " << r.out << r.err;
     EXPECT_THAT(r.out, HasSubstr("PASSED (rerun with --seed 5)"));
     EXPECT_THAT(r.out, HasSubstr("vjp order 2"));
@@ -156,25 +153,19 @@ TEST(CliTest, GradOfTheWhileLoopHasTheExpectedValues) {
   // out = x^2 + x + 1 (n = 3), so d(sum out)/dx = 2x + 1 at [.5, -1, 2] = [2, -1, 5].
   std::string out = ::testing::TempDir() + "/while_grad.pb";
   ASSERT_EQ(Cli({"grad", "examples/while_loop.pbtxt", "--wrt", "0", "-o", out}).status, 0);
-  Result r = Cli({"run", out, "--input", "x=examples/data/x3.npy", "--input", "n=3"});
+  CliResult r = Cli({"run", out, "--input", "x=examples/data/x3.npy", "--input", "n=3"});
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_THAT(r.out, HasSubstr("{2, -1, 5}"));
 }
 
 TEST(CliTest, ErrorsAreClearAndExitNonZero) {
-  Result r = Cli({"run", "examples/mlp.pbtxt", "--input", "x=examples/data/mlp_x.npy"});
-  EXPECT_EQ(r.status, 1);
-  EXPECT_THAT(r.err, HasSubstr("needs input 'labels'"));
-  r = Cli({"run", "examples/mlp.pbtxt", "--input", "x=examples/data/x3.npy", "--input",
-           "labels=examples/data/mlp_labels.npy"});
-  EXPECT_EQ(r.status, 1);
-  EXPECT_THAT(r.err, HasSubstr("input 'x' must be f32[5,4], got f32[3]"));
-  r = Cli({"print", "examples/missing.pbtxt"});
-  EXPECT_EQ(r.status, 1);
-  EXPECT_THAT(r.err, HasSubstr("cannot open"));
-  r = Cli({"frobnicate"});
-  EXPECT_EQ(r.status, 2);
-  r = Cli({"help"});
+  ExpectCliError({"run", "examples/mlp.pbtxt", "--input", "x=examples/data/mlp_x.npy"}, 1, {"needs input 'labels'"});
+  ExpectCliError({"run", "examples/mlp.pbtxt", "--input", "x=examples/data/x3.npy", "--input",
+                  "labels=examples/data/mlp_labels.npy"},
+                 1, {"input 'x' must be f32[5,4], got f32[3]"});
+  ExpectCliError({"print", "examples/missing.pbtxt"}, 1, {"cannot open"});
+  ExpectCliError({"frobnicate"}, 2, {});
+  CliResult r = Cli({"help"});
   EXPECT_EQ(r.status, 0);
   EXPECT_THAT(r.out, HasSubstr("usage: kgrad COMMAND FILE"));
   // Per-command help: the command's own lines only.
@@ -186,14 +177,13 @@ TEST(CliTest, ErrorsAreClearAndExitNonZero) {
   r = Cli({"help", "demo"});
   EXPECT_EQ(r.status, 0);
   EXPECT_THAT(r.out, StartsWith("usage: kgrad demo [--steps N]"));
-  r = Cli({"help", "frobnicate"});
-  EXPECT_EQ(r.status, 2);
+  ExpectCliError({"help", "frobnicate"}, 2, {});
 }
 
 // The demo trains for real: the loss it reports at the end is far below the
 // loss of the initial weights (log(3) ~ 1.1 for three balanced classes).
 TEST(CliTest, DemoLossFalls) {
-  Result r = Cli({"demo", "--steps", "200"});
+  CliResult r = Cli({"demo", "--steps", "200"});
   ASSERT_EQ(r.status, 0) << r.err;
   double first = 0, last = 0;
   size_t at = r.out.rfind("\nloss ");
@@ -202,13 +192,10 @@ TEST(CliTest, DemoLossFalls) {
   EXPECT_NEAR(first, std::log(3.0), 0.1);
   EXPECT_LT(last, 0.6 * first);
   EXPECT_TRUE(r.err.empty());  // no progress bar when stderr is not a terminal
-  r = Cli({"demo", "--lr", "-1"});
-  EXPECT_EQ(r.status, 1);
-  EXPECT_THAT(r.err, HasSubstr("--lr wants a positive number"));
-  r = Cli({"demo", "--steps", "x"});
-  EXPECT_EQ(r.status, 1);
-  EXPECT_THAT(r.err, HasSubstr("--steps wants an integer"));
+  ExpectCliError({"demo", "--lr", "-1"}, 1, {"--lr wants a positive number"});
+  ExpectCliError({"demo", "--steps", "x"}, 1, {"--steps wants an integer"});
 }
 
 }  // namespace
+}  // namespace testing
 }  // namespace kgrad

@@ -27,7 +27,7 @@ std::vector<double> TransposeRef(const Tensor& x, const Ints& perm, Shape* out_s
   return MapRef(*out_shape, v, [&](const Index& o) {
     Index src(perm.size());
     for (size_t k = 0; k < perm.size(); ++k) src[perm[k]] = o[k];
-    return Ravel(src, x.shape());
+    return Ravel(x.shape(), src);
   });
 }
 
@@ -73,7 +73,7 @@ std::vector<double> BroadcastRef(const Tensor& x, const Shape& target) {
   return MapRef(target, v, [&](const Index& o) {
     Index src(x.rank());
     for (int k = 0; k < x.rank(); ++k) src[k] = x.dim(k) == 1 ? 0 : o[lead + k];
-    return Ravel(src, x.shape());
+    return Ravel(x.shape(), src);
   });
 }
 
@@ -122,9 +122,9 @@ std::vector<double> ConcatRef(const std::vector<Tensor>& xs, int axis, Shape* ou
   for (const Tensor& x : xs) {
     std::vector<double> v = ToDoubles(x);
     for (int64_t i = 0; i < x.NumElements(); ++i) {
-      Index idx = Unravel(i, x.shape());
+      Index idx = Unravel(x.shape(), i);
       idx[axis] += offset;
-      out[Ravel(idx, *out_shape)] = v[i];
+      out[Ravel(*out_shape, idx)] = v[i];
     }
     offset += x.dim(axis);
   }
@@ -190,7 +190,7 @@ TEST(ShapeKernelsTest, Split) {
         std::vector<double> want = MapRef(s, v, [&](const Index& o) {
           Index src = o;
           src[a] += offset;
-          return Ravel(src, in);
+          return Ravel(in, src);
         });
         ExpectExact(piece, dt, s, want);
         offset += s[a];
@@ -260,7 +260,7 @@ TEST(ShapeKernelsTest, Slice) {
       std::vector<double> want = MapRef(out_shape, ToDoubles(x), [&](const Index& o) {
         Index src(o.size());
         for (size_t k = 0; k < o.size(); ++k) src[k] = ds[k].begin + o[k] * ds[k].stride;
-        return Ravel(src, c.in);
+        return Ravel(c.in, src);
       });
       AttrMap attrs = {{"begin", c.begin}, {"end", c.end}, {"strides", c.strides}};
       ExpectExact(RunOk(PrimId::kSlice, {x}, attrs), dt, out_shape, want);
@@ -286,7 +286,7 @@ TEST(ShapeKernelsTest, SliceGrad) {
           if (off < 0 || off % ds[k].stride != 0 || off / ds[k].stride >= ds[k].size) return -1;
           o[k] = off / ds[k].stride;
         }
-        return Ravel(o, dy_shape);
+        return Ravel(dy_shape, o);
       });
       AttrMap attrs = {{"begin", c.begin}, {"end", c.end}, {"strides", c.strides}};
       ExpectExact(RunOk(PrimId::kSliceGrad, {dy, ref}, attrs), dt, c.in, want);
@@ -337,7 +337,7 @@ TEST(ShapeKernelsTest, Pad) {
               src[k] = o[k] - c.pads[2 * k];
               if (src[k] < 0 || src[k] >= c.in[k]) return -1;
             }
-            return Ravel(src, c.in);
+            return Ravel(c.in, src);
           },
           fill);
       Tensor out = RunOk(PrimId::kPad, {x}, {{"pads", c.pads}, {"value", value}});

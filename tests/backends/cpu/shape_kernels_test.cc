@@ -90,13 +90,13 @@ std::vector<double> SumToRef(const Tensor& x, const Shape& target) {
   std::vector<double> out(NumElementsOf(target), 0.0);
   int shift = x.rank() - static_cast<int>(target.size());
   for (int64_t i = 0; i < x.NumElements(); ++i) {
-    Index xi = Unravel(i, x.shape());
+    Index xi = Unravel(x.shape(), i);
     Index oi(target.size(), 0);
     for (size_t k = 0; k < target.size(); ++k) {
       int64_t xk = static_cast<int64_t>(k) + shift;
       oi[k] = target[k] == 1 || xk < 0 ? 0 : xi[xk];
     }
-    out[Ravel(oi, target)] += v[i];
+    out[Ravel(target, oi)] += v[i];
   }
   return out;
 }
@@ -207,9 +207,9 @@ std::vector<double> GatherRef(const Tensor& params, const Tensor& indices, int a
   return MapRef(*out_shape, ToDoubles(params), [&](const Index& o) {
     Index j(o.begin() + axis, o.begin() + axis + k);
     Index src(o.begin(), o.begin() + axis);
-    src.push_back(static_cast<int64_t>(idx[Ravel(j, indices.shape())]));
+    src.push_back(static_cast<int64_t>(idx[Ravel(indices.shape(), j)]));
     src.insert(src.end(), o.begin() + axis + k, o.end());
-    return Ravel(src, p);
+    return Ravel(p, src);
   });
 }
 
@@ -263,12 +263,12 @@ std::vector<double> ScatterAddRef(const Tensor& input, const Tensor& indices, co
   std::vector<double> idx = ToDoubles(indices), upd = ToDoubles(updates);
   int k = indices.rank();
   for (int64_t i = 0; i < updates.NumElements(); ++i) {
-    Index u = Unravel(i, updates.shape());
+    Index u = Unravel(updates.shape(), i);
     Index j(u.begin() + axis, u.begin() + axis + k);
     Index dst(u.begin(), u.begin() + axis);
-    dst.push_back(static_cast<int64_t>(idx[Ravel(j, indices.shape())]));
+    dst.push_back(static_cast<int64_t>(idx[Ravel(indices.shape(), j)]));
     dst.insert(dst.end(), u.begin() + axis + k, u.end());
-    out[Ravel(dst, input.shape())] += upd[i];
+    out[Ravel(input.shape(), dst)] += upd[i];
   }
   return out;
 }
@@ -351,10 +351,10 @@ TEST(ShapeKernelsTest, OneHot) {
         double on = dt == kBool ? 1 : 3, off = dt == kBool ? 0 : -1;
         std::vector<double> want(NumElementsOf(out_shape));
         for (int64_t i = 0; i < static_cast<int64_t>(want.size()); ++i) {
-          Index o = Unravel(i, out_shape);
+          Index o = Unravel(out_shape, i);
           int64_t pos = o[a];
           o.erase(o.begin() + a);
-          want[i] = iv[Ravel(o, {3, 5})] == pos ? on : off;
+          want[i] = iv[Ravel({3, 5}, o)] == pos ? on : off;
         }
         Tensor out = RunOk(PrimId::kOneHot, {idx},
                            {{"depth", int64_t{4}},

@@ -5,26 +5,11 @@
 namespace kgrad {
 namespace testing {
 
-Index Unravel(int64_t flat, const Shape& s) {
-  Index idx(s.size());
-  for (int k = static_cast<int>(s.size()) - 1; k >= 0; --k) {
-    idx[k] = flat % s[k];
-    flat /= s[k];
-  }
-  return idx;
-}
-
-int64_t Ravel(const Index& idx, const Shape& s) {
-  int64_t flat = 0;
-  for (size_t k = 0; k < s.size(); ++k) flat = flat * s[k] + idx[k];
-  return flat;
-}
-
 std::vector<double> MapRef(const Shape& out_shape, const std::vector<double>& src,
                            const std::function<int64_t(const Index&)>& source, double fill) {
   std::vector<double> out(NumElementsOf(out_shape));
   for (int64_t i = 0; i < static_cast<int64_t>(out.size()); ++i) {
-    int64_t j = source(Unravel(i, out_shape));
+    int64_t j = source(Unravel(out_shape, i));
     out[i] = j < 0 ? fill : src[j];
   }
   return out;

@@ -20,12 +20,9 @@ namespace testing {
 inline constexpr DType kAll[] = {kF32, kF64, kI32, kI64, kBool};
 inline constexpr DType kNumeric[] = {kF32, kF64, kI32, kI64};
 
-// A multi-index, one coordinate per dim.
-using Index = std::vector<int64_t>;
-
-// The multi-index of row-major position `flat` in shape `s`, and back.
-Index Unravel(int64_t flat, const Shape& s);
-int64_t Ravel(const Index& idx, const Shape& s);
+// A multi-index, one coordinate per dim (Unravel and Ravel in op_test_util.h
+// convert it from and to a row-major position).
+using Index = Shape;
 
 // out[i] = src[source(index of i)], or `fill` where source gives -1.
 std::vector<double> MapRef(const Shape& out_shape, const std::vector<double>& src,
