@@ -73,7 +73,9 @@ Value RandomLabels(int64_t n, int64_t classes, std::mt19937_64& rng) {
 // The integer labels get no gradient; the logits do. (The labels are constants of
 // the checked graph: tools/grad_check differentiates every parameter.)
 TEST(NnGradTest, SparseSoftmaxCrossEntropy) {
-  for (auto [n, classes] : std::vector<std::pair<int64_t, int64_t>>{{4, 5}, {1, 3}, {6, 2}}) {
+  for (const auto& size : std::vector<std::pair<int64_t, int64_t>>{{4, 5}, {1, 3}, {6, 2}}) {
+    // (Named copies: C++17 lambdas cannot capture structured bindings.)
+    const int64_t n = size.first, classes = size.second;
     SCOPED_TRACE(::testing::Message() << n << "x" << classes);
     ExpectGradientsAtSeeds(PrimId::kSparseSoftmaxCrossEntropy,
                            [&](std::mt19937_64& rng) {
