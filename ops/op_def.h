@@ -5,7 +5,9 @@
 //
 // The facts live here, in ops/, next to the op; core reads them through
 // PrimitiveDef (the K-transform the rule, the optimiser the zero propagation,
-// the executor the structural and moves-only flags) and never names an op.
+// constant folding the structural flag, the executor the moves-only flag).
+// Some passes still name primitives for facts no declaration carries
+// (docs/ARCHITECTURE.md, "Facts that passes and AD read").
 #ifndef KGRAD_OPS_OP_DEF_H_
 #define KGRAD_OPS_OP_DEF_H_
 
