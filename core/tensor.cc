@@ -8,15 +8,47 @@
 #include <mutex>
 #include <vector>
 
-#include "absl/container/flat_hash_map.h"
+#include "absl/base/config.h"
 #include "absl/base/thread_annotations.h"
-
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "core/status_macros.h"
 
 namespace kgrad {
 namespace {
+
+// std::mutex, not absl::Mutex: Debian's Abseil is not built with ThreadSanitizer,
+// so TSAN cannot see absl::Mutex's synchronisation and reports every guarded
+// access as a race; pthread mutexes are intercepted by all sanitizers. This
+// wrapper carries the annotations clang's thread-safety analysis checks
+// (libstdc++'s std::mutex has none, and clang warns on GUARDED_BY over it).
+class ABSL_LOCKABLE HostMutex {
+ public:
+  void Lock() ABSL_EXCLUSIVE_LOCK_FUNCTION() { mu_.lock(); }
+  void Unlock() ABSL_UNLOCK_FUNCTION() { mu_.unlock(); }
+
+ private:
+  std::mutex mu_;
+};
+
+// Holds a HostMutex for its scope, or until Release.
+class ABSL_SCOPED_LOCKABLE HostLock {
+ public:
+  explicit HostLock(HostMutex* mu) ABSL_EXCLUSIVE_LOCK_FUNCTION(mu) : mu_(mu) { mu_->Lock(); }
+  ~HostLock() ABSL_UNLOCK_FUNCTION() {
+    if (mu_ != nullptr) mu_->Unlock();
+  }
+  HostLock(const HostLock&) = delete;
+  HostLock& operator=(const HostLock&) = delete;
+  void Release() ABSL_UNLOCK_FUNCTION() {
+    mu_->Unlock();
+    mu_ = nullptr;
+  }
+
+ private:
+  HostMutex* mu_;
+};
 
 class HostAllocator final : public Allocator {
  public:
@@ -25,7 +57,7 @@ class HostAllocator final : public Allocator {
   void* Allocate(size_t bytes) override {
     size_t size = RoundUp(bytes);
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      HostLock lock(&mu_);
       Account(static_cast<int64_t>(size));
       if (size < kCacheFrom) {
         std::vector<void*>& free_list = small_[size / kSmallAlign];
@@ -51,7 +83,7 @@ class HostAllocator final : public Allocator {
     }
     void* p = std::aligned_alloc(64, size);
     if (p == nullptr) {
-      std::lock_guard<std::mutex> lock(mu_);
+      HostLock lock(&mu_);
       Account(-static_cast<int64_t>(size));
     }
     return p;
@@ -60,7 +92,7 @@ class HostAllocator final : public Allocator {
   void Free(void* ptr, size_t bytes) override {
     size_t size = RoundUp(bytes);
     {
-      std::unique_lock<std::mutex> lock(mu_);
+      HostLock lock(&mu_);
       Account(-static_cast<int64_t>(size));
       if (size < kCacheFrom) {
         if (small_cached_ + static_cast<int64_t>(size) <= kMaxSmallCached) {
@@ -76,7 +108,7 @@ class HostAllocator final : public Allocator {
         lru_.push_back(Cached{size, ptr});
         cache_[size].push_back(std::prev(lru_.end()));
         cached_ += static_cast<int64_t>(size);
-        lock.unlock();
+        lock.Release();
         for (void* p : evicted) std::free(p);
         return;
       }
@@ -85,11 +117,11 @@ class HostAllocator final : public Allocator {
   }
 
   AllocatorStats Stats() {
-    std::lock_guard<std::mutex> lock(mu_);
+    HostLock lock(&mu_);
     return AllocatorStats{in_use_, peak_, cached_ + small_cached_};
   }
   void ResetPeak() {
-    std::lock_guard<std::mutex> lock(mu_);
+    HostLock lock(&mu_);
     peak_ = in_use_;
   }
 
@@ -104,7 +136,7 @@ class HostAllocator final : public Allocator {
   static constexpr size_t kCacheFrom = 64 * 1024;
   static constexpr size_t kSmallAlign = 64;
   static constexpr int64_t kMaxCached = int64_t{1} << 30;
-#if defined(__SANITIZE_ADDRESS__)
+#if defined(ABSL_HAVE_ADDRESS_SANITIZER)
   // Under AddressSanitizer small blocks go back to malloc at once, so that a use
   // of a freed small tensor is still reported.
   static constexpr int64_t kMaxSmallCached = 0;
@@ -139,10 +171,7 @@ class HostAllocator final : public Allocator {
     peak_ = std::max(peak_, in_use_);
   }
 
-  // std::mutex, not absl::Mutex: Debian's Abseil is not built with ThreadSanitizer,
-  // so TSAN cannot see absl::Mutex's synchronisation and reports every guarded
-  // access as a race; pthread mutexes are intercepted by all sanitizers.
-  std::mutex mu_;
+  HostMutex mu_;
   struct Cached {
     size_t size;
     void* ptr;

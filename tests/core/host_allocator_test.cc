@@ -7,6 +7,7 @@
 #include <set>
 #include <vector>
 
+#include "absl/base/config.h"
 #include "core/tensor.h"
 #include "gtest/gtest.h"
 
@@ -15,7 +16,7 @@ namespace {
 
 constexpr size_t kMiB = size_t{1} << 20;
 constexpr int64_t kBound = int64_t{1} << 30;  // the cache's bound (core/tensor.cc)
-#if defined(__SANITIZE_ADDRESS__)
+#if defined(ABSL_HAVE_ADDRESS_SANITIZER)  // gcc or clang
 constexpr int64_t kSmallBound = 0;  // not cached, so that ASAN sees uses after free
 #else
 constexpr int64_t kSmallBound = int64_t{16} << 20;  // the small blocks' bound

@@ -11,6 +11,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/base/config.h"
 #include "ad/grad_operation.h"
 #include "backends/cpu/constant_evaluator.h"
 #include "backends/executor.h"
@@ -24,7 +25,7 @@
 namespace kgrad {
 namespace {
 
-#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
+#if defined(ABSL_HAVE_THREAD_SANITIZER) || defined(ABSL_HAVE_ADDRESS_SANITIZER)
 constexpr int kRounds = 8;  // sanitizers run ~10x slower; the interleavings still vary
 #else
 constexpr int kRounds = 400;
