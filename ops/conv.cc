@@ -1,6 +1,8 @@
-// Convolution and pooling primitives (NCHW activations, OIHW filters).
+// Convolution and pooling primitives ((N, C, spatial...) activations, (O,
+// C/groups, kernel...) filters).
 //
-// Every op here slides a 2-d window over the two trailing axes; the window's
+// Every op here slides a window over the 1, 2 or 3 trailing axes of its inputs
+// (rank 3, 4 or 5; the names say 2d for the common case); the window's
 // rules (attributes, window counts, input checks) are in ops/conv_window.h,
 // shared with the kernels. Inference adds what only it needs: unknown dims, and
 // output dims that one input leaves open but another gives.
@@ -24,14 +26,20 @@ namespace {
 
 bool Known(int64_t d) { return d >= 0; }
 
-// The dtype of the inputs of `c` (see InputNames), rank-4 f32/f64 tensors of
-// input 0's dtype; `shapes` gets their shapes.
+// The dtype of the inputs of `c` (see InputNames), f32/f64 tensors of rank 3, 4
+// or 5 with input 0's dtype and rank; `shapes` gets their shapes.
 absl::StatusOr<DType> Args(const InferCall& c, std::vector<const Shape*>* shapes) {
   absl::Span<const char* const> names = InputNames(c.prim.id());
   DType dtype = DType::kFloat32;
   for (int i = 0; i < static_cast<int>(names.size()); ++i) {
     KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* t, FloatTensorArg(c, i));
-    if (t->rank() != 4) return ArgError(c, i, absl::StrCat("a rank-4 ", names[i], " tensor"));
+    if (i == 0 && !WindowRank(t->rank())) {
+      return ArgError(c, i, absl::StrCat("a rank-3, 4 or 5 ", names[i], " tensor"));
+    }
+    if (i > 0 && t->rank() != static_cast<int>(shapes->front()->size())) {
+      return ArgError(c, i, absl::StrCat("a rank-", shapes->front()->size(), " ", names[i],
+                                         " tensor like input 0"));
+    }
     if (i == 0) dtype = t->dtype();
     if (t->dtype() != dtype) {
       return ArgError(c, i, absl::StrCat("a tensor of dtype ", DTypeName(dtype), " like input 0"));
@@ -45,6 +53,7 @@ absl::StatusOr<DType> Args(const InferCall& c, std::vector<const Shape*>* shapes
 // conv2d(x [N,C,H,W], w [O,C/groups,KH,KW]) -> y [N,O,OH,OW]:
 // y[n,o,i,j] = sum_{c,p,q} x[n, g*C/groups + c, i*sh - top + p*dh, j*sw - left + q*dw]
 //                          * w[o,c,p,q],  g = o / (O/groups); out-of-range x reads 0.
+// The same over (L) and (D, H, W): one more or one fewer window axis.
 absl::StatusOr<AbstractPtr> InferConv2d(const InferCall& c) {
   std::vector<const Shape*> shapes;
   KGRAD_ASSIGN_OR_RETURN(DType dtype, Args(c, &shapes));
@@ -170,13 +179,14 @@ absl::Status BpropAvgPool2dGrad(BpropContext& c) {
 }
 
 std::vector<AttrSpec> ConvAttrSpecs() {
-  return {IntsAttr("stride", {1, 1}), IntsAttr("padding", {0, 0}), IntsAttr("dilation", {1, 1}),
+  // Empty lists: stride and dilation 1, no padding, whatever the spatial rank.
+  return {IntsAttr("stride", {}), IntsAttr("padding", {}), IntsAttr("dilation", {}),
           IntAttr("groups", 1)};
 }
 
 std::vector<AttrSpec> MaxPoolAttrSpecs() {
   return {RequiredAttr("kernel", AttrType::kInts), IntsAttr("stride", {}),
-          IntsAttr("padding", {0, 0})};
+          IntsAttr("padding", {})};
 }
 
 std::vector<AttrSpec> AvgPoolAttrSpecs() {

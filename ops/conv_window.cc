@@ -1,5 +1,6 @@
 #include "ops/conv_window.h"
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -12,11 +13,16 @@ namespace kgrad {
 namespace ops {
 namespace {
 
-constexpr const char* kAxisNames[2] = {"height", "width"};
+constexpr const char* kAxisNames[kMaxSpatial] = {"depth", "height", "width"};
 // Attribute values beyond this are nonsense and could overflow int64 arithmetic.
 constexpr int64_t kMaxAttrValue = kMaxElements;
 
 bool Known(int64_t d) { return d >= 0; }
+
+// The name of `axis` in messages; a 1-D window's one axis is its length.
+const char* AxisName(const Window& w, int axis) {
+  return w.spatial == 1 ? "length" : kAxisNames[axis];
+}
 
 // ----- Attributes -----------------------------------------------------------------
 absl::Status BadAttr(const std::string& name, const std::vector<int64_t>& v,
@@ -25,33 +31,58 @@ absl::Status BadAttr(const std::string& name, const std::vector<int64_t>& v,
                                                  ", got [", absl::StrJoin(v, ", "), "]"));
 }
 
-// Two values, each in [min, kMaxAttrValue].
-absl::StatusOr<std::array<int64_t, 2>> PairAttr(const Primitive& p, const std::string& name,
-                                                int64_t min) {
+// `spatial` values, each in [min, kMaxAttrValue], into the used axes of `out`;
+// an empty list keeps `out` (the default) when `optional`.
+absl::Status AxesAttr(const Primitive& p, const std::string& name, int spatial, int64_t min,
+                      bool optional, Axes* out) {
   const std::vector<int64_t>& v = p.GetInts(name);
-  std::string expected = absl::StrCat("2 values [h, w], each >= ", min);
-  if (v.size() != 2) return BadAttr(name, v, expected);
-  for (int64_t x : v) {
-    if (x < min || x > kMaxAttrValue) return BadAttr(name, v, expected);
+  if (optional && v.empty()) return absl::OkStatus();
+  if (static_cast<int>(v.size()) != spatial) {
+    return BadAttr(name, v, absl::StrCat(spatial, " value", spatial > 1 ? "s" : "",
+                                         " (one per spatial axis), each >= ", min));
   }
-  return std::array<int64_t, 2>{v[0], v[1]};
+  for (int64_t x : v) {
+    if (x < min || x > kMaxAttrValue) {
+      return BadAttr(name, v, absl::StrCat(spatial, " values, each >= ", min));
+    }
+  }
+  std::copy(v.begin(), v.end(), out->begin() + (kMaxSpatial - spatial));
+  return absl::OkStatus();
 }
 
-// padding: [pad_h, pad_w] (symmetric) or [top, bottom, left, right]; each >= 0.
+// padding: none, one value per used axis (symmetric), or (begin, end) per used
+// axis in axis order ([top, bottom, left, right] in 2-D); each >= 0.
 absl::Status ParsePadding(const Primitive& p, Window* w) {
   const std::vector<int64_t>& v = p.GetInts("padding");
-  const char* expected = "[pad_h, pad_w] or [top, bottom, left, right], each >= 0";
-  if (v.size() != 2 && v.size() != 4) return BadAttr("padding", v, expected);
+  const int s = w->spatial;
+  if (v.empty()) return absl::OkStatus();
+  const std::string expected = absl::StrCat(
+      s, " values (symmetric) or ", 2 * s, " (begin, end per spatial axis), each >= 0");
+  if (v.size() != static_cast<size_t>(s) && v.size() != static_cast<size_t>(2 * s)) {
+    return BadAttr("padding", v, expected);
+  }
   for (int64_t x : v) {
     if (x < 0 || x > kMaxAttrValue) return BadAttr("padding", v, expected);
   }
-  if (v.size() == 2) {
-    w->pad_lo = w->pad_hi = {v[0], v[1]};
-  } else {
-    w->pad_lo = {v[0], v[2]};
-    w->pad_hi = {v[1], v[3]};
+  const bool pairs = v.size() == static_cast<size_t>(2 * s);
+  for (int i = 0; i < s; ++i) {
+    w->pad_lo[w->first() + i] = pairs ? v[2 * i] : v[i];
+    w->pad_hi[w->first() + i] = pairs ? v[2 * i + 1] : v[i];
   }
   return absl::OkStatus();
+}
+
+// A window over `spatial` axes (1 to 3) with trivial leading axes.
+absl::StatusOr<Window> EmptyWindow(int spatial) {
+  if (spatial < 1 || spatial > kMaxSpatial) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("windows span 1, 2 or 3 spatial axes, got ", spatial));
+  }
+  Window w;
+  w.spatial = spatial;
+  for (int a = w.first(); a < kMaxSpatial; ++a) w.kernel[a] = kUnknownDim;
+  for (int a = 0; a < w.first(); ++a) w.kernel[a] = 1;
+  return w;
 }
 
 // ----- The ops ---------------------------------------------------------------------
@@ -74,11 +105,11 @@ struct OpSpec {
 };
 
 constexpr OpSpec kOps[] = {
-    {PrimId::kConv2d, true, 2, {"NCHW input", "OIHW filter"}, 0, 1, -1, -1, nullptr, Part::kY},
+    {PrimId::kConv2d, true, 2, {"(N, C, spatial...) input", "(O, C/groups, kernel...) filter"}, 0, 1, -1, -1, nullptr, Part::kY},
     {PrimId::kConv2dBackpropInput,
      true,
      3,
-     {"NCHW gradient", "OIHW filter", "NCHW input-shape"},
+     {"(N, O, spatial...) gradient", "(O, C/groups, kernel...) filter", "(N, C, spatial...) input-shape"},
      2,
      1,
      0,
@@ -88,19 +119,19 @@ constexpr OpSpec kOps[] = {
     {PrimId::kConv2dBackpropFilter,
      true,
      3,
-     {"NCHW input", "NCHW gradient", "OIHW filter-shape"},
+     {"(N, C, spatial...) input", "(N, O, spatial...) gradient", "(O, C/groups, kernel...) filter-shape"},
      0,
      2,
      1,
      -1,
      "the conv2d output of inputs 0 and 2",
      Part::kW},
-    {PrimId::kMaxPool2d, false, 1, {"NCHW input"}, 0, -1, -1, -1, nullptr, Part::kY},
-    {PrimId::kAvgPool2d, false, 1, {"NCHW input"}, 0, -1, -1, -1, nullptr, Part::kY},
+    {PrimId::kMaxPool2d, false, 1, {"(N, C, spatial...) input"}, 0, -1, -1, -1, nullptr, Part::kY},
+    {PrimId::kAvgPool2d, false, 1, {"(N, C, spatial...) input"}, 0, -1, -1, -1, nullptr, Part::kY},
     {PrimId::kMaxPool2dGrad,
      false,
      2,
-     {"NCHW input", "NCHW gradient"},
+     {"(N, C, spatial...) input", "(N, C, spatial...) gradient"},
      0,
      -1,
      1,
@@ -110,7 +141,7 @@ constexpr OpSpec kOps[] = {
     {PrimId::kMaxPool2dGradGrad,
      false,
      2,
-     {"NCHW input", "NCHW input-gradient"},
+     {"(N, C, spatial...) input", "(N, C, spatial...) input-gradient"},
      0,
      -1,
      -1,
@@ -120,7 +151,7 @@ constexpr OpSpec kOps[] = {
     {PrimId::kAvgPool2dGrad,
      false,
      2,
-     {"NCHW gradient", "NCHW input-shape"},
+     {"(N, C, spatial...) gradient", "(N, C, spatial...) input-shape"},
      1,
      -1,
      0,
@@ -180,17 +211,18 @@ absl::Status NotDivisible(int i, absl::string_view whose, const Shape& s, int64_
 // The rules between x [N,C,H,W] (input xi) and w [O,C/groups,KH,KW] (input wi)
 // that their known dims decide.
 absl::Status CheckFilter(int64_t groups, const Shape& x, int xi, const Shape& w, int wi) {
+  const int spatial = static_cast<int>(w.size()) - 2;
   if (Known(x[1]) && x[1] % groups != 0) {
     return NotDivisible(xi, "a tensor whose channel count (dim 1)", x, x[1], groups);
   }
   if (Known(w[0]) && w[0] % groups != 0) {
     return NotDivisible(wi, "a filter whose output channel count (dim 0)", w, w[0], groups);
   }
-  for (int a = 0; a < 2; ++a) {
+  for (int a = 0; a < spatial; ++a) {
     if (Known(w[2 + a]) && w[2 + a] < 1) {
       return absl::InvalidArgumentError(
-          absl::StrCat("input ", wi, " must be a filter with a kernel ", kAxisNames[a],
-                       " >= 1 (a kernel of at least 1x1), got ", ShapeToString(w)));
+          absl::StrCat("input ", wi, " must be a filter whose kernel is at least 1 along every ",
+                       "spatial axis, got ", ShapeToString(w)));
     }
   }
   if (Known(x[1]) && Known(w[1]) && w[1] != x[1] / groups) {
@@ -203,12 +235,31 @@ absl::Status CheckFilter(int64_t groups, const Shape& x, int xi, const Shape& w,
 }
 
 // ----- Pooling ---------------------------------------------------------------------------
+// The used axes of `s` (a [N, C, spatial...] shape) into d, h, w (trivial ones 1).
+Axes SpatialOf(const Shape& s, int spatial) {
+  Axes a{1, 1, 1};
+  for (int i = 0; i < spatial; ++i) a[kMaxSpatial - spatial + i] = s[2 + i];
+  return a;
+}
+
+// The window counts along the three axes of an input of sizes `in`.
+absl::StatusOr<Axes> WindowCounts(const Window& w, const Axes& in, bool pool) {
+  Axes out{1, 1, 1};
+  for (int a = w.first(); a < kMaxSpatial; ++a) {
+    KGRAD_ASSIGN_OR_RETURN(out[a], WindowCount(w, a, in[a], pool));
+  }
+  return out;
+}
+
 absl::StatusOr<PoolGeom> MakePoolGeom(const Primitive& p, const Shape& x) {
   PoolGeom g;
-  KGRAD_ASSIGN_OR_RETURN(g.win, PoolAttrs(p));
-  g.n = x[0], g.c = x[1], g.h = x[2], g.w = x[3];
-  KGRAD_ASSIGN_OR_RETURN(g.oh, WindowCount(g.win, 0, g.h, /*pool=*/true));
-  KGRAD_ASSIGN_OR_RETURN(g.ow, WindowCount(g.win, 1, g.w, /*pool=*/true));
+  const int spatial = static_cast<int>(x.size()) - 2;
+  KGRAD_ASSIGN_OR_RETURN(g.win, PoolAttrs(p, spatial));
+  g.n = x[0], g.c = x[1];
+  const Axes in = SpatialOf(x, spatial);
+  g.d = in[kD], g.h = in[kH], g.w = in[kW];
+  KGRAD_ASSIGN_OR_RETURN(Axes out, WindowCounts(g.win, in, /*pool=*/true));
+  g.od = out[kD], g.oh = out[kH], g.ow = out[kW];
   if (p.id() == PrimId::kAvgPool2d || p.id() == PrimId::kAvgPool2dGrad) {
     g.count_include_pad = p.GetBool("count_include_pad");
   }
@@ -217,10 +268,10 @@ absl::StatusOr<PoolGeom> MakePoolGeom(const Primitive& p, const Shape& x) {
 
 }  // namespace
 
-absl::StatusOr<Window> ConvAttrs(const Primitive& p) {
-  Window w;
-  KGRAD_ASSIGN_OR_RETURN(w.stride, PairAttr(p, "stride", 1));
-  KGRAD_ASSIGN_OR_RETURN(w.dilation, PairAttr(p, "dilation", 1));
+absl::StatusOr<Window> ConvAttrs(const Primitive& p, int spatial) {
+  KGRAD_ASSIGN_OR_RETURN(Window w, EmptyWindow(spatial));
+  KGRAD_RETURN_IF_ERROR(AxesAttr(p, "stride", spatial, 1, /*optional=*/true, &w.stride));
+  KGRAD_RETURN_IF_ERROR(AxesAttr(p, "dilation", spatial, 1, /*optional=*/true, &w.dilation));
   KGRAD_RETURN_IF_ERROR(ParsePadding(p, &w));
   w.groups = p.GetInt("groups");
   if (w.groups < 1 || w.groups > kMaxAttrValue) {
@@ -230,20 +281,20 @@ absl::StatusOr<Window> ConvAttrs(const Primitive& p) {
   return w;
 }
 
-absl::StatusOr<Window> PoolAttrs(const Primitive& p) {
-  Window w;
-  KGRAD_ASSIGN_OR_RETURN(w.kernel, PairAttr(p, "kernel", 1));
+absl::StatusOr<Window> PoolAttrs(const Primitive& p, int spatial) {
+  KGRAD_ASSIGN_OR_RETURN(Window w, EmptyWindow(spatial));
+  KGRAD_RETURN_IF_ERROR(AxesAttr(p, "kernel", spatial, 1, /*optional=*/false, &w.kernel));
   if (p.GetInts("stride").empty()) {
     w.stride = w.kernel;  // non-overlapping windows
   } else {
-    KGRAD_ASSIGN_OR_RETURN(w.stride, PairAttr(p, "stride", 1));
+    KGRAD_RETURN_IF_ERROR(AxesAttr(p, "stride", spatial, 1, /*optional=*/false, &w.stride));
   }
   KGRAD_RETURN_IF_ERROR(ParsePadding(p, &w));
   return w;
 }
 
 absl::StatusOr<int64_t> WindowCount(const Window& w, int axis, int64_t in, bool pool) {
-  const char* name = kAxisNames[axis];
+  const char* name = AxisName(w, axis);
   const int64_t k = w.kernel[axis], d = w.dilation[axis], s = w.stride[axis];
   const int64_t lo = w.pad_lo[axis], hi = w.pad_hi[axis];
   if (pool && lo >= k) {
@@ -273,6 +324,12 @@ absl::StatusOr<int64_t> WindowCount(const Window& w, int axis, int64_t in, bool 
   return count;
 }
 
+Shape SpatialShape(int64_t a, int64_t b, const Axes& s, int spatial) {
+  Shape out = {a, b};
+  out.insert(out.end(), s.end() - spatial, s.end());
+  return out;
+}
+
 absl::Span<const char* const> InputNames(PrimId id) {
   const OpSpec* s = FindSpec(id);
   if (s == nullptr) return {};
@@ -283,9 +340,14 @@ absl::Status CheckKernelInputs(PrimId id, absl::Span<const Tensor* const> in) {
   KGRAD_ASSIGN_OR_RETURN(const OpSpec* s, SpecOf(id, in.size()));
   for (size_t i = 0; i < in.size(); ++i) {
     const Tensor& t = *in[i];
-    if (t.rank() != 4) {
-      return absl::InvalidArgumentError(absl::StrCat("input ", i, " must be a rank-4 ", s->names[i],
-                                                     " tensor, got ", t.TypeString()));
+    if (i == 0 && !WindowRank(t.rank())) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "input 0 must be a rank-3, 4 or 5 ", s->names[0], " tensor, got ", t.TypeString()));
+    }
+    if (t.rank() != in[0]->rank()) {
+      return absl::InvalidArgumentError(absl::StrCat("input ", i, " must be a rank-",
+                                                     in[0]->rank(), " ", s->names[i],
+                                                     " tensor like input 0, got ", t.TypeString()));
     }
     if (t.dtype() != in[0]->dtype()) {
       return absl::InvalidArgumentError(absl::StrCat("input ", i, " must be ",
@@ -315,14 +377,16 @@ absl::StatusOr<ConvGeom> MakeConvGeom(const Window& win, const Shape& x, int xi,
   const int64_t groups = win.groups;
   KGRAD_RETURN_IF_ERROR(CheckFilter(groups, x, xi, w, wi));
   ConvGeom g;
-  g.n = x[0], g.c = x[1], g.h = x[2], g.w = x[3];
-  g.o = w[0], g.kh = w[2], g.kw = w[3];
+  const int spatial = win.spatial;
+  const Axes in = SpatialOf(x, spatial), k = SpatialOf(w, spatial);
+  g.n = x[0], g.c = x[1], g.d = in[kD], g.h = in[kH], g.w = in[kW];
+  g.o = w[0], g.kd = k[kD], g.kh = k[kH], g.kw = k[kW];
   g.cg = Known(g.c) ? g.c / groups : w[1];
   g.og = Known(g.o) ? g.o / groups : kUnknownDim;
   g.win = win;
-  g.win.kernel = {g.kh, g.kw};
-  KGRAD_ASSIGN_OR_RETURN(g.oh, WindowCount(g.win, 0, g.h, /*pool=*/false));
-  KGRAD_ASSIGN_OR_RETURN(g.ow, WindowCount(g.win, 1, g.w, /*pool=*/false));
+  g.win.kernel = k;
+  KGRAD_ASSIGN_OR_RETURN(Axes out, WindowCounts(g.win, in, /*pool=*/false));
+  g.od = out[kD], g.oh = out[kH], g.ow = out[kW];
   return g;
 }
 
@@ -330,7 +394,16 @@ absl::StatusOr<ConvGeom> ConvOpGeom(const Primitive& p, absl::Span<const Shape* 
   KGRAD_ASSIGN_OR_RETURN(const OpSpec* s, SpecOf(p.id(), in.size()));
   if (!s->conv)
     return absl::InvalidArgumentError(absl::StrCat(PrimIdName(p.id()), " is not a convolution"));
-  KGRAD_ASSIGN_OR_RETURN(Window win, ConvAttrs(p));
+  if (!WindowRank(static_cast<int>(in[0]->size()))) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("input 0 must have rank 3, 4 or 5, got ", ShapeToString(*in[0])));
+  }
+  for (const Shape* s : in) {
+    if (s->size() != in[0]->size()) {
+      return absl::InvalidArgumentError("the inputs must have the same rank");
+    }
+  }
+  KGRAD_ASSIGN_OR_RETURN(Window win, ConvAttrs(p, static_cast<int>(in[0]->size()) - 2));
   KGRAD_ASSIGN_OR_RETURN(ConvGeom g, MakeConvGeom(win, *in[s->x], s->x, *in[s->w], s->w));
   KGRAD_ASSIGN_OR_RETURN(Shape y, MatchDy(*s, in, g.y_shape()));
   g.n = y[0];  // the batch may be known from dy alone
@@ -346,6 +419,12 @@ absl::StatusOr<PoolGeom> PoolOpGeom(const Primitive& p, absl::Span<const Shape* 
   KGRAD_ASSIGN_OR_RETURN(const OpSpec* s, SpecOf(p.id(), in.size()));
   if (s->conv)
     return absl::InvalidArgumentError(absl::StrCat(PrimIdName(p.id()), " is not a pooling op"));
+  for (const Shape* t : in) {
+    if (!WindowRank(static_cast<int>(t->size())) || t->size() != in[0]->size()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "the inputs must have the same rank, 3, 4 or 5, got ", ShapeToString(*t)));
+    }
+  }
   Shape x = *in[s->x];
   if (s->ddx >= 0) {
     KGRAD_ASSIGN_OR_RETURN(x, MatchShape(s->ddx, *in[s->ddx], x, s->other_is));

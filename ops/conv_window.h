@@ -2,6 +2,13 @@
 // (ops/conv.cc) and for the kernels (backends/cpu, backends/cuda), which re-check
 // them because graphs may run without inference.
 //
+// Windows span 1, 2 or 3 spatial axes (inputs of rank 3, 4 or 5: (N, C, L),
+// (N, C, H, W), (N, C, D, H, W)). One description covers all three: the arrays
+// below always hold three axes, depth, height and width, and an op over s
+// spatial axes uses the last s of them; the others are trivial (length 1,
+// kernel 1, stride 1, dilation 1, no padding), so a 2-D window is a 3-D window
+// of depth 1 and every kernel loops over three axes.
+//
 // Along one axis of length `in`, with padding `lo`/`hi`, stride `s`, window `k`
 // and dilation `d`, the window spans eff = d*(k-1)+1 cells and there are
 //   out = (in + lo + hi - eff) / s + 1        (floor)
@@ -28,38 +35,59 @@ namespace kgrad {
 namespace ops {
 
 // ----- Attributes ------------------------------------------------------------------
+inline constexpr int kMaxSpatial = 3;
+// Depth, height, width (see the top of the file).
+using Axes = std::array<int64_t, kMaxSpatial>;
+inline constexpr int kD = 0, kH = 1, kW = 2;
+
 // The window of one application; `kernel` comes from the attribute for pooling
-// and from the filter's shape for convolution.
+// and from the filter's shape for convolution. Entries of the unused leading
+// axes stay trivial.
 struct Window {
-  std::array<int64_t, 2> kernel{kUnknownDim, kUnknownDim};
-  std::array<int64_t, 2> stride{1, 1};
-  std::array<int64_t, 2> dilation{1, 1};
-  std::array<int64_t, 2> pad_lo{0, 0};  // top, left
-  std::array<int64_t, 2> pad_hi{0, 0};  // bottom, right
+  int spatial = 2;  // spatial axes of the op's inputs: 1, 2 or 3
+  Axes kernel{1, kUnknownDim, kUnknownDim};
+  Axes stride{1, 1, 1};
+  Axes dilation{1, 1, 1};
+  Axes pad_lo{0, 0, 0};  // front, top, left
+  Axes pad_hi{0, 0, 0};  // back, bottom, right
   int64_t groups = 1;
 
   bool symmetric() const { return pad_lo == pad_hi; }
+  // The first axis the op uses (kMaxSpatial - spatial).
+  int first() const { return kMaxSpatial - spatial; }
 };
 
+// The attributes of a window over `spatial` axes. Lists name the used axes in
+// order: stride and dilation `spatial` entries (empty: all 1); padding `spatial`
+// entries (symmetric) or 2 * `spatial` as (begin, end) per axis (empty: none);
+// a pooling kernel `spatial` entries.
 // stride, padding, dilation, groups of conv2d and its backprop ops (kernel unset).
-absl::StatusOr<Window> ConvAttrs(const Primitive& p);
+absl::StatusOr<Window> ConvAttrs(const Primitive& p, int spatial);
 // kernel, stride (empty: the kernel), padding of the pooling ops.
-absl::StatusOr<Window> PoolAttrs(const Primitive& p);
+absl::StatusOr<Window> PoolAttrs(const Primitive& p, int spatial);
 
-// Windows along `axis` (0: height, 1: width) over an input of length `in`
-// (unknown stays unknown); error when the padded input is shorter than the
-// dilated kernel. Pooling (`pool`) also rejects windows that lie entirely in the
-// padding (nothing to take the max or mean of).
+// Windows along `axis` (kD, kH, kW) over an input of length `in` (unknown stays
+// unknown); error when the padded input is shorter than the dilated kernel.
+// Pooling (`pool`) also rejects windows that lie entirely in the padding
+// (nothing to take the max or mean of).
 absl::StatusOr<int64_t> WindowCount(const Window& w, int axis, int64_t in, bool pool);
 
+// The shape {a, b, the used axes of `s`}: [N, C, spatial...] and the like.
+Shape SpatialShape(int64_t a, int64_t b, const Axes& s, int spatial);
+
 // ----- Inputs --------------------------------------------------------------------------
-// What each input of the family's op `id` holds, in input order ("NCHW input",
-// "OIHW filter", ...; empty for other ops). Every one is a rank-4 f32/f64 tensor
-// with the dtype of input 0.
+// What each input of the family's op `id` holds, in input order ("(N, C,
+// spatial...) input", "(O, C/groups, kernel...) filter", ...; empty for other
+// ops). Every one is an f32/f64 tensor of rank 3, 4 or 5 with the dtype and rank
+// of input 0.
 absl::Span<const char* const> InputNames(PrimId id);
 
+// The rank of input 0 that the rule allows (3 to 5): "a rank-3, 4 or 5".
+inline bool WindowRank(int rank) { return rank >= 3 && rank <= 2 + kMaxSpatial; }
+
 // The kernels' form of that rule over their float tensor inputs `in` (input
-// order): "input 0 must be a rank-4 NCHW input tensor, got f32[3,5,5]".
+// order): "input 0 must be a rank-3, 4 or 5 (N, C, spatial...) input tensor, got
+// f32[3,5]".
 absl::Status CheckKernelInputs(PrimId id, absl::Span<const Tensor* const> in);
 
 // Input `i`, shaped `got`, must be shaped `expected` (`what` says why). Dims
@@ -68,17 +96,18 @@ absl::StatusOr<Shape> MatchShape(int i, const Shape& got, const Shape& expected,
                                  absl::string_view what);
 
 // ----- Convolution ---------------------------------------------------------------------
-// x [N,C,H,W] * w [O,C/groups,KH,KW] -> y [N,O,OH,OW].
+// x [N,C,D,H,W] * w [O,C/groups,KD,KH,KW] -> y [N,O,OD,OH,OW] (the trivial
+// leading axes of 1-D and 2-D windows are 1 here and absent from the shapes).
 struct ConvGeom {
-  Window win;          // with kernel = {kh, kw}
-  int64_t n, c, h, w;  // input
-  int64_t o, kh, kw;   // filter
-  int64_t oh, ow;      // output
-  int64_t cg, og;      // channels per group (input, output)
+  Window win;                  // with kernel = {kd, kh, kw}
+  int64_t n, c, d = 1, h, w;   // input
+  int64_t o, kd = 1, kh, kw;   // filter
+  int64_t od = 1, oh, ow;      // output
+  int64_t cg, og;              // channels per group (input, output)
 
-  Shape x_shape() const { return {n, c, h, w}; }
-  Shape y_shape() const { return {n, o, oh, ow}; }
-  Shape w_shape() const { return {o, cg, kh, kw}; }
+  Shape x_shape() const { return SpatialShape(n, c, {d, h, w}, win.spatial); }
+  Shape y_shape() const { return SpatialShape(n, o, {od, oh, ow}, win.spatial); }
+  Shape w_shape() const { return SpatialShape(o, cg, {kd, kh, kw}, win.spatial); }
 };
 
 // Checks x (input xi) against the filter w (input wi): channels and output
@@ -99,14 +128,14 @@ absl::StatusOr<ConvGeom> ConvKernelGeom(const Primitive& p, absl::Span<const Ten
 Shape OutputShape(PrimId id, const ConvGeom& g);
 
 // ----- Pooling --------------------------------------------------------------------------
-// x [N,C,H,W] -> y [N,C,OH,OW].
+// x [N,C,D,H,W] -> y [N,C,OD,OH,OW] (trivial leading axes as in ConvGeom).
 struct PoolGeom {
   Window win;
-  int64_t n, c, h, w, oh, ow;
+  int64_t n, c, d = 1, h, w, od = 1, oh, ow;
   bool count_include_pad = true;  // avg pooling: padding cells count in the divisor
 
-  Shape x_shape() const { return {n, c, h, w}; }
-  Shape y_shape() const { return {n, c, oh, ow}; }
+  Shape x_shape() const { return SpatialShape(n, c, {d, h, w}, win.spatial); }
+  Shape y_shape() const { return SpatialShape(n, c, {od, oh, ow}, win.spatial); }
 };
 
 // The geometry of a pooling op from its attributes and input shapes (input

@@ -1,9 +1,13 @@
-// CPU kernels: convolution (NCHW activations, OIHW filters), f32 and f64. Pooling
-// lives in pool_kernels.cc and is registered from here.
+// CPU kernels: convolution (NCHW activations, OIHW filters; also the 1-D and
+// 3-D forms, NCL and NCDHW, through the same three-axis loops with trivial
+// leading axes), f32 and f64. Pooling lives in pool_kernels.cc and is
+// registered from here.
 //
-// Convolution is lowered to GEMM per sample and group (im2col):
-//   col[(c*KH + p)*KW + q, i*OW + j] = x[c, i*sh - top + p*dh, j*sw - left + q*dw]  (0 outside)
-//   conv2d:          Y_g  = W_g * col                 [O/g, OH*OW]
+// Convolution is lowered to GEMM per sample and group (im2col). Output "rows"
+// are the (z, i) pairs of output depth and height, r = z*OH + i, each a row of OW:
+//   col[((c*KD + a)*KH + p)*KW + q, r*OW + j]
+//       = x[c, z*sd - front + a*dd, i*sh - top + p*dh, j*sw - left + q*dw]  (0 outside)
+//   conv2d:          Y_g  = W_g * col                 [O/g, OD*OH*OW]
 //   backprop_input:  col  = W_g^T * dY_g, then col2im  (scatter-add back into dx)
 //   backprop_filter: dW_g += dY_g * col^T, summed over the batch
 // conv2d and backprop_input split the batch over threads, or, for few big
@@ -46,69 +50,90 @@ constexpr double kGemmParallelFlops = 1 << 24;
 constexpr double kColBudget = 1 << 22;
 
 // ----- im2col ------------------------------------------------------------------------
-// The column matrix of one sample's group is [cg*KH*KW, OH*OW].
-int64_t ColRows(const ConvGeom& g) { return g.cg * g.kh * g.kw; }
-int64_t ColCols(const ConvGeom& g) { return g.oh * g.ow; }
+// The column matrix of one sample's group is [cg*KD*KH*KW, OD*OH*OW].
+int64_t ColRows(const ConvGeom& g) { return g.cg * g.kd * g.kh * g.kw; }
+int64_t ColCols(const ConvGeom& g) { return g.od * g.oh * g.ow; }
+// Output rows (z, i) of OW columns each, and an input channel's cells.
+int64_t OutRows(const ConvGeom& g) { return g.od * g.oh; }
+int64_t InPlane(const ConvGeom& g) { return g.d * g.h * g.w; }
 
-// A 1x1 filter with unit stride and no padding reads x itself as its column matrix.
+// A 1x1(x1) filter with unit stride and no padding reads x itself as its column
+// matrix.
 bool IsPointwise(const ConvGeom& g) {
-  const std::array<int64_t, 2> zero{0, 0};
-  return g.kh == 1 && g.kw == 1 && g.win.stride[0] == 1 && g.win.stride[1] == 1 &&
-         g.win.pad_lo == zero && g.win.pad_hi == zero;
+  const ops::Axes zero{0, 0, 0}, one{1, 1, 1};
+  return g.kd == 1 && g.kh == 1 && g.kw == 1 && g.win.stride == one && g.win.pad_lo == zero &&
+         g.win.pad_hi == zero;
 }
 
-// The column matrix of output rows [i0, i1): col[(c*KH + p)*KW + q, (i - i0)*OW + j],
-// [cg*KH*KW, (i1 - i0)*OW], from one sample's group x [cg, H, W].
+// The input row (depth z*sd - front + a*dd, height i*sh - top + p*dh) that output
+// row r reads through filter taps (a, p), as an offset into a channel's cells;
+// -1 when it lies in the padding.
+int64_t InputRow(const ConvGeom& g, int64_t r, int64_t a, int64_t p) {
+  const Window& k = g.win;
+  const int64_t z = r / g.oh, i = r % g.oh;
+  const int64_t iz = z * k.stride[ops::kD] - k.pad_lo[ops::kD] + a * k.dilation[ops::kD];
+  const int64_t ih = i * k.stride[ops::kH] - k.pad_lo[ops::kH] + p * k.dilation[ops::kH];
+  if (iz < 0 || iz >= g.d || ih < 0 || ih >= g.h) return -1;
+  return (iz * g.h + ih) * g.w;
+}
+
+// fn(col_row, a, p, q) for every column row of channels [c0, c1): the filter tap
+// (a, p, q) of channel c, in the column matrix's row order.
+template <typename Fn>
+void ForEachTap(const ConvGeom& g, int64_t c0, int64_t c1, Fn&& fn) {
+  for (int64_t c = c0; c < c1; ++c) {
+    for (int64_t a = 0; a < g.kd; ++a) {
+      for (int64_t p = 0; p < g.kh; ++p) {
+        for (int64_t q = 0; q < g.kw; ++q) fn(((c * g.kd + a) * g.kh + p) * g.kw + q, c, a, p, q);
+      }
+    }
+  }
+}
+
+// The column matrix of output rows [i0, i1): col[tap, (r - i0)*OW + j],
+// [cg*KD*KH*KW, (i1 - i0)*OW], from one sample's group x [cg, D, H, W].
 // Channels [c0, c1) only when given (threads fill disjoint row ranges of col).
 template <typename T>
 void Im2Col(const ConvGeom& g, const T* x, int64_t i0, int64_t i1, T* col, int64_t c0 = 0,
             int64_t c1 = -1) {
   const Window& k = g.win;
-  const int64_t tile = (i1 - i0) * g.ow;
-  for (int64_t c = c0; c < (c1 < 0 ? g.cg : c1); ++c) {
-    for (int64_t p = 0; p < g.kh; ++p) {
-      for (int64_t q = 0; q < g.kw; ++q) {
-        T* row = col + ((c * g.kh + p) * g.kw + q) * tile;
-        int64_t off_w = q * k.dilation[1] - k.pad_lo[1];
-        auto [j0, j1] = ValidRange(off_w, k.stride[1], g.w, g.ow);
-        for (int64_t i = i0; i < i1; ++i) {
-          T* r = row + (i - i0) * g.ow;
-          int64_t ih = i * k.stride[0] - k.pad_lo[0] + p * k.dilation[0];
-          if (ih < 0 || ih >= g.h) {
-            std::fill(r, r + g.ow, T(0));
-            continue;
-          }
-          const T* src = x + (c * g.h + ih) * g.w;
-          std::fill(r, r + j0, T(0));
-          for (int64_t j = j0; j < j1; ++j) r[j] = src[j * k.stride[1] + off_w];
-          std::fill(r + j1, r + g.ow, T(0));
-        }
+  const int64_t tile = (i1 - i0) * g.ow, sw = k.stride[ops::kW];
+  ForEachTap(g, c0, c1 < 0 ? g.cg : c1, [&](int64_t tap, int64_t c, int64_t a, int64_t p, int64_t q) {
+    T* row = col + tap * tile;
+    const int64_t off_w = q * k.dilation[ops::kW] - k.pad_lo[ops::kW];
+    auto [j0, j1] = ValidRange(off_w, sw, g.w, g.ow);
+    for (int64_t r = i0; r < i1; ++r) {
+      T* out = row + (r - i0) * g.ow;
+      const int64_t in = InputRow(g, r, a, p);
+      if (in < 0) {
+        std::fill(out, out + g.ow, T(0));
+        continue;
       }
+      const T* src = x + c * InPlane(g) + in;
+      std::fill(out, out + j0, T(0));
+      for (int64_t j = j0; j < j1; ++j) out[j] = src[j * sw + off_w];
+      std::fill(out + j1, out + g.ow, T(0));
     }
-  }
+  });
 }
 
 // The adjoint of Im2Col: adds each column entry into the x cell it was read from.
 template <typename T>
 void Col2Im(const ConvGeom& g, const T* col, int64_t i0, int64_t i1, T* dx) {
   const Window& k = g.win;
-  const int64_t tile = (i1 - i0) * g.ow;
-  for (int64_t c = 0; c < g.cg; ++c) {
-    for (int64_t p = 0; p < g.kh; ++p) {
-      for (int64_t q = 0; q < g.kw; ++q) {
-        const T* row = col + ((c * g.kh + p) * g.kw + q) * tile;
-        int64_t off_w = q * k.dilation[1] - k.pad_lo[1];
-        auto [j0, j1] = ValidRange(off_w, k.stride[1], g.w, g.ow);
-        for (int64_t i = i0; i < i1; ++i) {
-          int64_t ih = i * k.stride[0] - k.pad_lo[0] + p * k.dilation[0];
-          if (ih < 0 || ih >= g.h) continue;
-          const T* r = row + (i - i0) * g.ow;
-          T* dst = dx + (c * g.h + ih) * g.w;
-          for (int64_t j = j0; j < j1; ++j) dst[j * k.stride[1] + off_w] += r[j];
-        }
-      }
+  const int64_t tile = (i1 - i0) * g.ow, sw = k.stride[ops::kW];
+  ForEachTap(g, 0, g.cg, [&](int64_t tap, int64_t c, int64_t a, int64_t p, int64_t q) {
+    const T* row = col + tap * tile;
+    const int64_t off_w = q * k.dilation[ops::kW] - k.pad_lo[ops::kW];
+    auto [j0, j1] = ValidRange(off_w, sw, g.w, g.ow);
+    for (int64_t r = i0; r < i1; ++r) {
+      const int64_t in = InputRow(g, r, a, p);
+      if (in < 0) continue;
+      const T* src = row + (r - i0) * g.ow;
+      T* dst = dx + c * InPlane(g) + in;
+      for (int64_t j = j0; j < j1; ++j) dst[j * sw + off_w] += src[j];
     }
-  }
+  });
 }
 
 template <typename T>
@@ -148,9 +173,10 @@ int64_t BatchChunks(const ConvGeom& g) {
 // kColBudget elements (large images would otherwise need gigabytes). Pointwise
 // convolutions read x in place and take all rows at once.
 int64_t TileRows(const ConvGeom& g) {
-  if (IsPointwise(g)) return g.oh;
+  if (IsPointwise(g)) return OutRows(g);
   double per_row = std::max(1.0, static_cast<double>(ColRows(g)) * g.ow);
-  return std::clamp<int64_t>(static_cast<int64_t>(kColBudget / per_row), 1, g.oh);
+  return std::clamp<int64_t>(static_cast<int64_t>(kColBudget / per_row), 1,
+                             std::max<int64_t>(OutRows(g), 1));
 }
 
 // Runs fn(chunk, n) for every sample, the chunks in parallel.
@@ -261,11 +287,11 @@ void Conv2dForward(const ConvGeom& g, const ConvPlan& plan, const T* x, const T*
   ForEachSample(g.n, plan.chunks, [&](int64_t chunk, int64_t n) {
     T* col = plan.col<T>(chunk, g);
     for (int64_t gi = 0; gi < g.win.groups; ++gi) {
-      const T* xg = x + (n * g.c + gi * g.cg) * g.h * g.w;
+      const T* xg = x + (n * g.c + gi * g.cg) * InPlane(g);
       T* yg = y + (n * g.o + gi * g.og) * cols;
       auto wg = View(w + gi * g.og * rows, g.og, rows, rows);
-      for (int64_t i0 = 0; i0 < g.oh; i0 += plan.tile_rows) {
-        int64_t i1 = std::min(g.oh, i0 + plan.tile_rows);
+      for (int64_t i0 = 0; i0 < OutRows(g); i0 += plan.tile_rows) {
+        int64_t i1 = std::min(OutRows(g), i0 + plan.tile_rows);
         auto out = View(yg + i0 * g.ow, g.og, (i1 - i0) * g.ow, cols);
         if (rows == 0) {
           out.setZero();  // no input channels: an empty sum
@@ -301,12 +327,12 @@ void Conv2dBackpropInput(const ConvGeom& g, const ConvPlan& plan, const T* dy, c
   ForEachSample(g.n, plan.chunks, [&](int64_t chunk, int64_t n) {
     T* col = plan.col<T>(chunk, g);
     for (int64_t gi = 0; gi < g.win.groups; ++gi) {
-      T* dxg = dx + (n * g.c + gi * g.cg) * g.h * g.w;
+      T* dxg = dx + (n * g.c + gi * g.cg) * InPlane(g);
       const T* dyg = dy + (n * g.o + gi * g.og) * cols;
       auto wg = View(w + gi * g.og * rows, g.og, rows, rows);
-      if (!IsPointwise(g)) std::fill(dxg, dxg + g.cg * g.h * g.w, T(0));
-      for (int64_t i0 = 0; i0 < g.oh; i0 += plan.tile_rows) {
-        int64_t i1 = std::min(g.oh, i0 + plan.tile_rows);
+      if (!IsPointwise(g)) std::fill(dxg, dxg + g.cg * InPlane(g), T(0));
+      for (int64_t i0 = 0; i0 < OutRows(g); i0 += plan.tile_rows) {
+        int64_t i1 = std::min(OutRows(g), i0 + plan.tile_rows);
         int64_t tile = (i1 - i0) * g.ow;
         auto out =
             IsPointwise(g) ? View(dxg + i0 * g.ow, rows, tile, cols) : View(col, rows, tile, tile);
@@ -360,11 +386,11 @@ void Conv2dBackpropFilter(const ConvGeom& g, const ConvPlan& plan, const T* x, c
   T* col = plan.col<T>(0, g);
   for (int64_t n = 0; n < g.n; ++n) {
     for (int64_t gi = 0; gi < g.win.groups; ++gi) {
-      const T* xg = x + (n * g.c + gi * g.cg) * g.h * g.w;
+      const T* xg = x + (n * g.c + gi * g.cg) * InPlane(g);
       const T* dyg = dy + (n * g.o + gi * g.og) * cols;
       auto dwg = View(dw + gi * g.og * rows, g.og, rows, rows);
-      for (int64_t i0 = 0; i0 < g.oh; i0 += plan.tile_rows) {
-        int64_t i1 = std::min(g.oh, i0 + plan.tile_rows);
+      for (int64_t i0 = 0; i0 < OutRows(g); i0 += plan.tile_rows) {
+        int64_t i1 = std::min(OutRows(g), i0 + plan.tile_rows);
         int64_t tile = (i1 - i0) * g.ow;
         auto columns = ParallelColumns(g, xg, i0, i1, col, blocks > 1);
         auto dyv = View(dyg + i0 * g.ow, g.og, tile, cols);

@@ -13,7 +13,11 @@ namespace conv_internal {
 using ops::ConvGeom;
 using ops::Window;
 
-bool IsDepthwise(const ConvGeom& g) { return g.win.groups > 1 && g.cg == 1; }
+// 1-D and 2-D windows only (a trivial depth axis): 3-D depthwise convolutions
+// take the im2col GEMMs, which loop over groups.
+bool IsDepthwise(const ConvGeom& g) {
+  return g.win.groups > 1 && g.cg == 1 && g.d == 1 && g.kd == 1 && g.od == 1;
+}
 
 namespace {
 
@@ -32,7 +36,7 @@ double PlaneWork(const ConvGeom& g) {
 
 // The input row read by output row i through filter row p, or -1 for padding.
 int64_t InputRow(const ConvGeom& g, int64_t i, int64_t p) {
-  int64_t ih = i * g.win.stride[0] - g.win.pad_lo[0] + p * g.win.dilation[0];
+  int64_t ih = i * g.win.stride[ops::kH] - g.win.pad_lo[ops::kH] + p * g.win.dilation[ops::kH];
   return ih < 0 || ih >= g.h ? -1 : ih;
 }
 
@@ -44,8 +48,8 @@ struct ColumnTap {
 std::vector<ColumnTap> ColumnTaps(const ConvGeom& g) {
   std::vector<ColumnTap> taps(g.kw);
   for (int64_t q = 0; q < g.kw; ++q) {
-    taps[q].off = q * g.win.dilation[1] - g.win.pad_lo[1];
-    auto [j0, j1] = ValidRange(taps[q].off, g.win.stride[1], g.w, g.ow);
+    taps[q].off = q * g.win.dilation[ops::kW] - g.win.pad_lo[ops::kW];
+    auto [j0, j1] = ValidRange(taps[q].off, g.win.stride[ops::kW], g.w, g.ow);
     taps[q].j0 = j0;
     taps[q].j1 = j1;
   }
@@ -70,7 +74,7 @@ void TapRow(const T* __restrict in_row, T wv, int64_t sw, const ColumnTap& t,
 template <typename T>
 void DepthwiseForward(const ConvGeom& g, const T* x, const T* w, T* y) {
   const int64_t taps = g.kh * g.kw;
-  const int64_t sw = g.win.stride[1];
+  const int64_t sw = g.win.stride[ops::kW];
   const std::vector<ColumnTap> cols = ColumnTaps(g);
   ParallelFor(g.n * g.o, TaskGrain(PlaneWork(g)), [&](int64_t b, int64_t e) {
     for (int64_t plane = b; plane < e; ++plane) {
@@ -118,12 +122,12 @@ void DepthwiseBackpropInput(const ConvGeom& g, const T* dy, const T* w, T* dx) {
             for (int64_t q = 0; q < g.kw; ++q) {
               const ColumnTap& t = cols[q];
               const T wv = wo[p * g.kw + q];
-              if (k.stride[1] == 1) {
+              if (k.stride[ops::kW] == 1) {
                 T* __restrict dst = xr + t.off;
                 const T* __restrict src = dyr;
                 for (int64_t j = t.j0; j < t.j1; ++j) dst[j] += wv * src[j];
               } else {
-                for (int64_t j = t.j0; j < t.j1; ++j) xr[j * k.stride[1] + t.off] += wv * dyr[j];
+                for (int64_t j = t.j0; j < t.j1; ++j) xr[j * k.stride[ops::kW] + t.off] += wv * dyr[j];
               }
             }
           }
@@ -145,9 +149,9 @@ void DepthwiseBackpropFilter(const ConvGeom& g, const T* x, const T* dy, T* dw) 
       T* dwo = dw + o * taps;
       for (int64_t p = 0; p < g.kh; ++p) {
         for (int64_t q = 0; q < g.kw; ++q) {
-          const int64_t off = q * k.dilation[1] - k.pad_lo[1];
-          auto [j0, j1] = ValidRange(off, k.stride[1], g.w, g.ow);
-          const int64_t sw = k.stride[1];
+          const int64_t off = q * k.dilation[ops::kW] - k.pad_lo[ops::kW];
+          auto [j0, j1] = ValidRange(off, k.stride[ops::kW], g.w, g.ow);
+          const int64_t sw = k.stride[ops::kW];
           // Per-column partial sums (a loop that vectorises), added up at the end.
           std::fill(lanes.begin(), lanes.end(), T(0));
           for (int64_t n = 0; n < g.n; ++n) {

@@ -39,12 +39,18 @@ bool DnnlConvApplies(const ConvGeom& g, DType dtype) {
   return false;
 #else
   if (dtype != DType::kFloat32) return false;
-  for (int64_t d : {g.n, g.c, g.h, g.w, g.o, g.kh, g.kw, g.oh, g.ow}) {
+  for (int64_t d : {g.n, g.c, g.d, g.h, g.w, g.o, g.kd, g.kh, g.kw, g.od, g.oh, g.ow}) {
     if (d <= 0) return false;  // empty tensors: the own kernels' trivial paths
   }
   const auto& k = g.win;
-  return DnnlWindows(g.h, g.kh, k.stride[0], k.dilation[0], k.pad_lo[0], k.pad_hi[0]) == g.oh &&
-         DnnlWindows(g.w, g.kw, k.stride[1], k.dilation[1], k.pad_lo[1], k.pad_hi[1]) == g.ow;
+  const ops::Axes in{g.d, g.h, g.w}, kernel{g.kd, g.kh, g.kw}, out{g.od, g.oh, g.ow};
+  for (int a = 0; a < ops::kMaxSpatial; ++a) {
+    if (DnnlWindows(in[a], kernel[a], k.stride[a], k.dilation[a], k.pad_lo[a], k.pad_hi[a]) !=
+        out[a]) {
+      return false;
+    }
+  }
+  return true;
 #endif
 }
 
@@ -117,12 +123,16 @@ struct Setup {
 //   backward kernels (the suite's conv net step: 7.6 -> 8.1 ms), nor for first
 //   layers of a few channels or depthwise ones (mobilenet_v2: slower).
 // - otherwise oneDNN's own choice (blocked), reordered from and to NCHW.
+// 3-D windows (5-D tensors) take the same choices in their NCDHW / NDHWC forms.
 dnnl_format_tag_t ActivationTag(const ConvGeom& g, DnnlConvKind kind) {
-  const bool pointwise = g.kh == 1 && g.kw == 1 && g.win.groups == 1 && g.win.stride[0] == 1 &&
-                         g.win.stride[1] == 1 && g.win.pad_lo[0] == 0 && g.win.pad_lo[1] == 0 &&
-                         g.win.pad_hi[0] == 0 && g.win.pad_hi[1] == 0;
-  if (pointwise) return dnnl_nchw;
-  if (kind == DnnlConvKind::kForward && g.win.groups == 1 && g.c >= 16) return dnnl_nhwc;
+  const ops::Axes zero{0, 0, 0}, one{1, 1, 1};
+  const bool three = g.win.spatial == 3;
+  const bool pointwise = g.kd == 1 && g.kh == 1 && g.kw == 1 && g.win.groups == 1 &&
+                         g.win.stride == one && g.win.pad_lo == zero && g.win.pad_hi == zero;
+  if (pointwise) return three ? dnnl_ncdhw : dnnl_nchw;
+  if (kind == DnnlConvKind::kForward && g.win.groups == 1 && g.c >= 16) {
+    return three ? dnnl_ndhwc : dnnl_nhwc;
+  }
   return dnnl_format_tag_any;
 }
 
@@ -135,8 +145,21 @@ absl::Status MakeSetup(const ConvGeom& g, DnnlConvKind kind, Setup* s) {
   KGRAD_RETURN_IF_ERROR(Check(
       dnnl_primitive_attr_set_scratchpad_mode(s->attr.get(), dnnl_scratchpad_mode_user),
       "set_scratchpad_mode"));
-  const dnnl_dims_t x{g.n, g.c, g.h, g.w}, y{g.n, g.o, g.oh, g.ow};
-  const dnnl_dims_t w{g.o, g.cg, g.kh, g.kw}, gw{g.win.groups, g.og, g.cg, g.kh, g.kw};
+  // 1-D and 2-D windows as 2-D (a 1-D window's height is 1), 3-D as 3-D.
+  const bool three = g.win.spatial == 3;
+  const int nd = three ? 5 : 4;
+  const dnnl_dims_t x3{g.n, g.c, g.d, g.h, g.w}, y3{g.n, g.o, g.od, g.oh, g.ow};
+  const dnnl_dims_t w3{g.o, g.cg, g.kd, g.kh, g.kw};
+  const dnnl_dims_t gw3{g.win.groups, g.og, g.cg, g.kd, g.kh, g.kw};
+  const dnnl_dims_t x2{g.n, g.c, g.h, g.w}, y2{g.n, g.o, g.oh, g.ow};
+  const dnnl_dims_t w2{g.o, g.cg, g.kh, g.kw}, gw2{g.win.groups, g.og, g.cg, g.kh, g.kw};
+  const int64_t* x = three ? x3 : x2;
+  const int64_t* y = three ? y3 : y2;
+  const int64_t* w = three ? w3 : w2;
+  const int64_t* gw = three ? gw3 : gw2;
+  const dnnl_format_tag_t act = three ? dnnl_ncdhw : dnnl_nchw;
+  const dnnl_format_tag_t filt = three ? dnnl_oidhw : dnnl_oihw;
+  const dnnl_format_tag_t gfilt = three ? dnnl_goidhw : dnnl_goihw;
   const bool grouped = g.win.groups > 1;
   struct Desc {
     dnnl_memory_desc_t* md;
@@ -145,22 +168,23 @@ absl::Status MakeSetup(const ConvGeom& g, DnnlConvKind kind, Setup* s) {
     dnnl_format_tag_t tag;
   };
   const Desc descs[] = {
-      {&s->x_user, 4, x, dnnl_nchw},
-      {&s->y_user, 4, y, dnnl_nchw},
-      {&s->w_user, grouped ? 5 : 4, grouped ? gw : w, grouped ? dnnl_goihw : dnnl_oihw},
-      {&s->x_any, 4, x, ActivationTag(g, kind)},
-      {&s->y_any, 4, y, ActivationTag(g, kind)},
-      {&s->w_any, grouped ? 5 : 4, grouped ? gw : w, dnnl_format_tag_any},
+      {&s->x_user, nd, x, act},
+      {&s->y_user, nd, y, act},
+      {&s->w_user, grouped ? nd + 1 : nd, grouped ? gw : w, grouped ? gfilt : filt},
+      {&s->x_any, nd, x, ActivationTag(g, kind)},
+      {&s->y_any, nd, y, ActivationTag(g, kind)},
+      {&s->w_any, grouped ? nd + 1 : nd, grouped ? gw : w, dnnl_format_tag_any},
   };
   for (const Desc& d : descs) {
     KGRAD_RETURN_IF_ERROR(
         Check(dnnl_memory_desc_init_by_tag(d.md, d.ndims, d.dims, dnnl_f32, d.tag), "memory_desc"));
   }
-  for (int a = 0; a < 2; ++a) {
-    s->strides[a] = g.win.stride[a];
-    s->dilates[a] = g.win.dilation[a] - 1;  // oneDNN counts the gaps between taps
-    s->pad_lo[a] = g.win.pad_lo[a];
-    s->pad_hi[a] = g.win.pad_hi[a];
+  const int first = three ? ops::kD : ops::kH;  // oneDNN's first spatial axis
+  for (int a = first; a < ops::kMaxSpatial; ++a) {
+    s->strides[a - first] = g.win.stride[a];
+    s->dilates[a - first] = g.win.dilation[a] - 1;  // oneDNN counts the gaps between taps
+    s->pad_lo[a - first] = g.win.pad_lo[a];
+    s->pad_hi[a - first] = g.win.pad_hi[a];
   }
   return absl::OkStatus();
 }
@@ -337,7 +361,7 @@ absl::Status BackwardWeightsInChunks(const KernelContext& ctx, const ConvGeom& g
     // measured 1.25-1.5x slower on resnet18 at batch 1).
     return absl::UnimplementedError("backward weights of few samples: not sent to oneDNN");
   }
-  const int64_t chunks = kWeightChunks, wsize = g.o * g.cg * g.kh * g.kw;
+  const int64_t chunks = kWeightChunks, wsize = g.o * g.cg * g.kd * g.kh * g.kw;
   KGRAD_ASSIGN_OR_RETURN(Tensor partial, ctx.Allocate(DType::kFloat32, {chunks - 1, wsize}));
   std::vector<absl::Status> status(chunks);
   ParallelForOneThreadEach(chunks, 2, [&](int64_t b, int64_t e) {
@@ -346,8 +370,9 @@ absl::Status BackwardWeightsInChunks(const KernelContext& ctx, const ConvGeom& g
       const int64_t n0 = g.n * c / chunks;
       part.n = g.n * (c + 1) / chunks - n0;
       float* out = c == 0 ? dw : partial.mutable_data<float>() + (c - 1) * wsize;
-      status[c] = DnnlConvCall(ctx, part, DnnlConvKind::kBackwardWeights, x + n0 * g.c * g.h * g.w,
-                               out, dy + n0 * g.o * g.oh * g.ow, nullptr);
+      status[c] = DnnlConvCall(ctx, part, DnnlConvKind::kBackwardWeights,
+                               x + n0 * g.c * g.d * g.h * g.w, out,
+                               dy + n0 * g.o * g.od * g.oh * g.ow, nullptr);
     }
   });
   for (const absl::Status& st : status) KGRAD_RETURN_IF_ERROR(st);

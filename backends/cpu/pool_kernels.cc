@@ -1,11 +1,13 @@
-// CPU kernels: max and average pooling (NCHW), f32 and f64, over the N*C planes in
+// CPU kernels: max and average pooling (NCHW; NCL and NCDHW through the same
+// three-axis loops, trivial leading axes), f32 and f64, over the N*C planes in
 // parallel.
 //
-// Loops run per output row i. For a kernel row r inside the input and a kernel
-// column q, the output columns j in [j0, j1) whose tap j*sw + q - left is a real
-// cell form one strided run, so the innermost loops run over j and vectorise.
-// Visiting (r, q) in increasing order visits the cells of every window in
-// row-major order, which is what the first-max tie rule needs. Padding cells are
+// Loops run per output row (z, i) of output depth and height. For a kernel
+// depth a and row r inside the input and a kernel column q, the output columns
+// j in [j0, j1) whose tap j*sw + q - left is a real cell form one strided run,
+// so the innermost loops run over j and vectorise. Visiting (a, r, q) in
+// increasing order visits the cells of every window in row-major order, which
+// is what the first-max tie rule needs. Padding cells are
 // never visited: they are -infinity for max and absent (or zero) for mean.
 #include <algorithm>
 #include <array>
@@ -29,34 +31,51 @@ namespace {
 using ops::PoolGeom;
 
 int64_t Planes(const PoolGeom& g) { return g.n * g.c; }
+// A plane's input cells, and its output rows (z, i) of OW columns each.
+int64_t InPlane(const PoolGeom& g) { return g.d * g.h * g.w; }
+int64_t OutRows(const PoolGeom& g) { return g.od * g.oh; }
 
-// Kernel rows [r0, r1) of output row i that lie inside the input (never empty).
-std::pair<int64_t, int64_t> KernelRows(const PoolGeom& g, int64_t i) {
-  int64_t start = i * g.win.stride[0] - g.win.pad_lo[0];
-  return {std::max<int64_t>(start, 0), std::min(start + g.win.kernel[0], g.h)};
+// Input cells [lo, hi) along `axis` of window `i` (never empty: ops/conv_window
+// rejects windows that lie entirely in the padding).
+std::pair<int64_t, int64_t> Span(const PoolGeom& g, int axis, int64_t i, int64_t len) {
+  int64_t start = i * g.win.stride[axis] - g.win.pad_lo[axis];
+  return {std::max<int64_t>(start, 0), std::min(start + g.win.kernel[axis], len)};
+}
+
+// The input depths and rows of output row r = z*OH + i that lie inside the input.
+struct RowWindow {
+  int64_t z0, z1, r0, r1;
+  int64_t cells() const { return (z1 - z0) * (r1 - r0); }  // per window column
+};
+RowWindow KernelRows(const PoolGeom& g, int64_t r) {
+  auto [z0, z1] = Span(g, ops::kD, r / g.oh, g.d);
+  auto [r0, r1] = Span(g, ops::kH, r % g.oh, g.h);
+  return {z0, z1, r0, r1};
 }
 
 // Real cells in the columns of window column j.
 int64_t ColCount(const PoolGeom& g, int64_t j) {
-  int64_t start = j * g.win.stride[1] - g.win.pad_lo[1];
-  return std::min(start + g.win.kernel[1], g.w) - std::max<int64_t>(start, 0);
+  int64_t start = j * g.win.stride[ops::kW] - g.win.pad_lo[ops::kW];
+  return std::min(start + g.win.kernel[ops::kW], g.w) - std::max<int64_t>(start, 0);
 }
 
 // fn(base, j0, j1) for each run of output row i: output column j in [j0, j1)
 // reads the plane cell base + j*sw, in row-major window order.
 template <typename Fn>
 void ForEachRun(const PoolGeom& g, int64_t i, Fn&& fn) {
-  auto [r0, r1] = KernelRows(g, i);
+  const RowWindow win = KernelRows(g, i);
   // Only kernel columns that some window places inside the input (a hostile kernel
   // attribute can be far wider than the input).
-  const int64_t left = g.win.pad_lo[1];
-  const int64_t q0 = std::max<int64_t>(0, left - (g.ow - 1) * g.win.stride[1]);
-  const int64_t q1 = std::min(g.win.kernel[1], left + g.w);
-  for (int64_t r = r0; r < r1; ++r) {
-    for (int64_t q = q0; q < q1; ++q) {
-      int64_t off = q - g.win.pad_lo[1];
-      auto [j0, j1] = ValidRange(off, g.win.stride[1], g.w, g.ow);
-      fn(r * g.w + off, j0, j1);
+  const int64_t left = g.win.pad_lo[ops::kW];
+  const int64_t q0 = std::max<int64_t>(0, left - (g.ow - 1) * g.win.stride[ops::kW]);
+  const int64_t q1 = std::min(g.win.kernel[ops::kW], left + g.w);
+  for (int64_t z = win.z0; z < win.z1; ++z) {
+    for (int64_t r = win.r0; r < win.r1; ++r) {
+      for (int64_t q = q0; q < q1; ++q) {
+        int64_t off = q - g.win.pad_lo[ops::kW];
+        auto [j0, j1] = ValidRange(off, g.win.stride[ops::kW], g.w, g.ow);
+        fn((z * g.h + r) * g.w + off, j0, j1);
+      }
     }
   }
 }
@@ -68,7 +87,8 @@ int64_t PlaneChunks(const PoolGeom& g) {
 #ifdef _OPENMP
   threads = omp_get_max_threads();
 #endif
-  double work = static_cast<double>(Planes(g)) * g.oh * g.ow * g.win.kernel[0] * g.win.kernel[1];
+  double work = static_cast<double>(Planes(g)) * OutRows(g) * g.ow * g.win.kernel[ops::kD] *
+                g.win.kernel[ops::kH] * g.win.kernel[ops::kW];
   if (threads <= 1 || work < kParallelGrain) return 1;
   return std::max<int64_t>(1, std::min(Planes(g), threads));
 }
@@ -90,7 +110,7 @@ void ForEachPlane(const PoolGeom& g, int64_t chunks, Fn&& fn) {
 // value at the first argmax.
 template <typename T>
 void MaxRow(const PoolGeom& g, const T* xp, int64_t i, T* m) {
-  const int64_t s = g.win.stride[1];
+  const int64_t s = g.win.stride[ops::kW];
   std::fill(m, m + g.ow, -std::numeric_limits<T>::infinity());
   ForEachRun(g, i, [&](int64_t base, int64_t j0, int64_t j1) {
     for (int64_t j = j0; j < j1; ++j) {
@@ -105,12 +125,13 @@ void MaxRow(const PoolGeom& g, const T* xp, int64_t i, T* m) {
 // positions have the same lane width and the select loop vectorises.
 template <typename T, typename P>
 void ArgmaxRow(const PoolGeom& g, const T* xp, int64_t i, T* m, P* idx) {
-  const int64_t s = g.win.stride[1];
-  const int64_t r0 = KernelRows(g, i).first;
+  const int64_t s = g.win.stride[ops::kW];
+  const RowWindow win = KernelRows(g, i);
+  const int64_t first_row = (win.z0 * g.h + win.r0) * g.w;
   std::fill(m, m + g.ow, -std::numeric_limits<T>::infinity());
   // The first real cell: the answer when every cell is -inf.
   for (int64_t j = 0; j < g.ow; ++j) {
-    idx[j] = static_cast<P>(r0 * g.w + std::max<int64_t>(j * s - g.win.pad_lo[1], 0));
+    idx[j] = static_cast<P>(first_row + std::max<int64_t>(j * s - g.win.pad_lo[ops::kW], 0));
   }
   ForEachRun(g, i, [&](int64_t base, int64_t j0, int64_t j1) {
     for (int64_t j = j0; j < j1; ++j) {
@@ -125,8 +146,8 @@ void ArgmaxRow(const PoolGeom& g, const T* xp, int64_t i, T* m, P* idx) {
 template <typename T>
 void MaxPool(const PoolGeom& g, const T* x, T* y, int64_t chunks) {
   ForEachPlane(g, chunks, [&](int64_t pl, int64_t) {
-    for (int64_t i = 0; i < g.oh; ++i) {
-      MaxRow(g, x + pl * g.h * g.w, i, y + (pl * g.oh + i) * g.ow);
+    for (int64_t i = 0; i < OutRows(g); ++i) {
+      MaxRow(g, x + pl * InPlane(g), i, y + (pl * OutRows(g) + i) * g.ow);
     }
   });
 }
@@ -137,7 +158,7 @@ struct ArgmaxScratch {
 };
 
 bool SmallPositions(DType dtype, const PoolGeom& g) {
-  return dtype == DType::kFloat32 && g.h * g.w < (int64_t{1} << 31);
+  return dtype == DType::kFloat32 && InPlane(g) < (int64_t{1} << 31);
 }
 
 absl::StatusOr<ArgmaxScratch> MakeArgmaxScratch(const KernelContext& ctx, DType dtype,
@@ -155,18 +176,18 @@ template <typename T, typename P, bool kScatter>
 void RouteArgmax(const PoolGeom& g, const T* x, const T* src, T* dst, ArgmaxScratch& s,
                  int64_t chunks) {
   ForEachPlane(g, chunks, [&](int64_t pl, int64_t chunk) {
-    const T* xp = x + pl * g.h * g.w;
+    const T* xp = x + pl * InPlane(g);
     T* m = s.values.mutable_data<T>() + chunk * g.ow;
     P* idx = s.positions.mutable_data<P>() + chunk * g.ow;
-    if (kScatter) std::fill(dst + pl * g.h * g.w, dst + (pl + 1) * g.h * g.w, T(0));
-    for (int64_t i = 0; i < g.oh; ++i) {
+    if (kScatter) std::fill(dst + pl * InPlane(g), dst + (pl + 1) * InPlane(g), T(0));
+    for (int64_t i = 0; i < OutRows(g); ++i) {
       ArgmaxRow(g, xp, i, m, idx);
-      int64_t row = (pl * g.oh + i) * g.ow;
+      int64_t row = (pl * OutRows(g) + i) * g.ow;
       if (kScatter) {
-        T* dxp = dst + pl * g.h * g.w;
+        T* dxp = dst + pl * InPlane(g);
         for (int64_t j = 0; j < g.ow; ++j) dxp[idx[j]] += src[row + j];
       } else {
-        const T* sp = src + pl * g.h * g.w;
+        const T* sp = src + pl * InPlane(g);
         for (int64_t j = 0; j < g.ow; ++j) dst[row + j] = sp[idx[j]];
       }
     }
@@ -193,10 +214,11 @@ void Route(const PoolGeom& g, const T* x, const T* src, T* dst, ArgmaxScratch& s
 // cost as much as the convolutions around it. Same results as the general loops:
 // the first cell starts the max (what `-inf then take it` gives), a strict `>`
 // keeps the first of equal values, and a NaN anywhere makes the result NaN.
+// (2-D windows, or 1-D ones of height 1; not 3-D.)
 bool IsPlain2x2(const PoolGeom& g) {
-  const std::array<int64_t, 2> two{2, 2}, one{1, 1}, zero{0, 0};
-  return g.win.kernel == two && g.win.stride == two && g.win.dilation == one && g.win.pad_lo == zero &&
-         g.win.pad_hi == zero && 2 * g.oh <= g.h && 2 * g.ow <= g.w;
+  const ops::Axes two{1, 2, 2}, one{1, 1, 1}, zero{0, 0, 0};
+  return g.d == 1 && g.win.kernel == two && g.win.stride == two && g.win.dilation == one &&
+         g.win.pad_lo == zero && g.win.pad_hi == zero && 2 * g.oh <= g.h && 2 * g.ow <= g.w;
 }
 
 // Output columns per block of the 2x2 row loops: a fixed trip count, so that
@@ -325,28 +347,30 @@ void Route2x2(const PoolGeom& g, const T* x, const T* src, T* dst, int64_t chunk
 }
 
 // ----- Average --------------------------------------------------------------------------------
-// The divisor of window (i, j): KH*KW, or its real cells without count_include_pad.
+// The divisor of window (row, j): KD*KH*KW, or its real cells without
+// count_include_pad (`rows`: the real depths times rows of its output row).
 template <typename T>
 T Divisor(const PoolGeom& g, int64_t rows, int64_t j) {
   if (g.count_include_pad) {
-    return static_cast<T>(static_cast<double>(g.win.kernel[0]) * g.win.kernel[1]);
+    return static_cast<T>(static_cast<double>(g.win.kernel[ops::kD]) * g.win.kernel[ops::kH] *
+                          g.win.kernel[ops::kW]);
   }
   return static_cast<T>(rows * ColCount(g, j));
 }
 
 template <typename T>
 void AvgPool(const PoolGeom& g, const T* x, T* y, int64_t chunks) {
-  const int64_t s = g.win.stride[1];
+  const int64_t s = g.win.stride[ops::kW];
   ForEachPlane(g, chunks, [&](int64_t pl, int64_t) {
-    const T* xp = x + pl * g.h * g.w;
-    for (int64_t i = 0; i < g.oh; ++i) {
-      T* yr = y + (pl * g.oh + i) * g.ow;
+    const T* xp = x + pl * InPlane(g);
+    for (int64_t i = 0; i < OutRows(g); ++i) {
+      T* yr = y + (pl * OutRows(g) + i) * g.ow;
       std::fill(yr, yr + g.ow, T(0));
       ForEachRun(g, i, [&](int64_t base, int64_t j0, int64_t j1) {
         for (int64_t j = j0; j < j1; ++j) yr[j] += xp[base + j * s];
       });
-      auto [r0, r1] = KernelRows(g, i);
-      for (int64_t j = 0; j < g.ow; ++j) yr[j] /= Divisor<T>(g, r1 - r0, j);
+      const int64_t rows = KernelRows(g, i).cells();
+      for (int64_t j = 0; j < g.ow; ++j) yr[j] /= Divisor<T>(g, rows, j);
     }
   });
 }
@@ -355,15 +379,15 @@ void AvgPool(const PoolGeom& g, const T* x, T* y, int64_t chunks) {
 // (scratch, one row per chunk) holds dy / divisor of the current output row.
 template <typename T>
 void AvgPoolGrad(const PoolGeom& g, const T* dy, T* dx, T* share, int64_t chunks) {
-  const int64_t s = g.win.stride[1];
+  const int64_t s = g.win.stride[ops::kW];
   ForEachPlane(g, chunks, [&](int64_t pl, int64_t chunk) {
-    T* dxp = dx + pl * g.h * g.w;
+    T* dxp = dx + pl * InPlane(g);
     T* v = share + chunk * g.ow;
-    std::fill(dxp, dxp + g.h * g.w, T(0));
-    for (int64_t i = 0; i < g.oh; ++i) {
-      const T* dyr = dy + (pl * g.oh + i) * g.ow;
-      auto [r0, r1] = KernelRows(g, i);
-      for (int64_t j = 0; j < g.ow; ++j) v[j] = dyr[j] / Divisor<T>(g, r1 - r0, j);
+    std::fill(dxp, dxp + InPlane(g), T(0));
+    for (int64_t i = 0; i < OutRows(g); ++i) {
+      const T* dyr = dy + (pl * OutRows(g) + i) * g.ow;
+      const int64_t rows = KernelRows(g, i).cells();
+      for (int64_t j = 0; j < g.ow; ++j) v[j] = dyr[j] / Divisor<T>(g, rows, j);
       ForEachRun(g, i, [&](int64_t base, int64_t j0, int64_t j1) {
         for (int64_t j = j0; j < j1; ++j) dxp[base + j * s] += v[j];
       });

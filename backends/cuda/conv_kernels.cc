@@ -50,12 +50,15 @@ bool FitsInt(std::initializer_list<int64_t> values) {
   return true;
 }
 
-// cuDNN takes every dim, attribute and 4-d tensor size as int.
+// cuDNN takes every dim, attribute and 4-d tensor size as int. 1-D and 3-D
+// windows (rank-3 and rank-5 tensors; the ONNX importer lifts 1-D ones to 2-D)
+// run on the CPU: the descriptors here are cuDNN's 4-d ones.
 bool CudnnCanConvolve(const ConvGeom& g) {
+  if (g.win.spatial != 2) return false;
   const Window& k = g.win;
-  const int64_t ph = k.pad_lo[0] + k.pad_hi[0], pw = k.pad_lo[1] + k.pad_hi[1];
-  return FitsInt({g.n, g.c, g.h + ph, g.w + pw, g.o, g.kh, g.kw, g.oh, g.ow, k.stride[0],
-                  k.stride[1], k.dilation[0], k.dilation[1], k.groups, k.pad_lo[0], k.pad_lo[1],
+  const int64_t ph = k.pad_lo[ops::kH] + k.pad_hi[ops::kH], pw = k.pad_lo[ops::kW] + k.pad_hi[ops::kW];
+  return FitsInt({g.n, g.c, g.h + ph, g.w + pw, g.o, g.kh, g.kw, g.oh, g.ow, k.stride[ops::kH],
+                  k.stride[ops::kW], k.dilation[ops::kH], k.dilation[ops::kW], k.groups, k.pad_lo[ops::kH], k.pad_lo[ops::kW],
                   g.n * g.c * (g.h + ph) * (g.w + pw), g.n * g.o * g.oh * g.ow,
                   g.o * g.cg * g.kh * g.kw});
 }
@@ -79,8 +82,8 @@ class ConvDescs {
                                                 i(g.kh), i(g.kw)));
     const Window& k = g.win;
     KGRAD_CUDNN_CALL(cudnnSetConvolution2dDescriptor(
-        conv_.get(), pad ? i(k.pad_lo[0]) : 0, pad ? i(k.pad_lo[1]) : 0, i(k.stride[0]),
-        i(k.stride[1]), i(k.dilation[0]), i(k.dilation[1]), CUDNN_CROSS_CORRELATION, type));
+        conv_.get(), pad ? i(k.pad_lo[ops::kH]) : 0, pad ? i(k.pad_lo[ops::kW]) : 0, i(k.stride[ops::kH]),
+        i(k.stride[ops::kW]), i(k.dilation[ops::kH]), i(k.dilation[ops::kW]), CUDNN_CROSS_CORRELATION, type));
     KGRAD_CUDNN_CALL(cudnnSetConvolutionGroupCount(conv_.get(), i(k.groups)));
     // FMA math: no TF32 tensor-core rounding of f32 convolutions.
     KGRAD_CUDNN_CALL(cudnnSetConvolutionMathType(
@@ -126,8 +129,8 @@ std::string ConvKey(const char* op, DType dtype, const ConvGeom& g, const Tensor
   const bool pad = k.symmetric();
   return absl::StrCat(op, ":", static_cast<int>(dtype), ":", g.n, ",", g.c, ",", xin.dim(2), ",",
                       xin.dim(3), ":", g.o, ",", g.cg, ",", g.kh, ",", g.kw, ":", g.oh, ",", g.ow,
-                      ":", pad ? k.pad_lo[0] : 0, ",", pad ? k.pad_lo[1] : 0, ":", k.stride[0], ",",
-                      k.stride[1], ":", k.dilation[0], ",", k.dilation[1], ":", k.groups);
+                      ":", pad ? k.pad_lo[ops::kH] : 0, ",", pad ? k.pad_lo[ops::kW] : 0, ":", k.stride[ops::kH], ",",
+                      k.stride[ops::kW], ":", k.dilation[ops::kH], ",", k.dilation[ops::kW], ":", k.groups);
 }
 
 // Two CUDA events on the call's stream, destroyed with the object.
@@ -233,14 +236,14 @@ absl::Status ChooseAndRun(const KernelContext& ctx, const Gpu& gpu, DType dtype,
 // the tensors instead: an NCHW `shape` grown by k's padding.
 Shape PaddedShape(const Shape& shape, const Window& k) {
   Shape dims = shape;
-  dims[2] += k.pad_lo[0] + k.pad_hi[0];
-  dims[3] += k.pad_lo[1] + k.pad_hi[1];
+  dims[2] += k.pad_lo[ops::kH] + k.pad_hi[ops::kH];
+  dims[3] += k.pad_lo[ops::kW] + k.pad_hi[ops::kW];
   return dims;
 }
 
 // Where the unpadded interior starts in a padded tensor of `strides`.
 int64_t InteriorOffset(const Shape& strides, const Window& k) {
-  return k.pad_lo[0] * strides[2] + k.pad_lo[1] * strides[3];
+  return k.pad_lo[ops::kH] * strides[2] + k.pad_lo[ops::kW] * strides[3];
 }
 
 // The x that cuDNN reads: x itself for symmetric padding, else x zero-padded.
@@ -382,9 +385,9 @@ PoolGeom LaunchGeom(const Pool& p) {
   PoolGeom g;
   g.planes = p.n * p.c;
   g.h = p.h, g.w = p.w, g.oh = p.oh, g.ow = p.ow;
-  g.kh = p.win.kernel[0], g.kw = p.win.kernel[1];
-  g.sh = p.win.stride[0], g.sw = p.win.stride[1];
-  g.pad_top = p.win.pad_lo[0], g.pad_left = p.win.pad_lo[1];
+  g.kh = p.win.kernel[ops::kH], g.kw = p.win.kernel[ops::kW];
+  g.sh = p.win.stride[ops::kH], g.sw = p.win.stride[ops::kW];
+  g.pad_top = p.win.pad_lo[ops::kH], g.pad_left = p.win.pad_lo[ops::kW];
   g.count_include_pad = p.count_include_pad;
   return g;
 }
@@ -392,8 +395,8 @@ PoolGeom LaunchGeom(const Pool& p) {
 // cuDNN takes every dim, attribute and 4-d tensor size as int.
 bool CudnnCanPool(const Pool& g) {
   const Window& k = g.win;
-  return FitsInt({g.n, g.c, g.h, g.w, g.oh, g.ow, k.kernel[0], k.kernel[1], k.stride[0],
-                  k.stride[1], k.pad_lo[0], k.pad_lo[1], g.n * g.c * g.h * g.w,
+  return FitsInt({g.n, g.c, g.h, g.w, g.oh, g.ow, k.kernel[ops::kH], k.kernel[ops::kW], k.stride[ops::kH],
+                  k.stride[ops::kW], k.pad_lo[ops::kH], k.pad_lo[ops::kW], g.n * g.c * g.h * g.w,
                   g.n * g.c * g.oh * g.ow});
 }
 
@@ -408,8 +411,8 @@ absl::Status CudnnPool(const Gpu& gpu, cudnnPoolingMode_t mode, const Pool& g, c
   KGRAD_RETURN_IF_ERROR(yd.Nchw(x.dtype(), g.n, g.c, g.oh, g.ow));
   KGRAD_CUDNN_CALL(cudnnCreatePoolingDescriptor(pd.out()));
   KGRAD_CUDNN_CALL(cudnnSetPooling2dDescriptor(
-      pd.get(), mode, CUDNN_PROPAGATE_NAN, i(g.win.kernel[0]), i(g.win.kernel[1]),
-      i(g.win.pad_lo[0]), i(g.win.pad_lo[1]), i(g.win.stride[0]), i(g.win.stride[1])));
+      pd.get(), mode, CUDNN_PROPAGATE_NAN, i(g.win.kernel[ops::kH]), i(g.win.kernel[ops::kW]),
+      i(g.win.pad_lo[ops::kH]), i(g.win.pad_lo[ops::kW]), i(g.win.stride[ops::kH]), i(g.win.stride[ops::kW])));
   const CudnnScale one(x.dtype(), 1), zero(x.dtype(), 0);
   KGRAD_CUDNN_CALL(cudnnPoolingForward(h, pd.get(), one.get(), xd.get(), x.raw_data(), zero.get(),
                                        yd.get(), y.raw_data()));
@@ -431,12 +434,13 @@ absl::StatusOr<Tensor> Argmax(const KernelContext& ctx, const Gpu& gpu, const Po
 absl::StatusOr<Value> PoolForward(KernelContext& ctx) {
   KGRAD_ASSIGN_OR_RETURN(const Tensor* x, ctx.FloatTensorAt(0));
   KGRAD_ASSIGN_OR_RETURN(Pool g, ops::PoolKernelGeom(ctx.prim(), {x}));
+  if (g.win.spatial != 2) return CpuFallback(ctx);  // 2-D kernels only
   KGRAD_ASSIGN_OR_RETURN(Gpu gpu, GpuOf(ctx));
   KGRAD_ASSIGN_OR_RETURN(Tensor y, ctx.Allocate(x->dtype(), g.y_shape()));
   if (y.NumElements() == 0) return Value(std::move(y));
   const bool cudnn = g.win.symmetric() && CudnnCanPool(g);
   if (ctx.prim().id() == PrimId::kMaxPool2d) {
-    if (cudnn && g.win.pad_lo == std::array<int64_t, 2>{0, 0}) {
+    if (cudnn && g.win.pad_lo == ops::Axes{0, 0, 0}) {
       KGRAD_RETURN_IF_ERROR(CudnnPool(gpu, CUDNN_POOLING_MAX, g, *x, y));
     } else {
       KGRAD_RETURN_IF_ERROR(Argmax(ctx, gpu, g, *x, &y).status());
@@ -462,6 +466,7 @@ absl::StatusOr<Value> RouteArgmax(KernelContext& ctx) {
   KGRAD_ASSIGN_OR_RETURN(const Tensor* x, ctx.FloatTensorAt(0));
   KGRAD_ASSIGN_OR_RETURN(const Tensor* src, ctx.FloatTensorAt(1));
   KGRAD_ASSIGN_OR_RETURN(Pool g, ops::PoolKernelGeom(ctx.prim(), {x, src}));
+  if (g.win.spatial != 2) return CpuFallback(ctx);  // 2-D kernels only
   KGRAD_ASSIGN_OR_RETURN(Gpu gpu, GpuOf(ctx));
   KGRAD_ASSIGN_OR_RETURN(Tensor out,
                          ctx.Allocate(x->dtype(), ops::OutputShape(ctx.prim().id(), g)));
@@ -482,6 +487,7 @@ absl::StatusOr<Value> AvgPoolGrad(KernelContext& ctx) {
   KGRAD_ASSIGN_OR_RETURN(const Tensor* dy, ctx.FloatTensorAt(0));
   KGRAD_ASSIGN_OR_RETURN(const Tensor* x_ref, ctx.FloatTensorAt(1));
   KGRAD_ASSIGN_OR_RETURN(Pool g, ops::PoolKernelGeom(ctx.prim(), {dy, x_ref}));
+  if (g.win.spatial != 2) return CpuFallback(ctx);  // 2-D kernels only
   KGRAD_ASSIGN_OR_RETURN(Gpu gpu, GpuOf(ctx));
   KGRAD_ASSIGN_OR_RETURN(Tensor dx, ctx.Allocate(dy->dtype(), x_ref->shape()));
   KGRAD_LAUNCH(LaunchAvgPoolGrad(ToDT(dy->dtype()), dy->raw_data(), dx.raw_data(), LaunchGeom(g),

@@ -17,12 +17,34 @@ namespace kgrad {
 namespace onnx_export_internal {
 namespace {
 
-// A window's padding in ONNX's order [top, left, bottom, right].
-std::vector<int64_t> OnnxPads(const ops::Window& w) {
-  return {w.pad_lo[0], w.pad_lo[1], w.pad_hi[0], w.pad_hi[1]};
+// The used (trailing) axes of one of a window's arrays, in ONNX's order.
+std::vector<int64_t> Used(const ops::Window& w, const ops::Axes& v) {
+  return std::vector<int64_t>(v.begin() + w.first(), v.end());
 }
 
-std::vector<int64_t> Pair(const std::array<int64_t, 2>& v) { return {v[0], v[1]}; }
+// A window's padding in ONNX's order [x1_begin, x2_begin, ..., x1_end, x2_end].
+std::vector<int64_t> OnnxPads(const ops::Window& w) {
+  std::vector<int64_t> pads = Used(w, w.pad_lo);
+  for (int64_t p : Used(w, w.pad_hi)) pads.push_back(p);
+  return pads;
+}
+
+// 0, 1, 2, ... n-1 with 0 and 1 swapped: channels and batch exchanged.
+std::vector<int64_t> SwapBatchAndChannels(int rank) {
+  std::vector<int64_t> perm = {1, 0};
+  for (int d = 2; d < rank; ++d) perm.push_back(d);
+  return perm;
+}
+
+// The spatial rank of a window op whose input `arg` has type `t`.
+// Only the rank is read: the dims may be unknown (a dynamic batch).
+absl::StatusOr<int> SpatialRank(Exporter& e, CNode* c, int arg) {
+  const AbstractTensor* t = AsTensor(c->arg(arg)->abstract());
+  if (t == nullptr || !ops::WindowRank(t->rank())) {
+    return e.Error(c, "needs a tensor input of rank 3, 4 or 5");
+  }
+  return t->rank() - 2;
+}
 
 // ConvTranspose's attributes for an output of length `want` along each spatial
 // axis from an input of length `in`: output_padding adds cells at the end; when the
@@ -30,10 +52,11 @@ std::vector<int64_t> Pair(const std::array<int64_t, 2>& v) { return {v[0], v[1]}
 // end pad grows instead, since output_padding cannot be negative.
 void SetTransposedExtent(NodeProto* n, ops::Window w, const Shape& in, const Shape& want) {
   std::vector<int64_t> extra;
-  for (int d = 0; d < 2; ++d) {
-    int64_t reach = (in[2 + d] - 1) * w.stride[d] - w.pad_lo[d] - w.pad_hi[d] +
+  for (int i = 0; i < w.spatial; ++i) {
+    const int d = w.first() + i;
+    int64_t reach = (in[2 + i] - 1) * w.stride[d] - w.pad_lo[d] - w.pad_hi[d] +
                     w.dilation[d] * (w.kernel[d] - 1) + 1;
-    int64_t e = want[2 + d] - reach;
+    int64_t e = want[2 + i] - reach;
     if (e < 0) w.pad_hi[d] -= e;
     extra.push_back(std::max<int64_t>(e, 0));
   }
@@ -49,8 +72,15 @@ absl::StatusOr<std::string> EmitConvFilterGrad(Exporter& e, const ExportCall& ca
   KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* tx, e.StaticType(c, c->arg(0)));
   KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* tdy, e.StaticType(c, c->arg(1)));
   KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* tw, e.StaticType(c, c->arg(2)));
-  KGRAD_ASSIGN_OR_RETURN(ops::Window win, ops::ConvAttrs(call.prim));
+  KGRAD_ASSIGN_OR_RETURN(ops::Window win, ops::ConvAttrs(call.prim, tx->rank() - 2));
   int64_t groups = win.groups;
+  const std::vector<int64_t> perm = SwapBatchAndChannels(tx->rank());
+  std::vector<int64_t> zeros, kernel, axes;
+  for (int d = 2; d < tw->rank(); ++d) {
+    zeros.push_back(0);
+    kernel.push_back(tw->shape()[d]);
+    axes.push_back(d);
+  }
   int64_t cin = tx->shape()[1] / groups, cout = tdy->shape()[1] / groups;
   std::vector<std::string> parts;
   for (int64_t g = 0; g < groups; ++g) {
@@ -58,17 +88,16 @@ absl::StatusOr<std::string> EmitConvFilterGrad(Exporter& e, const ExportCall& ca
       return e.Op("Slice", {t, e.Ints({g * n}), e.Ints({(g + 1) * n}), e.Ints({1})});
     };
     NodeProto* xt = e.Add("Transpose", {channels(call.in[0], cin)});
-    SetInts(xt, "perm", {1, 0, 2, 3});
+    SetInts(xt, "perm", perm);
     NodeProto* dyt = e.Add("Transpose", {channels(call.in[1], cout)});
-    SetInts(dyt, "perm", {1, 0, 2, 3});
+    SetInts(dyt, "perm", perm);
     NodeProto* conv = e.Add("Conv", {xt->output(0), dyt->output(0)});
-    SetInts(conv, "strides", Pair(win.dilation));
-    SetInts(conv, "dilations", Pair(win.stride));
+    SetInts(conv, "strides", Used(win, win.dilation));
+    SetInts(conv, "dilations", Used(win, win.stride));
     SetInts(conv, "pads", OnnxPads(win));
-    std::string cut = e.Op("Slice", {conv->output(0), e.Ints({0, 0}),
-                                     e.Ints({tw->shape()[2], tw->shape()[3]}), e.Ints({2, 3})});
+    std::string cut = e.Op("Slice", {conv->output(0), e.Ints(zeros), e.Ints(kernel), e.Ints(axes)});
     NodeProto* back = e.Add("Transpose", {cut});
-    SetInts(back, "perm", {1, 0, 2, 3});
+    SetInts(back, "perm", perm);
     parts.push_back(back->output(0));
   }
   if (parts.size() == 1) return parts[0];
@@ -77,11 +106,18 @@ absl::StatusOr<std::string> EmitConvFilterGrad(Exporter& e, const ExportCall& ca
   return cat->output(0);
 }
 
-// A one-hot depthwise kernel [ch, 1, kh, kw] with 1 at window offset (i, j).
-Tensor OneHotKernel(DType dt, int64_t ch, const std::vector<int64_t>& k, int64_t i, int64_t j) {
-  Tensor onehot = Tensor::Zeros(dt, {ch, 1, k[0], k[1]}).value();
+// A one-hot depthwise kernel [ch, 1, kernel...] with 1 at the window's cell
+// `cell` (row-major).
+Tensor OneHotKernel(DType dt, int64_t ch, const std::vector<int64_t>& k, int64_t cell) {
+  Shape shape = {ch, 1};
+  int64_t cells = 1;
+  for (int64_t d : k) {
+    shape.push_back(d);
+    cells *= d;
+  }
+  Tensor onehot = Tensor::Zeros(dt, shape).value();
   for (int64_t q = 0; q < ch; ++q) {
-    int64_t at = (q * k[0] + i) * k[1] + j;
+    int64_t at = q * cells + cell;
     if (dt == DType::kFloat32) {
       onehot.mutable_data<float>()[at] = 1;
     } else {
@@ -100,36 +136,46 @@ absl::StatusOr<std::string> EmitMaxPoolGrad(Exporter& e, const std::vector<std::
                                             const ops::Window& w) {
   DType dt = tx.dtype();
   int64_t ch = tx.shape()[1];
-  const std::vector<int64_t> k = Pair(w.kernel), s = Pair(w.stride);
+  const std::vector<int64_t> k = Used(w, w.kernel), s = Used(w, w.stride);
   NodeProto* pool = e.Add("MaxPool", {a[0]});
   SetInts(pool, "kernel_shape", k);
   SetInts(pool, "strides", s);
   SetInts(pool, "pads", OnnxPads(w));
   std::string y = pool->output(0);
   std::string xp = a[0];
-  if (w.pad_lo != std::array<int64_t, 2>{0, 0} || w.pad_hi != std::array<int64_t, 2>{0, 0}) {
-    xp = e.Op("Pad", {a[0], e.Ints({0, 0, w.pad_lo[0], w.pad_lo[1], 0, 0, w.pad_hi[0], w.pad_hi[1]}),
-                      e.Scalar(dt, -std::numeric_limits<double>::infinity())});
+  const ops::Axes zero{0, 0, 0};
+  if (w.pad_lo != zero || w.pad_hi != zero) {
+    std::vector<int64_t> pads = {0, 0};
+    for (int64_t p : Used(w, w.pad_lo)) pads.push_back(p);
+    pads.insert(pads.end(), {0, 0});
+    for (int64_t p : Used(w, w.pad_hi)) pads.push_back(p);
+    xp = e.Op("Pad", {a[0], e.Ints(pads), e.Scalar(dt, -std::numeric_limits<double>::infinity())});
   }
-  int64_t ho = tdy.shape()[2], wo = tdy.shape()[3];
+  int64_t cells = 1;
+  for (int64_t d : k) cells *= d;
   std::string taken, dx;
-  for (int64_t i = 0; i < k[0]; ++i) {
-    for (int64_t j = 0; j < k[1]; ++j) {
-      std::string win = e.Op("Slice", {xp, e.Ints({i, j}), e.Ints({i + s[0] * (ho - 1) + 1, j + s[1] * (wo - 1) + 1}),
-                                       e.Ints({2, 3}), e.Ints({s[0], s[1]})});
-      std::string hit = e.Op("Equal", {win, y});
-      std::string first = taken.empty() ? hit : e.Op("And", {hit, e.Op("Not", {taken})});
-      taken = taken.empty() ? hit : e.Op("Or", {taken, hit});
-      NodeProto* cast = e.Add("Cast", {first});
-      SetInt(cast, "to", DTypeToOnnx(dt));
-      std::string routed = e.Op("Mul", {cast->output(0), a[1]});
-      NodeProto* ct = e.Add("ConvTranspose", {routed, e.Const(OneHotKernel(dt, ch, k, i, j))});
-      SetInts(ct, "kernel_shape", k);
-      SetInts(ct, "strides", s);
-      SetInt(ct, "group", ch);
-      SetTransposedExtent(ct, w, tdy.shape(), tx.shape());
-      dx = dx.empty() ? ct->output(0) : e.Op("Add", {dx, ct->output(0)});
+  for (int64_t cell = 0; cell < cells; ++cell) {
+    // The cell's offset along each spatial axis (row-major) and its strided slice.
+    std::vector<int64_t> begin(k.size()), end(k.size()), axes(k.size());
+    for (int64_t i = static_cast<int64_t>(k.size()) - 1, rest = cell; i >= 0; --i) {
+      begin[i] = rest % k[i];
+      rest /= k[i];
+      end[i] = begin[i] + s[i] * (tdy.shape()[2 + i] - 1) + 1;
+      axes[i] = 2 + i;
     }
+    std::string win = e.Op("Slice", {xp, e.Ints(begin), e.Ints(end), e.Ints(axes), e.Ints(s)});
+    std::string hit = e.Op("Equal", {win, y});
+    std::string first = taken.empty() ? hit : e.Op("And", {hit, e.Op("Not", {taken})});
+    taken = taken.empty() ? hit : e.Op("Or", {taken, hit});
+    NodeProto* cast = e.Add("Cast", {first});
+    SetInt(cast, "to", DTypeToOnnx(dt));
+    std::string routed = e.Op("Mul", {cast->output(0), a[1]});
+    NodeProto* ct = e.Add("ConvTranspose", {routed, e.Const(OneHotKernel(dt, ch, k, cell))});
+    SetInts(ct, "kernel_shape", k);
+    SetInts(ct, "strides", s);
+    SetInt(ct, "group", ch);
+    SetTransposedExtent(ct, w, tdy.shape(), tx.shape());
+    dx = dx.empty() ? ct->output(0) : e.Op("Add", {dx, ct->output(0)});
   }
   return dx;
 }
@@ -141,19 +187,25 @@ absl::StatusOr<std::string> EmitPoolGrad(Exporter& e, const ExportCall& call) {
   bool max = call.prim.id() == PrimId::kMaxPool2dGrad;
   KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* tx, e.StaticType(c, c->arg(max ? 0 : 1)));
   KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* tdy, e.StaticType(c, c->arg(max ? 1 : 0)));
-  KGRAD_ASSIGN_OR_RETURN(ops::Window win, ops::PoolAttrs(call.prim));
+  KGRAD_ASSIGN_OR_RETURN(int spatial, SpatialRank(e, c, 0));
+  KGRAD_ASSIGN_OR_RETURN(ops::Window win, ops::PoolAttrs(call.prim, spatial));
   if (max) return EmitMaxPoolGrad(e, call.in, *tx, *tdy, win);
-  bool padded = win.pad_lo != std::array<int64_t, 2>{0, 0} || win.pad_hi != std::array<int64_t, 2>{0, 0};
+  const ops::Axes zero{0, 0, 0};
+  bool padded = win.pad_lo != zero || win.pad_hi != zero;
   if (!call.prim.GetBool("count_include_pad") && padded) {
     return e.Error(c, "count_include_pad=false with padding has no standard-op form");
   }
   int64_t ch = tx->shape()[1];
-  Tensor w = Tensor::Full(tx->dtype(), {ch, 1, win.kernel[0], win.kernel[1]},
-                          1.0 / static_cast<double>(win.kernel[0] * win.kernel[1]))
-                 .value();
+  Shape kshape = {ch, 1};
+  double cells = 1;
+  for (int64_t d : Used(win, win.kernel)) {
+    kshape.push_back(d);
+    cells *= static_cast<double>(d);
+  }
+  Tensor w = Tensor::Full(tx->dtype(), kshape, 1.0 / cells).value();
   NodeProto* ct = e.Add("ConvTranspose", {call.in[0], e.Const(w)});
-  SetInts(ct, "kernel_shape", Pair(win.kernel));
-  SetInts(ct, "strides", Pair(win.stride));
+  SetInts(ct, "kernel_shape", Used(win, win.kernel));
+  SetInts(ct, "strides", Used(win, win.stride));
   SetInt(ct, "group", ch);
   SetTransposedExtent(ct, win, tdy->shape(), tx->shape());
   return ct->output(0);
@@ -220,11 +272,12 @@ absl::StatusOr<std::string> EmitLayerNorm(Exporter& e, const ExportCall& call) {
 // rows and columns of x_ref that no output reached as output_padding.
 absl::StatusOr<std::string> EmitConv(Exporter& e, const ExportCall& call) {
   CNode* c = call.node;
-  KGRAD_ASSIGN_OR_RETURN(ops::Window win, ops::ConvAttrs(call.prim));
+  KGRAD_ASSIGN_OR_RETURN(int spatial, SpatialRank(e, c, 0));
+  KGRAD_ASSIGN_OR_RETURN(ops::Window win, ops::ConvAttrs(call.prim, spatial));
   bool fwd = call.prim.id() == PrimId::kConv2d;
   NodeProto* n = e.Add(fwd ? "Conv" : "ConvTranspose", {call.in[0], call.in[1]});
-  SetInts(n, "strides", Pair(win.stride));
-  SetInts(n, "dilations", Pair(win.dilation));
+  SetInts(n, "strides", Used(win, win.stride));
+  SetInts(n, "dilations", Used(win, win.dilation));
   SetInt(n, "group", win.groups);
   if (fwd) {
     SetInts(n, "pads", OnnxPads(win));
@@ -233,17 +286,18 @@ absl::StatusOr<std::string> EmitConv(Exporter& e, const ExportCall& call) {
   KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* tdy, e.StaticType(c, c->arg(0)));
   KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* tw, e.StaticType(c, c->arg(1)));
   KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* tx, e.StaticType(c, c->arg(2)));
-  win.kernel = {tw->shape()[2], tw->shape()[3]};
+  for (int i = 0; i < spatial; ++i) win.kernel[win.first() + i] = tw->shape()[2 + i];
   SetTransposedExtent(n, win, tdy->shape(), tx->shape());
   return n->output(0);
 }
 
 absl::StatusOr<std::string> EmitPool(Exporter& e, const ExportCall& call) {
-  KGRAD_ASSIGN_OR_RETURN(ops::Window win, ops::PoolAttrs(call.prim));
+  KGRAD_ASSIGN_OR_RETURN(int spatial, SpatialRank(e, call.node, 0));
+  KGRAD_ASSIGN_OR_RETURN(ops::Window win, ops::PoolAttrs(call.prim, spatial));
   const bool avg = call.prim.id() == PrimId::kAvgPool2d;
   NodeProto* n = e.Add(avg ? "AveragePool" : "MaxPool", call.in);
-  SetInts(n, "kernel_shape", Pair(win.kernel));
-  SetInts(n, "strides", Pair(win.stride));
+  SetInts(n, "kernel_shape", Used(win, win.kernel));
+  SetInts(n, "strides", Used(win, win.stride));
   SetInts(n, "pads", OnnxPads(win));
   if (avg) SetInt(n, "count_include_pad", call.prim.GetBool("count_include_pad"));
   return n->output(0);

@@ -1,7 +1,8 @@
 // Gradient checks of the convolution and pooling family (ops/conv.cc): every
 // primitive against central finite differences in float64, to second order (which
 // differentiates the rules themselves: the family is closed under its rules), over
-// stride, 2- and 4-value padding, dilation, groups and depthwise geometries; plus
+// stride, 2- and 4-value padding, dilation, groups and depthwise geometries, in
+// 2-D and over 1-D and 3-D windows; plus
 // value tests of what the numeric checks cannot see (tie routing, exact zeros) and
 // of rules applied where inference left dims unknown.
 #include <algorithm>
@@ -73,6 +74,12 @@ const ConvCase kConvCases[] = {
     // groups = C: one filter pair per channel (channel multiplier 2).
     {"depthwise", {2, 3, 6, 6}, {6, 1, 3, 3}, {1, 1}, {1, 1}, {1, 1}, 3},
     {"depthwise_stride2_dilation2", {2, 4, 7, 7}, {4, 1, 3, 3}, {2, 2}, {2, 1, 1, 2}, {2, 2}, 4},
+    // 3-D windows (N, C, D, H, W): (begin, end) padding per axis, grouped, dilated.
+    {"c3d_strided_asym_pad", {2, 2, 4, 5, 4}, {3, 2, 2, 3, 2}, {2, 1, 2}, {1, 0, 0, 1, 1, 1},
+     {1, 1, 1}, 1},
+    {"c3d_dilated_groups2", {1, 4, 5, 4, 4}, {4, 2, 2, 2, 2}, {1, 1, 1}, {1, 1, 1}, {2, 1, 2}, 2},
+    // 1-D windows (N, C, L) natively (the ONNX importer lifts them to 2-D).
+    {"c1d", {2, 3, 9}, {4, 3, 3}, {2}, {2, 1}, {2}, 1},
 };
 
 class ConvGradTest : public ::testing::TestWithParam<ConvCase> {};
@@ -145,6 +152,10 @@ const PoolCase kPoolCases[] = {
     {"k3_stride1_overlap", {2, 4, 5, 5}, {3, 3}, {1, 1}, {0, 0}},
     // The floor leaves the last row and column outside every window.
     {"k2x3_stride2_floor", {2, 3, 7, 6}, {2, 3}, {2, 2}, {0, 0}},
+    // 3-D windows: r3d's (1, 3, 3) stem pool, and a cube with (begin, end) padding.
+    {"p3d_k133_s122", {2, 2, 3, 5, 5}, {1, 3, 3}, {1, 2, 2}, {0, 1, 1}},
+    {"p3d_k2_asym_pad", {1, 2, 4, 4, 5}, {2, 2, 3}, {2, 1, 2}, {1, 0, 0, 1, 1, 1}},
+    {"p1d", {2, 3, 8}, {3}, {2}, {1}},
 };
 
 class PoolGradTest : public ::testing::TestWithParam<PoolCase> {};

@@ -101,12 +101,43 @@ TEST(Conv2dInferTest, ChannelMismatchIsDecidedWithUnknownSpatialDims) {
               "C/groups = 3");
 }
 
+// The same ops over 3-D (N, C, D, H, W) and 1-D (N, C, L) windows: one entry per
+// spatial axis in stride and dilation, (begin, end) pairs or one value per axis
+// in padding; unknown dims stay unknown.
+TEST(Conv2dInferTest, OneAndThreeDimensionalWindows) {
+  // D: (5 + 1 + 0 - 3) / 1 + 1 = 4; H: (kU); W: (9 + 1 + 1 - 3) / 2 + 1 = 5.
+  ExpectTensor(InferOp(PrimId::kConv2d, {T(kF32, {2, 3, 5, kU, 9}), T(kF32, {4, 3, 3, 3, 3})},
+                       ConvAttrs({1, 1, 2}, {1, 0, 1, 1, 1, 1}, {1, 1, 1})),
+               kF32, {2, 4, 4, kU, 5});
+  ExpectTensor(InferOp(PrimId::kConv2d, {T(kF64, {2, 4, 9}), T(kF64, {6, 2, 3})},
+                       ConvAttrs({2}, {1}, {2}, 2)),
+               kF64, {2, 6, 4});
+  ExpectTensor(InferOp(PrimId::kConv2dBackpropFilter,
+                       {T(kF32, {2, 3, 5, 6, 9}), T(kF32, {2, 4, 4, 6, 5}), T(kF32, {kU, 3, 3, 3, 3})},
+                       ConvAttrs({1, 1, 2}, {1, 0, 1, 1, 1, 1}, {1, 1, 1})),
+               kF32, {4, 3, 3, 3, 3});
+  ExpectTensor(InferOp(PrimId::kMaxPool2d, {T(kF32, {1, 2, 4, 9, 8})}, PoolAttrs({1, 3, 3}, {1, 2, 2}, {0, 1, 1})),
+               kF32, {1, 2, 4, 5, 4});
+  ExpectTensor(InferOp(PrimId::kAvgPool2dGrad, {T(kF32, {1, 2, 2, 2, 2}), T(kF32, {1, 2, 4, 4, 5})},
+                       PoolAttrs({2, 2, 2}, {}, {})),
+               kF32, {1, 2, 4, 4, 5});
+  ExpectError(InferOp(PrimId::kConv2d, {T(kF32, {2, 3, 5, 6, 9}), T(kF32, {4, 3, 3, 3, 3})},
+                      ConvAttrs({1, 1}, {0, 0})),
+              "attribute 'stride' must be 3 values (one per spatial axis)");
+  ExpectError(InferOp(PrimId::kAvgPool2dGrad, {T(kF32, {1, 2, 2, 2, 2}), T(kF32, {1, 2, 4, 4, 6})},
+                      PoolAttrs({2, 2, 2}, {}, {})),
+              "input 0 must be shaped [1,2,2,2,3]");
+}
+
 TEST(Conv2dInferTest, RankDTypeAndKindErrors) {
   ExpectError(InferOp(PrimId::kConv2d, {T(kF32, {3, 5, 5}), T(kF32, {4, 3, 3, 3})}),
-              "rank-4 NCHW input");
-  ExpectError(InferOp(PrimId::kConv2d, {T(kF32, {}), T(kF32, {4, 3, 3, 3})}), "rank-4");
+              "input 1 must be a rank-3 (O, C/groups, kernel...) filter tensor like input 0");
+  ExpectError(InferOp(PrimId::kConv2d, {T(kF32, {}), T(kF32, {4, 3, 3, 3})}),
+              "input 0 must be a rank-3, 4 or 5 (N, C, spatial...) input tensor");
+  ExpectError(InferOp(PrimId::kConv2d, {T(kF32, {1, 3, 5, 5, 5, 5}), T(kF32, {4, 3, 3, 3})}),
+              "rank-3, 4 or 5");
   ExpectError(InferOp(PrimId::kConv2d, {T(kF32, {1, 3, 5, 5}), T(kF32, {4, 3, 3})}),
-              "input 1 must be a rank-4 OIHW filter");
+              "input 1 must be a rank-4 (O, C/groups, kernel...) filter");
   ExpectError(InferOp(PrimId::kConv2d, {T(kF32, {1, 3, 5, 5}), T(kF64, {4, 3, 3, 3})}),
               "dtype f32 like input 0");
   ExpectError(
@@ -126,7 +157,7 @@ TEST(Conv2dInferTest, ChannelAndGroupErrors) {
                       ConvAttrs({1, 1}, {0, 0}, {1, 1}, 2)),
               "output channel count (dim 0) is divisible by groups=2");
   ExpectError(InferOp(PrimId::kConv2d, {T(kF32, {1, 3, 5, 5}), T(kF32, {4, 3, 0, 3})}),
-              "kernel height >= 1");
+              "kernel is at least 1 along every spatial axis");
 }
 
 TEST(Conv2dInferTest, KernelLargerThanPaddedInput) {
@@ -143,10 +174,10 @@ TEST(Conv2dInferTest, BadAttributes) {
   auto x = T(kF32, {1, 3, 5, 5});
   auto w = T(kF32, {4, 3, 3, 3});
   ExpectError(InferOp(PrimId::kConv2d, {x, w}, ConvAttrs({0, 1}, {0, 0})),
-              "attribute 'stride' must be 2 values [h, w], each >= 1, got [0, 1]");
+              "attribute 'stride' must be 2 values, each >= 1, got [0, 1]");
   ExpectError(InferOp(PrimId::kConv2d, {x, w}, ConvAttrs({1, 1, 1}, {0, 0})), "attribute 'stride'");
   ExpectError(InferOp(PrimId::kConv2d, {x, w}, ConvAttrs({1, 1}, {0, 0, 0})),
-              "attribute 'padding' must be [pad_h, pad_w] or [top, bottom, left, right]");
+              "attribute 'padding' must be 2 values (symmetric) or 4 (begin, end per spatial axis)");
   ExpectError(InferOp(PrimId::kConv2d, {x, w}, ConvAttrs({1, 1}, {0, -1})), "attribute 'padding'");
   ExpectError(InferOp(PrimId::kConv2d, {x, w}, ConvAttrs({1, 1}, {0, 0}, {1, 0})),
               "attribute 'dilation'");
@@ -278,7 +309,9 @@ TEST(MaxPool2dInferTest, Errors) {
   ExpectError(
       InferOp(PrimId::kMaxPool2d, {T(kF32, {1, 1, 6, 6})}, PoolAttrs({2, 2}, {}, {1, 1, 1})),
       "attribute 'padding'");
-  ExpectError(InferOp(PrimId::kMaxPool2d, {T(kF32, {6, 6})}, PoolAttrs({2, 2})), "rank-4");
+  ExpectError(InferOp(PrimId::kMaxPool2d, {T(kF32, {6, 6})}, PoolAttrs({2, 2})), "rank-3, 4 or 5");
+  ExpectError(InferOp(PrimId::kMaxPool2d, {T(kF32, {1, 1, 6, 6, 6})}, PoolAttrs({2, 2})),
+              "attribute 'kernel' must be 3 values (one per spatial axis)");
   ExpectError(InferOp(PrimId::kMaxPool2d, {T(DType::kInt64, {1, 1, 6, 6})}, PoolAttrs({2, 2})),
               "floating-point");
   ExpectFailure(InferOp(PrimId::kMaxPool2d, {T(kF32, {1, 1, 6, 6})}), {"needs attribute 'kernel'"});

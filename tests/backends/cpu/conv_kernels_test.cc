@@ -382,8 +382,9 @@ TEST(ConvKernelEdgeTest, RunTimeErrors) {
   ExpectRunError(PrimId::kConv2d, {x, RandomTensor(kF64, {4, 3, 3, 3}, rng)}, {},
                  "input 1 must be f32 like input 0, got f64[4,3,3,3]");
   ExpectRunError(PrimId::kConv2d, {RandomTensor(kF32, {3, 5, 5}, rng), w}, {},
-                 "input 0 must be a rank-4 NCHW input tensor, got f32[3,5,5]");
-  ExpectRunError(PrimId::kConv2d, {Tensor::FromScalar<float>(1.0f), w}, {}, "rank-4");
+                 "input 1 must be a rank-3 (O, C/groups, kernel...) filter tensor like input 0");
+  ExpectRunError(PrimId::kConv2d, {Tensor::FromScalar<float>(1.0f), w}, {},
+                 "input 0 must be a rank-3, 4 or 5 (N, C, spatial...) input tensor, got f32[]");
   ExpectRunError(PrimId::kConv2d, {RandomTensor(DType::kInt32, {1, 3, 5, 5}, rng), w}, {},
                  "floating-point");
   ExpectRunError(PrimId::kConv2d, {Value(Scalar::Float(1.0, kF32)), w}, {}, "must be a tensor");
@@ -398,7 +399,7 @@ TEST(ConvKernelEdgeTest, RunTimeErrors) {
   ExpectRunError(PrimId::kConv2d, {x, w}, {{"groups", AttrValue(int64_t{2})}},
                  "not divisible by groups=2");
   ExpectRunError(PrimId::kConv2d, {x, RandomTensor(kF32, {4, 3, 0, 3}, rng)}, {},
-                 "kernel of at least 1x1");
+                 "kernel is at least 1 along every spatial axis");
   ExpectRunError(PrimId::kConv2dBackpropInput, {RandomTensor(kF32, {1, 4, 3, 2}, rng), w, x}, {},
                  "input 0 must be shaped [1,4,3,3] (the conv2d output of inputs 2 and 1)");
   ExpectRunError(PrimId::kConv2dBackpropFilter, {x, RandomTensor(kF32, {1, 4, 3, 4}, rng), w}, {},
@@ -720,7 +721,9 @@ TEST(PoolKernelEdgeTest, RunTimeErrors) {
   ExpectRunError(PrimId::kMaxPool2d, {x},
                  {{"kernel", AttrValue(Ints{2, 2})}, {"stride", AttrValue(Ints{2})}},
                  "attribute 'stride'");
-  ExpectRunError(PrimId::kMaxPool2d, {RandomTensor(kF32, {2, 6, 6}, rng)}, a, "rank-4");
+  ExpectRunError(PrimId::kMaxPool2d, {RandomTensor(kF32, {6, 6}, rng)}, a, "rank-3, 4 or 5");
+  ExpectRunError(PrimId::kMaxPool2d, {RandomTensor(kF32, {2, 6, 6}, rng)}, a,
+                 "attribute 'kernel' must be 1 value (one per spatial axis)");
   ExpectRunError(PrimId::kMaxPool2d, {RandomTensor(DType::kInt64, {1, 2, 6, 6}, rng)}, a,
                  "floating-point");
   ExpectRunError(PrimId::kMaxPool2dGrad, {x, RandomTensor(kF32, {1, 2, 3, 2}, rng)}, a,
