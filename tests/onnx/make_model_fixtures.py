@@ -31,6 +31,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 import torchvision
 from torchvision.models import resnet as tv_resnet
+from torchvision.models.video import resnet as vr
 
 OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
 TRAIN = torch.onnx.TrainingMode.TRAINING
@@ -174,6 +175,34 @@ class UNet(nn.Module):
         return F.interpolate(self.head(u1), scale_factor=2, mode="bilinear", align_corners=False)
 
 
+class SmallVideoResNet(vr.VideoResNet):
+    """torchvision's VideoResNet (r3d_18, mc3_18, r2plus1d_18) at widths 8 and 16:
+    its own BasicBlock, conv builders and _make_layer, a stem of the same form as
+    BasicStem / R2Plus1dStem at 8 channels, one block per layer, two layers."""
+
+    def __init__(self, conv_makers, r2plus1d=False, classes=5):
+        nn.Module.__init__(self)
+        width = 8
+        if r2plus1d:  # R2Plus1dStem: (1, 7, 7) spatial, then (3, 1, 1) temporal
+            self.stem = nn.Sequential(
+                nn.Conv3d(3, 6, (1, 7, 7), (1, 2, 2), (0, 3, 3), bias=False), nn.BatchNorm3d(6),
+                nn.ReLU(inplace=True),
+                nn.Conv3d(6, width, (3, 1, 1), (1, 1, 1), (1, 0, 0), bias=False), nn.BatchNorm3d(width),
+                nn.ReLU(inplace=True))
+        else:  # BasicStem
+            self.stem = nn.Sequential(nn.Conv3d(3, width, (3, 7, 7), (1, 2, 2), (1, 3, 3), bias=False),
+                                      nn.BatchNorm3d(width), nn.ReLU(inplace=True))
+        self.inplanes = width
+        self.layer1 = self._make_layer(vr.BasicBlock, conv_makers[0], 8, 1, stride=1)
+        self.layer2 = self._make_layer(vr.BasicBlock, conv_makers[1], 16, 1, stride=2)
+        self.avgpool = nn.AdaptiveAvgPool3d((1, 1, 1))
+        self.fc = nn.Linear(16, classes)
+
+    def forward(self, x):
+        x = self.layer2(self.layer1(self.stem(x)))
+        return self.fc(self.avgpool(x).flatten(1))
+
+
 def zero_dropout(model):
     for m in model.modules():
         if isinstance(m, nn.Dropout):
@@ -185,7 +214,7 @@ def randomize_norms(model):
     """Non-trivial affine parameters and running statistics, so that each matters."""
     with torch.no_grad():
         for m in model.modules():
-            if isinstance(m, (nn.BatchNorm2d, nn.GroupNorm, nn.InstanceNorm2d, nn.LayerNorm)):
+            if isinstance(m, (nn.BatchNorm2d, nn.BatchNorm3d, nn.GroupNorm, nn.InstanceNorm2d, nn.LayerNorm)):
                 if getattr(m, "weight", None) is not None:
                     m.weight.uniform_(0.5, 1.5)
                     m.bias.uniform_(-0.5, 0.5)
@@ -287,6 +316,13 @@ def main():
     export("groupnorm", randomize_norms(GroupNormNet()), [torch.randn(2, 3, 6, 6)], training=True)
     torch.manual_seed(0)
     export("unet", randomize_norms(UNet()), [torch.randn(2, 3, 16, 16)], training=True)
+    # Video classifiers on clips (N, 3, T, H, W) of 4 frames of 16x16, with the loss.
+    for name, makers, r2plus1d in (("r3d_18_train", [vr.Conv3DSimple] * 2, False),
+                                   ("mc3_18_train", [vr.Conv3DSimple, vr.Conv3DNoTemporal], False),
+                                   ("r2plus1d_18_train", [vr.Conv2Plus1D] * 2, True)):
+        torch.manual_seed(0)
+        export(name, WithLoss(randomize_norms(SmallVideoResNet(makers, r2plus1d))),
+               [torch.randn(4, 3, 4, 16, 16), targets(4, 5)], training=True)
 
 
 if __name__ == "__main__":

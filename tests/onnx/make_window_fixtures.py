@@ -24,6 +24,24 @@ class Interp(nn.Module):
         return F.interpolate(self.conv(x), **self.kwargs)
 
 
+class Zoo3d(nn.Module):
+    """The 3-D window ops in a row: a strided, dilated, grouped Conv3d with
+    asymmetric-looking padding per axis, MaxPool3d (padded, ceil_mode),
+    AvgPool3d (count_include_pad=False, padded), ConvTranspose3d with
+    output_padding, and a dilated MaxPool3d (composed of slices)."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv3d(2, 4, (3, 2, 3), stride=(1, 2, 1), padding=(1, 0, 1), dilation=(2, 1, 1), groups=2)
+        self.pool = nn.MaxPool3d((2, 3, 2), stride=(1, 2, 2), padding=(1, 1, 0), ceil_mode=True)
+        self.avg = nn.AvgPool3d(2, stride=1, padding=1, count_include_pad=False)
+        self.up = nn.ConvTranspose3d(4, 3, (2, 3, 2), stride=(2, 1, 2), padding=(0, 1, 1), output_padding=(1, 0, 1))
+        self.dil = nn.MaxPool3d(2, stride=1, dilation=(1, 2, 1))
+
+    def forward(self, x):
+        return self.dil(self.up(self.avg(self.pool(self.conv(x)))))
+
+
 def main():
     models = [
         ("win_conv1d", nn.Conv1d(2, 3, 3, stride=2, padding=2, dilation=2), (2, 2, 11), 13),
@@ -41,6 +59,9 @@ def main():
         ("win_bilinear", Interp(size=(5, 7), mode="bilinear", align_corners=False), (1, 2, 3, 4), 13),
         ("win_bicubic", Interp(scale_factor=2, mode="bicubic", align_corners=False), (1, 2, 3, 4), 13),
         ("win_upsample9", Interp(scale_factor=2, mode="nearest"), (1, 2, 3, 4), 9),  # Upsample-9
+        ("win_zoo3d", Zoo3d(), (2, 2, 5, 8, 7), 13),
+        ("win_avgpool3d_ceil", nn.Sequential(nn.Conv3d(2, 2, 1), nn.AvgPool3d(3, 2, 1, ceil_mode=True)),
+         (1, 2, 6, 7, 6), 13),
     ]
     for name, model, shape, opset in models:
         torch.manual_seed(0)

@@ -1,6 +1,6 @@
 // PyTorch models as users export them (tests/onnx/make_model_fixtures.py):
 // torchvision classifiers in training mode (BatchNorm with batch statistics,
-// cross_entropy), a transformer encoder, an embedding classifier with padding, and
+// cross_entropy; image and video models), a transformer encoder, an embedding classifier with padding, and
 // zoos of activations and losses. Each is imported, run and differentiated with
 // respect to its float inputs and every weight, against torch.autograd, in float32.
 #include <string>
@@ -22,7 +22,10 @@ INSTANTIATE_TEST_SUITE_P(
                     Fixture{"shufflenet_v2_train", 1, kTol}, Fixture{"squeezenet", 1, kTol},
                     Fixture{"mnasnet_train", 1, kTol}, Fixture{"transformer_encoder", 1, kTol},
                     Fixture{"act_zoo", 1, kTol}, Fixture{"loss_zoo", 3, kTol}, Fixture{"embedding", 2, kTol},
-                    Fixture{"groupnorm", 1, kTol}, Fixture{"unet", 1, kTol}),
+                    Fixture{"groupnorm", 1, kTol}, Fixture{"unet", 1, kTol},
+                    // torchvision's video ResNets (3-D windows) at widths 8-16.
+                    Fixture{"r3d_18_train", 2, kTol}, Fixture{"mc3_18_train", 2, kTol},
+                    Fixture{"r2plus1d_18_train", 2, kTol}),
     FixtureName);
 
 // Every residual block outlined into a checkpointed graph at import

@@ -171,8 +171,10 @@ TEST(OnnxConv, OneDimensionalWithBias) {
 }
 
 TEST(OnnxConv, Errors) {
-  EXPECT_THAT(ImportError(OneNode("Conv", 13).In({1, 1, 3, 3, 3}).In({1, 1, 1, 1, 1})),
-              HasSubstr("node 'n' (Conv): 3-D (N, C, D, H, W) windows are not supported"));
+  EXPECT_THAT(ImportError(OneNode("Conv", 13).In({1, 1, 3, 3, 3, 3}).In({1, 1, 1, 1, 1, 1})),
+              HasSubstr("node 'n' (Conv): needs a 1-D (N, C, L), 2-D (N, C, H, W) or 3-D (N, C, D, H, W) input"));
+  EXPECT_THAT(ImportError(OneNode("Conv", 13).In({1, 1, 3, 3, 3}).In({1, 1, 1, 1})),
+              HasSubstr("the filter must have rank 5 like the input"));
   EXPECT_THAT(ImportError(OneNode("Conv", 13).In({1, 1, 5}).In({1, 1, 3}).Set({{"pads", I({1, 1, 1, 1})}})),
               HasSubstr("pads must have 2 entries"));
   EXPECT_THAT(ImportError(OneNode("Conv", 13).In({1, 1, 5, 5}).In({1, 1, 3, 3})
@@ -351,8 +353,8 @@ TEST(OnnxPool, Errors) {
                               .TwoOutputs()),
               HasSubstr("node 'n' (MaxPool): the Indices output needs a static input shape"));
   EXPECT_THAT(ImportError(OneNode("MaxPool", 12).In({1, 1, 4, 4})), HasSubstr("kernel_shape is required"));
-  EXPECT_THAT(ImportError(OneNode("AveragePool", 12).In({1, 1, 4, 4, 4}).Set({{"kernel_shape", I({2, 2, 2})}})),
-              HasSubstr("3-D (N, C, D, H, W) windows are not supported"));
+  EXPECT_THAT(ImportError(OneNode("AveragePool", 12).In({1, 1, 4, 4, 4}).Set({{"kernel_shape", I({2, 2})}})),
+              HasSubstr("kernel_shape must have 3 entries"));
   EXPECT_THAT(ImportError(OneNode("AveragePool", 12).In({1, 1, kUnknownDim, 4}).Set({{"kernel_shape", I({2, 2})}})),
               HasSubstr("AveragePool needs static spatial sizes"));
   EXPECT_THAT(ImportError(OneNode("MaxPool", 12).In({1, 1, 4, 4}).Set({{"kernel_shape", I({5, 2})}})),
@@ -388,7 +390,7 @@ TEST_P(WindowFixtureTest, OutputAndGradientsMatchTorch) {
 INSTANTIATE_TEST_SUITE_P(Torch, WindowFixtureTest,
                          ::testing::Values("win_conv1d", "win_maxpool_ceil", "win_avgpool_ceil", "win_maxpool1d",
                                            "win_convt", "win_nearest", "win_bilinear_ac", "win_bilinear", "win_bicubic",
-                                           "win_upsample9"),
+                                           "win_upsample9", "win_zoo3d", "win_avgpool3d_ceil"),
                          [](const ::testing::TestParamInfo<const char*>& i) { return std::string(i.param); });
 
 }  // namespace

@@ -114,6 +114,8 @@ check win_maxpool_ceil all win_maxpool_ceil_in0.npy
 check win_avgpool_ceil all win_avgpool_ceil_in0.npy
 check win_conv1d weights win_conv1d_in0.npy
 check win_convt weights win_convt_in0.npy
+check win_zoo3d all win_zoo3d_in0.npy
+check r3d_18_train weights r3d_18_train_in0.npy r3d_18_train_in1.npy
 check_sizes forward dyn_transformer b1s5 b3s17 b8s5
 check_sizes grad dyn_transformer b1s5 b3s17 b8s5
 check_sizes forward dyn_resnet b1 b3 b8
