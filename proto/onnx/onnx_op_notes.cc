@@ -45,7 +45,7 @@ constexpr OnnxOpNote kNotes[] = {
     {"EyeLike", "a constant", "dynamic shapes"},
     {"Flatten", "reshape (symbolic dims on one side of axis: a -1); dynamic_reshape of the products at run time otherwise", ""},
     {"GRU", "a kgrad loop over time (input projection as one matmul; linear_before_reset 0 and 1)", "a sequence_lens computed at run time"},
-    {"Gather", "gather (negative indices wrapped)", ""},
+    {"Gather", "gather (negative indices wrapped, against the run-time dim where it is not static)", ""},
     {"GatherElements", "gather_elements (negative indices)", ""},
     {"GatherND", "gathers from a constant index table (batch_dims)", "dynamic data or index shapes"},
     {"Gelu", "gelu{approximate}", ""},

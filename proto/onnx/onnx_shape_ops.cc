@@ -246,8 +246,30 @@ Outputs Split(NodeContext& c) {
   return outs;
 }
 
+// Whether every entry of an integer constant is >= 0 (nothing to wrap).
+bool NonNegative(const Tensor& t) {
+  for (int64_t k = 0; k < t.NumElements(); ++k) {
+    if (t.ElementAsDouble(k) < 0) return false;
+  }
+  return true;
+}
+
+// Dim `axis` of x as a scalar of idx's dtype: a constant when x's type knows it
+// (`dim` >= 0), else shape_of(x)[axis] at run time.
+absl::StatusOr<ImportedValue> RunTimeDim(NodeContext& c, const ImportedValue& x, int axis,
+                                         const ImportedValue& idx, int64_t dim) {
+  if (dim >= 0) return c.ScalarLike(idx, static_cast<double>(dim));
+  KGRAD_ASSIGN_OR_RETURN(ImportedValue shape, c.Emit(PrimId::kShapeOf, {x}));
+  KGRAD_ASSIGN_OR_RETURN(ImportedValue d, c.Emit(PrimId::kGather, {shape, c.Const(Tensor::FromScalar<int64_t>(axis))},
+                                                 {{"axis", int64_t{0}}}));
+  KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* ti, c.TensorType(idx));
+  if (ti->dtype() == DType::kInt64) return d;
+  return c.Emit(PrimId::kCast, {d}, {{"dtype", ti->dtype()}});
+}
+
 // Gather(x, indices){axis}: negative indices count from the end (fixed at import
-// for constant indices, by a select at run time otherwise).
+// for constant indices of a known dim, by a select at run time otherwise, against
+// the run-time dim where x's type leaves it unknown).
 Outputs Gather(NodeContext& c) {
   KGRAD_RETURN_IF_ERROR(c.ExpectInputs(2, 2));
   KGRAD_ASSIGN_OR_RETURN(ImportedValue x, c.Input(0));
@@ -266,10 +288,11 @@ Outputs Gather(NodeContext& c) {
       fixed.mutable_data<int64_t>()[k] = i < 0 ? i + dim : i;
     }
     idx = c.Const(std::move(fixed));
-  } else if (!idx.constant.has_value() && dim >= 0) {
-    // idx + dim where idx < 0, computed at run time.
+  } else if (!idx.constant.has_value() || !NonNegative(*idx.constant)) {
+    // idx + dim where idx < 0, computed at run time; dim too when x's type leaves
+    // it unknown (out[:, -1] on a symbolic sequence axis).
+    KGRAD_ASSIGN_OR_RETURN(ImportedValue n, RunTimeDim(c, x, *a, idx, dim));
     KGRAD_ASSIGN_OR_RETURN(ImportedValue zero, c.ScalarLike(idx, 0));
-    KGRAD_ASSIGN_OR_RETURN(ImportedValue n, c.ScalarLike(idx, static_cast<double>(dim)));
     KGRAD_ASSIGN_OR_RETURN(ImportedValue neg, c.Emit(PrimId::kLess, {idx, zero}));
     KGRAD_ASSIGN_OR_RETURN(ImportedValue wrapped, c.Emit(PrimId::kAdd, {idx, n}));
     KGRAD_ASSIGN_OR_RETURN(idx, c.Emit(PrimId::kSelect, {neg, wrapped, idx}));

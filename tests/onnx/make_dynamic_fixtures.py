@@ -14,7 +14,8 @@ several sizes, which kgrad must run with one imported graph:
 The references run in float64 (a float64 copy of the model) and are stored in
 float32, the model's dtype. The models are small so that the files stay small:
 a ResNet with torchvision's forward and BasicBlocks at widths 8-64, a 2-layer
-nn.TransformerEncoder (d_model 16, 2 heads, batch_first) and a 2-layer nn.LSTM.
+nn.TransformerEncoder (d_model 16, 2 heads, batch_first), a 2-layer nn.LSTM and
+the last step out[:, -1] of a batch-first nn.LSTM.
 """
 import copy
 import os
@@ -62,17 +63,30 @@ class LstmOutput(nn.Module):
         return self.lstm(x)[0]
 
 
+class LstmLast(nn.Module):
+    """The last step of a batch-first nn.LSTM's output, out[:, -1]: a Gather of
+    index -1 on the symbolic sequence axis."""
+
+    def __init__(self):
+        super().__init__()
+        self.lstm = nn.LSTM(8, 12, batch_first=True)
+
+    def forward(self, x):
+        return self.lstm(x)[0][:, -1]
+
+
 def save(name, suffix, t):
     np.save(os.path.join(OUT, f"{name}_{suffix}.npy"), t.detach().numpy().astype(np.float32))
 
 
-def export(name, model, example, axes):
-    """Exports `model` (eval mode) with dynamic `axes` ({input axis: dim_param})."""
+def export(name, model, example, axes, out_axes=None):
+    """Exports `model` (eval mode) with dynamic `axes` ({input axis: dim_param};
+    the output's are `out_axes`, default the same)."""
     model.eval()
     path = os.path.join(OUT, f"{name}.onnx")
     torch.onnx.export(copy.deepcopy(model), (example,), path, opset_version=14,
                       do_constant_folding=False, input_names=["x0"], output_names=["out"],
-                      dynamic_axes={"x0": axes, "out": axes})
+                      dynamic_axes={"x0": axes, "out": axes if out_axes is None else out_axes})
     import onnx
     proto = onnx.load(path)
     onnx.checker.check_model(proto)
@@ -117,6 +131,13 @@ def main():
         export("dyn_lstm", lstm, torch.randn(5, 2, 8), {0: "seq", 1: "batch"})
         for b, s in sizes:
             reference("dyn_lstm", f"b{b}s{s}", lstm, torch.randn(s, b, 8))
+
+    if not only or "dyn_lstm_last" in only:
+        torch.manual_seed(0)
+        last = LstmLast()
+        export("dyn_lstm_last", last, torch.randn(2, 5, 8), {0: "batch", 1: "seq"}, {0: "batch"})
+        for b, s in sizes:
+            reference("dyn_lstm_last", f"b{b}s{s}", last, torch.randn(b, s, 8))
 
 
 if __name__ == "__main__":

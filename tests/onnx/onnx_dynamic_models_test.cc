@@ -35,6 +35,8 @@ TEST(OnnxDynamicModelTest, TransformerEncoderAtThreeSizes) {
 
 TEST(OnnxDynamicModelTest, LstmAtThreeSizes) {
   CheckDynamicFixture("dyn_lstm", {"b1s5", "b3s17", "b8s5"}, kTol);
+  // out[:, -1]: Gather of index -1 on the symbolic sequence axis, wrapped at run time.
+  CheckDynamicFixture("dyn_lstm_last", {"b1s5", "b3s17", "b8s5"}, kTol);
 }
 
 TEST(OnnxDynamicModelTest, ResNetImportKeepsTheBatchSymbol) {
