@@ -2,7 +2,9 @@
 # Imported PyTorch models in kgrad beside PyTorch and ONNX Runtime, same machine,
 # same run, same .onnx files: torchvision resnet18 and mobilenet_v2 (batch 1 and 8,
 # 224x224, training mode), a 4-layer nn.TransformerEncoder (d 256, batch 8 x 128
-# tokens, eval mode) and a 2-layer nn.LSTM (hidden 64, 50 steps, batch 8). Prints a
+# tokens, eval mode), a 2-layer nn.LSTM (hidden 64, 50 steps, batch 8) and
+# torchvision's r3d_18 video ResNet (one 8-frame 112x112 clip, training mode;
+# KGRAD_BENCH_MODELS=r3d_18_b1x8 runs it alone). Prints a
 # Markdown table of the medians and the ratios. ONNX Runtime 1.30 (forward only,
 # 2 intra-op threads) comes from npm (tools/ort/install_ort.sh); without npm its
 # column says n/a.

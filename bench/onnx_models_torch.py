@@ -2,7 +2,8 @@
 """Exports the models of bench/onnx_models.sh to OUT_DIR/NAME.onnx and times them
 in PyTorch (forward, and a training step: backward of <ct, out> w.r.t. every
 weight), medians under the suite's rule (2 warm-up runs, then repetitions for 3 s,
-5 to 30 of them), 2 threads. One JSON line per model on stdout."""
+5 to 30 of them), 2 threads. One JSON line per model on stdout.
+KGRAD_BENCH_MODELS=a,b keeps only those models."""
 import json
 import os
 import sys
@@ -55,13 +56,18 @@ def models():
     # Evaluation mode (dropout off) so that every runtime computes the same thing.
     yield "transformer4_d256_b8x128", Encoder(), torch.randn(8, 128, 256), False
     yield "lstm2_h64_s50_b8", Lstm(), torch.randn(8, 50, 64), False
+    # A video model: 3-D convolutions and pooling, training mode, one 8-frame clip.
+    yield "r3d_18_b1x8", tv.video.r3d_18(), torch.randn(1, 3, 8, 112, 112), True
 
 
 def main():
     out_dir = sys.argv[1]
     torch.set_num_threads(2)
     torch.manual_seed(0)
+    only = set(filter(None, os.environ.get("KGRAD_BENCH_MODELS", "").split(",")))
     for name, model, x, train in models():
+        if only and name not in only:
+            continue
         path = os.path.join(out_dir, name + ".onnx")
         model.train(train)
         mode = torch.onnx.TrainingMode.TRAINING if train else torch.onnx.TrainingMode.EVAL
