@@ -8,9 +8,11 @@
 //   Y = scatter_add(Y, t', h')  (Y starts at zeros: row t' is written once)
 // so a long sequence needs no unrolling, and reverse mode differentiates the loop
 // (backpropagation through time) with the rules of gather and scatter_add.
-// A constant sequence_lens masks the steps past each sequence's end: there the
-// state is carried and Y is zero, as the spec says (for reverse, the masked steps
-// come first and leave the initial state untouched). The sequence length and the
+// sequence_lens (a constant, or a tensor computed in the graph) masks the steps
+// past each sequence's end: there the state is carried and Y is zero, as the spec
+// says and torch's packed sequences compute (for reverse, the masked steps come
+// first and leave the initial state untouched), so Y_h is each sequence's state
+// at its length. The sequence length and the
 // batch may be dim symbols (or unknown): then the zero states, Y's start and the
 // trip count come from shape_of(X) at run time (see DynamicOperands); the other
 // dims are static.
@@ -518,39 +520,42 @@ absl::StatusOr<std::optional<ImportedValue>> StateInput(NodeContext& c, const Rn
   return std::optional<ImportedValue>(v);
 }
 
-// sequence_lens (int32 [B], known at import time) as an int64 [B, 1] constant that
-// step t' compares with (t' < length: inside the sequence); none when every sequence
-// is full.
+// sequence_lens (int32 [B]) as an int64 [B, 1] that step t' compares with (t' <
+// length: inside the sequence). A constant is checked against [0, S] and dropped
+// when every sequence is full; a tensor computed in the graph (pack_padded_sequence
+// exports Cast(TopK(lengths))) is cast and reshaped at run time, where a length
+// outside [0, S] acts as 0 or S (ONNX leaves such lengths undefined).
 absl::StatusOr<std::optional<ImportedValue>> SequenceLengths(NodeContext& c, const RnnSpec& s) {
   if (!c.HasInput(4)) return std::optional<ImportedValue>();
   KGRAD_ASSIGN_OR_RETURN(ImportedValue v, c.Input(4));
-  if (!v.constant.has_value()) {
-    return c.Error(
-        "sequence_lens must be known at import time (a constant or an initializer); "
-        "a computed sequence_lens is not supported");
+  KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* t, c.TensorType(v));
+  if ((t->dtype() != DType::kInt32 && t->dtype() != DType::kInt64) || t->rank() != 1 ||
+      !UnifyDims(s.batch, t->shape()[0]).has_value()) {
+    return c.Error(absl::StrCat("sequence_lens must be int32", ShapeToString(Shape{s.batch}),
+                                " (one length per sequence), got ", t->ToString()));
   }
-  if (s.seq < 0 || s.batch < 0) {
-    return c.Error("sequence_lens needs a static sequence length and batch size");
+  if (!v.constant.has_value()) {
+    if (t->dtype() != DType::kInt64) {
+      KGRAD_ASSIGN_OR_RETURN(v, c.Emit(PrimId::kCast, {v}, {{"dtype", DType::kInt64}}));
+    }
+    KGRAD_ASSIGN_OR_RETURN(v, c.Emit(PrimId::kExpandDims, {v}, {{"axis", int64_t{1}}}));
+    return std::optional<ImportedValue>(v);
   }
   const Tensor& lens = *v.constant;
-  if ((lens.dtype() != DType::kInt32 && lens.dtype() != DType::kInt64) ||
-      lens.shape() != Shape{s.batch}) {
-    return c.Error(
-        absl::StrCat("sequence_lens must be int32[", s.batch, "], got ", v.type->ToString()));
-  }
-  bool full = true;
-  for (int64_t b = 0; b < s.batch; ++b) {
+  const int64_t batch = lens.NumElements();
+  bool full = s.seq >= 0;
+  for (int64_t b = 0; b < batch; ++b) {
     const double len = lens.ElementAsDouble(b);
-    if (len < 0 || len > s.seq) {
-      return c.Error(
-          absl::StrCat("sequence_lens[", b, "] = ", len, " is outside [0, ", s.seq, "]"));
+    if (len < 0 || (s.seq >= 0 && len > s.seq)) {
+      return c.Error(absl::StrCat("sequence_lens[", b, "] = ", len, " is outside [0, ",
+                                  s.seq >= 0 ? std::to_string(s.seq) : "seq_length", "]"));
     }
     full = full && len == s.seq;
   }
   if (full) return std::optional<ImportedValue>();
-  std::vector<int64_t> v64(s.batch);
-  for (int64_t b = 0; b < s.batch; ++b) v64[b] = static_cast<int64_t>(lens.ElementAsDouble(b));
-  return std::optional<ImportedValue>(c.Const(Tensor::FromVector<int64_t>({s.batch, 1}, v64)));
+  std::vector<int64_t> v64(batch);
+  for (int64_t b = 0; b < batch; ++b) v64[b] = static_cast<int64_t>(lens.ElementAsDouble(b));
+  return std::optional<ImportedValue>(c.Const(Tensor::FromVector<int64_t>({batch, 1}, v64)));
 }
 
 // The trip count and the zeros of a static [S, B, ...].

@@ -203,6 +203,26 @@ class SmallVideoResNet(vr.VideoResNet):
         return self.fc(self.avgpool(x).flatten(1))
 
 
+class PackedRnn(nn.Module):
+    """A bidirectional GRU or LSTM over a padded batch with per-sample lengths, as
+    users write it: pack_padded_sequence (unsorted), the RNN, pad_packed_sequence.
+    The export computes sequence_lens in the graph (Cast(TopK(lengths))). Returns
+    the padded output and the final states, flattened per sample side by side."""
+
+    def __init__(self, cell):
+        super().__init__()
+        self.rnn = cell(3, 4, batch_first=True, bidirectional=True)
+
+    def forward(self, x, lengths):
+        from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+        packed = pack_padded_sequence(x, lengths, batch_first=True, enforce_sorted=False)
+        out, state = self.rnn(packed)
+        out, _ = pad_packed_sequence(out, batch_first=True, total_length=x.shape[1])
+        states = state if isinstance(state, tuple) else (state,)
+        parts = [out.flatten(1)] + [s.transpose(0, 1).flatten(1) for s in states]
+        return torch.cat(parts, 1)
+
+
 def zero_dropout(model):
     for m in model.modules():
         if isinstance(m, nn.Dropout):
@@ -316,6 +336,10 @@ def main():
     export("groupnorm", randomize_norms(GroupNormNet()), [torch.randn(2, 3, 6, 6)], training=True)
     torch.manual_seed(0)
     export("unet", randomize_norms(UNet()), [torch.randn(2, 3, 16, 16)], training=True)
+    # Packed sequences: lengths 6, 2, 4, 1 of 6 steps (one full, one of a single step).
+    for name, cell in (("packed_gru", nn.GRU), ("packed_lstm", nn.LSTM)):
+        torch.manual_seed(0)
+        export(name, PackedRnn(cell), [torch.randn(4, 6, 3), torch.tensor([6, 2, 4, 1])])
     # Video classifiers on clips (N, 3, T, H, W) of 4 frames of 16x16, with the loss.
     for name, makers, r2plus1d in (("r3d_18_train", [vr.Conv3DSimple] * 2, False),
                                    ("mc3_18_train", [vr.Conv3DSimple, vr.Conv3DNoTemporal], False),

@@ -25,7 +25,10 @@ INSTANTIATE_TEST_SUITE_P(
                     Fixture{"groupnorm", 1, kTol}, Fixture{"unet", 1, kTol},
                     // torchvision's video ResNets (3-D windows) at widths 8-16.
                     Fixture{"r3d_18_train", 2, kTol}, Fixture{"mc3_18_train", 2, kTol},
-                    Fixture{"r2plus1d_18_train", 2, kTol}),
+                    Fixture{"r2plus1d_18_train", 2, kTol},
+                    // pack_padded_sequence around a bidirectional GRU / LSTM: a
+                    // sequence_lens computed in the graph.
+                    Fixture{"packed_gru", 2, kTol}, Fixture{"packed_lstm", 2, kTol}),
     FixtureName);
 
 // Every residual block outlined into a checkpointed graph at import

@@ -115,6 +115,7 @@ struct Case {
   std::vector<float> alphas, betas;
   bool bias = true, init_h = false, init_c = false, peepholes = false;
   std::vector<int32_t> lens;  // empty: no sequence_lens
+  bool runtime_lens = false;  // lens as a graph input "L" (after X), not an initializer
   int64_t opset = 14;
   int64_t seq = 4, batch = 2, input = 3, hidden = 3;
   bool symbolic = false;  // X, H0, C0 declare dim_params "seq", "batch"
@@ -173,11 +174,12 @@ onnx::TensorProto DoubleTensor(const std::string& name, std::vector<int64_t> dim
 
 // A double input; where `params` names a dim, it is that dim_param instead.
 void AddInput(onnx::GraphProto* g, const std::string& name, std::vector<int64_t> dims,
-              std::vector<std::string> params = {}) {
+              std::vector<std::string> params = {},
+              onnx::TensorProto::DataType type = onnx::TensorProto::DOUBLE) {
   onnx::ValueInfoProto* vi = g->add_input();
   vi->set_name(name);
   onnx::TypeProto::Tensor* t = vi->mutable_type()->mutable_tensor_type();
-  t->set_elem_type(onnx::TensorProto::DOUBLE);
+  t->set_elem_type(type);
   params.resize(dims.size());
   for (size_t i = 0; i < dims.size(); ++i) {
     if (params[i].empty()) {
@@ -254,7 +256,9 @@ onnx::ModelProto BuildModel(const Case& c, const Data& x) {
   *g->add_initializer() = DoubleTensor("W", {d, gh, c.input}, x.w);
   *g->add_initializer() = DoubleTensor("R", {d, gh, c.hidden}, x.r);
   if (c.bias) *g->add_initializer() = DoubleTensor("B", {d, 2 * gh}, x.b);
-  if (!c.lens.empty()) {
+  if (c.runtime_lens) {
+    AddInput(g, "L", {c.batch}, {c.symbolic ? "batch" : ""}, onnx::TensorProto::INT32);
+  } else if (!c.lens.empty()) {
     onnx::TensorProto* t = g->add_initializer();
     t->set_name("L");
     t->set_data_type(onnx::TensorProto::INT32);
@@ -443,6 +447,7 @@ std::vector<Value> ModelArgs(const Case& c, const Data& x) {
   } else {
     args.push_back(F64({c.batch, c.seq, c.input}, Swap01(x.x, c.seq, c.batch, c.input)));
   }
+  if (c.runtime_lens) args.push_back(Tensor::FromVector<int32_t>({c.batch}, c.lens));
   for (auto [on, v] : {std::pair{c.init_h, &x.h0}, std::pair{c.init_c, &x.c0}}) {
     if (!on) continue;
     if (c.layout == 0) {
@@ -610,7 +615,25 @@ std::vector<Case> Cases() {
              c.symbolic = true;
              c.init_h = true;
            }),
+      // Constant lengths with symbolic sequence and batch dims.
+      Make("gru_symbolic_lens", "GRU",
+           [](Case& c) {
+             c.symbolic = true;
+             c.direction = "bidirectional";
+             c.lens = {3, 1};
+           }),
   };
+  // Every case with lengths again with the lengths computed at run time (a graph
+  // input, as pack_padded_sequence's export computes them), in every direction
+  // and layout they cover.
+  const size_t n = v.size();
+  for (size_t i = 0; i < n; ++i) {
+    if (v[i].lens.empty()) continue;
+    Case c = v[i];
+    c.name += "_runtime";
+    c.runtime_lens = true;
+    v.push_back(c);
+  }
   return v;
 }
 
@@ -709,15 +732,15 @@ TEST(RnnImportErrors, HiddenSizeMismatch) {
   ExpectImportError(m, "node 'rnn' (RNN)", "hidden_size is 5 but R f64[1,3,3] has hidden size 3");
 }
 
-TEST(RnnImportErrors, ComputedSequenceLensIsRefused) {
+TEST(RnnImportErrors, SequenceLensOfTheWrongTypeOrShape) {
   Case c = Plain("LSTM");
   onnx::ModelProto m = BuildModel(c, MakeData(c, 1));
-  onnx::ValueInfoProto* vi = m.mutable_graph()->add_input();
-  vi->set_name("L");
-  vi->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::INT32);
-  vi->mutable_type()->mutable_tensor_type()->mutable_shape()->add_dim()->set_dim_value(c.batch);
+  AddInput(m.mutable_graph(), "L", {c.batch + 1}, {}, onnx::TensorProto::INT32);
   m.mutable_graph()->mutable_node(0)->set_input(4, "L");
-  ExpectImportError(m, "node 'rnn' (LSTM)", "sequence_lens must be known at import time");
+  ExpectImportError(m, "node 'rnn' (LSTM)", "sequence_lens must be int32[2] (one length per sequence), got i32[3]");
+  m.mutable_graph()->mutable_input()->rbegin()->mutable_type()->mutable_tensor_type()->set_elem_type(
+      onnx::TensorProto::FLOAT);
+  ExpectImportError(m, "node 'rnn' (LSTM)", "sequence_lens must be int32[2]");
 }
 
 TEST(RnnImportErrors, BadDirectionAndLeftOverAlphas) {
@@ -727,16 +750,6 @@ TEST(RnnImportErrors, BadDirectionAndLeftOverAlphas) {
   c = Make("alpha", "RNN", [](Case& c) { c.acts = {"Tanh"}, c.alphas = {0.5f}; });
   ExpectImportError(BuildModel(c, MakeData(c, 1)), "node 'rnn' (RNN)",
                     "activation_alpha/activation_beta have 1/0 values");
-}
-
-TEST(RnnImportErrors, SequenceLensWithSymbolicDimsIsRefused) {
-  Case c = Plain("LSTM");
-  c.symbolic = true;
-  c.lens = {1, 2};
-  absl::StatusOr<std::unique_ptr<Module>> m = Import(BuildModel(c, MakeData(c, 1)));
-  ASSERT_FALSE(m.ok());
-  EXPECT_THAT(std::string(m.status().message()),
-              ::testing::HasSubstr("static sequence length and batch"));
 }
 
 TEST(RnnImportErrors, SequenceLensOutOfRange) {
