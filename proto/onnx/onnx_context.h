@@ -180,6 +180,7 @@ void AddActivationOps(OpTable* t);   // onnx_activation_ops.cc
 void AddLossOps(OpTable* t);         // onnx_loss_ops.cc
 void AddNormOps(OpTable* t);         // onnx_norm_ops.cc
 void AddRnnOps(OpTable* t);          // onnx_rnn_ops.cc
+void AddGridSampleOps(OpTable* t);  // onnx_grid_sample.cc
 void AddIndexOps(OpTable* t);        // onnx_index_ops.cc
 
 class Importer {

@@ -52,6 +52,7 @@ constexpr OnnxOpNote kNotes[] = {
     {"Gemm", "matmul{transpose_a, transpose_b}, mul, add", ""},
     {"GlobalAveragePool", "reduce_mean over the spatial dims (1-D, 2-D, 3-D)", ""},
     {"GlobalMaxPool", "reduce_max over the spatial dims (1-D, 2-D, 3-D)", ""},
+    {"GridSample", "gather_elements of X at each tap, times the tap's weights, summed (bilinear/linear, nearest, bicubic/cubic; zeros, border, reflection; align_corners); 4-D and 5-D", "grids or inputs of dynamic shape; cubic in 3-D"},
     {"HardSigmoid", "max(0, min(1, alpha * x + beta))", ""},
     {"HardSwish", "x * max(0, min(1, x / 6 + 1/2))", ""},
     {"Identity", "its input", "sequences and optionals"},

@@ -119,7 +119,7 @@ const OpTable& AllOpMappings() {
     for (const TableOp& op : TableOps()) (*t)[op.onnx] = op.mapping;
     for (auto add_family : {AddElementwiseOps, AddReduceOps, AddShapeOps, AddNnOps, AddWindowOps,
                             AddResizeOps, AddControlFlowOps, AddActivationOps, AddLossOps,
-                            AddNormOps, AddRnnOps, AddIndexOps}) {
+                            AddNormOps, AddRnnOps, AddIndexOps, AddGridSampleOps}) {
       add_family(t);
     }
     return t;

@@ -223,6 +223,35 @@ class PackedRnn(nn.Module):
         return torch.cat(parts, 1)
 
 
+class GridSampleZoo(nn.Module):
+    """F.grid_sample in every mode, padding mode and align_corners, on the same
+    input and grid, the outputs flattened side by side (GridSample, opset 16)."""
+
+    def forward(self, x, grid):
+        outs = [F.grid_sample(x, grid, mode=m, padding_mode=p, align_corners=a).flatten(1)
+                for m in ("bilinear", "nearest", "bicubic") for p in ("zeros", "border", "reflection")
+                for a in (False, True)]
+        return torch.cat(outs, 1)
+
+
+class GridSample3dZoo(nn.Module):
+    """The same over volumes (N, C, D, H, W): trilinear and nearest (torch has no
+    bicubic in 3-D; torch 1.13 exports it as GridSample of opset 16 all the same)."""
+
+    def forward(self, x, grid):
+        outs = [F.grid_sample(x, grid, mode=m, padding_mode=p, align_corners=a).flatten(1)
+                for m in ("bilinear", "nearest") for p in ("zeros", "border", "reflection")
+                for a in (False, True)]
+        return torch.cat(outs, 1)
+
+
+def grid_points(*shape):
+    """Grid coordinates in [-1.3, 1.3] (some outside the input, to exercise the
+    padding), kept off the half-pixel points where nearest rounding ties."""
+    g = torch.rand(*shape) * 2.6 - 1.3
+    return g
+
+
 def zero_dropout(model):
     for m in model.modules():
         if isinstance(m, nn.Dropout):
@@ -340,6 +369,11 @@ def main():
     for name, cell in (("packed_gru", nn.GRU), ("packed_lstm", nn.LSTM)):
         torch.manual_seed(0)
         export(name, PackedRnn(cell), [torch.randn(4, 6, 3), torch.tensor([6, 2, 4, 1])])
+    torch.manual_seed(0)
+    export("grid_sample_zoo", GridSampleZoo(), [torch.randn(2, 3, 5, 6), grid_points(2, 4, 3, 2)], opset=16)
+    torch.manual_seed(0)
+    export("grid_sample3d_zoo", GridSample3dZoo(), [torch.randn(2, 2, 3, 4, 5), grid_points(2, 2, 3, 2, 3)],
+           opset=16)
     # Video classifiers on clips (N, 3, T, H, W) of 4 frames of 16x16, with the loss.
     for name, makers, r2plus1d in (("r3d_18_train", [vr.Conv3DSimple] * 2, False),
                                    ("mc3_18_train", [vr.Conv3DSimple, vr.Conv3DNoTemporal], False),

@@ -28,7 +28,10 @@ INSTANTIATE_TEST_SUITE_P(
                     Fixture{"r2plus1d_18_train", 2, kTol},
                     // pack_padded_sequence around a bidirectional GRU / LSTM: a
                     // sequence_lens computed in the graph.
-                    Fixture{"packed_gru", 2, kTol}, Fixture{"packed_lstm", 2, kTol}),
+                    Fixture{"packed_gru", 2, kTol}, Fixture{"packed_lstm", 2, kTol},
+                    // F.grid_sample in every mode, padding and align_corners, 4-D and
+                    // 5-D: d/dx and d/dgrid.
+                    Fixture{"grid_sample_zoo", 2, kTol}, Fixture{"grid_sample3d_zoo", 2, kTol}),
     FixtureName);
 
 // Every residual block outlined into a checkpointed graph at import
