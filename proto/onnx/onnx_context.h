@@ -31,6 +31,11 @@ struct ImportedValue {
   AnfNode* node = nullptr;        // null for a constant not yet placed in a graph
   AbstractPtr type;               // never null
   std::optional<Tensor> constant;  // the value, when known at import time
+  // A QuantizeLinear's output only: a float value of the same numbers whose
+  // derivative is the straight-through estimator's (onnx_quantize_ops.cc), which
+  // a DequantizeLinear of it reads instead.
+  AnfNode* straight_through = nullptr;
+  AbstractPtr straight_through_type;
 };
 
 // The values visible in one (sub)graph; lookups fall back to enclosing scopes
@@ -181,6 +186,7 @@ void AddLossOps(OpTable* t);         // onnx_loss_ops.cc
 void AddNormOps(OpTable* t);         // onnx_norm_ops.cc
 void AddRnnOps(OpTable* t);          // onnx_rnn_ops.cc
 void AddGridSampleOps(OpTable* t);  // onnx_grid_sample.cc
+void AddQuantizeOps(OpTable* t);     // onnx_quantize_ops.cc
 void AddIndexOps(OpTable* t);        // onnx_index_ops.cc
 
 class Importer {

@@ -119,7 +119,8 @@ const OpTable& AllOpMappings() {
     for (const TableOp& op : TableOps()) (*t)[op.onnx] = op.mapping;
     for (auto add_family : {AddElementwiseOps, AddReduceOps, AddShapeOps, AddNnOps, AddWindowOps,
                             AddResizeOps, AddControlFlowOps, AddActivationOps, AddLossOps,
-                            AddNormOps, AddRnnOps, AddIndexOps, AddGridSampleOps}) {
+                            AddNormOps, AddRnnOps, AddIndexOps, AddGridSampleOps,
+                            AddQuantizeOps}) {
       add_family(t);
     }
     return t;

@@ -32,6 +32,7 @@ import torch.nn.functional as F
 import torchvision
 from torchvision.models import resnet as tv_resnet
 from torchvision.models.video import resnet as vr
+import torch.ao.quantization as tq
 
 OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
 TRAIN = torch.onnx.TrainingMode.TRAINING
@@ -252,6 +253,38 @@ def grid_points(*shape):
     return g
 
 
+class QatCnn(nn.Module):
+    """A small CNN prepared for quantisation-aware training (torch.ao.quantization,
+    eager mode): fake-quantised activations (uint8, per tensor) and weights (int8,
+    per output channel, affine), observers frozen after calibration. torch exports
+    each fake quantisation as QuantizeLinear -> DequantizeLinear (opset 13).
+    Weights are affine, not symmetric: a symmetric observer puts each channel's
+    largest magnitude exactly on qmax + 1/2, a tie that torch (x * (1 / s)) and
+    ONNX (x / s, which kgrad follows) round apart in float32 for negative extremes."""
+
+    def __init__(self):
+        super().__init__()
+        self.quant, self.dequant = tq.QuantStub(), tq.DeQuantStub()
+        self.conv, self.relu, self.fc = nn.Conv2d(3, 4, 3), nn.ReLU(), nn.Linear(64, 5)
+
+    def forward(self, x):
+        return self.dequant(self.fc(self.relu(self.conv(self.quant(x))).flatten(1)))
+
+
+def prepared_qat():
+    m = QatCnn()
+    m.qconfig = tq.QConfig(
+        activation=tq.FakeQuantize.with_args(observer=tq.MovingAverageMinMaxObserver, quant_min=0, quant_max=255),
+        weight=tq.FakeQuantize.with_args(observer=tq.MovingAveragePerChannelMinMaxObserver, quant_min=-128,
+                                         quant_max=127, dtype=torch.qint8, qscheme=torch.per_channel_affine,
+                                         ch_axis=0))
+    m.train()
+    tq.prepare_qat(m, inplace=True)
+    for _ in range(3):
+        m(torch.randn(4, 3, 6, 6))
+    return m.apply(tq.disable_observer)
+
+
 def zero_dropout(model):
     for m in model.modules():
         if isinstance(m, nn.Dropout):
@@ -279,7 +312,7 @@ def save(name, suffix, t):
             a.astype(np.int64) if a.dtype.kind in "iu" else a.astype(np.float32))
 
 
-def export(name, model, inputs, opset=14, training=False):
+def export(name, model, inputs, opset=14, training=False, reference=torch.float64):
     torch.manual_seed(1)
     model.train(training)
     path = os.path.join(OUT, f"{name}.onnx")
@@ -296,12 +329,13 @@ def export(name, model, inputs, opset=14, training=False):
     ops = sorted({n.op_type for n in proto.graph.node})
 
     # The reference runs in float64 so that it carries no round-off of its own
-    # (BatchNorm over a few values per channel amplifies float32's).
-    model = copy.deepcopy(model).double()
-    xs = [(x.double() if x.is_floating_point() else x).clone().requires_grad_(x.is_floating_point())
+    # (BatchNorm over a few values per channel amplifies float32's); `reference`
+    # float32 for models torch cannot run in float64 (fake quantisation).
+    model = copy.deepcopy(model).to(reference)
+    xs = [(x.to(reference) if x.is_floating_point() else x).clone().requires_grad_(x.is_floating_point())
           for x in inputs]
     out = model(*xs)
-    ct = torch.randn(out.shape, dtype=torch.float64)
+    ct = torch.randn(out.shape, dtype=torch.float64).to(reference)
     params = dict(model.named_parameters())
     wrt = [x for x in xs if x.requires_grad] + list(params.values())
     grads = torch.autograd.grad(out, wrt, ct, allow_unused=True)
@@ -374,6 +408,9 @@ def main():
     torch.manual_seed(0)
     export("grid_sample3d_zoo", GridSample3dZoo(), [torch.randn(2, 2, 3, 4, 5), grid_points(2, 2, 3, 2, 3)],
            opset=16)
+    # Quantisation-aware training; torch's fake quantisation runs in float32 only.
+    torch.manual_seed(0)
+    export("qat_cnn", prepared_qat(), [torch.randn(2, 3, 6, 6)], opset=13, training=True, reference=torch.float32)
     # Video classifiers on clips (N, 3, T, H, W) of 4 frames of 16x16, with the loss.
     for name, makers, r2plus1d in (("r3d_18_train", [vr.Conv3DSimple] * 2, False),
                                    ("mc3_18_train", [vr.Conv3DSimple, vr.Conv3DNoTemporal], False),

@@ -31,7 +31,10 @@ INSTANTIATE_TEST_SUITE_P(
                     Fixture{"packed_gru", 2, kTol}, Fixture{"packed_lstm", 2, kTol},
                     // F.grid_sample in every mode, padding and align_corners, 4-D and
                     // 5-D: d/dx and d/dgrid.
-                    Fixture{"grid_sample_zoo", 2, kTol}, Fixture{"grid_sample3d_zoo", 2, kTol}),
+                    Fixture{"grid_sample_zoo", 2, kTol}, Fixture{"grid_sample3d_zoo", 2, kTol},
+                    // Quantisation-aware training: QuantizeLinear -> DequantizeLinear
+                    // pairs with the straight-through gradient.
+                    Fixture{"qat_cnn", 1, kTol}),
     FixtureName);
 
 // Every residual block outlined into a checkpointed graph at import
