@@ -1,7 +1,13 @@
 // ONNX op mappings: linear algebra and softmax (convolution and pooling are in
 // onnx_window_ops.cc, the normalisations in onnx_norm_ops.cc).
+#include <algorithm>
+#include <map>
+#include <string>
+#include <vector>
+
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "core/shape.h"
 #include "core/status_macros.h"
 #include "proto/onnx/onnx_context.h"
@@ -62,18 +68,82 @@ Outputs Gemm(NodeContext& c) {
   return std::vector<ImportedValue>{y};
 }
 
+// The equation with every '...' replaced by letters the equation does not use,
+// one per dim it stands for (operand i's rank minus its letters), right-aligned
+// across operands as NumPy broadcasts them, and the output made explicit (the
+// ellipsis dims first, then the letters used once, sorted, as NumPy's implicit
+// form). Equations without '...' are returned as they are.
+absl::StatusOr<std::string> ExpandEllipsis(NodeContext& c, const std::string& eq, const std::vector<int>& ranks) {
+  if (eq.find('.') == std::string::npos) return eq;
+  const size_t arrow = eq.find("->");
+  std::vector<std::string> terms = absl::StrSplit(eq.substr(0, arrow), ',');
+  if (terms.size() != ranks.size()) {
+    return c.Error(absl::StrCat("equation '", eq, "' names ", terms.size(), " operands, got ", ranks.size()));
+  }
+  std::string fresh;
+  for (char ch = 'A'; ch <= 'z'; ++ch) {
+    const bool letter = (ch >= 'A' && ch <= 'Z') || (ch >= 'a' && ch <= 'z');
+    if (letter && eq.find(ch) == std::string::npos) fresh.push_back(ch);
+  }
+  std::vector<int> dots(terms.size(), 0);
+  int most = 0;
+  for (size_t i = 0; i < terms.size(); ++i) {
+    const size_t at = terms[i].find("...");
+    if (at == std::string::npos) continue;
+    if (terms[i].find('.', at + 3) != std::string::npos) {
+      return c.Error(absl::StrCat("equation '", eq, "': operand ", i, " has more than one '...'"));
+    }
+    dots[i] = ranks[i] - static_cast<int>(terms[i].size() - 3);
+    if (dots[i] < 0) {
+      return c.Error(absl::StrCat("equation '", eq, "': operand ", i, " has rank ", ranks[i], ", fewer than its ",
+                                  terms[i].size() - 3, " letters"));
+    }
+    most = std::max(most, dots[i]);
+  }
+  if (most > static_cast<int>(fresh.size())) return c.Error(absl::StrCat("equation '", eq, "' has too many dims"));
+  const std::string all = fresh.substr(0, most);
+  std::string lhs;
+  std::map<char, int> count;
+  for (size_t i = 0; i < terms.size(); ++i) {
+    std::string t = terms[i];
+    const size_t at = t.find("...");
+    if (at != std::string::npos) t.replace(at, 3, all.substr(most - dots[i]));
+    for (char ch : terms[i]) {
+      if (ch != '.') ++count[ch];
+    }
+    absl::StrAppend(&lhs, i > 0 ? "," : "", t);
+  }
+  std::string out;
+  if (arrow != std::string::npos) {
+    out = eq.substr(arrow + 2);
+    const size_t at = out.find("...");
+    if (at != std::string::npos) out.replace(at, 3, all);
+  } else {
+    out = all;
+    for (const auto& [ch, n] : count) {
+      if (n == 1) out.push_back(ch);
+    }
+  }
+  return absl::StrCat(lhs, "->", out);
+}
+
+// Einsum(inputs...){equation} = einsum, '...' expanded to letters at import.
 Outputs Einsum(NodeContext& c) {
   KGRAD_RETURN_IF_ERROR(c.ExpectInputs(1, 16));
   KGRAD_ASSIGN_OR_RETURN(std::string eq, c.String("equation", ""));
   std::vector<ImportedValue> xs;
+  std::vector<int> ranks;
   for (int i = 0; i < c.num_inputs(); ++i) {
     KGRAD_ASSIGN_OR_RETURN(ImportedValue x, c.Input(i));
+    KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* t, c.TensorType(x));
     xs.push_back(x);
+    ranks.push_back(t->rank());
   }
   std::string compact;
   for (char ch : eq) {
     if (ch != ' ') compact.push_back(ch);
   }
+  KGRAD_ASSIGN_OR_RETURN(compact, ExpandEllipsis(c, compact, ranks));
   return OneOutput(c.Emit(PrimId::kEinsum, xs, {{"equation", compact}}));
 }
 

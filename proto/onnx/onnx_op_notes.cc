@@ -40,7 +40,7 @@ constexpr OnnxOpNote kNotes[] = {
     {"DepthToSpace", "reshape, transpose, reshape (DCR, CRD)", "dynamic C, H, W"},
     {"DequantizeLinear", "(cast(x) - zero_point) * scale, per tensor or per axis; after a QuantizeLinear, its straight-through surrogate (QAT's fake quantisation: d/dx = 1 inside the range, 0 outside)", "blocked quantization; float8"},
     {"Dropout", "identity, or dropout{rate, seed} and its mask in training mode; ratio or training_mode computed at run time: dynamic_dropout(x, training_mode ? ratio : 0){seed} (rate 0 is the identity; a ratio outside [0, 1) fails at run time)", ""},
-    {"Einsum", "einsum", ""},
+    {"Einsum", "einsum ('...' expanded to unused letters at import; broadcast ellipsis dims of size 1 against larger ones are refused by einsum)", ""},
     {"Elu", "select(x > 0, x, alpha * expm1(min(x, 0)))", ""},
     {"Expand", "broadcast_to; dynamic_broadcast_to for a shape computed at run time", ""},
     {"EyeLike", "a constant", "dynamic shapes"},
