@@ -68,7 +68,7 @@ constexpr OnnxOpNote kNotes[] = {
     {"Loop", "a tail-recursive graph (GraphBuilder::While); scan outputs as state that starts empty, [0, ...], and grows by concat(acc, expand_dims(s, 0)) each iteration", ""},
     {"MatMul", "matmul (1-D operands via expand_dims/squeeze)", ""},
     {"Max", "maximum, folded over the inputs", ""},
-    {"MaxPool", "max_pool2d (ceil_mode as end padding, dilations via strided slices, Indices output with storage_order); 2-D and 3-D native, 1-D lifted to 2-D", "dynamic spatial dims with ceil_mode, SAME or Indices"},
+    {"MaxPool", "max_pool2d (ceil_mode as end padding, dilations via strided slices, Indices output with storage_order); 2-D and 3-D native, 1-D lifted to 2-D; uint8 and int8 pooled as float32 (exact)", "dynamic spatial dims with ceil_mode, SAME or Indices"},
     {"Mean", "add, folded, / n", ""},
     {"Min", "minimum, folded over the inputs", ""},
     {"Mish", "x * tanh(softplus(x))", ""},

@@ -504,6 +504,13 @@ Outputs Pool(NodeContext& c) {
   KGRAD_ASSIGN_OR_RETURN(ImportedValue x, c.Input(0));
   KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* tx, c.TensorType(x));
   KGRAD_ASSIGN_OR_RETURN(int nsp, SpatialRank(c, tx));
+  // MaxPool also takes uint8 and int8: pooled as float32, which holds every such
+  // value exactly and orders them alike, and cast back.
+  const DType int_type = tx->dtype();
+  const bool narrow = kMax && (int_type == DType::kUInt8 || int_type == DType::kInt8);
+  if (narrow) {
+    KGRAD_ASSIGN_OR_RETURN(x, c.Emit(PrimId::kCast, {x}, {{"dtype", DType::kFloat32}}));
+  }
   const Axes in = SpatialSizes(tx, nsp);
   KGRAD_ASSIGN_OR_RETURN(WindowNd win, ReadWindow(c, nsp, {}, in, false));
   KGRAD_ASSIGN_OR_RETURN(int64_t ceil_mode, c.Int("ceil_mode", 0));
@@ -541,6 +548,9 @@ Outputs Pool(NodeContext& c) {
     AttrMap attrs = {{"kernel", win.Kernel()}, {"stride", win.Strides()}, {"padding", win.Padding(hi)}};
     if (!kMax) attrs["count_include_pad"] = true;  // divides by the kernel's cells; rescaled below
     KGRAD_ASSIGN_OR_RETURN(y, c.Emit(kMax ? PrimId::kMaxPool2d : PrimId::kAvgPool2d, {x}, std::move(attrs)));
+  }
+  if (narrow) {
+    KGRAD_ASSIGN_OR_RETURN(y, c.Emit(PrimId::kCast, {y}, {{"dtype", int_type}}));
   }
   if (kMax && c.node().output_size() > 1 && !c.node().output(1).empty()) {
     KGRAD_ASSIGN_OR_RETURN(ImportedValue indices, MaxPoolIndices(c, x, tx, win, in, hi, out, storage_order != 0));

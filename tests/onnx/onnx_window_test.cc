@@ -18,6 +18,7 @@
 #include "tests/onnx/onnx_one_node.h"
 #include "tests/onnx/onnx_test_util.h"
 #include "tests/testing/grad_test_util.h"
+#include "tests/testing/op_test_util.h"
 
 namespace kgrad {
 namespace onnx_test {
@@ -258,6 +259,28 @@ TEST(OnnxMaxPool, DilatedAndSame) {
   ExpectModel(OneNode("MaxPool", 12).In({1, 2, 9, 8}).Set({{"kernel_shape", I({3, 3})}, {"strides", I({2, 2})},
               {"auto_pad", std::string("SAME_LOWER")}}),
               {x}, RefPool(x, Win{{3, 3}, {2, 2}, {1, 1}, {1, 1}, {1, 0}}, true, false, false), false);
+}
+
+// uint8 and int8 (MaxPool's integer types): pooled exactly, the result in the
+// input's type.
+TEST(OnnxMaxPool, NarrowIntegers) {
+  for (DType t : {DType::kUInt8, DType::kInt8}) {
+    Nd q(Random({2, 2, 5, 6}, 18));
+    for (double& v : q.v) v = std::round(v * 100) + (t == DType::kUInt8 ? 120 : 0);  // 20..220 or -100..100
+    Tensor xd = q.ToTensor();
+    Tensor want = RefPool(xd, Win{{3, 2}, {2, 2}, {1, 1}, {1, 1}, {0, 0}}, true, false, false);
+    absl::StatusOr<Value> x = testing::RunCpuKernel(PrimId::kCast, {Value(xd)}, {{"dtype", AttrValue(t)}});
+    absl::StatusOr<Value> y = testing::RunCpuKernel(PrimId::kCast, {Value(want)}, {{"dtype", AttrValue(t)}});
+    ASSERT_TRUE(x.ok() && y.ok());
+    absl::StatusOr<std::unique_ptr<Module>> m =
+        OneNode("MaxPool", 12).In({2, 2, 5, 6}, t).Set({{"kernel_shape", I({3, 2})}, {"strides", I({2, 2})},
+                                                        {"pads", I({1, 1, 0, 0})}}).Import();
+    ASSERT_TRUE(m.ok()) << m.status();
+    absl::StatusOr<Value> out = RunGraph((*m)->entry(), {*x});
+    ASSERT_TRUE(out.ok()) << out.status();
+    EXPECT_EQ(out->tensor().dtype(), t);
+    EXPECT_EQ(testing::ToDoubles(out->tensor()), testing::ToDoubles(y->tensor())) << DTypeName(t);
+  }
 }
 
 TEST(OnnxMaxPool, OneDimensionalUnknownBatch) {
