@@ -35,7 +35,7 @@ constexpr OnnxOpNote kNotes[] = {
     {"Constant", "a constant", "sparse_value, string values"},
     {"ConstantOfShape", "a constant; dynamic_fill for a shape computed at run time", ""},
     {"Conv", "conv2d (+ bias); every auto_pad, asymmetric pads, dilations, group; 2-D and 3-D native, 1-D lifted to 2-D", ""},
-    {"ConvTranspose", "conv2d_backprop_input (+ bias); output_padding, output_shape, auto_pad, dilations, group; 1-D, 2-D, 3-D", "dynamic channel or spatial dims"},
+    {"ConvTranspose", "conv2d_backprop_input (+ bias); output_padding, output_shape (beyond the window's reach: zero cells, as ONNX's negative pads), auto_pad, dilations, group; 1-D, 2-D, 3-D", "dynamic channel or spatial dims"},
     {"CumSum", "cumsum{exclusive, reverse}; dynamic_cumsum for an axis computed at run time", ""},
     {"DepthToSpace", "reshape, transpose, reshape (DCR, CRD)", "dynamic C, H, W"},
     {"DequantizeLinear", "(cast(x) - zero_point) * scale, per tensor or per axis; after a QuantizeLinear, its straight-through surrogate (QAT's fake quantisation: d/dx = 1 inside the range, 0 outside)", "blocked quantization; float8"},

@@ -221,26 +221,33 @@ Outputs Conv(NodeContext& c) {
 // ConvTranspose's pads and output sizes (three axes): from output_shape or SAME
 // (output in * stride) as the ONNX spec says, total = stride * (in - 1) +
 // output_padding + eff - out, SAME_UPPER: begin = total / 2, else begin = total -
-// total / 2 (ONNX Runtime swaps the two for odd totals; the spec is followed).
-absl::Status TransposePads(NodeContext& c, int nsp, const Axes& in, const Axes& extra, WindowNd* win, Axes* out) {
+// total / 2 (ONNX Runtime swaps the two for odd totals; the spec is followed),
+// with the floor division of ONNX's reference. An output larger than the window
+// reaches (total < 0) gives negative pads: `extend` gets those cells (begin, end
+// per axis), zeros appended to the primitive's output, whose pads are then 0.
+absl::Status TransposePads(NodeContext& c, int nsp, const Axes& in, const Axes& extra, WindowNd* win, Axes* out,
+                           std::array<Axes, 2>* extend) {
   KGRAD_ASSIGN_OR_RETURN(std::vector<int64_t> shape, c.Ints("output_shape", {}));
   const bool same = win->auto_pad == "SAME_UPPER" || win->auto_pad == "SAME_LOWER";
   if (!shape.empty() && static_cast<int>(shape.size()) != nsp && static_cast<int>(shape.size()) != nsp + 2) {
     return c.Error(absl::StrCat("output_shape must have ", nsp, " entries, got [", absl::StrJoin(shape, ", "), "]"));
   }
+  auto floor_half = [](int64_t v) { return v >= 0 ? v / 2 : -((-v + 1) / 2); };
+  (*extend)[0] = (*extend)[1] = {0, 0, 0};
   for (int i = 0; i < kAxes; ++i) {
     const bool used = i >= kAxes - nsp;
     int64_t want = -1;
     if (used && !shape.empty()) want = shape[shape.size() - kAxes + i];
     if (used && shape.empty() && same) want = in[i] * win->stride[i];
+    if (want > (int64_t{1} << 30)) return c.Error(absl::StrCat("output_shape ", want, " is too large"));
     if (want >= 0) {
       const int64_t total = win->stride[i] * (in[i] - 1) + extra[i] + win->Eff(i) - want;
-      if (total < 0) {
-        return c.Error(
-            absl::StrCat("output_shape ", want, " is larger than the transposed window reaches (", want + total, ")"));
-      }
-      win->lo[i] = win->auto_pad == "SAME_UPPER" ? total / 2 : total - total / 2;
-      win->hi[i] = total - win->lo[i];
+      const int64_t lo = win->auto_pad == "SAME_UPPER" ? floor_half(total) : total - floor_half(total);
+      const int64_t hi = total - lo;
+      win->lo[i] = std::max<int64_t>(lo, 0);
+      win->hi[i] = std::max<int64_t>(hi, 0);
+      (*extend)[0][i] = std::max<int64_t>(-lo, 0);
+      (*extend)[1][i] = std::max<int64_t>(-hi, 0);
     }
     (*out)[i] = win->stride[i] * (in[i] - 1) + extra[i] + win->Eff(i) - win->lo[i] - win->hi[i];
     if ((*out)[i] <= 0) return c.Error("the output would be empty");
@@ -295,7 +302,8 @@ Outputs ConvTranspose(NodeContext& c) {
                                   win.stride[i]));
     }
   }
-  KGRAD_RETURN_IF_ERROR(TransposePads(c, nsp, in, extra, &win, &out));
+  std::array<Axes, 2> extend;
+  KGRAD_RETURN_IF_ERROR(TransposePads(c, nsp, in, extra, &win, &out, &extend));
   KGRAD_ASSIGN_OR_RETURN(x, Lift(c, x, nsp));
   KGRAD_ASSIGN_OR_RETURN(w, Lift(c, w, nsp));
   std::vector<int64_t> cs = {tw->shape()[1] * group};
@@ -306,6 +314,11 @@ Outputs ConvTranspose(NodeContext& c) {
       c.Emit(
           PrimId::kConv2dBackpropInput, {x, w, ref},
           {{"stride", win.Strides()}, {"padding", win.Padding()}, {"dilation", win.Dilations()}, {"groups", group}}));
+  if (extend[0] != Axes{0, 0, 0} || extend[1] != Axes{0, 0, 0}) {
+    std::vector<int64_t> pads = {0, 0, 0, 0};
+    for (int i = win.first(); i < kAxes; ++i) pads.insert(pads.end(), {extend[0][i], extend[1][i]});
+    KGRAD_ASSIGN_OR_RETURN(y, c.Emit(PrimId::kPad, {y}, {{"pads", pads}, {"value", 0.0}}));
+  }
   return AddBiasAndUnlift(c, y, win);
 }
 
