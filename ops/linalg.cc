@@ -350,9 +350,61 @@ absl::Status BpropEinsum(BpropContext& c) {
   return absl::OkStatus();
 }
 
+// ----- Determinant and inverse ------------------------------------------------------------
+// det(a [..., n, n]) -> [...]: each matrix's determinant (LU with partial pivoting).
+absl::StatusOr<AbstractPtr> InferDet(const InferCall& c) {
+  KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* a, TensorArg(c, 0));
+  KGRAD_ASSIGN_OR_RETURN(Shape batch, SquareMatrices(c.prim, *a));
+  return MakeAbstractTensor(a->dtype(), std::move(batch));
+}
+
+// matrix_inverse(a [..., n, n]) -> [..., n, n]: each matrix's inverse (Gauss-Jordan
+// with partial pivoting; a singular matrix is an error at run time).
+absl::StatusOr<AbstractPtr> InferMatrixInverse(const InferCall& c) {
+  KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* a, TensorArg(c, 0));
+  KGRAD_RETURN_IF_ERROR(SquareMatrices(c.prim, *a).status());
+  return c.args[0];
+}
+
+// Forward: y = det(A) per matrix.  Backward (Jacobi's formula, d det = det *
+// tr(A^-1 dA)): dA = (dy * y)[..., None, None] * (A^-1)^T. Undefined where A is
+// singular (its inverse fails there).
+absl::Status BpropDet(BpropContext& c) {
+  KGRAD_ASSIGN_OR_RETURN(int rank, c.InRank(0));
+  AnfNode* s = c.Mul(c.Dout(), c.Out());
+  for (int k = 0; k < 2; ++k) s = c.Op(PrimId::kExpandDims, {s}, {{"axis", int64_t{rank - 2}}});
+  std::vector<int64_t> perm(rank);
+  for (int i = 0; i < rank; ++i) perm[i] = i;
+  std::swap(perm[rank - 1], perm[rank - 2]);
+  AnfNode* inv_t = c.Transpose(c.Op(PrimId::kMatrixInverse, {c.I(0)}), perm);
+  c.SetGrad(0, c.Mul(s, inv_t));
+  return absl::OkStatus();
+}
+
+// Forward: B = A^-1.  Backward (d(A^-1) = -A^-1 dA A^-1): dA = -B^T dB B^T.
+absl::Status BpropMatrixInverse(BpropContext& c) {
+  AnfNode* bt_g = c.Op(PrimId::kMatMul, {c.Out(), c.Dout()}, {{"transpose_a", true}, {"transpose_b", false}});
+  AnfNode* g = c.Op(PrimId::kMatMul, {bt_g, c.Out()}, {{"transpose_a", false}, {"transpose_b", true}});
+  c.SetGrad(0, c.Neg(g));
+  return absl::OkStatus();
+}
+
 }  // namespace
 
+absl::StatusOr<Shape> SquareMatrices(const Primitive& p, TensorType a) {
+  KGRAD_RETURN_IF_ERROR(CheckFloat(0, a));
+  const int r = a.rank();
+  if (r < 2 || (a.shape[r - 1] >= 0 && a.shape[r - 2] >= 0 && a.shape[r - 1] != a.shape[r - 2])) {
+    return absl::InvalidArgumentError(absl::StrCat(PrimIdName(p.id()), ": input 0 must be square matrices [..., n, n], got ",
+                                                   a.ToString()));
+  }
+  return Shape(a.shape.begin(), a.shape.end() - 2);
+}
+
 void RegisterLinalgOps(std::vector<PrimitiveDef>* defs) {
+  // Multilinear in the entries (no zero rule: det of zeros is 0 only for n > 0).
+  defs->push_back(OpDef(PrimId::kDet, 1, 1, InferDet).Bprop(BpropDet));
+  defs->push_back(OpDef(PrimId::kMatrixInverse, 1, 1, InferMatrixInverse).Bprop(BpropMatrixInverse));
   // Bilinear: zero if either operand is.
   defs->push_back(OpDef(PrimId::kMatMul, 2, 2, InferMatMul,
                         {BoolAttr("transpose_a", false), BoolAttr("transpose_b", false)})

@@ -21,6 +21,10 @@ namespace ops {
 
 void RegisterLinalgOps(std::vector<PrimitiveDef>* defs);
 
+// det(a) and matrix_inverse(a): `a` a float tensor of square matrices [..., n, n];
+// returns the batch dims [...] (error naming the primitive otherwise).
+absl::StatusOr<Shape> SquareMatrices(const Primitive& p, TensorType a);
+
 // matmul(a, b){transpose_a, transpose_b}: c[..., i, j] = sum_k op(a)[..., i, k] *
 // op(b)[..., k, j], op the optional transpose of the last two dims; batch dims
 // broadcast. Operands: f32, f64, i32 or i64, rank >= 2, one dtype.

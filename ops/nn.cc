@@ -243,6 +243,20 @@ absl::StatusOr<AbstractPtr> InferDropout(const InferCall& c) {
   return c.args[0];
 }
 
+// random_uniform_like(x){low, high, seed, dtype} and random_normal_like(x){mean,
+// scale, seed, dtype}: a float tensor of x's shape whose element i is a draw of
+// the counter-based hash at (seed, i) (backends/cpu/dropout_hash.h): the same
+// numbers for the same seed, shape and attributes, on every device.
+absl::StatusOr<AbstractPtr> InferRandomLike(const InferCall& c) {
+  KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* x, TensorArg(c, 0));
+  const DType t = c.prim.GetDType("dtype");
+  if (t != DType::kFloat32 && t != DType::kFloat64) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(c.prim.name(), ": attribute 'dtype' must be f32 or f64, got ", DTypeName(t)));
+  }
+  return MakeAbstractTensor(t, x->shape());
+}
+
 absl::StatusOr<AbstractPtr> InferDynamicDropout(const InferCall& c) {
   KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* x, TensorArg(c, 0));
   KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* rate, TensorArg(c, 1));
@@ -417,6 +431,15 @@ void RegisterNnOps(std::vector<PrimitiveDef>* defs) {
           .Bprop(BpropDropout)
           .ZeroIfAny({0})
           .Linear());
+  // x gives only the shape: no gradient.
+  defs->push_back(OpDef(PrimId::kRandomUniformLike, 1, 1, InferRandomLike,
+                        {FloatAttr("low", 0.0), FloatAttr("high", 1.0), IntAttr("seed", 0),
+                         DTypeAttr("dtype", DType::kFloat32)})
+                      .ZeroGradient());
+  defs->push_back(OpDef(PrimId::kRandomNormalLike, 1, 1, InferRandomLike,
+                        {FloatAttr("mean", 0.0), FloatAttr("scale", 1.0), IntAttr("seed", 0),
+                         DTypeAttr("dtype", DType::kFloat32)})
+                      .ZeroGradient());
   // Linear in x only: the scale 1 / (1 - rate) is not linear in the rate.
   defs->push_back(OpDef(PrimId::kDynamicDropout, 2, 2, InferDynamicDropout, {IntAttr("seed", 0)})
                       .Bprop(BpropDynamicDropout)

@@ -46,7 +46,47 @@ Shape NonZeroShape(TensorType x, int64_t count) {
   return {x.rank(), count};
 }
 
+absl::StatusOr<UniqueSpec> UniqueShape(const Primitive& p, TensorType x, int64_t count) {
+  KGRAD_RETURN_IF_ERROR(CheckDType(0, x, kAllTypes | kNarrowIntegerTypes));
+  const std::vector<int64_t>& axes = p.GetInts("axis");
+  UniqueSpec s;
+  if (axes.size() > 1) return PrimError(p, absl::StrCat("attribute 'axis' must be empty or one axis, got ", axes.size()));
+  if (axes.empty()) {
+    s.len = 1;
+    for (int64_t d : x.shape) s.len = d < 0 || s.len < 0 ? kUnknownDim : s.len * d;
+    s.y = {count};
+    return s;
+  }
+  if (axes[0] < -x.rank() || axes[0] >= x.rank()) {
+    return PrimError(p, absl::StrCat("axis ", axes[0], " is out of range for ", x.ToString()));
+  }
+  s.axis = static_cast<int>(axes[0] < 0 ? axes[0] + x.rank() : axes[0]);
+  for (int i = 0; i < x.rank(); ++i) {
+    int64_t& part = i < s.axis ? s.outer : i == s.axis ? s.len : s.inner;
+    if (i == s.axis) {
+      part = x.shape[i];
+    } else {
+      part = x.shape[i] < 0 || part < 0 ? kUnknownDim : part * x.shape[i];
+    }
+  }
+  s.y = Shape(x.shape.begin(), x.shape.end());
+  s.y[s.axis] = count;
+  return s;
+}
+
 namespace {
+
+// unique(x){axis, sorted}: (y, indices, inverse, counts); the count of distinct
+// elements is known at inference only for an empty x.
+absl::StatusOr<AbstractPtr> InferUnique(const InferCall& c) {
+  KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* x, TensorArg(c, 0));
+  KGRAD_ASSIGN_OR_RETURN(UniqueSpec probe, UniqueShape(c.prim, *x, kUnknownDim));
+  const int64_t count = probe.len == 0 ? 0 : kUnknownDim;
+  KGRAD_ASSIGN_OR_RETURN(UniqueSpec s, UniqueShape(c.prim, *x, count));
+  return MakeAbstractTuple({MakeAbstractTensor(x->dtype(), s.y), MakeAbstractTensor(DType::kInt64, {count}),
+                            MakeAbstractTensor(DType::kInt64, {s.len}),
+                            MakeAbstractTensor(DType::kInt64, {count})});
+}
 
 // ----- Inference -----------------------------------------------------------------------
 // topk(x, k){axis, largest, sorted}: (values, indices), both shaped like x with k
@@ -90,6 +130,9 @@ void RegisterSelectionOps(std::vector<PrimitiveDef>* defs) {
                       .Bprop(BpropTopK));
   // Integer coordinates: no gradient.
   defs->push_back(OpDef(PrimId::kNonZero, 1, 1, InferNonZero).ZeroGradient());
+  // Selection of distinct values: not differentiable (as torch.unique), no gradient.
+  defs->push_back(OpDef(PrimId::kUnique, 1, 1, InferUnique, {IntsAttr("axis", {}), BoolAttr("sorted", true)})
+                      .ZeroGradient());
 }
 
 }  // namespace ops

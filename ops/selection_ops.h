@@ -34,6 +34,20 @@ struct TopKSpec {
 };
 absl::StatusOr<TopKSpec> TopKShape(const Primitive& p, TensorType x, int64_t k);
 
+// unique(x){axis, sorted}: the distinct elements of x (axis empty: x flattened) or
+// its distinct slices along axis ([a]), ONNX's Unique: (y, indices, inverse,
+// counts) with y in ascending (lexicographic for slices; NaN last, NaNs equal)
+// order when sorted, else in order of first occurrence; indices the first
+// occurrence of each along the axis, inverse the position in y of every
+// element (slice), counts their multiplicities. `count` is y's length along the
+// axis (known at run time; kUnknownDim at inference).
+struct UniqueSpec {
+  int axis = -1;  // -1: flattened
+  int64_t outer = 1, len = 0, inner = 1;  // x as [outer, len, inner]
+  Shape y;         // y's shape for `count`
+};
+absl::StatusOr<UniqueSpec> UniqueShape(const Primitive& p, TensorType x, int64_t count);
+
 // nonzero(x): the coordinates of x's nonzero elements (true, != 0; NaN counts),
 // in row-major order, as an i64 [rank(x), count] tensor (NumPy's nonzero stacked;
 // [0, count] for a rank-0 x, as ONNX says). `count` is known only when x has no

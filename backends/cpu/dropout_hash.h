@@ -6,6 +6,7 @@
 #ifndef KGRAD_BACKENDS_CPU_DROPOUT_HASH_H_
 #define KGRAD_BACKENDS_CPU_DROPOUT_HASH_H_
 
+#include <cmath>
 #include <cstdint>
 
 #if defined(__CUDACC__)
@@ -33,6 +34,20 @@ KGRAD_HOST_DEVICE inline double DropoutUniform(uint64_t seed, uint64_t i) {
 
 KGRAD_HOST_DEVICE inline bool DropoutKeep(uint64_t seed, uint64_t i, double rate) {
   return DropoutUniform(seed, i) >= rate;
+}
+
+// The random primitives' draws for element i of a tensor with `seed`, from the
+// same counter-based hash (random_uniform_like, random_normal_like; ONNX's
+// RandomUniformLike, RandomNormalLike and, through a uniform, Bernoulli).
+KGRAD_HOST_DEVICE inline double UniformAt(uint64_t seed, uint64_t i, double low, double high) {
+  return low + (high - low) * DropoutUniform(seed, i);
+}
+
+// Box-Muller over the uniforms of 2i and 2i + 1: a standard normal draw, scaled.
+KGRAD_HOST_DEVICE inline double NormalAt(uint64_t seed, uint64_t i, double mean, double scale) {
+  const double u1 = 1.0 - DropoutUniform(seed, 2 * i);  // in (0, 1]: log is finite
+  const double u2 = DropoutUniform(seed, 2 * i + 1);
+  return mean + scale * (sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2));
 }
 
 }  // namespace kgrad

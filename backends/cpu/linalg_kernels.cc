@@ -5,6 +5,7 @@
 // oneDNN's sgemm for big f32 tiles, a plain loop for integers.
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <cstdint>
 #include <string>
 #include <type_traits>
@@ -12,6 +13,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
 #include "backends/cpu/cpu_kernels.h"
 #include "backends/cpu/eigen.h"
 #include "backends/cpu/parallel.h"
@@ -431,11 +433,142 @@ absl::StatusOr<Value> Einsum(KernelContext& ctx) {
   return Value(*std::move(out));
 }
 
+// ----- det, matrix_inverse ------------------------------------------------------------------
+// Both eliminate one n x n matrix at a time in double (f32 inputs too, so that the
+// pivots lose nothing), with partial pivoting: at column k the row of the largest
+// |entry| at or below the diagonal is swapped up. The matrices run in parallel.
+
+// The determinant of the row-major n x n matrix `m` (overwritten): the product of
+// the pivots, negated once per row swap. An exact zero pivot column gives 0.
+double Determinant(std::vector<double>& m, int64_t n) {
+  double det = 1;
+  for (int64_t k = 0; k < n; ++k) {
+    int64_t p = k;
+    for (int64_t i = k + 1; i < n; ++i) {
+      if (std::abs(m[i * n + k]) > std::abs(m[p * n + k])) p = i;
+    }
+    const double pivot = m[p * n + k];
+    if (pivot == 0) return 0.0 * det;  // keeps a NaN det NaN
+    if (p != k) {
+      for (int64_t j = 0; j < n; ++j) std::swap(m[k * n + j], m[p * n + j]);
+      det = -det;
+    }
+    det *= pivot;
+    for (int64_t i = k + 1; i < n; ++i) {
+      const double f = m[i * n + k] / pivot;
+      if (f == 0) continue;
+      for (int64_t j = k + 1; j < n; ++j) m[i * n + j] -= f * m[k * n + j];
+    }
+  }
+  return det;
+}
+
+// The inverse of `m` (overwritten) into `inv` by Gauss-Jordan elimination of
+// [m | I]; false when a pivot is exactly zero (singular).
+bool Inverse(std::vector<double>& m, std::vector<double>& inv, int64_t n) {
+  inv.assign(n * n, 0.0);
+  for (int64_t i = 0; i < n; ++i) inv[i * n + i] = 1;
+  for (int64_t k = 0; k < n; ++k) {
+    int64_t p = k;
+    for (int64_t i = k + 1; i < n; ++i) {
+      if (std::abs(m[i * n + k]) > std::abs(m[p * n + k])) p = i;
+    }
+    if (m[p * n + k] == 0) return false;
+    if (p != k) {
+      for (int64_t j = 0; j < n; ++j) {
+        std::swap(m[k * n + j], m[p * n + j]);
+        std::swap(inv[k * n + j], inv[p * n + j]);
+      }
+    }
+    const double r = 1.0 / m[k * n + k];
+    for (int64_t j = 0; j < n; ++j) {
+      m[k * n + j] *= r;
+      inv[k * n + j] *= r;
+    }
+    for (int64_t i = 0; i < n; ++i) {
+      const double f = m[i * n + k];
+      if (i == k || f == 0) continue;
+      for (int64_t j = 0; j < n; ++j) {
+        m[i * n + j] -= f * m[k * n + j];
+        inv[i * n + j] -= f * inv[k * n + j];
+      }
+    }
+  }
+  return true;
+}
+
+// fn(b, m) for every matrix b of `a` as doubles in `m` (row-major n x n), the
+// matrices split over the threads; the first error (lowest b) wins.
+template <typename T, typename Fn>
+absl::Status ForEachMatrix(const Tensor& a, int64_t n, Fn&& fn) {
+  const int64_t count = a.NumElements() / (n * n);  // n > 0
+  const int64_t per = std::max<int64_t>(1, n * n * n);
+  std::vector<absl::Status> errors(count);
+  ParallelFor(count, std::max<int64_t>(1, kParallelGrain / per), [&](int64_t b0, int64_t b1) {
+    std::vector<double> m(n * n);
+    for (int64_t b = b0; b < b1; ++b) {
+      const T* src = a.data<T>() + b * n * n;
+      for (int64_t i = 0; i < n * n; ++i) m[i] = static_cast<double>(src[i]);
+      errors[b] = fn(b, m);
+    }
+  });
+  for (const absl::Status& e : errors) KGRAD_RETURN_IF_ERROR(e);
+  return absl::OkStatus();
+}
+
+// det(a [..., n, n]) -> [...].
+absl::StatusOr<Value> Det(KernelContext& ctx) {
+  KGRAD_ASSIGN_OR_RETURN(const Tensor* a, ctx.FloatTensorAt(0));
+  KGRAD_ASSIGN_OR_RETURN(Shape batch, ops::SquareMatrices(ctx.prim(), *a));
+  const int64_t n = a->dim(a->rank() - 1);
+  if (n == 0) {  // the empty product
+    KGRAD_ASSIGN_OR_RETURN(Tensor ones, Tensor::Full(a->dtype(), batch, 1.0));
+    return Value(std::move(ones));
+  }
+  KGRAD_ASSIGN_OR_RETURN(Tensor out, ctx.Allocate(a->dtype(), batch));
+  auto run = [&](auto zero) {
+    using T = decltype(zero);
+    T* y = out.mutable_data<T>();
+    return ForEachMatrix<T>(*a, n, [&](int64_t b, std::vector<double>& m) {
+      y[b] = static_cast<T>(Determinant(m, n));
+      return absl::OkStatus();
+    });
+  };
+  KGRAD_RETURN_IF_ERROR(a->dtype() == DType::kFloat32 ? run(float{}) : run(double{}));
+  return Value(std::move(out));
+}
+
+// matrix_inverse(a [..., n, n]) -> [..., n, n]; a singular matrix is an error.
+absl::StatusOr<Value> MatrixInverse(KernelContext& ctx) {
+  KGRAD_ASSIGN_OR_RETURN(const Tensor* a, ctx.FloatTensorAt(0));
+  KGRAD_RETURN_IF_ERROR(ops::SquareMatrices(ctx.prim(), *a).status());
+  const int64_t n = a->dim(a->rank() - 1);
+  KGRAD_ASSIGN_OR_RETURN(Tensor out, ctx.Allocate(a->dtype(), a->shape()));
+  if (n == 0) return Value(std::move(out));
+  auto run = [&](auto zero) {
+    using T = decltype(zero);
+    T* y = out.mutable_data<T>();
+    return ForEachMatrix<T>(*a, n, [&](int64_t b, std::vector<double>& m) -> absl::Status {
+      std::vector<double> inv;
+      if (!Inverse(m, inv, n)) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("matrix_inverse: matrix ", b, " of input 0, ", a->TypeString(), ", is singular"));
+      }
+      for (int64_t i = 0; i < n * n; ++i) y[b * n * n + i] = static_cast<T>(inv[i]);
+      return absl::OkStatus();
+    });
+  };
+  KGRAD_RETURN_IF_ERROR(a->dtype() == DType::kFloat32 ? run(float{}) : run(double{}));
+  return Value(std::move(out));
+}
+
 }  // namespace
 
 void RegisterLinalgKernels(KernelTable* table) {
   table->Set(PrimId::kMatMul, MatMul);
   table->Set(PrimId::kEinsum, Einsum);
+  table->Set(PrimId::kDet, Det);
+  table->Set(PrimId::kMatrixInverse, MatrixInverse);
 }
 
 }  // namespace cpu

@@ -14,6 +14,7 @@
 #include <utility>
 
 #include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
 #include "absl/types/span.h"
 #include "backends/cpu/cpu_kernels.h"
 #include "backends/cpu/double_sums.h"
@@ -437,9 +438,42 @@ absl::StatusOr<Value> DynamicDropout(KernelContext& ctx) {
   return RunDropout(ctx, *x, a);
 }
 
+// random_uniform_like(x) and random_normal_like(x): element i from (seed, i); the
+// elements in parallel (each depends on its index only).
+absl::StatusOr<Value> RandomLike(KernelContext& ctx) {
+  KGRAD_ASSIGN_OR_RETURN(const Tensor* x, ctx.TensorAt(0));
+  const Primitive& p = ctx.prim();
+  const DType t = p.GetDType("dtype");
+  if (t != DType::kFloat32 && t != DType::kFloat64) {
+    return absl::InvalidArgumentError(absl::StrCat(p.name(), ": attribute 'dtype' must be f32 or f64"));
+  }
+  KGRAD_ASSIGN_OR_RETURN(Tensor out, ctx.Allocate(t, x->shape()));
+  const bool normal = p.id() == PrimId::kRandomNormalLike;
+  const uint64_t seed = static_cast<uint64_t>(p.GetInt("seed"));
+  const double a = p.GetFloat(normal ? "mean" : "low"), b = p.GetFloat(normal ? "scale" : "high");
+  auto fill = [&](auto zero) {
+    using T = decltype(zero);
+    T* y = out.mutable_data<T>();
+    ParallelFor(out.NumElements(), kParallelGrain / 16, [&](int64_t i0, int64_t i1) {
+      for (int64_t i = i0; i < i1; ++i) {
+        const uint64_t k = static_cast<uint64_t>(i);
+        y[i] = static_cast<T>(normal ? NormalAt(seed, k, a, b) : UniformAt(seed, k, a, b));
+      }
+    });
+  };
+  if (t == DType::kFloat32) {
+    fill(float{});
+  } else {
+    fill(double{});
+  }
+  return Value(std::move(out));
+}
+
 }  // namespace
 
 void RegisterNnKernels(KernelTable* table) {
+  table->Set(PrimId::kRandomUniformLike, RandomLike);
+  table->Set(PrimId::kRandomNormalLike, RandomLike);
   table->Set(PrimId::kSoftmax, Softmax<false>);
   table->Set(PrimId::kLogSoftmax, Softmax<true>);
   table->Set(PrimId::kSoftmaxCrossEntropy, SoftmaxCrossEntropy);

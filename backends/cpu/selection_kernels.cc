@@ -6,12 +6,14 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <numeric>
 #include <type_traits>
 #include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
 #include "backends/cpu/cpu_kernels.h"
 #include "backends/cpu/parallel.h"
 #include "core/shape.h"
@@ -113,9 +115,102 @@ absl::StatusOr<Value> NonZero(KernelContext& ctx) {
   return Value(std::move(out));
 }
 
+// ----- unique --------------------------------------------------------------------------------
+// Three-way order of a and b: NumPy's sort order (NaN last), NaNs equal.
+template <typename T>
+int Compare(T a, T b) {
+  if (Greater(a, b)) return 1;
+  if (Greater(b, a)) return -1;
+  return 0;
+}
+
+// x as [outer, len, inner]: item j is the slice x[:, j, :], compared
+// lexicographically in row-major order.
+template <typename T>
+struct Items {
+  const T* x;
+  int64_t outer, len, inner;
+  int Compare(int64_t a, int64_t b) const {
+    for (int64_t o = 0; o < outer; ++o) {
+      for (int64_t i = 0; i < inner; ++i) {
+        const int c = cpu::Compare(x[(o * len + a) * inner + i], x[(o * len + b) * inner + i]);
+        if (c != 0) return c;
+      }
+    }
+    return 0;
+  }
+};
+
+// The groups of equal items: `first` the first occurrence of each group, in the
+// output's order (ascending when sorted, else by first occurrence); `group[j]`
+// the output position of item j.
+template <typename T>
+void GroupItems(const Items<T>& items, bool sorted, std::vector<int64_t>* first, std::vector<int64_t>* group) {
+  std::vector<int64_t> order(items.len);
+  std::iota(order.begin(), order.end(), int64_t{0});
+  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return items.Compare(a, b) < 0; });
+  group->assign(items.len, 0);
+  std::vector<int64_t> sorted_first;  // per group in sorted order: its first (smallest) item
+  for (size_t r = 0; r < order.size(); ++r) {
+    if (r == 0 || items.Compare(order[r - 1], order[r]) != 0) sorted_first.push_back(order[r]);
+    (*group)[order[r]] = static_cast<int64_t>(sorted_first.size()) - 1;
+  }
+  std::vector<int64_t> rank(sorted_first.size());  // output position of each sorted group
+  std::iota(rank.begin(), rank.end(), int64_t{0});
+  if (!sorted) {
+    std::vector<int64_t> by_first(sorted_first.size());
+    std::iota(by_first.begin(), by_first.end(), int64_t{0});
+    std::sort(by_first.begin(), by_first.end(),
+              [&](int64_t a, int64_t b) { return sorted_first[a] < sorted_first[b]; });
+    for (size_t k = 0; k < by_first.size(); ++k) rank[by_first[k]] = static_cast<int64_t>(k);
+  }
+  first->assign(sorted_first.size(), 0);
+  for (size_t g = 0; g < sorted_first.size(); ++g) (*first)[rank[g]] = sorted_first[g];
+  for (int64_t& g : *group) g = rank[g];
+}
+
+// unique(x){axis, sorted} -> (y, indices, inverse, counts).
+absl::StatusOr<Value> Unique(KernelContext& ctx) {
+  KGRAD_ASSIGN_OR_RETURN(const Tensor* x, ctx.TensorAt(0));
+  KGRAD_ASSIGN_OR_RETURN(ops::UniqueSpec s, ops::UniqueShape(ctx.prim(), *x, 0));
+  std::vector<int64_t> first, group;
+  absl::Status unsupported = absl::OkStatus();
+  DispatchDType(x->dtype(), [&](auto zero) {
+    using T = decltype(zero);
+    if constexpr (std::is_arithmetic_v<T>) {
+      GroupItems(Items<T>{x->data<T>(), s.outer, s.len, s.inner}, ctx.prim().GetBool("sorted"), &first, &group);
+    } else {
+      unsupported = absl::InvalidArgumentError(absl::StrCat("unique: ", x->TypeString(), " is not supported"));
+    }
+  });
+  KGRAD_RETURN_IF_ERROR(unsupported);
+  const int64_t count = static_cast<int64_t>(first.size());
+  KGRAD_ASSIGN_OR_RETURN(s, ops::UniqueShape(ctx.prim(), *x, count));
+  KGRAD_ASSIGN_OR_RETURN(Tensor y, ctx.Allocate(x->dtype(), s.y));
+  KGRAD_ASSIGN_OR_RETURN(Tensor indices, ctx.Allocate(DType::kInt64, {count}));
+  KGRAD_ASSIGN_OR_RETURN(Tensor inverse, ctx.Allocate(DType::kInt64, {s.len}));
+  KGRAD_ASSIGN_OR_RETURN(Tensor counts, ctx.Allocate(DType::kInt64, {count}));
+  const int64_t bytes = DTypeSize(x->dtype()) * s.inner;
+  const char* src = static_cast<const char*>(x->raw_data());
+  char* dst = static_cast<char*>(y.raw_data());
+  for (int64_t o = 0; o < s.outer; ++o) {
+    for (int64_t k = 0; k < count; ++k) {
+      std::memcpy(dst + (o * count + k) * bytes, src + (o * s.len + first[k]) * bytes, bytes);
+    }
+  }
+  std::copy(first.begin(), first.end(), indices.mutable_data<int64_t>());
+  std::copy(group.begin(), group.end(), inverse.mutable_data<int64_t>());
+  int64_t* c = counts.mutable_data<int64_t>();
+  std::fill(c, c + count, int64_t{0});
+  for (int64_t g : group) ++c[g];
+  return Value::Tuple({Value(std::move(y)), Value(std::move(indices)), Value(std::move(inverse)),
+                       Value(std::move(counts))});
+}
+
 }  // namespace
 
 void RegisterSelectionKernels(KernelTable* table) {
+  table->Set(PrimId::kUnique, Unique);
   table->Set(PrimId::kTopK, TopK);
   table->Set(PrimId::kNonZero, NonZero);
 }

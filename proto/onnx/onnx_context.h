@@ -187,6 +187,7 @@ void AddNormOps(OpTable* t);         // onnx_norm_ops.cc
 void AddRnnOps(OpTable* t);          // onnx_rnn_ops.cc
 void AddGridSampleOps(OpTable* t);  // onnx_grid_sample.cc
 void AddQuantizeOps(OpTable* t);     // onnx_quantize_ops.cc
+void AddRandomOps(OpTable* t);       // onnx_random_ops.cc
 void AddIndexOps(OpTable* t);        // onnx_index_ops.cc
 
 class Importer {

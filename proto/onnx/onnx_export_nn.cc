@@ -321,6 +321,9 @@ absl::StatusOr<std::string> EmitMatMul(Exporter& e, const ExportCall& call) {
   return e.Op("MatMul", {xy[0], xy[1]});
 }
 
+// det(a) = Det (the same batch of square matrices).
+absl::StatusOr<std::string> EmitDet(Exporter& e, const ExportCall& call) { return e.Op("Det", call.in); }
+
 absl::StatusOr<std::string> EmitEinsum(Exporter& e, const ExportCall& call) {
   NodeProto* n = e.Add("Einsum", call.in);
   SetString(n, "equation", call.prim.GetString("equation"));
@@ -332,6 +335,7 @@ absl::StatusOr<std::string> EmitEinsum(Exporter& e, const ExportCall& call) {
 void AddNnEmitters(EmitterTable* t) {
   t->Emit(PrimId::kMatMul, EmitMatMul);
   t->Emit(PrimId::kEinsum, EmitEinsum);
+  t->Emit(PrimId::kDet, EmitDet);
   t->Emit(PrimId::kSoftmax, EmitSoftmax);
   t->Emit(PrimId::kLogSoftmax, EmitSoftmax);
   t->Emit(PrimId::kSoftmaxCrossEntropy, EmitSoftmaxCrossEntropy);

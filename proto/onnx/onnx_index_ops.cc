@@ -100,6 +100,29 @@ Outputs TopK(NodeContext& c) {
   return std::vector<ImportedValue>{values, indices};
 }
 
+// Unique(X){axis, sorted} = unique(X): Y, indices, inverse_indices, counts (the
+// count of distinct elements or slices known at run time).
+Outputs Unique(NodeContext& c) {
+  KGRAD_RETURN_IF_ERROR(c.ExpectInputs(1, 1));
+  KGRAD_RETURN_IF_ERROR(c.ExpectOutputs(4));
+  KGRAD_ASSIGN_OR_RETURN(ImportedValue x, c.Input(0));
+  KGRAD_ASSIGN_OR_RETURN(int64_t sorted, c.Int("sorted", 1));
+  if (sorted != 0 && sorted != 1) return c.Error(absl::StrCat("sorted must be 0 or 1, got ", sorted));
+  std::vector<int64_t> axis;
+  if (c.HasAttr("axis")) {
+    KGRAD_ASSIGN_OR_RETURN(int64_t a, c.Int("axis", 0));
+    axis.push_back(a);
+  }
+  KGRAD_ASSIGN_OR_RETURN(ImportedValue all,
+                         c.Emit(PrimId::kUnique, {x}, {{"axis", axis}, {"sorted", sorted == 1}}));
+  std::vector<ImportedValue> outs;
+  for (int i = 0; i < c.node().output_size(); ++i) {
+    KGRAD_ASSIGN_OR_RETURN(ImportedValue v, c.Item(all, i));
+    outs.push_back(v);
+  }
+  return outs;
+}
+
 // NonZero(X) = nonzero(X): i64 [rank, count], the count known at run time.
 Outputs NonZero(NodeContext& c) {
   KGRAD_RETURN_IF_ERROR(c.ExpectInputs(1, 1));
@@ -292,7 +315,8 @@ Outputs ScatterND(NodeContext& c) {
 void AddIndexOps(OpTable* t) {
   AddMappings(t, {{"GatherElements", GatherElements}, {"ScatterElements", ScatterElements},
                   {"Scatter", ScatterElements}, {"CumSum", CumSum}, {"GatherND", GatherND},
-                  {"ScatterND", ScatterND}, {"TopK", TopK}, {"NonZero", NonZero}});
+                  {"ScatterND", ScatterND}, {"TopK", TopK}, {"NonZero", NonZero},
+                  {"Unique", Unique}});
 }
 
 }  // namespace onnx_import

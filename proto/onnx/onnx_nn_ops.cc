@@ -127,6 +127,14 @@ absl::StatusOr<std::string> ExpandEllipsis(NodeContext& c, const std::string& eq
   return absl::StrCat(lhs, "->", out);
 }
 
+// Det(X) = det(X): each square matrix's determinant.
+Outputs Det(NodeContext& c) {
+  KGRAD_RETURN_IF_ERROR(c.ExpectInputs(1, 1));
+  KGRAD_RETURN_IF_ERROR(c.ExpectOutputs(1));
+  KGRAD_ASSIGN_OR_RETURN(ImportedValue x, c.Input(0));
+  return OneOutput(c.Emit(PrimId::kDet, {x}));
+}
+
 // Einsum(inputs...){equation} = einsum, '...' expanded to letters at import.
 Outputs Einsum(NodeContext& c) {
   KGRAD_RETURN_IF_ERROR(c.ExpectInputs(1, 16));
@@ -167,7 +175,7 @@ Outputs Softmax(NodeContext& c) {
 }  // namespace
 
 void AddNnOps(OpTable* t) {
-  AddMappings(t, {{"MatMul", MatMul}, {"Gemm", Gemm}, {"Einsum", Einsum},
+  AddMappings(t, {{"MatMul", MatMul}, {"Gemm", Gemm}, {"Einsum", Einsum}, {"Det", Det},
                   {"Softmax", Softmax<PrimId::kSoftmax>},
                   {"LogSoftmax", Softmax<PrimId::kLogSoftmax>}});
 }

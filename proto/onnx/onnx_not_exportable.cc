@@ -38,7 +38,8 @@ absl::Span<const NotExportable> NotExportablePrims() {
     // Randomness that ONNX would draw differently.
     refuse("random: its mask comes from kgrad's counter-based hash of the seed; ONNX Dropout "
            "draws other numbers, so the export would not compute the same values",
-           {PrimId::kDropout, PrimId::kDynamicDropout});
+           {PrimId::kDropout, PrimId::kDynamicDropout, PrimId::kRandomUniformLike,
+            PrimId::kRandomNormalLike});
     // No single ONNX op, and no composition written yet.
     refuse("without an ONNX op: it would be a gather of ddx at MaxPool's Indices output (not "
            "written yet)",
@@ -49,6 +50,11 @@ absl::Span<const NotExportable> NotExportablePrims() {
     refuse("without an ONNX op: the adjoint of Tile would be a Reshape to interleaved run-time "
            "dims and a ReduceSum (not written yet)",
            {PrimId::kDynamicTileGrad});
+    refuse("without an ONNX op: the default domain has no matrix inverse (det's gradient uses it; "
+           "com.microsoft's Inverse is a contrib op)",
+           {PrimId::kMatrixInverse});
+    refuse("without an emitter yet: ONNX Unique has the same four outputs (not written yet)",
+           {PrimId::kUnique});
     refuse("not ONNX OneHot: that wraps indices in [-depth, 0), which dynamic_one_hot maps to an "
            "all-off row (the importer wraps them before it)",
            {PrimId::kDynamicOneHot});

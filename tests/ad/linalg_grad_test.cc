@@ -216,6 +216,38 @@ TEST(LinalgGradTest, EinsumWithUnknownSizesRunsOnConcreteOperands) {
   EXPECT_TRUE(r->passed()) << r->ToString();
 }
 
+// det and matrix_inverse to second order (the rules use each other and matmul),
+// reverse and forward mode, at well-conditioned points (the diagonal lifted).
+std::vector<Value> WellConditioned(const Shape& shape, std::mt19937_64& rng) {
+  Tensor t = Tensor::Create(kF64, shape).value();
+  std::uniform_real_distribution<double> u(-1, 1);
+  const int64_t n = shape.back();
+  for (int64_t i = 0; i < t.NumElements(); ++i) {
+    const int64_t r = (i / n) % n, c = i % n;
+    t.mutable_data<double>()[i] = u(rng) + (r == c ? 3.0 : 0.0);
+  }
+  return {Value(std::move(t))};
+}
+
+TEST(LinalgGradTest, DetAndInverse) {
+  for (PrimId id : {PrimId::kDet, PrimId::kMatrixInverse}) {
+    for (const Shape& shape : {Shape{1, 1}, Shape{3, 3}, Shape{2, 4, 4}}) {
+      SCOPED_TRACE(::testing::Message() << PrimIdName(id) << " " << ShapeToString(shape));
+      // det of a 1x1 matrix is its entry: linear, no curvature to check.
+      const bool curved = !(id == PrimId::kDet && shape == Shape{1, 1});
+      ExpectGradientsAtSeeds(id, [shape](std::mt19937_64& rng) { return WellConditioned(shape, rng); }, {},
+                             curved);
+    }
+  }
+}
+
+// d det / dA = det * A^-T: for A = diag(2, 3), [[3, 0], [0, 2]].
+TEST(LinalgGradTest, DetGradientValue) {
+  std::vector<std::vector<double>> g = Gradients(PrimId::kDet, {F64({2, 2}, {2, 0, 0, 3})});
+  ASSERT_EQ(g.size(), 1u);
+  EXPECT_EQ(g[0], (std::vector<double>{3, 0, 0, 2}));
+}
+
 }  // namespace
 }  // namespace testing
 }  // namespace kgrad

@@ -228,13 +228,15 @@ Verdict RunAndCompare(Module& module, const onnx::GraphProto& graph, const std::
 
 // Tests whose expected values ONNX's generators draw from numpy's random
 // generator where the op leaves the values to the implementation: Dropout's mask
-// in training mode with ratio > 0 (onnx/backend/test/case/node/dropout.py).
-// kgrad's mask is its own counter-based hash, so differing values there are
-// not wrong: such a run counts as refused (a shape or dtype difference stays
-// wrong). ONNX Runtime lists the same tests as not comparable.
+// in training mode with ratio > 0 (onnx/backend/test/case/node/dropout.py) and
+// Bernoulli's draws (bernoulli.py: np.random.binomial). kgrad's draws are its
+// own counter-based hash, so differing values there are not wrong: such a run
+// counts as refused (a shape or dtype difference stays wrong). ONNX Runtime
+// lists the same tests as not comparable.
 constexpr const char* kRandomExpectedValues[] = {
     "test_training_dropout", "test_training_dropout_default", "test_training_dropout_default_mask",
-    "test_training_dropout_mask"};
+    "test_training_dropout_mask", "test_bernoulli", "test_bernoulli_double", "test_bernoulli_seed",
+    "test_bernoulli_expanded", "test_bernoulli_double_expanded", "test_bernoulli_seed_expanded"};
 
 bool HasRandomExpectedValues(const std::string& dir) {
   const size_t slash = dir.find_last_of('/');

@@ -73,9 +73,9 @@ def main():
     write("test_fold_reshape", [helper.make_node("Reshape", ["x", "shape"], ["z"])],
           [("x", F, [2, 3]), ("shape", I64, [2])], [("z", F, [3, 2])],
           [x, np.array([3, 2], np.int64)], [x.reshape(3, 2)])
-    write("test_refused_op", [helper.make_node("Det", ["x"], ["z"])],
-          [("x", F, [2, 2])], [("z", F, [])],
-          [np.eye(2, dtype=np.float32)], [np.array(1, np.float32)])
+    write("test_refused_op", [helper.make_node("Hardmax", ["x"], ["z"])],
+          [("x", F, [2, 2])], [("z", F, [2, 2])],
+          [np.eye(2, dtype=np.float32)], [np.eye(2, dtype=np.float32)])
     # A loop whose trip count and condition never stop it: the runner's time
     # limit must (the executor's own limits take about a minute).
     body = helper.make_graph(

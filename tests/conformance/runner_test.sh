@@ -34,7 +34,7 @@ expect test_wrong_dtype wrong - 'dtype: expected f64, got f32'
 expect test_wrong_shape wrong - 'shape: expected [3,2], got [2,3]'
 expect test_wrong_nan wrong - 'first at [0,0]: expected 0, got nan'
 expect test_wrong_int wrong - 'expected 7, got 6'
-expect test_refused_op refused - '1 unsupported ONNX op: Det'
+expect test_refused_op refused - '1 unsupported ONNX op: Hardmax'
 expect test_crash_endless_loop crash - 'timeout after 2 s'
 # The shape as a graph input: read at run time (dynamic_reshape); integer inputs
 # get no gradient check.
@@ -42,7 +42,7 @@ expect test_fold_reshape pass - ''
 
 grep -qF 'overall: 12 tests: 5 pass (41.7%), 5 wrong, 1 refused, 1 crash' "$tmp/all.out" \
   && ok "overall totals" || { fail "overall totals"; cat "$tmp/all.out"; }
-# Add and Div only: the Det test and the loop (Constant, Loop, ...) are outside.
+# Add and Div only: the Hardmax test and the loop (Constant, Loop, ...) are outside.
 grep -qF 'exporter subset (every op type among the 2 ' "$tmp/all.out" \
   && grep -qF '): 9 tests: 4 pass (44.4%), 5 wrong, 0 refused, 0 crash' "$tmp/all.out" \
   && ok "exporter subset" || { fail "exporter subset"; cat "$tmp/all.out"; }

@@ -64,7 +64,10 @@ TEST(CudaDeviceTest, EveryPrimitiveWithACpuKernelHasACudaKernel) {
       PrimId::kDynamicTile, PrimId::kDynamicTileGrad, PrimId::kDynamicUnsqueeze,
       PrimId::kDynamicSqueeze, PrimId::kDynamicReduceSum,
       // Selection by value (data-dependent output order and count).
-      PrimId::kTopK, PrimId::kNonZero,
+      PrimId::kTopK, PrimId::kNonZero, PrimId::kUnique,
+      // Small dense linear algebra (det's gradient uses the inverse) and the
+      // seeded random draws: CPU kernels only so far.
+      PrimId::kDet, PrimId::kMatrixInverse, PrimId::kRandomUniformLike, PrimId::kRandomNormalLike,
       // A rate computed at run time, read on the host.
       PrimId::kDynamicDropout,
       // Unsigned integers only (ONNX BitShift): storage dtypes, which every

@@ -190,6 +190,17 @@ TEST(EinsumInferTest, OperandCountIsOneToEight) {
   EXPECT_FALSE(p->def().zero_gradient);
 }
 
+// det(a [..., n, n]) -> [...]; matrix_inverse keeps the shape; unknown dims stay.
+TEST(DetInferTest, ShapesAndErrors) {
+  EXPECT_EQ(Inferred(PrimId::kDet, {T(kF32, {2, 3, 4, 4})}), TypeOf(kF32, {2, 3}));
+  EXPECT_EQ(Inferred(PrimId::kDet, {T(kF64, {5, 5})}), TypeOf(kF64, {}));
+  EXPECT_EQ(Inferred(PrimId::kDet, {T(kF64, {kU, kU, 3})}), TypeOf(kF64, {kU}));
+  EXPECT_EQ(Inferred(PrimId::kMatrixInverse, {T(kF32, {2, kU, 3})}), TypeOf(kF32, {2, kU, 3}));
+  ExpectError(InferOp(PrimId::kDet, {T(kF32, {2, 3})}), "det: input 0 must be square matrices [..., n, n], got f32[2,3]");
+  ExpectError(InferOp(PrimId::kDet, {T(kF32, {3})}), "square matrices");
+  ExpectError(InferOp(PrimId::kMatrixInverse, {T(DType::kInt32, {2, 2})}), "floating-point");
+}
+
 }  // namespace
 }  // namespace testing
 }  // namespace kgrad

@@ -201,6 +201,15 @@ TEST(NnDefinitionsTest, Flags) {
   EXPECT_EQ(ln->GetInt("begin_norm_axis"), -1);
 }
 
+// random_*_like(x): x's shape in the dtype attribute (f32 or f64), any x dtype.
+TEST(RandomLikeInferTest, ShapesAndErrors) {
+  EXPECT_EQ(Inferred(PrimId::kRandomUniformLike, {T(DType::kInt64, {2, kU})}, {{"dtype", AttrValue(kF64)}}),
+            TypeOf(kF64, {2, kU}));
+  EXPECT_EQ(Inferred(PrimId::kRandomNormalLike, {T(kF64, {3})}), TypeOf(kF32, {3}));
+  ExpectError(InferOp(PrimId::kRandomNormalLike, {T(kF32, {3})}, {{"dtype", AttrValue(DType::kInt32)}}),
+              "attribute 'dtype' must be f32 or f64");
+}
+
 }  // namespace
 }  // namespace testing
 }  // namespace kgrad

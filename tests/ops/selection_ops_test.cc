@@ -279,6 +279,18 @@ TEST(SelectionGradTest, TopKSensitivityLandsOnTheSelected) {
   ExpectTensorNear(*r, kF64, {2, 3}, {20, 0, 10, 30, 0, 40}, kExact);
 }
 
+// unique(x){axis, sorted}: (y, indices, inverse, counts); the distinct count is
+// known only for an empty x.
+TEST(UniqueInferTest, ShapesAndErrors) {
+  EXPECT_EQ(Inferred(PrimId::kUnique, {T(kF32, {2, 3})}), "(f32[?], i64[?], i64[6], i64[?])");
+  EXPECT_EQ(Inferred(PrimId::kUnique, {T(kF32, {2, 3, 4})}, {{"axis", Ints{-2}}}),
+            "(f32[2,?,4], i64[?], i64[3], i64[?])");
+  EXPECT_EQ(Inferred(PrimId::kUnique, {T(DType::kInt64, {0, 3})}), "(i64[0], i64[0], i64[0], i64[0])");
+  EXPECT_EQ(Inferred(PrimId::kUnique, {T(kF32, {kU, 3})}), "(f32[?], i64[?], i64[?], i64[?])");
+  ExpectError(InferOp(PrimId::kUnique, {T(kF32, {2, 3})}, {{"axis", Ints{2}}}), "axis 2 is out of range");
+  ExpectError(InferOp(PrimId::kUnique, {T(kF32, {2, 3})}, {{"axis", Ints{0, 1}}}), "empty or one axis");
+}
+
 }  // namespace
 }  // namespace testing
 }  // namespace kgrad

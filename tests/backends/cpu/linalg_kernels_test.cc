@@ -1,4 +1,5 @@
 // CPU kernels of the linalg family against naive float64 references.
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <map>
@@ -407,6 +408,83 @@ TEST(EinsumKernelTest, RejectsBadInputs) {
   EXPECT_THAT(s.message(), HasSubstr("1 to 8 operands, got 9"));
   s = run({Value(Scalar::Float(2.0))}, "->");
   EXPECT_THAT(s.message(), HasSubstr("must be a tensor"));
+}
+
+// ----- det, matrix_inverse -----------------------------------------------------------------
+// The determinant by Leibniz's formula (a sum over permutations; n <= 5 here).
+double LeibnizDet(const std::vector<double>& a, int64_t n) {
+  std::vector<int64_t> perm(n);
+  for (int64_t i = 0; i < n; ++i) perm[i] = i;
+  double det = 0;
+  do {
+    int64_t inversions = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      for (int64_t j = i + 1; j < n; ++j) inversions += perm[i] > perm[j];
+    }
+    double term = inversions % 2 ? -1 : 1;
+    for (int64_t i = 0; i < n; ++i) term *= a[i * n + perm[i]];
+    det += term;
+  } while (std::next_permutation(perm.begin(), perm.end()));
+  return det;
+}
+
+TEST(DetKernelTest, MatchesLeibnizOverABatch) {
+  std::mt19937_64 rng(71);
+  for (DType t : {kF32, kF64}) {
+    for (int64_t n : {1, 2, 3, 5}) {
+      Tensor a = RandomTensor(t, {2, 3, n, n}, rng, -2, 2);
+      Tensor d = RunOk(PrimId::kDet, {a});
+      ASSERT_EQ(d.shape(), (Shape{2, 3}));
+      std::vector<double> av = ToDoubles(a), want;
+      for (int64_t b = 0; b < 6; ++b) {
+        want.push_back(LeibnizDet(std::vector<double>(av.begin() + b * n * n, av.begin() + (b + 1) * n * n), n));
+      }
+      EXPECT_LE(MaxAbsDiff(d, want), (t == kF64 ? 1e-12 : 1e-4) * (1 + MaxAbs(want))) << "n=" << n;
+    }
+  }
+}
+
+TEST(DetKernelTest, SingularEmptyAndPivotedMatrices) {
+  // A zero leading entry needs a row swap (det of [[0, 1], [1, 0]] is -1).
+  EXPECT_EQ(ToDoubles(RunOk(PrimId::kDet, {MakeTensor(kF64, {2, 2}, {0, 1, 1, 0})})), (std::vector<double>{-1}));
+  EXPECT_EQ(ToDoubles(RunOk(PrimId::kDet, {MakeTensor(kF64, {2, 2}, {1, 2, 2, 4})})), (std::vector<double>{0}));
+  EXPECT_EQ(ToDoubles(RunOk(PrimId::kDet, {Tensor::Zeros(kF64, {3, 0, 0}).value()})),
+            (std::vector<double>{1, 1, 1}));  // the empty product
+  ExpectRunError(PrimId::kDet, {MakeTensor(kF64, {2, 3}, {1, 2, 3, 4, 5, 6})}, {},
+                 "det: input 0 must be square matrices [..., n, n], got f64[2,3]");
+  ExpectRunError(PrimId::kDet, {MakeTensor(DType::kInt64, {1, 1}, {1})}, {}, "floating-point");
+}
+
+TEST(MatrixInverseKernelTest, TimesTheMatrixIsTheIdentity) {
+  std::mt19937_64 rng(72);
+  for (DType t : {kF32, kF64}) {
+    for (int64_t n : {1, 3, 6}) {
+      Tensor a = RandomTensor(t, {4, n, n}, rng, -1, 1);
+      std::vector<double> av = ToDoubles(a);
+      for (int64_t b = 0; b < 4; ++b) {
+        for (int64_t i = 0; i < n; ++i) av[(b * n + i) * n + i] += 2.0;  // well conditioned
+      }
+      Tensor aw = MakeTensor(t, {4, n, n}, av);
+      std::vector<double> inv = ToDoubles(RunOk(PrimId::kMatrixInverse, {aw}));
+      av = ToDoubles(aw);  // as rounded to t
+      double worst = 0;
+      for (int64_t b = 0; b < 4; ++b) {
+        for (int64_t i = 0; i < n; ++i) {
+          for (int64_t j = 0; j < n; ++j) {
+            double s = 0;
+            for (int64_t k = 0; k < n; ++k) s += av[(b * n + i) * n + k] * inv[(b * n + k) * n + j];
+            worst = std::max(worst, std::abs(s - (i == j ? 1.0 : 0.0)));
+          }
+        }
+      }
+      EXPECT_LE(worst, t == kF64 ? 1e-12 : 1e-5) << "n=" << n;
+    }
+  }
+}
+
+TEST(MatrixInverseKernelTest, SingularIsAnError) {
+  ExpectRunError(PrimId::kMatrixInverse, {MakeTensor(kF64, {2, 2, 2}, {1, 0, 0, 1, 1, 2, 2, 4})}, {},
+                 "matrix_inverse: matrix 1 of input 0, f64[2,2,2], is singular");
 }
 
 }  // namespace

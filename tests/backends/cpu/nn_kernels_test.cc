@@ -589,6 +589,61 @@ TEST(NnKernelTest, ResultsDoNotDependOnTheThreadCount) {
   }
 }
 
+// ----- random_uniform_like, random_normal_like -------------------------------------------------
+AttrMap RandomAttrs(PrimId id, double a, double b, int64_t seed, DType t) {
+  if (id == PrimId::kRandomUniformLike) {
+    return {{"low", a}, {"high", b}, {"seed", seed}, {"dtype", AttrValue(t)}};
+  }
+  return {{"mean", a}, {"scale", b}, {"seed", seed}, {"dtype", AttrValue(t)}};
+}
+
+// The same seed gives the same numbers; another seed others; x gives only the shape.
+TEST(RandomKernelTest, ReproduciblePerSeed) {
+  for (PrimId id : {PrimId::kRandomUniformLike, PrimId::kRandomNormalLike}) {
+    Tensor shape_of = Tensor::Zeros(DType::kInt64, {3, 50}).value();
+    std::vector<double> a = ToDoubles(RunOk(id, {shape_of}, RandomAttrs(id, 0, 1, 7, kF64)));
+    std::vector<double> b = ToDoubles(RunOk(id, {shape_of}, RandomAttrs(id, 0, 1, 7, kF64)));
+    std::vector<double> c = ToDoubles(RunOk(id, {shape_of}, RandomAttrs(id, 0, 1, 8, kF64)));
+    EXPECT_EQ(a, b);
+    int same = 0;
+    for (size_t i = 0; i < a.size(); ++i) same += a[i] == c[i];
+    EXPECT_EQ(same, 0);
+    Tensor f32 = RunOk(id, {shape_of}, RandomAttrs(id, 0, 1, 7, kF32));
+    EXPECT_EQ(f32.dtype(), kF32);
+    EXPECT_EQ(f32.shape(), (Shape{3, 50}));
+    EXPECT_LE(MaxAbsDiff(f32, a), 1e-6 * (1 + MaxAbs(a)));  // the same draws, rounded
+  }
+}
+
+// Moments of 20000 draws: uniform on [low, high) (and inside it), normal with
+// its mean and scale; bounds at ~5 standard errors.
+TEST(RandomKernelTest, Distributions) {
+  Tensor x = Tensor::Zeros(kF32, {20000}).value();
+  std::vector<double> u = ToDoubles(RunOk(PrimId::kRandomUniformLike, {x},
+                                          RandomAttrs(PrimId::kRandomUniformLike, -2, 3, 1, kF64)));
+  double mean = 0, var = 0;
+  for (double v : u) {
+    EXPECT_GE(v, -2);
+    EXPECT_LT(v, 3);
+    mean += v / u.size();
+  }
+  for (double v : u) var += (v - mean) * (v - mean) / u.size();
+  EXPECT_NEAR(mean, 0.5, 5 * 5 / std::sqrt(12.0 * u.size()));
+  EXPECT_NEAR(var, 25 / 12.0, 0.1);
+  std::vector<double> n = ToDoubles(RunOk(PrimId::kRandomNormalLike, {x},
+                                          RandomAttrs(PrimId::kRandomNormalLike, 1.5, 2, 2, kF64)));
+  mean = var = 0;
+  for (double v : n) mean += v / n.size();
+  for (double v : n) var += (v - mean) * (v - mean) / n.size();
+  EXPECT_NEAR(mean, 1.5, 5 * 2 / std::sqrt(1.0 * n.size()));
+  EXPECT_NEAR(var, 4.0, 0.2);
+}
+
+TEST(RandomKernelTest, OutputTypeMustBeFloat) {
+  ExpectRunError(PrimId::kRandomUniformLike, {Tensor::Zeros(kF32, {2}).value()},
+                 RandomAttrs(PrimId::kRandomUniformLike, 0, 1, 0, DType::kInt32), "must be f32 or f64");
+}
+
 }  // namespace
 }  // namespace testing
 }  // namespace kgrad
