@@ -31,15 +31,18 @@ absl::StatusOr<int64_t> Seed(NodeContext& c) {
   return static_cast<int64_t>(seed);
 }
 
-// The output dtype: the dtype attribute, else `dflt`; f32 or f64.
+// The dtype attribute (an ONNX element type), else `dflt`.
+absl::StatusOr<DType> DTypeAttribute(NodeContext& c, DType dflt) {
+  if (!c.HasAttr("dtype")) return dflt;
+  KGRAD_ASSIGN_OR_RETURN(int64_t code, c.Int("dtype", 0));
+  absl::StatusOr<DType> d = DTypeFromOnnx(static_cast<int32_t>(code));
+  if (!d.ok()) return c.Error(d.status().message());
+  return *d;
+}
+
+// The output dtype of the draws: the dtype attribute, else `dflt`; f32 or f64.
 absl::StatusOr<DType> OutputType(NodeContext& c, DType dflt) {
-  DType t = dflt;
-  if (c.HasAttr("dtype")) {
-    KGRAD_ASSIGN_OR_RETURN(int64_t code, c.Int("dtype", 0));
-    absl::StatusOr<DType> d = DTypeFromOnnx(static_cast<int32_t>(code));
-    if (!d.ok()) return c.Error(d.status().message());
-    t = *d;
-  }
+  KGRAD_ASSIGN_OR_RETURN(DType t, DTypeAttribute(c, dflt));
   if (t != DType::kFloat32 && t != DType::kFloat64) {
     return c.Error(absl::StrCat("the output type must be float or double, got ", DTypeName(t)));
   }
@@ -103,13 +106,7 @@ Outputs Bernoulli(NodeContext& c) {
   if (t->dtype() != DType::kFloat32 && t->dtype() != DType::kFloat64) {
     return c.Error(absl::StrCat("the probabilities must be float or double, got ", t->ToString()));
   }
-  DType out = t->dtype();
-  if (c.HasAttr("dtype")) {
-    KGRAD_ASSIGN_OR_RETURN(int64_t code, c.Int("dtype", 0));
-    absl::StatusOr<DType> d = DTypeFromOnnx(static_cast<int32_t>(code));
-    if (!d.ok()) return c.Error(d.status().message());
-    out = *d;
-  }
+  KGRAD_ASSIGN_OR_RETURN(DType out, DTypeAttribute(c, t->dtype()));
   KGRAD_ASSIGN_OR_RETURN(int64_t seed, Seed(c));
   KGRAD_ASSIGN_OR_RETURN(ImportedValue u,
                          c.Emit(PrimId::kRandomUniformLike, {p},
