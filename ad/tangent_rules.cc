@@ -58,6 +58,8 @@ bool CarriesTangent(const AbstractPtr& a) {
         if (CarriesTangent(e)) return true;
       }
       return false;
+    case AbstractKind::kList:
+      return CarriesTangent(AsList(a)->element());
     default:
       return false;
   }

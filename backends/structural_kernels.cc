@@ -110,8 +110,8 @@ absl::StatusOr<Value> ZerosLikeKernel(KernelContext& ctx) {
 
 absl::StatusOr<Value> OnesLikeKernel(KernelContext& ctx) {
   const Value& v = ctx.input(0);
-  KGRAD_RETURN_IF_ERROR(Expect(v.is_tensor() || v.is_scalar() || v.is_tuple(), 0, v,
-                               "a tensor, scalar or tuple"));
+  KGRAD_RETURN_IF_ERROR(Expect(v.is_tensor() || v.is_scalar() || v.is_sequence(), 0, v,
+                               "a tensor, scalar, tuple or list"));
   return FilledLike(v, 1.0, ctx.device());
 }
 
@@ -188,8 +188,8 @@ absl::StatusOr<Value> FilledLike(const Value& v, double value, Device* device) {
 
 namespace {
 
-// One pair of HyperAdd's walk whose parts are added first: two tuples of one
-// length (element-wise) or two envs (the keys both hold; the others are copied).
+// One pair of HyperAdd's walk whose parts are added first: two tuples or two
+// lists of one length (element-wise) or two envs (the keys both hold; the others are copied).
 struct AddFrame {
   const Value* a;
   const Value* b;
@@ -227,8 +227,8 @@ absl::StatusOr<std::optional<Value>> OpenAdd(const Value& a, const Value& b, Dev
     return Value(sum);
   }
   AddFrame f{&a, &b, {}, {}, {}};
-  if (a.is_tuple() && b.is_tuple() && a.tuple().size() == b.tuple().size()) {
-    for (size_t i = 0; i < a.tuple().size(); ++i) f.parts.emplace_back(&a.tuple()[i], &b.tuple()[i]);
+  if (a.is_sequence() && a.kind() == b.kind() && a.elements().size() == b.elements().size()) {
+    for (size_t i = 0; i < a.elements().size(); ++i) f.parts.emplace_back(&a.elements()[i], &b.elements()[i]);
   } else if (a.is_env() && b.is_env()) {
     for (const auto& [key, item] : b.env()) {
       auto it = a.env().find(key);
@@ -247,6 +247,7 @@ absl::StatusOr<std::optional<Value>> OpenAdd(const Value& a, const Value& b, Dev
 // The sum of a frame whose parts are all added.
 Value CloseAdd(AddFrame& f) {
   if (f.a->is_tuple()) return Value::Tuple(std::move(f.sums));
+  if (f.a->is_list()) return Value::List(std::move(f.sums));
   Value out = *f.a;
   for (const auto& [key, item] : f.b->env()) {
     if (!f.a->env().contains(key)) out = Value::EnvWith(out, key, item);

@@ -17,7 +17,8 @@ void RegisterStructuralKernels(KernelTable* table);
 absl::StatusOr<bool> ConditionValue(const Value& c, Device* device);
 // zeros_like/ones_like over any structure (functions and envs: the empty env).
 absl::StatusOr<Value> FilledLike(const Value& v, double value, Device* device);
-// Addition of two sensitivities of one structure (tensors, scalars, tuples, envs).
+// Addition of two sensitivities of one structure (tensors, scalars, tuples, lists,
+// envs).
 absl::StatusOr<Value> HyperAdd(const Value& a, const Value& b, Device* device);
 
 }  // namespace kgrad

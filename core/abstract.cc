@@ -62,6 +62,10 @@ std::string AbstractTuple::ToString() const {
   return absl::StrCat("(", absl::StrJoin(parts, ", "), elements_.size() == 1 ? ",)" : ")");
 }
 
+std::string AbstractList::ToString() const {
+  return absl::StrCat("list<", element_ == nullptr ? "?" : element_->ToString(), ">");
+}
+
 std::string FuncAtom::ToString() const {
   switch (kind) {
     case Kind::kGraph: return absl::StrCat("@", graph->name());
@@ -101,6 +105,9 @@ AbstractPtr MakeAbstractScalarValue(Scalar value) {
 AbstractPtr MakeAbstractTuple(std::vector<AbstractPtr> elements) {
   return std::make_shared<const AbstractTuple>(std::move(elements));
 }
+AbstractPtr MakeAbstractList(AbstractPtr element) {
+  return std::make_shared<const AbstractList>(std::move(element));
+}
 AbstractPtr MakeAbstractNone() { return std::make_shared<const AbstractNone>(); }
 AbstractPtr MakeAbstractEnv() { return std::make_shared<const AbstractEnv>(); }
 AbstractPtr MakeAbstractString(std::optional<std::string> value) {
@@ -134,6 +141,7 @@ const AbstractScalar* AsScalar(const AbstractPtr& a) {
   return As<AbstractScalar, AbstractKind::kScalar>(a);
 }
 const AbstractTuple* AsTuple(const AbstractPtr& a) { return As<AbstractTuple, AbstractKind::kTuple>(a); }
+const AbstractList* AsList(const AbstractPtr& a) { return As<AbstractList, AbstractKind::kList>(a); }
 const AbstractFunction* AsFunction(const AbstractPtr& a) {
   return As<AbstractFunction, AbstractKind::kFunction>(a);
 }
@@ -188,6 +196,7 @@ bool AbstractEquals(const AbstractPtr& a, const AbstractPtr& b) {
       }
       return true;
     }
+    case AbstractKind::kList: return AbstractEquals(AsList(a)->element(), AsList(b)->element());
     case AbstractKind::kFunction: {
       const auto& xa = AsFunction(a)->atoms();
       const auto& ya = AsFunction(b)->atoms();
@@ -227,6 +236,7 @@ size_t AbstractHash(const AbstractPtr& a) {
     case AbstractKind::kTuple:
       for (const AbstractPtr& e : AsTuple(a)->elements()) h = absl::HashOf(h, AbstractHash(e));
       return h;
+    case AbstractKind::kList: return absl::HashOf(h, AbstractHash(AsList(a)->element()));
     case AbstractKind::kFunction: {
       // Order-independent: sum of atom hashes.
       size_t sum = 0;
@@ -302,6 +312,13 @@ absl::StatusOr<AbstractPtr> Join(const AbstractPtr& a, const AbstractPtr& b) {
       }
       return MakeAbstractTuple(std::move(elems));
     }
+    case AbstractKind::kList: {
+      const AbstractPtr& x = AsList(a)->element();
+      const AbstractPtr& y = AsList(b)->element();
+      absl::StatusOr<AbstractPtr> e = Join(x, y);
+      if (!e.ok()) return JoinError(a, b, "element types");
+      return AbstractEquals(*e, x) ? a : MakeAbstractList(*e);
+    }
     case AbstractKind::kFunction: {
       std::vector<FuncAtom> atoms = AsFunction(a)->atoms();
       bool added = false;
@@ -335,6 +352,10 @@ AbstractPtr Broaden(const AbstractPtr& a) {
       changed |= elems.back() != e;
     }
     return changed ? MakeAbstractTuple(std::move(elems)) : a;
+  }
+  if (const AbstractList* l = AsList(a)) {
+    AbstractPtr e = Broaden(l->element());
+    return e == l->element() ? a : MakeAbstractList(std::move(e));
   }
   return a;
 }

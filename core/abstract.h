@@ -31,7 +31,7 @@ using PrimitivePtr = std::shared_ptr<const Primitive>;
 // The default of InferOptions::max_abstract_depth (and of AbstractOfValue).
 inline constexpr int kDefaultMaxAbstractDepth = 1000;
 
-enum class AbstractKind { kTensor, kScalar, kString, kNone, kTuple, kFunction, kEnv };
+enum class AbstractKind { kTensor, kScalar, kString, kNone, kTuple, kFunction, kEnv, kList };
 
 class Abstract {
  public:
@@ -128,6 +128,21 @@ class AbstractTuple final : public Abstract {
   std::vector<AbstractPtr> elements_;
 };
 
+// A list: a length known at run time, elements of one type (the join of the
+// elements' types; null, the bottom, while nothing is known of them, as for an
+// empty list). Lists nest like tuples (a list of lists is one level deeper).
+class AbstractList final : public Abstract {
+ public:
+  explicit AbstractList(AbstractPtr element)
+      : Abstract(AbstractKind::kList, element == nullptr ? 1 : element->depth() + 1),
+        element_(std::move(element)) {}
+  const AbstractPtr& element() const { return element_; }
+  std::string ToString() const override;
+
+ private:
+  AbstractPtr element_;
+};
+
 // One function a node may evaluate to: a graph (as a closure in its lexical
 // context), a primitive, a partial application of another atom, a function a
 // differentiation operator derives from another atom (`grad(@f)`), or a function
@@ -167,6 +182,7 @@ AbstractPtr MakeAbstractScalar(DType dtype);
 AbstractPtr MakeAbstractScalarValue(Scalar value);
 AbstractPtr MakeAbstractTuple(std::vector<AbstractPtr> elements);
 AbstractPtr MakeAbstractNone();
+AbstractPtr MakeAbstractList(AbstractPtr element);
 AbstractPtr MakeAbstractEnv();
 AbstractPtr MakeAbstractString(std::optional<std::string> value = std::nullopt);
 AbstractPtr MakeAbstractGraphFunction(FuncGraph* graph);
@@ -178,6 +194,7 @@ const AbstractScalar* AsScalar(const AbstractPtr& a);
 const AbstractTuple* AsTuple(const AbstractPtr& a);
 const AbstractFunction* AsFunction(const AbstractPtr& a);
 const AbstractString* AsString(const AbstractPtr& a);
+const AbstractList* AsList(const AbstractPtr& a);
 
 // Structural equality (null == null).
 bool AbstractEquals(const AbstractPtr& a, const AbstractPtr& b);
@@ -186,7 +203,8 @@ bool FuncAtomEquals(const FuncAtom& a, const FuncAtom& b);
 
 // Least upper bound: dims that differ become unknown, constants that differ are
 // dropped, function sets are united. Null (not yet known) is the bottom element.
-// Error when the kinds, dtypes, ranks or tuple lengths differ.
+// Error when the kinds, dtypes, ranks or tuple lengths differ (lists join their
+// element types).
 absl::StatusOr<AbstractPtr> Join(const AbstractPtr& a, const AbstractPtr& b);
 
 // Drops constant scalar values and shape values (recursively), so that loop

@@ -69,7 +69,7 @@ class Copier {
     auto it = map_->nodes.find(n);
     if (it != map_->nodes.end()) return it->second;
     const ValueNode* v = n->AsValue();
-    if (v == nullptr || (!v->value().is_graph() && !v->value().is_tuple())) return n;
+    if (v == nullptr || (!v->value().is_graph() && !v->value().is_sequence())) return n;
     Value nv = MapValue(v->value(), *map_);
     if (ValuesEqual(nv, v->value())) return n;  // constants are shared
     ValueNode* k = target->NewValueNode(std::move(nv));

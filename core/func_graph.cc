@@ -116,7 +116,7 @@ ValueNode* FuncGraph::NewValueNode(Value v) {
   const Value& value = raw->value();
   if (value.is_graph()) {
     value.graph()->referrers_.push_back(raw);
-  } else if (value.is_tuple()) {
+  } else if (value.is_sequence()) {
     (void)ForEachLeaf(value, [](const Value& leaf, absl::Span<const size_t>) {
       if (leaf.is_graph()) ++leaf.graph()->tuple_referrers_;
       return absl::OkStatus();
@@ -135,7 +135,7 @@ void FuncGraph::ForgetReferrer(const ValueNode* v) {
       *it = r.back();
       r.pop_back();
     }
-  } else if (value.is_tuple()) {
+  } else if (value.is_sequence()) {
     (void)ForEachLeaf(value, [](const Value& leaf, absl::Span<const size_t>) {
       if (leaf.is_graph()) --leaf.graph()->tuple_referrers_;
       return absl::OkStatus();

@@ -15,7 +15,7 @@ void CollectGraphs(const Value& v, std::vector<FuncGraph*>* out) {
     out->push_back(v.graph());
     return;
   }
-  if (!v.is_tuple()) return;
+  if (!v.is_sequence()) return;
   (void)ForEachLeaf(v, [out](const Value& leaf, absl::Span<const size_t>) {
     if (leaf.is_graph()) out->push_back(leaf.graph());
     return absl::OkStatus();
@@ -90,7 +90,7 @@ void Manager::ScanFrom(FuncGraph* g, AnfNode* root, uint64_t epoch, Scan* sc, st
     if (n->mark_epoch == epoch) return false;
     if (n->is_value()) {
       const Value& v = n->AsValue()->value();
-      if (!v.is_graph() && !v.is_tuple()) return false;  // primitives and data: nothing to record
+      if (!v.is_graph() && !v.is_sequence()) return false;  // primitives and data: nothing to record
       n->mark_epoch = epoch;
       refs.clear();
       CollectGraphs(v, &refs);
@@ -277,7 +277,7 @@ const std::vector<AnfNode*>* Manager::GraphInputFvs(const AnfNode* in,
   if (v.is_graph()) {
     named = v.graph();
   } else {
-    if (!v.is_tuple()) return nullptr;
+    if (!v.is_sequence()) return nullptr;
     scratch->clear();
     CollectGraphs(v, scratch);
     // Constant tuples of graphs are rare; their free variables go through the
@@ -298,7 +298,7 @@ class LiveGraphNotes {
   explicit LiveGraphNotes(std::vector<FuncGraph*>* out) : out_(out) { out_->clear(); }
   void Note(const AnfNode* in) {
     const Value& v = in->AsValue()->value();
-    if (!v.is_graph() && !v.is_tuple()) return;
+    if (!v.is_graph() && !v.is_sequence()) return;
     refs_.clear();
     CollectGraphs(v, &refs_);
     for (FuncGraph* h : refs_) {

@@ -36,6 +36,11 @@ void TupleRep::MoveChildrenTo(std::vector<Value>* out) {
   elements.clear();
 }
 
+void ListRep::MoveChildrenTo(std::vector<Value>* out) {
+  for (Value& v : elements) out->push_back(std::move(v));
+  elements.clear();
+}
+
 void ClosureRep::MoveChildrenTo(std::vector<Value>* out) {
   for (Value& v : captured) out->push_back(std::move(v));
   captured.clear();
@@ -59,6 +64,7 @@ AggregateRep* Value::DetachAggregate() {
     case Kind::kClosure: rep = std::get<ClosurePtr>(rep_).Detach(); break;
     case Kind::kPartial: rep = std::get<PartialPtr>(rep_).Detach(); break;
     case Kind::kEnv: rep = std::get<EnvPtr>(rep_).Detach(); break;
+    case Kind::kList: rep = std::get<ListPtr>(rep_).Detach(); break;
     default: return nullptr;
   }
   rep_ = std::monostate();
@@ -68,6 +74,12 @@ AggregateRep* Value::DetachAggregate() {
 Value Value::Tuple(std::vector<Value> elements) {
   Value v;
   v.rep_ = TuplePtr(new TupleRep(std::move(elements)));
+  return v;
+}
+
+Value Value::List(std::vector<Value> elements) {
+  Value v;
+  v.rep_ = ListPtr(new ListRep(std::move(elements)));
   return v;
 }
 
@@ -133,6 +145,7 @@ std::string Value::TypeString() const {
     case Kind::kScalar: return absl::StrCat(prefix, DTypeName(v->scalar().dtype()), " scalar");
     case Kind::kString: return prefix + "string";
     case Kind::kTuple: return absl::StrCat(prefix, "tuple(", v->tuple().size(), ")");
+    case Kind::kList: return absl::StrCat(prefix, "list(", v->list().size(), ")");
     case Kind::kPrimitive: return absl::StrCat(prefix, "primitive ", v->primitive()->name());
     case Kind::kGraph: return absl::StrCat(prefix, "graph @", v->graph()->name());
     case Kind::kClosure: return absl::StrCat(prefix, "closure @", v->closure().graph->name());
@@ -144,7 +157,7 @@ std::string Value::TypeString() const {
 
 namespace {
 
-// The printed form of a value that is not a tuple or a partial.
+// The printed form of a value that is not a tuple, a list or a partial.
 std::string LeafString(const Value& v) {
   switch (v.kind()) {
     case Value::Kind::kNone: return "none";
@@ -168,21 +181,23 @@ std::string LeafString(const Value& v) {
       return absl::StrCat("env{", absl::StrJoin(keys, ", "), "}");
     }
     case Value::Kind::kTuple:
+    case Value::Kind::kList:
     case Value::Kind::kPartial: break;
   }
   return "?";
 }
 
-// The values a walk descends into: tuple elements; a partial's function, then its
-// bound arguments. (Closures and envs are printed and typed without their contents.)
+// The values a walk descends into: tuple and list elements; a partial's function,
+// then its bound arguments. (Closures and envs are printed and typed without their
+// contents.)
 size_t NumParts(const Value& v) {
-  if (v.is_tuple()) return v.tuple().size();
+  if (v.is_sequence()) return v.elements().size();
   if (v.is_partial()) return 1 + v.partial().args.size();
   return 0;
 }
 
 const Value& Part(const Value& v, size_t i) {
-  if (v.is_tuple()) return v.tuple()[i];
+  if (v.is_sequence()) return v.elements()[i];
   return i == 0 ? v.partial().fn : v.partial().args[i - 1];
 }
 
@@ -204,6 +219,14 @@ std::string Value::ToString() const {
       const std::vector<Value>& elems = v.tuple();
       out += "(";
       work.push_back(elems.size() == 1 ? ",)" : ")");
+      for (size_t i = elems.size(); i-- > 0;) {
+        work.push_back(&elems[i]);
+        if (i > 0) work.push_back(", ");
+      }
+    } else if (v.is_list()) {
+      const std::vector<Value>& elems = v.list();
+      out += "list(";
+      work.push_back(")");
       for (size_t i = elems.size(); i-- > 0;) {
         work.push_back(&elems[i]);
         if (i > 0) work.push_back(", ");
@@ -231,6 +254,7 @@ bool ShallowEqual(const Value& a, const Value& b) {
     case Value::Kind::kScalar: return a.scalar() == b.scalar();
     case Value::Kind::kString: return a.str() == b.str();
     case Value::Kind::kTuple: return a.tuple().size() == b.tuple().size();
+    case Value::Kind::kList: return a.list().size() == b.list().size();
     case Value::Kind::kPrimitive: return PrimitivesEqual(*a.primitive(), *b.primitive());
     case Value::Kind::kGraph: return a.graph() == b.graph();
     case Value::Kind::kClosure:
@@ -294,6 +318,16 @@ AbstractPtr AbstractOfParts(const Value& v, std::vector<AbstractPtr> parts) {
     case Value::Kind::kScalar: return MakeAbstractScalarValue(v.scalar());
     case Value::Kind::kString: return MakeAbstractString(v.str());
     case Value::Kind::kTuple: return MakeAbstractTuple(std::move(parts));
+    case Value::Kind::kList: {
+      // One element type for all (null when the elements' types do not join).
+      AbstractPtr element;
+      for (const AbstractPtr& p : parts) {
+        absl::StatusOr<AbstractPtr> j = Join(element, Broaden(p));
+        if (!j.ok()) return nullptr;
+        element = *j;
+      }
+      return MakeAbstractList(std::move(element));
+    }
     case Value::Kind::kPrimitive: return MakeAbstractPrimFunction(v.primitive());
     case Value::Kind::kGraph: return MakeAbstractGraphFunction(v.graph());
     case Value::Kind::kClosure: return MakeAbstractGraphFunction(v.closure().graph);
@@ -333,6 +367,7 @@ AbstractPtr AbstractOfValue(const Value& v, int max_depth) {
       continue;
     }
     AbstractPtr a = AbstractOfParts(*f.v, std::move(f.parts));
+    if (a == nullptr) return nullptr;  // a list whose elements' types differ
     stack.pop_back();
     if (stack.empty()) return a;
     stack.back().parts.push_back(std::move(a));

@@ -1,10 +1,13 @@
 // Value: what a ValueNode holds and what the executor passes around. Constants in
-// the IR are None, Tensor, Scalar, String, Tuple, Primitive, Graph and the empty
-// Env; at run time Closures, Partials and non-empty Envs appear too. Copying is
+// the IR are None, Tensor, Scalar, String, Tuple, List, Primitive, Graph and the
+// empty Env; at run time Closures, Partials and non-empty Envs appear too. A
+// tuple's length and element types are static; a list's length is known only at
+// run time and its elements share one type (ONNX's sequences and optionals, a
+// loop that appends: ops/list_ops.h). Copying is
 // cheap (reference-counted, immutable payloads). Closures hold the values of their
 // free variables and a non-owning graph pointer, never frames, so no cycles form.
 //
-// Aggregates (tuple, closure, partial, env) may nest as deep as a user's loop makes
+// Aggregates (tuple, list, closure, partial, env) may nest as deep as a user's loop makes
 // them (a million-deep chain of closures is ordinary in reverse mode). Nothing that
 // walks them recurses on the C++ stack: their payloads carry an intrusive count, so
 // the last owner knows it owns the payload and releases its children through a
@@ -76,13 +79,14 @@ class AggregatePtr {
 struct ClosureRep;
 struct PartialRep;
 struct TupleRep;
+struct ListRep;
 // Free-variable sensitivities by key (see ad/). Keys are strings.
 struct EnvRep;
 
 class Value {
  public:
   enum class Kind {
-    kNone, kTensor, kScalar, kString, kTuple, kPrimitive, kGraph, kClosure, kPartial, kEnv
+    kNone, kTensor, kScalar, kString, kTuple, kPrimitive, kGraph, kClosure, kPartial, kEnv, kList
   };
 
   Value() = default;  // None
@@ -91,6 +95,7 @@ class Value {
   static Value None() { return Value(); }
   static Value String(std::string s);
   static Value Tuple(std::vector<Value> elements);
+  static Value List(std::vector<Value> elements);
   static Value Prim(PrimitivePtr p);
   static Value Graph(FuncGraph* g);
   static Value Closure(FuncGraph* g, std::vector<Value> captured);
@@ -110,6 +115,9 @@ class Value {
   bool is_closure() const { return kind() == Kind::kClosure; }
   bool is_partial() const { return kind() == Kind::kPartial; }
   bool is_env() const { return kind() == Kind::kEnv; }
+  bool is_list() const { return kind() == Kind::kList; }
+  // A tuple or a list: elements() holds its parts.
+  bool is_sequence() const { return is_tuple() || is_list(); }
   // Graph, closure, partial or primitive.
   bool is_callable() const;
 
@@ -117,6 +125,9 @@ class Value {
   const Scalar& scalar() const { return std::get<Scalar>(rep_); }
   const std::string& str() const { return *std::get<StringPtr>(rep_); }
   const std::vector<Value>& tuple() const;
+  const std::vector<Value>& list() const;
+  // The elements of a tuple or a list.
+  const std::vector<Value>& elements() const { return is_list() ? list() : tuple(); }
   const PrimitivePtr& primitive() const { return std::get<PrimitivePtr>(rep_); }
   FuncGraph* graph() const { return std::get<GraphRef>(rep_).graph; }
   const ClosureRep& closure() const;
@@ -144,14 +155,21 @@ class Value {
   using ClosurePtr = AggregatePtr<ClosureRep>;
   using PartialPtr = AggregatePtr<PartialRep>;
   using EnvPtr = AggregatePtr<EnvRep>;
+  using ListPtr = AggregatePtr<ListRep>;
   // The order matches Kind.
   std::variant<std::monostate, Tensor, Scalar, StringPtr, TuplePtr, PrimitivePtr, GraphRef,
-               ClosurePtr, PartialPtr, EnvPtr>
+               ClosurePtr, PartialPtr, EnvPtr, ListPtr>
       rep_;
 };
 
 struct TupleRep final : AggregateRep {
   explicit TupleRep(std::vector<Value> e) : elements(std::move(e)) {}
+  void MoveChildrenTo(std::vector<Value>* out) override;
+  std::vector<Value> elements;
+};
+
+struct ListRep final : AggregateRep {
+  explicit ListRep(std::vector<Value> e) : elements(std::move(e)) {}
   void MoveChildrenTo(std::vector<Value>* out) override;
   std::vector<Value> elements;
 };
@@ -180,6 +198,9 @@ struct EnvRep final : AggregateRep {
 inline const std::vector<Value>& Value::tuple() const {
   return std::get<TuplePtr>(rep_)->elements;
 }
+inline const std::vector<Value>& Value::list() const {
+  return std::get<ListPtr>(rep_)->elements;
+}
 inline const ClosureRep& Value::closure() const { return *std::get<ClosurePtr>(rep_); }
 inline const PartialRep& Value::partial() const { return *std::get<PartialPtr>(rep_); }
 
@@ -188,7 +209,8 @@ inline const PartialRep& Value::partial() const { return *std::get<PartialPtr>(r
 bool ValuesEqual(const Value& a, const Value& b);
 
 // The abstract value of a constant (tensor dtype and shape, scalar constant, ...);
-// null for a value nested deeper than `max_depth` (inference refuses such types).
+// null for a value nested deeper than `max_depth`, or for a list whose elements'
+// types do not join (inference refuses such types).
 AbstractPtr AbstractOfValue(const Value& v, int max_depth = kDefaultMaxAbstractDepth);
 
 }  // namespace kgrad

@@ -21,6 +21,10 @@ AbstractPtr SensitivityOf(const AbstractPtr& a) {
       for (const AbstractPtr& e : AsTuple(a)->elements()) elems.push_back(SensitivityOf(e));
       return MakeAbstractTuple(std::move(elems));
     }
+    case AbstractKind::kList: {
+      const AbstractPtr& e = AsList(a)->element();
+      return MakeAbstractList(e == nullptr ? nullptr : SensitivityOf(e));
+    }
     case AbstractKind::kScalar:
       return MakeAbstractScalar(AsScalar(a)->dtype());
     default:
@@ -122,8 +126,8 @@ absl::StatusOr<AbstractPtr> InferEnvAdd(const InferCall& c) {
 }
 
 // ----- Gradient plumbing -------------------------------------------------------------
-// hyper_add(a, b): a + b for tensors and scalars, elementwise for tuples, env_add
-// for envs. Both sides have the same structure (sensitivities of one value).
+// hyper_add(a, b): a + b for tensors and scalars, elementwise for tuples and lists
+// (of one length at run time), env_add for envs. Both sides have the same structure (sensitivities of one value).
 absl::StatusOr<AbstractPtr> InferHyperAdd(const InferCall& c) {
   absl::StatusOr<AbstractPtr> j = Join(SensitivityOf(c.args[0]), SensitivityOf(c.args[1]));
   if (!j.ok()) {
@@ -140,8 +144,8 @@ absl::StatusOr<AbstractPtr> InferZerosLike(const InferCall& c) {
 absl::StatusOr<AbstractPtr> InferOnesLike(const InferCall& c) {
   const AbstractPtr& a = c.args[0];
   if (a->kind() != AbstractKind::kTensor && a->kind() != AbstractKind::kScalar &&
-      a->kind() != AbstractKind::kTuple) {
-    return ArgError(c, 0, "a tensor, scalar or tuple");
+      a->kind() != AbstractKind::kTuple && a->kind() != AbstractKind::kList) {
+    return ArgError(c, 0, "a tensor, scalar, tuple or list");
   }
   return SensitivityOf(a);
 }

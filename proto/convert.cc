@@ -198,6 +198,11 @@ absl::Status ValueToProtoShallow(const Value& v, proto::ValueProto* out) {
       for (const Value& e : v.tuple()) KGRAD_RETURN_IF_ERROR(ValueToProtoShallow(e, t->add_elements()));
       return absl::OkStatus();
     }
+    case Value::Kind::kList: {
+      proto::ListProto* l = out->mutable_list();
+      for (const Value& e : v.list()) KGRAD_RETURN_IF_ERROR(ValueToProtoShallow(e, l->add_elements()));
+      return absl::OkStatus();
+    }
     case Value::Kind::kPrimitive: {
       proto::PrimitiveProto* p = out->mutable_primitive();
       p->set_name(v.primitive()->name());
@@ -235,6 +240,22 @@ absl::StatusOr<Value> ScalarFromProto(const proto::ScalarProto& s) {
   return absl::InvalidArgumentError("scalar has no value");
 }
 
+// A list constant: its elements, which must have one type (a list's elements
+// share one).
+absl::StatusOr<Value> ListFromProto(const proto::ListProto& p, const PrimitiveRegistry& registry,
+                                    const GraphResolver& graphs, const LoadLimits& limits, int depth) {
+  std::vector<Value> elems;
+  for (const proto::ValueProto& e : p.elements()) {
+    KGRAD_ASSIGN_OR_RETURN(Value v, ValueFromProto(e, registry, graphs, limits, depth + 1));
+    elems.push_back(std::move(v));
+  }
+  Value list = Value::List(std::move(elems));
+  if (AbstractOfValue(list, limits.max_value_depth + 1) == nullptr) {
+    return absl::InvalidArgumentError("list constant: its elements have different types");
+  }
+  return list;
+}
+
 }  // namespace
 
 absl::StatusOr<Value> ValueFromProto(const proto::ValueProto& p, const PrimitiveRegistry& registry,
@@ -260,6 +281,7 @@ absl::StatusOr<Value> ValueFromProto(const proto::ValueProto& p, const Primitive
       }
       return Value::Tuple(std::move(elems));
     }
+    case proto::ValueProto::kList: return ListFromProto(p.list(), registry, graphs, limits, depth);
     case proto::ValueProto::kPrimitive: {
       AttrMap attrs;
       for (const auto& [k, a] : p.primitive().attrs()) {
@@ -302,6 +324,11 @@ absl::Status TypeToProto(const AbstractPtr& a, proto::TypeProto* out) {
   if (const AbstractTuple* t = AsTuple(a)) {
     proto::TypeProto::Tuple* tp = out->mutable_tuple();
     for (const AbstractPtr& e : t->elements()) KGRAD_RETURN_IF_ERROR(TypeToProto(e, tp->add_elements()));
+    return absl::OkStatus();
+  }
+  if (const AbstractList* l = AsList(a)) {
+    proto::TypeProto::List* lp = out->mutable_list();
+    if (l->element() != nullptr) KGRAD_RETURN_IF_ERROR(TypeToProto(l->element(), lp->mutable_element()));
     return absl::OkStatus();
   }
   return absl::InvalidArgumentError(
@@ -353,6 +380,11 @@ absl::StatusOr<AbstractPtr> TypeFromProto(const proto::TypeProto& p, int depth) 
         elems.push_back(std::move(a));
       }
       return MakeAbstractTuple(std::move(elems));
+    }
+    case proto::TypeProto::kList: {
+      if (!p.list().has_element()) return MakeAbstractList(nullptr);
+      KGRAD_ASSIGN_OR_RETURN(AbstractPtr e, TypeFromProto(p.list().element(), depth + 1));
+      return MakeAbstractList(std::move(e));
     }
     case proto::TypeProto::KIND_NOT_SET: break;
   }

@@ -30,6 +30,7 @@ size_t ValueHash(const Value& v) {
       return h;
     }
     case Value::Kind::kTuple: return absl::HashOf(h, v.tuple().size());
+    case Value::Kind::kList: return absl::HashOf(h, v.list().size());
     default: return h;
   }
 }

@@ -193,6 +193,41 @@ TEST(ValueWalkTest, DepthCountsTuplesAndPartialsAndStopsAtTheLimit) {
   EXPECT_EQ(ValueDepth(NestedTuple(kDeep, I(1)), 64), 65);
 }
 
+// Lists are values like tuples: a million-deep chain of one-element lists is
+// released, compared and printed iteratively; walks rebuild lists as lists; their
+// type joins the elements' types.
+TEST(ListValueTest, DeepListsAndTheirWalks) {
+  Value v = I(1);
+  for (int i = 0; i < kDeep; ++i) v = Value::List({std::move(v)});
+  EXPECT_EQ(ValueDepth(v), kDeep);
+  EXPECT_TRUE(ValuesEqual(v, v));
+  EXPECT_EQ(v.ToString().size(), static_cast<size_t>(kDeep) * 6 + 1);  // "list(" ... ")"
+  v = Value();
+  Value l = Value::List({I(1), Value::Tuple({I(2)}), Value::List({})});
+  EXPECT_EQ(l.ToString(), "list(1, (2,), list())");
+  EXPECT_EQ(l.TypeString(), "list(3)");
+  EXPECT_FALSE(ValuesEqual(Value::List({I(1)}), Value::Tuple({I(1)})));
+  absl::StatusOr<Value> m = MapLeaves(l, [](const Value& leaf) -> absl::StatusOr<Value> {
+    return I(leaf.scalar().AsInt() * 10);
+  });
+  ASSERT_TRUE(m.ok());
+  EXPECT_EQ(m->ToString(), "list(10, (20,), list())");
+}
+
+TEST(ListValueTest, TheTypeOfAListJoinsItsElements) {
+  Value l = Value::List({Value(Tensor::Zeros(DType::kFloat32, {2, 3}).value()),
+                         Value(Tensor::Zeros(DType::kFloat32, {4, 3}).value())});
+  EXPECT_EQ(AbstractToString(AbstractOfValue(l)), "list<f32[?,3]>");
+  EXPECT_EQ(AbstractToString(AbstractOfValue(Value::List({}))), "list<?>");
+  // Elements whose types do not join: no type.
+  EXPECT_EQ(AbstractOfValue(Value::List({I(1), Value(Tensor::Zeros(DType::kFloat32, {2}).value())})), nullptr);
+  absl::StatusOr<AbstractPtr> j = Join(MakeAbstractList(nullptr), AbstractOfValue(l));
+  ASSERT_TRUE(j.ok());
+  EXPECT_EQ((*j)->ToString(), "list<f32[?,3]>");
+  EXPECT_FALSE(Join(AbstractOfValue(l), MakeAbstractList(MakeAbstractTensor(DType::kFloat64, {2, 3}))).ok());
+  EXPECT_FALSE(Join(AbstractOfValue(l), MakeAbstractTuple({})).ok());
+}
+
 }  // namespace
 }  // namespace testing
 }  // namespace kgrad
