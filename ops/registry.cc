@@ -13,6 +13,7 @@
 #include "ops/elementwise.h"
 #include "ops/index_ops.h"
 #include "ops/linalg.h"
+#include "ops/list_ops.h"
 #include "ops/nn.h"
 #include "ops/reduce.h"
 #include "ops/selection_ops.h"
@@ -26,6 +27,7 @@ const PrimitiveRegistry& DefaultRegistry() {
   static const PrimitiveRegistry* const registry = [] {
     std::vector<PrimitiveDef> defs;
     ops::RegisterStructuralOps(&defs);
+    ops::RegisterListOps(&defs);
     ops::RegisterElementwiseOps(&defs);
     ops::RegisterReduceOps(&defs);
     ops::RegisterShapeOps(&defs);

@@ -65,13 +65,14 @@ double ScalarOf(const Value& v) {
   return v.is_scalar() ? v.scalar().AsDouble() : v.tensor().ElementAsDouble(0);
 }
 
-// One term <leaf, random weight> per float leaf of `sample` (the output's value),
-// as rank-0 float64 tensor nodes. The getitem chain to each leaf shares its
+// One term <leaf, random weight> per float leaf of `sample` (the output's value,
+// through tuples and lists), as rank-0 float64 tensor nodes. The getitem chain to each leaf shares its
 // prefix with the previous leaf's (a deep output costs linear work, no recursion).
 absl::Status Contract(GraphBuilder& b, AnfNode* node, const Value& sample, std::mt19937_64& rng,
                       std::vector<AnfNode*>* terms) {
   std::vector<size_t> built_path;      // path of the chain in `chain`
   std::vector<AnfNode*> chain{node};   // chain[k]: the node at built_path[0..k)
+  std::vector<const Value*> values{&sample};  // values[k]: the value there
   return ForEachLeaf(sample, [&](const Value& leaf, absl::Span<const size_t> path) -> absl::Status {
     if (!IsFloatValue(leaf)) return absl::OkStatus();
     size_t common = 0;
@@ -80,7 +81,14 @@ absl::Status Contract(GraphBuilder& b, AnfNode* node, const Value& sample, std::
     }
     built_path.assign(path.begin(), path.end());
     chain.resize(common + 1);
-    for (size_t k = common; k < path.size(); ++k) chain.push_back(b.GetItem(chain.back(), path[k]));
+    values.resize(common + 1);
+    for (size_t k = common; k < path.size(); ++k) {
+      const Value& parent = *values.back();
+      const int64_t i = static_cast<int64_t>(path[k]);
+      chain.push_back(parent.is_list() ? b.Op(PrimId::kListGetItem, {chain.back(), b.Int(i)})
+                                       : b.GetItem(chain.back(), i));
+      values.push_back(&parent.elements()[path[k]]);
+    }
     AnfNode* at = chain.back();
     KGRAD_RETURN_IF_ERROR(RequireF64(leaf, "an output"));
     Value w = RandomLike(leaf, rng);

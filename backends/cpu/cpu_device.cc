@@ -6,6 +6,7 @@
 #include "backends/cpu/fused_elementwise_kernel.h"
 #include "backends/cpu/parallel.h"
 #include "backends/collective_kernels.h"
+#include "backends/list_kernels.h"
 #include "backends/structural_kernels.h"
 
 namespace kgrad {
@@ -55,6 +56,7 @@ const KernelTable& CpuKernels() {
   static const KernelTable* const table = [] {
     auto* t = new KernelTable();
     RegisterStructuralKernels(t);
+    RegisterListKernels(t);
     RegisterCollectiveKernels(t);
     cpu::RegisterElementwiseKernels(t);
     cpu::RegisterReduceKernels(t);

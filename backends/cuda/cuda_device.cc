@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "backends/cpu/cpu_device.h"
 #include "backends/cuda/cuda_context.h"
+#include "backends/list_kernels.h"
 #include "backends/structural_kernels.h"
 #include "core/status_macros.h"
 
@@ -255,6 +256,7 @@ const Table& TheTable() {
   static const Table* const table = [] {
     auto* t = new Table();
     RegisterStructuralKernels(&t->kernels);
+    RegisterListKernels(&t->kernels);
     RegisterElementwiseKernels(&t->kernels);
     RegisterReduceKernels(&t->kernels);
     RegisterShapeKernels(&t->kernels);

@@ -23,6 +23,10 @@ absl::Span<const NotExportable> NotExportablePrims() {
     refuse("env plumbing (free-variable sensitivities): optimise first, which removes envs from "
            "first-order gradient graphs",
            {PrimId::kEnvSetItem, PrimId::kEnvGetItem, PrimId::kEnvAdd});
+    refuse("a list (ops/list_ops.h): the export writes tensors and tuples, not ONNX sequences",
+           {PrimId::kMakeList, PrimId::kListLen, PrimId::kListGetItem, PrimId::kListSetItem,
+            PrimId::kListInsert, PrimId::kListErase, PrimId::kListConcat, PrimId::kListConcatGrad,
+            PrimId::kSplitToList});
     refuse("gradient accumulation over tuples and envs: optimise first (on tensors it becomes add)",
            {PrimId::kHyperAdd});
     refuse("scalar arithmetic (loop counters): kgrad scalars have no ONNX value; fold them or "
