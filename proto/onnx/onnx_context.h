@@ -36,6 +36,9 @@ struct ImportedValue {
   // a DequantizeLinear of it reads instead.
   AnfNode* straight_through = nullptr;
   AbstractPtr straight_through_type;
+  // An ONNX optional (a list of at most one element: onnx_sequence_ops.cc), as
+  // opposed to a sequence, which is a list too.
+  bool optional = false;
 };
 
 // The values visible in one (sub)graph; lookups fall back to enclosing scopes
@@ -189,6 +192,7 @@ void AddGridSampleOps(OpTable* t);  // onnx_grid_sample.cc
 void AddQuantizeOps(OpTable* t);     // onnx_quantize_ops.cc
 void AddRandomOps(OpTable* t);       // onnx_random_ops.cc
 void AddIndexOps(OpTable* t);        // onnx_index_ops.cc
+void AddSequenceOps(OpTable* t);     // onnx_sequence_ops.cc
 
 class Importer {
  public:

@@ -251,14 +251,15 @@ absl::StatusOr<std::vector<AnfNode*>> BuildLoop(NodeContext& c, LoopSpec& spec, 
 
 // Joins the types the body returns for the loop-carried values into their state
 // types: true when one widened (a dim the body does not know statically, as
-// after a Slice by the counter), so that the body must be imported again with
-// them; an error when a dtype or rank changes.
+// after a Slice by the counter, or the element type of a sequence that starts
+// empty), so that the body must be imported again with them; an error when a
+// dtype or rank changes.
 absl::StatusOr<bool> WidenCarried(NodeContext& c, LoopSpec& spec) {
   bool widened = false;
   for (size_t k = 0; k < spec.carried_out.size(); ++k) {
     AbstractPtr& state = spec.types[2 + k];
     absl::StatusOr<AbstractPtr> joined = Join(state, Broaden(spec.carried_out[k]));
-    if (!joined.ok() || AsTensor(*joined) == nullptr) {
+    if (!joined.ok() || (AsTensor(*joined) == nullptr && AsList(*joined) == nullptr)) {
       return c.Error(absl::StrCat("loop-carried value ", k, " changes type from ", state->ToString(), " to ",
                                   spec.carried_out[k]->ToString()));
     }

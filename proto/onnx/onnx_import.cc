@@ -415,10 +415,13 @@ absl::StatusOr<int64_t> DefaultOpset(const onnx::ModelProto& model) {
   return absl::InvalidArgumentError("the model imports no default-domain opset");
 }
 
-absl::Status DefineInputs(const onnx::GraphProto& graph, Scope& scope) {
+absl::Status DefineInputs(const onnx::GraphProto& graph, const OnnxImportOptions& options, Scope& scope) {
   for (const onnx::ValueInfoProto& in : graph.input()) {
     if (scope.Find(in.name()) != nullptr) continue;  // an initializer listed as input
-    absl::StatusOr<AbstractPtr> type = TypeFromOnnx(in.type());
+    auto given = options.input_types.find(in.name());
+    absl::StatusOr<AbstractPtr> type =
+        given != options.input_types.end() ? absl::StatusOr<AbstractPtr>(given->second)
+                                          : TypeFromOnnx(in.type());
     if (!type.ok()) {
       return absl::Status(type.status().code(), absl::StrCat("graph input '", in.name(), "': ",
                                                              type.status().message()));
@@ -426,6 +429,7 @@ absl::Status DefineInputs(const onnx::GraphProto& graph, Scope& scope) {
     ImportedValue v;
     v.node = scope.builder().Param(in.name(), *type);
     v.type = *type;
+    v.optional = in.type().has_optional_type();
     KGRAD_RETURN_IF_ERROR(scope.Define(in.name(), std::move(v)));
   }
   return absl::OkStatus();
@@ -438,7 +442,7 @@ absl::StatusOr<FuncGraph*> ImportGraph(Importer& importer, const onnx::GraphProt
   Scope scope(&b, nullptr);
   const LoadLimits& limits = importer.options().limits;
   KGRAD_RETURN_IF_ERROR(DefineInitializers(graph, importer.module(), scope, limits, true));
-  KGRAD_RETURN_IF_ERROR(DefineInputs(graph, scope));
+  KGRAD_RETURN_IF_ERROR(DefineInputs(graph, importer.options(), scope));
   KGRAD_ASSIGN_OR_RETURN(std::vector<ImportedValue> outs, importer.ImportNodes(graph, scope, 0));
   NodeContext c(importer, scope, onnx::NodeProto::default_instance());
   std::vector<AnfNode*> nodes;

@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "core/module.h"
@@ -39,6 +40,10 @@ struct OnnxImportOptions {
   // called graph carrying it (core/passes/outline_residual_blocks.h), so that
   // reverse mode rematerialises per block (ad/remat.h).
   std::optional<RematPolicy> remat_residual_blocks;
+  // Types of graph inputs, by name, in place of the declared ones: for a caller
+  // that knows its inputs where the declaration is partial (ONNX may leave a
+  // sequence's element shape out; kgrad types a list's elements).
+  absl::flat_hash_map<std::string, AbstractPtr> input_types;
 };
 
 absl::StatusOr<std::unique_ptr<Module>> ImportOnnx(const onnx::ModelProto& model,

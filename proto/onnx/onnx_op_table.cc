@@ -120,7 +120,7 @@ const OpTable& AllOpMappings() {
     for (auto add_family : {AddElementwiseOps, AddReduceOps, AddShapeOps, AddNnOps, AddWindowOps,
                             AddResizeOps, AddControlFlowOps, AddActivationOps, AddLossOps,
                             AddNormOps, AddRnnOps, AddIndexOps, AddGridSampleOps,
-                            AddQuantizeOps, AddRandomOps}) {
+                            AddQuantizeOps, AddRandomOps, AddSequenceOps}) {
       add_family(t);
     }
     return t;

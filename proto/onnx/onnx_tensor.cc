@@ -158,8 +158,21 @@ void TensorToOnnx(const Tensor& t, const std::string& name, TensorProto* out) {
   out->set_raw_data(std::string(static_cast<const char*>(t.raw_data()), t.nbytes()));
 }
 
-absl::StatusOr<AbstractPtr> TypeFromOnnx(const onnx::TypeProto& t) {
-  if (!t.has_tensor_type()) return absl::UnimplementedError("only tensor types are supported");
+absl::StatusOr<AbstractPtr> TypeFromOnnx(const onnx::TypeProto& t, int depth) {
+  if (t.has_sequence_type() || t.has_optional_type()) {
+    // A list (an optional is one of at most one element) of the element type.
+    if (depth >= kMaxOnnxTypeDepth) {
+      return absl::InvalidArgumentError(absl::StrCat("a type nests deeper than ", kMaxOnnxTypeDepth));
+    }
+    const onnx::TypeProto& e = t.has_sequence_type() ? t.sequence_type().elem_type() : t.optional_type().elem_type();
+    absl::StatusOr<AbstractPtr> element = TypeFromOnnx(e, depth + 1);
+    if (!element.ok()) {
+      return absl::Status(element.status().code(), absl::StrCat(t.has_sequence_type() ? "sequence" : "optional",
+                                                                " element: ", element.status().message()));
+    }
+    return MakeAbstractList(*std::move(element));
+  }
+  if (!t.has_tensor_type()) return absl::UnimplementedError("only tensor, sequence and optional types are supported");
   const onnx::TypeProto::Tensor& tt = t.tensor_type();
   KGRAD_ASSIGN_OR_RETURN(DType dtype, DTypeFromOnnx(tt.elem_type()));
   if (!tt.has_shape()) return absl::UnimplementedError("tensors of unknown rank are not supported");

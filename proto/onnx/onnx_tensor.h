@@ -25,9 +25,12 @@ absl::StatusOr<Tensor> TensorFromOnnx(const onnx::TensorProto& p, const LoadLimi
 // raw_data, little-endian (the host order on every supported machine).
 void TensorToOnnx(const Tensor& t, const std::string& name, onnx::TensorProto* out);
 
-// A value_info's tensor type; a dim_param becomes the dim symbol of that name,
-// a dim with neither value nor name kUnknownDim.
-absl::StatusOr<AbstractPtr> TypeFromOnnx(const onnx::TypeProto& t);
+// Lists nest at most this deep in an ONNX type (sequences of optionals of ...).
+inline constexpr int kMaxOnnxTypeDepth = 16;
+// A value_info's type: a tensor's (a dim_param becomes the dim symbol of that
+// name, a dim with neither value nor name kUnknownDim), or a list of the element
+// type for a sequence or an optional (onnx_sequence_ops.cc).
+absl::StatusOr<AbstractPtr> TypeFromOnnx(const onnx::TypeProto& t, int depth = 0);
 void TypeToOnnx(const AbstractTensor& t, onnx::TypeProto* out);
 
 }  // namespace kgrad
