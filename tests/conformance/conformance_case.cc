@@ -7,8 +7,11 @@
 #include <cstdint>
 #include <fstream>
 #include <sstream>
+#include <tuple>
 #include <type_traits>
+#include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/match.h"
@@ -20,6 +23,7 @@
 #include "ops/registry.h"
 #include "proto/onnx/onnx_import.h"
 #include "proto/onnx/onnx_tensor.h"
+#include "tests/conformance/onnx_sequence_data.h"
 #include "tools/cli_common.h"
 #include "tools/float64.h"
 #include "tools/grad_check.h"
@@ -167,25 +171,46 @@ void AsDeclaredBFloat16(const onnx::TypeProto& declared, onnx::TensorProto& p) {
   }
 }
 
-// One data set's input files, in order, as protos; an empty proto (UNDEFINED
-// type) for an input of another type (sequence, optional).
-absl::StatusOr<std::vector<onnx::TensorProto>> ReadInputProtos(const onnx::GraphProto& graph,
-                                                               const std::string& set) {
+// One data set's inputs, in order: the tensors as protos (an empty proto, of
+// UNDEFINED type, for a sequence or optional), and the sequences and optionals
+// as kgrad lists (None for a tensor).
+struct DataSetInputs {
   std::vector<onnx::TensorProto> protos;
+  std::vector<Value> lists;
+  // The lists' types by input name, for the importer (ONNX may leave a sequence's
+  // element shape out; kgrad types a list's elements).
+  absl::flat_hash_map<std::string, AbstractPtr> list_types;
+};
+
+bool IsListType(const onnx::TypeProto& t) { return t.has_sequence_type() || t.has_optional_type(); }
+
+absl::StatusOr<DataSetInputs> ReadInputs(const onnx::GraphProto& graph, const std::string& set) {
+  DataSetInputs in;
   for (int i = 0; i < graph.input_size(); ++i) {
     std::string path = absl::StrCat(set, "/input_", i, ".pb");
     if (!Exists(path)) break;
-    if (!graph.input(i).type().has_tensor_type()) {
-      // Left to the importer to refuse, or to RunAndCompare if it does not.
-      protos.emplace_back();
+    auto fail = [i](const absl::Status& s) {
+      return absl::Status(s.code(), absl::StrCat("input ", i, ": ", s.message()));
+    };
+    in.protos.emplace_back();
+    in.lists.emplace_back();
+    if (IsListType(graph.input(i).type())) {
+      absl::StatusOr<std::string> bytes = ReadFile(path);
+      absl::StatusOr<Value> list = bytes.ok() ? ListFromOnnxData(*bytes) : bytes.status();
+      if (!list.ok()) return fail(list.status());
+      AbstractPtr type = AbstractOfValue(*list);
+      if (type == nullptr) return fail(absl::InvalidArgumentError("its elements have different types"));
+      in.list_types[graph.input(i).name()] = type;
+      in.lists.back() = *std::move(list);
       continue;
     }
+    if (!graph.input(i).type().has_tensor_type()) continue;  // left to the importer to refuse
     absl::StatusOr<onnx::TensorProto> p = ReadProto<onnx::TensorProto>(path);
-    if (!p.ok()) return absl::Status(p.status().code(), absl::StrCat("input ", i, ": ", p.status().message()));
+    if (!p.ok()) return fail(p.status());
     AsDeclaredBFloat16(graph.input(i).type(), *p);
-    protos.push_back(*std::move(p));
+    in.protos.back() = *std::move(p);
   }
-  return protos;
+  return in;
 }
 
 bool IsIntegerInput(const onnx::TensorProto& p) {
@@ -193,15 +218,19 @@ bool IsIntegerInput(const onnx::TensorProto& p) {
 }
 
 // Runs `module` on `protos` (less those folded into it) and compares the outputs.
-Verdict RunAndCompare(Module& module, const onnx::GraphProto& graph, const std::vector<onnx::TensorProto>& protos,
+Verdict RunAndCompare(Module& module, const onnx::GraphProto& graph, const DataSetInputs& data,
                       bool skip_integer, const std::string& set, const Tolerance& tol,
                       std::vector<Value>* inputs_out) {
+  const std::vector<onnx::TensorProto>& protos = data.protos;
   std::vector<Value> inputs;
   for (size_t i = 0; i < protos.size(); ++i) {
     if (skip_integer && IsIntegerInput(protos[i])) continue;
+    if (data.lists[i].is_list()) {
+      inputs.push_back(data.lists[i]);
+      continue;
+    }
     if (protos[i].data_type() == onnx::TensorProto::UNDEFINED) {
-      return Verdict{Outcome::kRefused, absl::StrCat("input ", i, ": the runner feeds only tensor inputs (",
-                                                     "onnx-data.proto's sequences and optionals are not compiled)")};
+      return Verdict{Outcome::kRefused, absl::StrCat("input ", i, ": neither a tensor, a sequence nor an optional")};
     }
     absl::StatusOr<Tensor> t = TensorFromOnnx(protos[i], LoadLimits{});
     if (!t.ok()) return Refused(t.status(), absl::StrCat("input ", i, ": "));
@@ -317,12 +346,50 @@ std::string CompareTensor(const Value& got_value, const onnx::TensorProto& want_
 
 std::string CompareOutput(const Value& got, const std::string& want_file, const onnx::TypeProto& type,
                           const Tolerance& tol) {
-  if (!type.has_tensor_type()) return absl::StrCat("refused: the runner compares only tensor outputs (",
-                                                       want_file, " is not one)");
+  if (IsListType(type)) {
+    absl::StatusOr<std::string> bytes = ReadFile(want_file);
+    absl::StatusOr<Value> want = bytes.ok() ? ListFromOnnxData(*bytes) : bytes.status();
+    if (!want.ok()) return absl::StrCat("refused: expected output: ", FirstLine(want.status()));
+    return CompareLists(got, *want, tol);
+  }
+  if (!type.has_tensor_type()) return absl::StrCat("refused: the runner compares only tensor, sequence and ",
+                                                       "optional outputs (", want_file, " is none)");
   absl::StatusOr<onnx::TensorProto> want = ReadProto<onnx::TensorProto>(want_file);
   if (!want.ok()) return absl::StrCat("refused: ", FirstLine(want.status()));
   AsDeclaredBFloat16(type, *want);
   return CompareTensor(got, *want, tol);
+}
+
+std::string CompareLists(const Value& got, const Value& want, const Tolerance& tol) {
+  // Element by element, with an explicit stack of (got, want, path) triples.
+  std::vector<std::tuple<const Value*, const Value*, std::string>> work{{&got, &want, ""}};
+  while (!work.empty()) {
+    auto [g, w, path] = work.back();
+    work.pop_back();
+    const std::string at = path.empty() ? "" : absl::StrCat("element ", path, ": ");
+    if (w->is_tensor()) {
+      absl::StatusOr<Tensor> t = AsTensor(*g);
+      if (!t.ok()) return at + std::string(t.status().message());
+      if (t->dtype() != w->tensor().dtype()) {
+        return absl::StrCat(at, "dtype: expected ", DTypeName(w->tensor().dtype()), ", got ", DTypeName(t->dtype()));
+      }
+      if (t->shape() != w->tensor().shape()) {
+        return absl::StrCat(at, "shape: expected ", ShapeToString(w->tensor().shape()), ", got ",
+                            ShapeToString(t->shape()));
+      }
+      std::string diff = CompareValues(*t, w->tensor(), tol);
+      if (!diff.empty()) return at + diff;
+      continue;
+    }
+    if (!g->is_list()) return absl::StrCat(at, "expected a list, got a ", g->TypeString());
+    if (g->list().size() != w->list().size()) {
+      return absl::StrCat(at, "length: expected ", w->list().size(), ", got ", g->list().size());
+    }
+    for (size_t k = w->list().size(); k-- > 0;) {
+      work.emplace_back(&g->list()[k], &w->list()[k], path.empty() ? absl::StrCat(k) : absl::StrCat(path, ".", k));
+    }
+  }
+  return "";
 }
 
 CaseRun RunTest(const std::string& dir, const Tolerance& tol, bool fold_integer_inputs) {
@@ -343,17 +410,22 @@ CaseRun RunTest(const std::string& dir, const Tolerance& tol, bool fold_integer_
   std::unique_ptr<Module> plain;
   for (size_t i = 0; i < sets.size(); ++i) {
     std::string where = sets.size() > 1 ? absl::StrCat("test_data_set_", i, ": ") : "";
-    absl::StatusOr<std::vector<onnx::TensorProto>> protos = ReadInputProtos(model->graph(), sets[i]);
-    if (!protos.ok()) {
-      run.verdict = Refused(protos.status(), where);
+    absl::StatusOr<DataSetInputs> data = ReadInputs(model->graph(), sets[i]);
+    if (!data.ok()) {
+      run.verdict = Refused(data.status(), where);
       return run;
     }
     std::unique_ptr<Module> folded;
     if (fold_integer_inputs || plain == nullptr) {
+      // Sequences and optionals are typed by the data (the first set's, for a
+      // plain import).
+      OnnxImportOptions options;
+      options.input_types = data->list_types;
       absl::StatusOr<std::unique_ptr<Module>> imported =
-          fold_integer_inputs
-              ? ImportOnnx(WithIntegerInputsFolded(*model, *protos), DefaultRegistry(), {}, model_path)
-              : cli::LoadModule(model_path);
+          fold_integer_inputs ? ImportOnnx(WithIntegerInputsFolded(*model, data->protos), DefaultRegistry(),
+                                           options, model_path)
+          : data->list_types.empty() ? cli::LoadModule(model_path)
+                                     : ImportOnnx(*model, DefaultRegistry(), options, model_path);
       if (!imported.ok()) {
         run.verdict = ImportRefused(imported.status(), model_path);
         return run;
@@ -361,7 +433,7 @@ CaseRun RunTest(const std::string& dir, const Tolerance& tol, bool fold_integer_
       (fold_integer_inputs ? folded : plain) = *std::move(imported);
     }
     Module& m = fold_integer_inputs ? *folded : *plain;
-    Verdict v = RunAndCompare(m, model->graph(), *protos, fold_integer_inputs, sets[i], tol,
+    Verdict v = RunAndCompare(m, model->graph(), *data, fold_integer_inputs, sets[i], tol,
                               i == 0 ? &run.first_inputs : nullptr);
     if (v.outcome == Outcome::kWrong && HasRandomExpectedValues(dir) &&
         absl::StrContains(v.detail, ": values: ")) {

@@ -42,9 +42,11 @@ struct Tolerance {
 // |got - want| <= atol + rtol * |want| for floats, equality for the others), else
 // what differs.
 std::string CompareTensor(const Value& got, const onnx::TensorProto& want, const Tolerance& tol);
-// The same for the output file `want_file` of ONNX type `type`; the runner
-// compares tensors only (onnx-data.proto's SequenceProto is not compiled here),
-// so for other types the result starts with "refused: ".
+// The same for two lists (sequences and optionals: onnx_sequence_data.h), element
+// by element; the message names the element ("element 1.0: shape: ...").
+std::string CompareLists(const Value& got, const Value& want, const Tolerance& tol);
+// The same for the output file `want_file` of ONNX type `type` (a tensor, a
+// sequence or an optional); for other types the result starts with "refused: ".
 std::string CompareOutput(const Value& got, const std::string& want_file, const onnx::TypeProto& type,
                           const Tolerance& tol);
 
