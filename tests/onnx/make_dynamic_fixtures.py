@@ -14,12 +14,14 @@ several sizes, which kgrad must run with one imported graph:
 The references run in float64 (a float64 copy of the model) and are stored in
 float32, the model's dtype. The models are small so that the files stay small:
 a ResNet with torchvision's forward and BasicBlocks at widths 8-64, a 2-layer
-nn.TransformerEncoder (d_model 16, 2 heads, batch_first), a 2-layer nn.LSTM and
-the last step out[:, -1] of a batch-first nn.LSTM.
+nn.TransformerEncoder (d_model 16, 2 heads, batch_first), a 2-layer nn.LSTM,
+the last step out[:, -1] of a batch-first nn.LSTM and a scripted loop that builds
+Python lists of tensors (dyn_list_cat: ONNX sequence ops).
 """
 import copy
 import os
 import sys
+from typing import List
 
 import numpy as np
 import torch
@@ -75,6 +77,44 @@ class LstmLast(nn.Module):
         return self.lstm(x)[0][:, -1]
 
 
+class ListCat(nn.Module):
+    """A Python list of tensors grown over the sequence axis and concatenated.
+    Exported scripted (tracing would unroll the loops), the lists are ONNX
+    sequences: SequenceEmpty, then SequenceInsert in a Loop of seq trips;
+    torch.cat / torch.stack of the list are ConcatFromSequence (new_axis 0, 1);
+    outs[-1] is SequenceAt; torch.split is SplitToSequence, and the running
+    product over its pieces a second Loop carrying a SequenceConstruct, its trip
+    count from SequenceLength."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(8, 6)
+
+    def forward(self, x):
+        outs: List[torch.Tensor] = []
+        for t in range(x.size(1)):
+            # Scaled by the step: the loop counter is also used as a value (Cast).
+            outs.append(torch.tanh(self.lin(x[:, t])) * (1.0 + 0.1 * t))
+        parts = torch.split(outs[-1], 2, dim=-1)
+        prods = [parts[0]]
+        for i in range(1, len(parts)):
+            prods.append(prods[-1] * parts[i])
+        # [batch, 6 seq + 6 + 6]
+        return torch.cat([torch.cat(outs, dim=1), torch.stack(outs, 0).sum(0),
+                          torch.cat(prods, dim=1)], dim=1)
+
+
+def ops_of(graph):
+    """The op types of `graph` and of its subgraphs (Loop and If bodies)."""
+    ops = set()
+    for n in graph.node:
+        ops.add(n.op_type)
+        for a in n.attribute:
+            for g in list(a.graphs) + ([a.g] if a.HasField("g") else []):
+                ops |= ops_of(g)
+    return ops
+
+
 def save(name, suffix, t):
     np.save(os.path.join(OUT, f"{name}_{suffix}.npy"), t.detach().numpy().astype(np.float32))
 
@@ -90,7 +130,7 @@ def export(name, model, example, axes, out_axes=None):
     import onnx
     proto = onnx.load(path)
     onnx.checker.check_model(proto)
-    ops = sorted({n.op_type for n in proto.graph.node})
+    ops = sorted(ops_of(proto.graph))
     print(f"{name}: {os.path.getsize(path)} bytes, ops {' '.join(ops)}")
 
 
@@ -138,6 +178,15 @@ def main():
         export("dyn_lstm_last", last, torch.randn(2, 5, 8), {0: "batch", 1: "seq"}, {0: "batch"})
         for b, s in sizes:
             reference("dyn_lstm_last", f"b{b}s{s}", last, torch.randn(b, s, 8))
+
+    if not only or "dyn_list_cat" in only:
+        torch.manual_seed(0)
+        cat = ListCat()
+        # Exported scripted; the references run the module itself.
+        export("dyn_list_cat", torch.jit.script(cat), torch.randn(2, 5, 8), {0: "batch", 1: "seq"},
+               {0: "batch", 1: "width"})
+        for b, s in sizes:
+            reference("dyn_list_cat", f"b{b}s{s}", cat, torch.randn(b, s, 8))
 
 
 if __name__ == "__main__":

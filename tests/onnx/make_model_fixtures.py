@@ -5,7 +5,8 @@ the test suite itself needs none of them; `make_model_fixtures.py NAME...` write
 only those). Same file convention as make_fixtures.py:
 
   NAME.onnx            the model as torch.onnx.export writes it (default settings
-                       except where a fixture says: training mode, opset)
+                       except where a fixture says: training mode, opset,
+                       torch.jit.script before export)
   NAME_in<i>.npy       inputs (float, or int64 class targets / token ids)
   NAME_out.npy         the output
   NAME_ct.npy          a random output cotangent
@@ -312,14 +313,19 @@ def save(name, suffix, t):
             a.astype(np.int64) if a.dtype.kind in "iu" else a.astype(np.float32))
 
 
-def export(name, model, inputs, opset=14, training=False, reference=torch.float64):
+def export(name, model, inputs, opset=14, training=False, reference=torch.float64, script=False):
     torch.manual_seed(1)
     model.train(training)
     path = os.path.join(OUT, f"{name}.onnx")
     kwargs = {"training": TRAIN} if training else {}
     # Export a copy: exporting in training mode runs the model, which updates BN's
     # running statistics; the reference below must start from the same state.
-    torch.onnx.export(copy.deepcopy(model), tuple(inputs), path, opset_version=opset, do_constant_folding=False,
+    # `script`: export torch.jit.script of it (loops and lists kept, not unrolled
+    # by tracing); the reference runs the module itself.
+    exported = copy.deepcopy(model)
+    if script:
+        exported = torch.jit.script(exported)
+    torch.onnx.export(exported, tuple(inputs), path, opset_version=opset, do_constant_folding=False,
                       input_names=[f"x{i}" for i in range(len(inputs))], output_names=["out"],
                       **kwargs)
     import onnx
@@ -418,6 +424,13 @@ def main():
         torch.manual_seed(0)
         export(name, WithLoss(randomize_norms(SmallVideoResNet(makers, r2plus1d))),
                [torch.randn(4, 3, 4, 16, 16), targets(4, 5)], training=True)
+    # make_dynamic_fixtures.py's scripted list model (dyn_list_cat) at one static
+    # size [batch 3, seq 6, 8], for its weight gradients: the Linear's weight and
+    # bias are used inside a Loop body and reach the output through ONNX sequences
+    # (SequenceInsert, SequenceAt, SplitToSequence, ConcatFromSequence).
+    from make_dynamic_fixtures import ListCat  # it imports this module
+    torch.manual_seed(0)
+    export("list_cat", ListCat(), [torch.randn(3, 6, 8)], script=True)
 
 
 if __name__ == "__main__":

@@ -6,7 +6,9 @@
 // [seq,batch,16] activations feeds 10 Reshapes and 10 Slices: shape_of,
 // dynamic_reshape, dynamic_slice), and the LSTM builds h0/c0 with
 // ConstantOfShape(Concat(2, Gather(Shape(x), 1), 12)) (dynamic_fill) and loops
-// over a symbolic sequence length.
+// over a symbolic sequence length. A scripted loop that appends to Python lists
+// exports ONNX sequences (SequenceEmpty/Construct/Insert/At/Length,
+// SplitToSequence, ConcatFromSequence) carried through Loops.
 #include <string>
 #include <vector>
 
@@ -37,6 +39,16 @@ TEST(OnnxDynamicModelTest, LstmAtThreeSizes) {
   CheckDynamicFixture("dyn_lstm", {"b1s5", "b3s17", "b8s5"}, kTol);
   // out[:, -1]: Gather of index -1 on the symbolic sequence axis, wrapped at run time.
   CheckDynamicFixture("dyn_lstm_last", {"b1s5", "b3s17", "b8s5"}, kTol);
+}
+
+// A torch.jit.script'ed list of tensors (make_dynamic_fixtures.py ListCat):
+// SequenceEmpty, then SequenceInsert of tanh(Linear(x[:, t])) in a Loop of seq
+// trips; torch.cat and torch.stack of it are ConcatFromSequence (axis 1, and
+// axis 0 with new_axis 1, then ReduceSum); outs[-1] is SequenceAt -1, split by
+// SplitToSequence, and a second Loop carries SequenceConstruct(parts[0]) with
+// SequenceAt and SequenceInsert in its body, its trip count from SequenceLength.
+TEST(OnnxDynamicModelTest, ListOfTensorsAtThreeSizes) {
+  CheckDynamicFixture("dyn_list_cat", {"b1s5", "b3s17", "b8s5"}, kTol);
 }
 
 TEST(OnnxDynamicModelTest, ResNetImportKeepsTheBatchSymbol) {

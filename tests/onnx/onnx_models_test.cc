@@ -1,8 +1,10 @@
 // PyTorch models as users export them (tests/onnx/make_model_fixtures.py):
 // torchvision classifiers in training mode (BatchNorm with batch statistics,
-// cross_entropy; image and video models), a transformer encoder, an embedding classifier with padding, and
-// zoos of activations and losses. Each is imported, run and differentiated with
-// respect to its float inputs and every weight, against torch.autograd, in float32.
+// cross_entropy; image and video models), a transformer encoder, an embedding
+// classifier with padding, zoos of activations and losses, and a scripted loop
+// over Python lists (ONNX sequences). Each is imported, run and differentiated
+// with respect to its float inputs and every weight, against torch.autograd, in
+// float32.
 #include <string>
 
 #include "tests/onnx/onnx_fixture_suite.h"
@@ -34,7 +36,12 @@ INSTANTIATE_TEST_SUITE_P(
                     Fixture{"grid_sample_zoo", 2, kTol}, Fixture{"grid_sample3d_zoo", 2, kTol},
                     // Quantisation-aware training: QuantizeLinear -> DequantizeLinear
                     // pairs with the straight-through gradient.
-                    Fixture{"qat_cnn", 1, kTol}),
+                    Fixture{"qat_cnn", 1, kTol},
+                    // dyn_list_cat's scripted model at [3, 6, 8], for the weight
+                    // gradients through ONNX sequences: the Linear runs in a Loop body
+                    // whose results reach the output by SequenceInsert, SequenceAt,
+                    // SplitToSequence and ConcatFromSequence (d lin.weight, d lin.bias).
+                    Fixture{"list_cat", 1, kTol}),
     FixtureName);
 
 // Every residual block outlined into a checkpointed graph at import
