@@ -166,10 +166,11 @@ absl::StatusOr<AbstractPtr> TypeFromOnnx(const onnx::TypeProto& t, int depth) {
     }
     const onnx::TypeProto& e = t.has_sequence_type() ? t.sequence_type().elem_type() : t.optional_type().elem_type();
     absl::StatusOr<AbstractPtr> element = TypeFromOnnx(e, depth + 1);
-    if (!element.ok()) {
+    if (!element.ok() && depth == 0) {  // named once, at the outermost list
       return absl::Status(element.status().code(), absl::StrCat(t.has_sequence_type() ? "sequence" : "optional",
                                                                 " element: ", element.status().message()));
     }
+    KGRAD_RETURN_IF_ERROR(element.status());
     return MakeAbstractList(*std::move(element));
   }
   if (!t.has_tensor_type()) return absl::UnimplementedError("only tensor, sequence and optional types are supported");
