@@ -165,19 +165,18 @@ Vec<T> Copysign(Vec<T> a, Vec<T> b) {
   return Lanes(a, b, [](T x, T y) { return std::copysign(x, y); });
 }
 
-// e^x. Eigen 3.4's double exp clamps its argument at -709.78: every smaller x,
-// -inf included, gives 5.6e-309 instead of a subnormal or 0. Below -700 the
-// argument is raised by 64 ln 2 and the result scaled by 2^-64, which lands on
-// what std::exp gives. Float's packet exp is right as it is.
+// e^x. Eigen 3.4's packet exp clamps its argument from below: double at -709.78,
+// where every smaller x, -inf included, gives 5.6e-309 instead of a subnormal or
+// 0; float's AVX2 exp at -88.38, giving 2.9e-39 down to -inf (softplus(-800)
+// was 2.9e-39 on a 2-core AVX2 EPYC; the AVX-512 machines gave 0). Below kLow the argument is raised by 64 ln 2 and
+// the result scaled by 2^-64, which lands on what std::exp gives: a subnormal
+// or, beyond the clamp, 0.
 template <class T>
 Vec<T> Exp(Vec<T> x) {
-  if constexpr (std::is_same_v<T, double>) {
-    constexpr double kLow = -700.0, kShift = 64 * 0.693147180559945309417, kScale = 0x1p-64;
-    const Vec<T> low(ei::pexp((x + Vec<T>(kShift)).p));
-    return Select(x < Vec<T>(kLow), low * Vec<T>(kScale), Vec<T>(ei::pexp(x.p)));
-  } else {
-    return Vec<T>(ei::pexp(x.p));
-  }
+  constexpr T kLow = std::is_same_v<T, double> ? T(-700) : T(-80);
+  constexpr T kShift = T(64 * 0.693147180559945309417), kScale = T(0x1p-64);
+  const Vec<T> low(ei::pexp((x + Vec<T>(kShift)).p));
+  return Select(x < Vec<T>(kLow), low * Vec<T>(kScale), Vec<T>(ei::pexp(x.p)));
 }
 
 // Exp for Eigen array expressions (softmax, logsumexp): packets through Exp above,
