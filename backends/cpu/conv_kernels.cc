@@ -29,6 +29,7 @@
 #include "backends/cpu/depthwise_conv.h"
 #include "backends/cpu/dnnl_conv.h"
 #include "backends/cpu/eigen.h"
+#include "backends/cpu/gemm.h"
 #include "backends/cpu/parallel.h"
 #include "core/status_macros.h"
 #include "ops/conv_window.h"
@@ -154,9 +155,27 @@ ConstMatMap<T> View(const T* p, int64_t rows, int64_t cols, int64_t stride) {
   return ConstMatMap<T>(p, rows, cols, Stride(stride));
 }
 
+// out = op(a) * op(b) on row-major views, through the GEMM whose bits do not
+// depend on the thread count (backends/cpu/gemm.h): in fixed tiles over the
+// threads when called outside a parallel region (a serial batch loop), on the
+// calling thread inside one (a batch chunk).
+template <typename T>
+void Product(MatMap<T> out, ConstMatMap<T> a, bool ta, ConstMatMap<T> b, bool tb) {
+  GemmShape s;
+  s.m = out.rows();
+  s.n = out.cols();
+  s.k = ta ? a.rows() : a.cols();
+  s.ta = ta;
+  s.tb = tb;
+  s.lda = a.outerStride();
+  s.ldb = b.outerStride();
+  s.ldc = out.outerStride();
+  TiledGemm(a.data(), b.data(), out.data(), s);
+}
+
 // Batch chunks to run in parallel. One chunk (a serial batch loop) when the work is
 // small, or when a sample's GEMM is big enough to use every thread by itself
-// (Eigen's GEMM parallelises with OpenMP outside a parallel region). Work is
+// (Product spreads its tiles over the threads outside a parallel region). Work is
 // estimated in double: the dims are bounded but their products need not fit int64.
 int64_t BatchChunks(const ConvGeom& g) {
   int64_t threads = 1;
@@ -296,7 +315,7 @@ void Conv2dForward(const ConvGeom& g, const ConvPlan& plan, const T* x, const T*
         if (rows == 0) {
           out.setZero();  // no input channels: an empty sum
         } else {
-          out.noalias() = wg * Columns(g, xg, i0, i1, col);
+          Product(out, wg, false, Columns(g, xg, i0, i1, col), false);
         }
       }
     }
@@ -339,7 +358,7 @@ void Conv2dBackpropInput(const ConvGeom& g, const ConvPlan& plan, const T* dy, c
         if (g.og == 0) {
           out.setZero();  // no output channels: nothing flows back
         } else {
-          out.noalias() = wg.transpose() * View(dyg + i0 * g.ow, g.og, tile, cols);
+          Product(out, wg, true, View(dyg + i0 * g.ow, g.og, tile, cols), false);
         }
         if (!IsPointwise(g)) Col2Im(g, col, i0, i1, dxg);
       }

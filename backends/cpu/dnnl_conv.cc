@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <optional>
 #include <string>
 #include <utility>
@@ -109,13 +110,20 @@ struct Setup {
   dnnl_dims_t strides, dilates, pad_lo, pad_hi;
 };
 
+// Pointwise convolutions: 1x1 windows at stride 1 without padding, one group.
+bool IsPointwise(const ConvGeom& g) {
+  const ops::Axes zero{0, 0, 0}, one{1, 1, 1};
+  return g.kd == 1 && g.kh == 1 && g.kw == 1 && g.win.groups == 1 && g.win.stride == one &&
+         g.win.pad_lo == zero && g.win.pad_hi == zero;
+}
+
 // The layout the primitive is asked to use for x and y:
-// - pointwise convolutions (1x1 windows at stride 1 without padding, one group):
-//   NCHW, which oneDNN's GEMM-based kernel computes directly, per sample Y = W X.
-//   The blocked 1x1 kernel is faster than that GEMM but not by the cost of the
-//   reorders (mobilenet_v2 forward: batch 1 7.65 -> 6.94 ms, batch 8 69.5 ->
-//   65.9 ms; the strided 1x1 convolutions of resnet18 gained nothing and stay
-//   blocked).
+// - pointwise convolutions (backward weights only: their forward and backward
+//   data are kgrad's per-sample GEMMs, see DnnlConv): NCHW, which oneDNN's
+//   GEMM-based kernel computes directly. The blocked 1x1 kernel is faster than
+//   that GEMM but not by the cost of the reorders (mobilenet_v2 forward: batch 1
+//   7.65 -> 6.94 ms, batch 8 69.5 -> 65.9 ms; the strided 1x1 convolutions of
+//   resnet18 gained nothing and stay blocked).
 // - the forward of other one-group convolutions of 16 or more input channels:
 //   NHWC, reordered from and to NCHW around the call. resnet18's forward at batch
 //   1 went from 17.8 to 15.4 ms (medians of 10, three interleaved rounds, 2-core
@@ -125,11 +133,8 @@ struct Setup {
 // - otherwise oneDNN's own choice (blocked), reordered from and to NCHW.
 // 3-D windows (5-D tensors) take the same choices in their NCDHW / NDHWC forms.
 dnnl_format_tag_t ActivationTag(const ConvGeom& g, DnnlConvKind kind) {
-  const ops::Axes zero{0, 0, 0}, one{1, 1, 1};
   const bool three = g.win.spatial == 3;
-  const bool pointwise = g.kd == 1 && g.kh == 1 && g.kw == 1 && g.win.groups == 1 &&
-                         g.win.stride == one && g.win.pad_lo == zero && g.win.pad_hi == zero;
-  if (pointwise) return three ? dnnl_ncdhw : dnnl_nchw;
+  if (IsPointwise(g)) return three ? dnnl_ncdhw : dnnl_nchw;
   if (kind == DnnlConvKind::kForward && g.win.groups == 1 && g.c >= 16) {
     return three ? dnnl_ndhwc : dnnl_nhwc;
   }
@@ -294,6 +299,27 @@ absl::Status Bind(const KernelContext& ctx, const Setup& s, Operand* op) {
 
 dnnl_memory_t Bound(const Operand& op) { return op.prim.get() != nullptr ? op.prim.get() : op.user.get(); }
 
+// oneDNN's GEMM-based convolutions ("gemm:jit", what it picks for plain layouts
+// on machines without AVX-512, and for grouped windows it has no direct kernel
+// for) split their sums by the thread count: forward results differed in the
+// last bits on 1, 2, 3 and 5 threads (tests/backends/cpu/conv_kernels_test on a
+// 2-core AVX2 EPYC), where the direct kernels sum each output on one thread. Those
+// are left to kgrad's im2col GEMMs (Unimplemented). Backward weights run on one
+// thread per fixed chunk (BackwardWeightsInChunks) and may use any kernel.
+absl::Status RefuseThreadDependentSums(const PrimDesc& pd, DnnlConvKind kind) {
+  if (kind == DnnlConvKind::kBackwardWeights) return absl::OkStatus();
+  const char* impl = nullptr;
+  if (dnnl_primitive_desc_query(pd.get(), dnnl_query_impl_info_str, 0, &impl) != dnnl_success ||
+      impl == nullptr) {
+    return absl::UnimplementedError("oneDNN did not name its convolution kernel");
+  }
+  if (std::strstr(impl, "gemm") != nullptr) {
+    return absl::UnimplementedError(
+        absl::StrCat("oneDNN's convolution kernel ", impl, " sums by the thread count"));
+  }
+  return absl::OkStatus();
+}
+
 // One oneDNN call over the whole of `g`, with the calling thread's OpenMP threads.
 absl::Status DnnlConvCall(const KernelContext& ctx, const ConvGeom& g, DnnlConvKind kind, float* x,
                           float* w, float* y, const Tensor* kept_w) {
@@ -303,6 +329,7 @@ absl::Status DnnlConvCall(const KernelContext& ctx, const ConvGeom& g, DnnlConvK
   KGRAD_RETURN_IF_ERROR(ForwardDesc(s, &fwd));
   if (kind != DnnlConvKind::kForward) KGRAD_RETURN_IF_ERROR(BackwardDesc(s, kind, fwd, &bwd));
   const PrimDesc& pd = kind == DnnlConvKind::kForward ? fwd : bwd;
+  KGRAD_RETURN_IF_ERROR(RefuseThreadDependentSums(pd, kind));
   auto md = [&](dnnl_query_t q) { return dnnl_primitive_desc_query_md(pd.get(), q, 0); };
   // The output is y (forward), x (backward data) or w (backward weights); the
   // operand in that role is a difference ("diff_") in the backward primitives.
@@ -388,6 +415,10 @@ absl::Status BackwardWeightsInChunks(const KernelContext& ctx, const ConvGeom& g
 absl::Status DnnlConv(const KernelContext& ctx, const ConvGeom& g, DnnlConvKind kind, float* x,
                       float* w, float* y, const Tensor* kept_w) {
   if (kind == DnnlConvKind::kBackwardWeights) return BackwardWeightsInChunks(ctx, g, x, w, y);
+  // A pointwise forward or backward data is one GEMM per sample, which oneDNN
+  // would hand to its GEMM-based kernel: kgrad's own computes the same GEMM with
+  // the same sgemm, in tiles whose bits do not depend on the threads.
+  if (IsPointwise(g)) return absl::UnimplementedError("pointwise: kgrad's per-sample GEMM");
   return DnnlConvCall(ctx, g, kind, x, w, y, kept_w);
 }
 

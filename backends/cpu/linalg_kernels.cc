@@ -1,8 +1,9 @@
 // CPU kernels: linalg family (matmul, einsum). The checks and shapes are
 // ops/linalg.h's, the einsum contraction order ops/einsum_spec.h's, shared with
 // inference and the CUDA kernels. Matrix products go through one batched GEMM:
-// Eigen's for floats (row-major maps, transposes as views, so no copies) and
-// oneDNN's sgemm for big f32 tiles, a plain loop for integers.
+// the shared float GEMM (backends/cpu/gemm.h: oneDNN's sgemm for f32, Eigen's
+// for f64, in tiles whose bits do not depend on the thread count), a plain loop
+// for integers.
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -16,16 +17,13 @@
 #include "absl/strings/str_cat.h"
 #include "backends/cpu/cpu_kernels.h"
 #include "backends/cpu/eigen.h"
+#include "backends/cpu/gemm.h"
 #include "backends/cpu/parallel.h"
 #include "backends/view_kernels.h"
 #include "core/shape.h"
 #include "core/status_macros.h"
 #include "ops/einsum_spec.h"
 #include "ops/linalg.h"
-
-#ifndef KGRAD_NO_DNNL
-#include <oneapi/dnnl/dnnl.h>
-#endif
 
 namespace kgrad {
 namespace cpu {
@@ -43,35 +41,6 @@ struct GemmDims {
   int64_t m, n, k;
   bool ta, tb;
 };
-
-template <typename T>
-using RowMatrix = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-
-// Eigen picks its own algorithm by size: packed GEMM, or a coefficient-based
-// product for tiny matrices (measured: its choice beats a lazy product forced on
-// 8x8x8 and 12x12x12 batches).
-// out = op(ma) * op(mb) on Eigen maps (transposes as views, so no copies).
-template <typename Out, typename A, typename B>
-void EigenProduct(Out& out, const A& ma, const B& mb, bool ta, bool tb) {
-  if (!ta && !tb) {
-    out.noalias() = ma * mb;
-  } else if (ta && !tb) {
-    out.noalias() = ma.transpose() * mb;
-  } else if (!ta && tb) {
-    out.noalias() = ma * mb.transpose();
-  } else {
-    out.noalias() = ma.transpose() * mb.transpose();
-  }
-}
-
-template <typename T>
-void EigenGemm(const T* a, const T* b, T* c, const GemmDims& d) {
-  using ConstMap = Eigen::Map<const RowMatrix<T>>;
-  Eigen::Map<RowMatrix<T>> out(c, d.m, d.n);
-  ConstMap ma(a, d.ta ? d.k : d.m, d.ta ? d.m : d.k);
-  ConstMap mb(b, d.tb ? d.n : d.k, d.tb ? d.k : d.n);
-  EigenProduct(out, ma, mb, d.ta, d.tb);
-}
 
 // Row i of c = op(a) * op(b) for integers (wrapping, like all integer
 // arithmetic), in i-k-j order so that the inner loop runs along contiguous rows
@@ -93,50 +62,7 @@ void GemmLoopRow(const T* a, const T* b, T* c, const GemmDims& d, int64_t i) {
   }
 }
 
-template <typename T>
-void SerialGemm(const T* a, const T* b, T* c, const GemmDims& d) {
-  if (d.k == 0) {
-    std::fill(c, c + d.m * d.n, T{0});  // a sum of nothing
-  } else {
-    EigenGemm(a, b, c, d);
-  }
-}
-
-// ----- Tiles of big GEMMs -----------------------------------------------------------
-// A GEMM's result must not depend on the thread count (a caller's share of the
-// cores changes with the runs beside it): Eigen's and oneDNN's threaded GEMMs block
-// and split their sums by the number of threads (measured: oneDNN's sgemm gives
-// other bits on 1, 2, 3, 5 and 8 threads for 128x784x1024 and every k-heavy shape
-// tried). So a big GEMM is cut into output tiles of a size fixed by the shapes,
-// each computed on one thread.
-inline constexpr int64_t kTileRows = 128, kTileCols = 512;
-
-// c[r0:r1, c0:c1] of c = op(a) * op(b), on the calling thread. f32 goes to
-// oneDNN's sgemm (row-major, ~1.1-1.7x Eigen's rate on the MLP's and the
-// transformer's shapes), f64 and builds without oneDNN to Eigen.
-template <typename T>
-void TileGemm(const T* a, const T* b, T* c, const GemmDims& d, int64_t r0, int64_t r1, int64_t c0,
-              int64_t c1) {
-  const int64_t rows = r1 - r0, cols = c1 - c0;
-  const int64_t lda = d.ta ? d.m : d.k, ldb = d.tb ? d.k : d.n;
-  const T* at = a + (d.ta ? r0 : r0 * d.k);
-  const T* bt = b + (d.tb ? c0 * d.k : c0);
-  T* ct = c + r0 * d.n + c0;
-#ifndef KGRAD_NO_DNNL
-  if constexpr (std::is_same_v<T, float>) {
-    if (dnnl_sgemm(d.ta ? 'T' : 'N', d.tb ? 'T' : 'N', rows, cols, d.k, 1.0f, at, lda, bt, ldb, 0.0f,
-                   ct, d.n) == dnnl_success) {
-      return;
-    }
-  }
-#endif
-  using Stride = Eigen::OuterStride<>;
-  using ConstMap = Eigen::Map<const RowMatrix<T>, 0, Stride>;
-  Eigen::Map<RowMatrix<T>, 0, Stride> out(ct, rows, cols, Stride(d.n));
-  ConstMap ma(at, d.ta ? d.k : rows, d.ta ? rows : d.k, Stride(lda));
-  ConstMap mb(bt, d.tb ? cols : d.k, d.tb ? d.k : cols, Stride(ldb));
-  EigenProduct(out, ma, mb, d.ta, d.tb);
-}
+GemmShape Dense(const GemmDims& d) { return GemmShape::Dense(d.m, d.n, d.k, d.ta, d.tb); }
 
 // Where each batch's matrix starts in an operand: bi * stride, or table[bi] when
 // broadcasting makes the pattern irregular.
@@ -190,13 +116,15 @@ void BatchedGemm(const T* a, const T* b, T* c, const GemmDims& d, int64_t batch,
       }
     });
   } else if (work >= kBigGemm && d.k > 0) {
-    // Fixed output tiles of every matrix, spread over the threads.
-    const int64_t tm = (d.m + kTileRows - 1) / kTileRows, tn = (d.n + kTileCols - 1) / kTileCols;
+    // Fixed output tiles of every matrix, spread over the threads (gemm.h).
+    const int64_t tm = (d.m + kGemmTileRows - 1) / kGemmTileRows;
+    const int64_t tn = (d.n + kGemmTileCols - 1) / kGemmTileCols;
     ParallelForOneThreadEach(batch * tm * tn, 2, [&](int64_t begin, int64_t end) {
       for (int64_t t = begin; t < end; ++t) {
         const int64_t bi = t / (tm * tn), i = t % (tm * tn) / tn, j = t % tn;
-        TileGemm(a + a_off[bi], b + b_off[bi], c + bi * mn, d, i * kTileRows,
-                 std::min(d.m, (i + 1) * kTileRows), j * kTileCols, std::min(d.n, (j + 1) * kTileCols));
+        GemmTile(a + a_off[bi], b + b_off[bi], c + bi * mn, Dense(d), i * kGemmTileRows,
+                 std::min(d.m, (i + 1) * kGemmTileRows), j * kGemmTileCols,
+                 std::min(d.n, (j + 1) * kGemmTileCols));
       }
     });
   } else {
@@ -204,7 +132,7 @@ void BatchedGemm(const T* a, const T* b, T* c, const GemmDims& d, int64_t batch,
     ParallelForOneThreadEach(batch, std::max<int64_t>(1, kMinParallelGemm / std::max<int64_t>(work, 1)),
                              [&](int64_t begin, int64_t end) {
                                for (int64_t bi = begin; bi < end; ++bi) {
-                                 SerialGemm(a + a_off[bi], b + b_off[bi], c + bi * mn, d);
+                                 SerialGemm(a + a_off[bi], b + b_off[bi], c + bi * mn, Dense(d));
                                }
                              });
   }

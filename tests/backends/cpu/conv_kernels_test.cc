@@ -13,6 +13,7 @@
 #include "backends/cpu/dnnl_conv.h"
 #include "backends/cpu/parallel.h"
 #include "backends/kernel_cache.h"
+#include "absl/strings/match.h"
 #include "core/primitive.h"
 #include "core/scalar.h"
 #include "core/tensor.h"
@@ -229,6 +230,17 @@ TEST_P(ConvKernelTest, BackpropFilterMatchesNaiveLoops) {
                NaiveBackpropFilter(k_, ToDoubles(x_), ToDoubles(dy_)));
 }
 
+// oneDNN's forward and backward data either run, or are declined for one of the
+// two reasons dnnl_conv.cc gives (a pointwise window: kgrad's per-sample GEMM;
+// a GEMM-based oneDNN kernel, whose sums depend on the thread count).
+void ExpectTakenOrDeclined(const absl::Status& s) {
+  if (s.ok()) return;
+  ASSERT_TRUE(absl::IsUnimplemented(s)) << s;
+  EXPECT_TRUE(absl::StrContains(s.message(), "pointwise") ||
+              absl::StrContains(s.message(), "sums by the thread count"))
+      << s;
+}
+
 // The f32 kernels above go through oneDNN where it applies; this checks that it
 // does apply (a silent fallback to the im2col loops would pass those tests) and
 // runs oneDNN's three convolutions directly against the naive loops. Empty
@@ -255,10 +267,12 @@ TEST_P(ConvKernelTest, OneDnnTakesEveryNonEmptyF32Case) {
   Tensor dx = MakeTensor(kF32, k_.x, std::vector<double>(NumElementsOf(k_.x), 7.0));
   Tensor dw = MakeTensor(kF32, k_.w, std::vector<double>(NumElementsOf(k_.w), 7.0));
   const auto f = [](const Tensor& t) { return t.mutable_data<float>(); };
-  ASSERT_TRUE(DnnlConv(ctx, *g, DnnlConvKind::kForward, f(x_), f(w_), f(y)).ok());
-  ExpectClose(y, kF32, k_.y(), NaiveConv(k_, ToDoubles(x_), ToDoubles(w_)));
-  ASSERT_TRUE(DnnlConv(ctx, *g, DnnlConvKind::kBackwardData, f(dx), f(w_), f(dy_)).ok());
-  ExpectClose(dx, kF32, k_.x, NaiveBackpropInput(k_, ToDoubles(dy_), ToDoubles(w_)));
+  absl::Status fw = DnnlConv(ctx, *g, DnnlConvKind::kForward, f(x_), f(w_), f(y));
+  ExpectTakenOrDeclined(fw);
+  if (fw.ok()) ExpectClose(y, kF32, k_.y(), NaiveConv(k_, ToDoubles(x_), ToDoubles(w_)));
+  absl::Status bd = DnnlConv(ctx, *g, DnnlConvKind::kBackwardData, f(dx), f(w_), f(dy_));
+  ExpectTakenOrDeclined(bd);
+  if (bd.ok()) ExpectClose(dx, kF32, k_.x, NaiveBackpropInput(k_, ToDoubles(dy_), ToDoubles(w_)));
   absl::Status bw = DnnlConv(ctx, *g, DnnlConvKind::kBackwardWeights, f(x_), f(dw), f(dy_));
   if (k_.x[0] < cpu::conv_internal::kWeightChunks) {
     // Few samples: the im2col kernel's output-channel blocks take it.
@@ -290,11 +304,13 @@ TEST_P(ConvKernelTest, KeptWeightLayoutsGiveTheResultsOfFreshOnes) {
   Tensor w2 = RandomTensor(kF32, k_.w, rng);
   for (const Tensor* w : {&w_, &w_, &w2, &w_}) {
     Tensor y = MakeTensor(kF32, k_.y(), std::vector<double>(NumElementsOf(k_.y()), 7.0));
-    ASSERT_TRUE(DnnlConv(ctx, *g, DnnlConvKind::kForward, f(x_), f(*w), f(y), w).ok());
-    ExpectClose(y, kF32, k_.y(), NaiveConv(k_, ToDoubles(x_), ToDoubles(*w)));
+    absl::Status fw = DnnlConv(ctx, *g, DnnlConvKind::kForward, f(x_), f(*w), f(y), w);
+    ExpectTakenOrDeclined(fw);
+    if (fw.ok()) ExpectClose(y, kF32, k_.y(), NaiveConv(k_, ToDoubles(x_), ToDoubles(*w)));
     Tensor dx = MakeTensor(kF32, k_.x, std::vector<double>(NumElementsOf(k_.x), 7.0));
-    ASSERT_TRUE(DnnlConv(ctx, *g, DnnlConvKind::kBackwardData, f(dx), f(*w), f(dy_), w).ok());
-    ExpectClose(dx, kF32, k_.x, NaiveBackpropInput(k_, ToDoubles(dy_), ToDoubles(*w)));
+    absl::Status bd = DnnlConv(ctx, *g, DnnlConvKind::kBackwardData, f(dx), f(*w), f(dy_), w);
+    ExpectTakenOrDeclined(bd);
+    if (bd.ok()) ExpectClose(dx, kF32, k_.x, NaiveBackpropInput(k_, ToDoubles(dy_), ToDoubles(*w)));
   }
   EXPECT_LE(cache.size(), 2u);  // one layout per direction at most, w2 replaced w_'s
 }
@@ -348,6 +364,32 @@ INSTANTIATE_TEST_SUITE_P(Cases, ConvKernelTest, Combine(ValuesIn(ConvCases()), V
                          CaseName<ConvCase>);
 INSTANTIATE_TEST_SUITE_P(Cases, ConvAdjointTest, Combine(ValuesIn(ConvCases()), Values(kF64)),
                          CaseName<ConvCase>);
+
+// The declines above must stay the exception: a 3x3 convolution of 16 channels
+// has a direct oneDNN kernel on every x86-64 machine kgrad builds for (AVX2 and
+// AVX-512), and its forward and backward data run there.
+TEST(ConvKernelEdgeTest, OneDnnRunsAnOrdinaryConvolution) {
+#ifndef KGRAD_NO_DNNL
+  ConvCase k{"ordinary", {2, 16, 12, 12}, {16, 16, 3, 3}, {1, 1}, {1, 1}};
+  absl::StatusOr<PrimitivePtr> p = DefaultRegistry().Make(PrimId::kConv2d, k.attrs());
+  ASSERT_TRUE(p.ok()) << p.status();
+  std::mt19937_64 rng(Seed(k.name, kF32));
+  Tensor x = RandomTensor(kF32, k.x, rng), w = RandomTensor(kF32, k.w, rng);
+  Tensor dy = RandomTensor(kF32, k.y(), rng);
+  absl::StatusOr<ops::ConvGeom> g = ops::ConvKernelGeom(**p, {&x, &w});
+  ASSERT_TRUE(g.ok()) << g.status();
+  std::vector<Value> none;
+  KernelContext ctx(**p, absl::MakeSpan(none), CpuDevice());
+  using cpu::conv_internal::DnnlConv, cpu::conv_internal::DnnlConvKind;
+  const auto f = [](const Tensor& t) { return t.mutable_data<float>(); };
+  Tensor y = MakeTensor(kF32, k.y(), std::vector<double>(NumElementsOf(k.y()), 7.0));
+  ASSERT_TRUE(DnnlConv(ctx, *g, DnnlConvKind::kForward, f(x), f(w), f(y)).ok());
+  ExpectClose(y, kF32, k.y(), NaiveConv(k, ToDoubles(x), ToDoubles(w)));
+  Tensor dx = MakeTensor(kF32, k.x, std::vector<double>(NumElementsOf(k.x), 7.0));
+  ASSERT_TRUE(DnnlConv(ctx, *g, DnnlConvKind::kBackwardData, f(dx), f(w), f(dy)).ok());
+  ExpectClose(dx, kF32, k.x, NaiveBackpropInput(k, ToDoubles(dy), ToDoubles(w)));
+#endif
+}
 
 TEST(ConvKernelEdgeTest, EmptyReductionsGiveZeros) {
   // No input channels: y is all zeros. No samples: dw is all zeros.
