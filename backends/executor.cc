@@ -147,7 +147,7 @@ absl::Status Executor::CheckSignature(const std::vector<Value>& args) const {
 
 absl::StatusOr<Value> Executor::Run(std::vector<Value> args,
                                     const absl::flat_hash_map<std::string, Tensor>& weights,
-                                    Profile* profile) const {
+                                    Profile* profile, KernelObserver* observer) const {
   const auto& params = entry_->parameters();
   if (args.size() != params.size()) {
     return absl::InvalidArgumentError(absl::StrCat("graph '", entry_->name(), "' takes ",
@@ -181,17 +181,17 @@ absl::StatusOr<Value> Executor::Run(std::vector<Value> args,
   }
   // Scoped: the caller's thread gets its own mode back.
   cpu::ScopedDenormalMode mode(options_.flush_denormals ? cpu::kFlushBits : cpu::DenormalMode());
-  KGRAD_ASSIGN_OR_RETURN(Value out, Execute(std::move(args), std::move(w), profile));
+  KGRAD_ASSIGN_OR_RETURN(Value out, Execute(std::move(args), std::move(w), profile, observer));
   KGRAD_RETURN_IF_ERROR(device_->Synchronize());
   return ValueToHost(out, device_);
 }
 
 absl::StatusOr<Value> Executor::Execute(std::vector<Value> args, std::vector<Value> weights,
-                                        Profile* profile) const {
+                                        Profile* profile, KernelObserver* observer) const {
   const int token = device_->BeginRun();
   absl::StatusOr<Value> out = executor_internal::RunPlans(
       plans_, plans_.at(entry_).get(), std::move(args), std::move(weights), weight_values_, device_,
-      options_, profile, token, worker_.get(), slot_pool_.get());
+      options_, profile, observer, token, worker_.get(), slot_pool_.get());
   device_->EndRun(token);
   return out;
 }

@@ -28,6 +28,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
+#include "absl/types/span.h"
 #include "backends/communicator.h"
 #include "backends/device.h"
 #include "core/func_graph.h"
@@ -117,6 +118,20 @@ struct Profile {
   std::string ToString() const;
 };
 
+// Sees every kernel application of a Run, after its kernel, on the thread that
+// runs it: the node, its primitive, the kernel's inputs and its output. For
+// tools that read each intermediate value (tools/precision_report.h). While
+// observed, a kernel never writes its output over an input, so the inputs are
+// what it read. Fused runs of elementwise applications are one step each and not
+// observed: create the executor with fuse_elementwise off to see every
+// application. A status other than OK ends the Run with it.
+class KernelObserver {
+ public:
+  virtual ~KernelObserver() = default;
+  virtual absl::Status OnKernel(const CNode& node, const Primitive& prim,
+                                absl::Span<const Value> inputs, const Value& output) = 0;
+};
+
 class SlotPool;
 
 class Executor {
@@ -127,10 +142,11 @@ class Executor {
 
   // Runs the entry graph. Tensors in `args` are copied to the device, the result
   // back to the host. Weights take their module values unless `weights` names
-  // them (name -> tensor).
+  // them (name -> tensor). `profile` and `observer` (either may be null) see
+  // this Run only.
   absl::StatusOr<Value> Run(std::vector<Value> args,
                             const absl::flat_hash_map<std::string, Tensor>& weights = {},
-                            Profile* profile = nullptr) const;
+                            Profile* profile = nullptr, KernelObserver* observer = nullptr) const;
 
   const ExecutorStats& stats() const { return stats_; }
   Device* device() const { return device_; }
@@ -143,7 +159,7 @@ class Executor {
   // The check for the argument types of one Run, once per signature.
   absl::Status CheckSignature(const std::vector<Value>& args) const;
   absl::StatusOr<Value> Execute(std::vector<Value> args, std::vector<Value> weights,
-                                Profile* profile) const;
+                                Profile* profile, KernelObserver* observer) const;
 
   FuncGraph* entry_;
   ExecutorOptions options_;

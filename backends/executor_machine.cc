@@ -29,11 +29,11 @@ class Machine {
  public:
   Machine(const absl::flat_hash_map<const FuncGraph*, std::unique_ptr<Plan>>& plans,
           std::vector<Value> weights, const std::vector<Value>& own_weights, Device* device,
-          const ExecutorOptions& options, Profile* profile, int run_token, CollectiveWorker* worker,
-          SlotPool* slot_pool)
+          const ExecutorOptions& options, Profile* profile, KernelObserver* observer, int run_token,
+          CollectiveWorker* worker, SlotPool* slot_pool)
       : plans_(plans), weights_(std::move(weights)), own_weights_(own_weights), device_(device),
-        options_(options),
-        max_depth_(options.max_call_depth), profile_(profile), run_token_(run_token),
+        options_(options), max_depth_(options.max_call_depth), profile_(profile),
+        observer_(observer), run_token_(run_token),
         worker_(worker), slot_pool_(slot_pool), spare_(slot_pool->Take()) {}
   ~Machine() { slot_pool_->Give(std::move(spare_)); }
   Machine(const Machine&) = delete;
@@ -142,6 +142,9 @@ class Machine {
     }
     const bool meter = metered() && !s.prim->def().moves_only;
     if (meter) CollectBuffers(args_);
+    // Held here, the inputs' buffers are shared, so the kernel cannot reuse one
+    // for its output: the observer sees what the kernel read.
+    if (observer_ != nullptr) observed_.assign(args_.begin(), args_.end());
     KernelContext ctx(*s.prim, absl::MakeSpan(args_.data(), args_.size()), device_,
                       options_.communicator);
     if (s.cache != nullptr) ctx.set_cache(s.cache.get(), OwnWeightInputs(s));
@@ -159,6 +162,10 @@ class Machine {
     if (meter) {
       absl::Status charged = Charge(*out);
       if (!charged.ok()) return AtNode(charged, s.node, s.prim);
+    }
+    if (observer_ != nullptr) {
+      KGRAD_RETURN_IF_ERROR(observer_->OnKernel(*s.node, *s.prim, observed_, *out));
+      observed_.clear();
     }
     f.slots[s.out] = *std::move(out);
     args_.clear();
@@ -370,6 +377,8 @@ class Machine {
   std::vector<Frame> stack_;
   absl::InlinedVector<Value, 6> args_;
   Profile* profile_;
+  KernelObserver* observer_;
+  absl::InlinedVector<Value, 6> observed_;  // the inputs of the observed kernel
   int run_token_;  // from Device::BeginRun
   CollectiveWorker* worker_;  // null unless collectives overlap (ExecutorOptions)
   PendingCollectives pending_;
@@ -382,10 +391,10 @@ class Machine {
 absl::StatusOr<Value> RunPlans(
     const absl::flat_hash_map<const FuncGraph*, std::unique_ptr<Plan>>& plans, const Plan* entry,
     std::vector<Value> args, std::vector<Value> weights, const std::vector<Value>& own_weights,
-    Device* device, const ExecutorOptions& options, Profile* profile, int run_token,
-    CollectiveWorker* worker, SlotPool* slot_pool) {
-  Machine m(plans, std::move(weights), own_weights, device, options, profile, run_token, worker,
-            slot_pool);
+    Device* device, const ExecutorOptions& options, Profile* profile, KernelObserver* observer,
+    int run_token, CollectiveWorker* worker, SlotPool* slot_pool) {
+  Machine m(plans, std::move(weights), own_weights, device, options, profile, observer, run_token,
+            worker, slot_pool);
   return m.Run(entry, std::move(args));
 }
 

@@ -23,13 +23,14 @@ namespace executor_internal {
 
 // Runs `entry` (one of `plans`) on `args`. `weights`: the weights this run reads
 // (with Run's replacements); `own_weights`: the executor's own, whose kernel
-// caches may be kept. `run_token` is Device::BeginRun's; `worker` is null unless
-// collectives overlap; frames take their slots from `slot_pool`.
+// caches may be kept. `profile` and `observer` may be null. `run_token` is
+// Device::BeginRun's; `worker` is null unless collectives overlap; frames take
+// their slots from `slot_pool`.
 absl::StatusOr<Value> RunPlans(
     const absl::flat_hash_map<const FuncGraph*, std::unique_ptr<Plan>>& plans, const Plan* entry,
     std::vector<Value> args, std::vector<Value> weights, const std::vector<Value>& own_weights,
-    Device* device, const ExecutorOptions& options, Profile* profile, int run_token,
-    CollectiveWorker* worker, SlotPool* slot_pool);
+    Device* device, const ExecutorOptions& options, Profile* profile, KernelObserver* observer,
+    int run_token, CollectiveWorker* worker, SlotPool* slot_pool);
 
 }  // namespace executor_internal
 }  // namespace kgrad

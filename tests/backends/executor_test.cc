@@ -1,5 +1,10 @@
 #include "backends/executor.h"
 
+#include <cmath>
+#include <memory>
+#include <string>
+#include <vector>
+
 #include "core/builder.h"
 #include "core/infer.h"
 #include "core/verifier.h"
@@ -209,6 +214,67 @@ TEST(ExecutorTest, InferenceThroughRecursionReachesAFixpoint) {
   a = InferGraph(loop, {MakeAbstractScalarValue(Scalar::Int(10))});
   ASSERT_TRUE(a.ok()) << a.status();
   EXPECT_EQ((*a)->ToString(), "i64");
+}
+
+// Records what a KernelObserver sees.
+class Recorder final : public KernelObserver {
+ public:
+  absl::Status OnKernel(const CNode& node, const Primitive& prim, absl::Span<const Value> inputs,
+                        const Value& output) override {
+    seen.push_back({node.DebugName(), prim.name(), std::vector<Value>(inputs.begin(), inputs.end()),
+                    output});
+    return fail_at == static_cast<int>(seen.size()) ? absl::AbortedError("stop here")
+                                                     : absl::OkStatus();
+  }
+  struct Seen {
+    std::string node, prim;
+    std::vector<Value> inputs;
+    Value output;
+  };
+  std::vector<Seen> seen;
+  int fail_at = -1;
+};
+
+// y = exp(x) * 2 then neg: each application after its kernel, in order, with
+// the inputs it read (the exp kernel would reuse x's buffer in place, but not
+// while observed) and its output; once per iteration inside a loop; a status
+// from the observer ends the run.
+TEST(ExecutorTest, AnObserverSeesEveryKernelWithItsInputsAndOutput) {
+  Module m(DefaultRegistry());
+  GraphBuilder b(&m, "f");
+  AnfNode* x = b.Param("x", DType::kFloat64, {2});
+  AnfNode* e = b.Op(PrimId::kExp, {x});
+  AnfNode* y = b.Op(PrimId::kNeg, {b.Op(PrimId::kMul, {e, b.Const(F64({}, {2}))})});
+  FuncGraph* f = b.Return(y).value();
+  ExecutorOptions o;
+  o.fuse_elementwise = false;
+  std::unique_ptr<Executor> exec = Executor::Create(f, o).value();
+  Recorder r;
+  absl::StatusOr<Value> out = exec->Run({F64({2}, {0, 1})}, {}, nullptr, &r);
+  ASSERT_TRUE(out.ok()) << out.status();
+  ASSERT_EQ(r.seen.size(), 3u);
+  EXPECT_EQ(r.seen[0].prim, "exp");
+  EXPECT_EQ(r.seen[0].inputs[0].tensor().ElementAsDouble(1), 1.0);
+  EXPECT_DOUBLE_EQ(r.seen[0].output.tensor().ElementAsDouble(1), std::exp(1.0));
+  EXPECT_EQ(r.seen[1].prim, "mul");
+  EXPECT_EQ(r.seen[2].prim, "neg");
+  EXPECT_DOUBLE_EQ(r.seen[2].output.tensor().ElementAsDouble(1), -2 * std::exp(1.0));
+  EXPECT_DOUBLE_EQ(out->tensor().ElementAsDouble(1), -2 * std::exp(1.0));
+
+  Module lm(DefaultRegistry());
+  FuncGraph* loop = BuildLoopSum(&lm);
+  std::unique_ptr<Executor> lexec = Executor::Create(loop, o).value();
+  Recorder lr;
+  ASSERT_TRUE(lexec->Run({I(4)}, {}, nullptr, &lr).ok());
+  int adds = 0;
+  for (const Recorder::Seen& s : lr.seen) adds += s.prim == "scalar_add" ? 1 : 0;
+  EXPECT_GE(adds, 4);
+
+  Recorder stop;
+  stop.fail_at = 2;
+  absl::StatusOr<Value> stopped = exec->Run({F64({2}, {0, 1})}, {}, nullptr, &stop);
+  EXPECT_EQ(stopped.status().code(), absl::StatusCode::kAborted) << stopped.status();
+  EXPECT_EQ(stop.seen.size(), 2u);
 }
 
 }  // namespace
