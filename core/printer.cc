@@ -53,6 +53,15 @@ std::string TypeSuffix(const AnfNode* n, const PrintOptions& o) {
   return absl::StrCat(" : ", n->abstract()->ToString());
 }
 
+// "%y = callee(args) : type": one application's line.
+std::string Application(const CNode* c, const PrintOptions& o, Canon* canon) {
+  std::vector<std::string> args;
+  for (size_t i = 1; i < c->size(); ++i) args.push_back(Ref(c->input(i), o, canon));
+  std::string callee = c->size() > 0 ? Ref(c->input(0), o, canon) : "<no callee>";
+  return absl::StrCat(Ref(c, o, canon), " = ", callee, "(", absl::StrJoin(args, ", "), ")",
+                      TypeSuffix(c, o));
+}
+
 class Printer {
  public:
   Printer(Module& m, const PrintOptions& o) : module_(m), manager_(m.manager()), o_(o) {
@@ -89,13 +98,7 @@ class Printer {
       for (CNode* c : info.order) canon->nodes[c] = absl::StrCat(canon->next_node++);
     }
     for (FuncGraph* child : children_[g]) PrintGraph(child, indent + 1);
-    for (CNode* c : info.order) {
-      std::vector<std::string> args;
-      for (size_t i = 1; i < c->size(); ++i) args.push_back(Ref(c->input(i), o_, canon));
-      std::string callee = c->size() > 0 ? Ref(c->input(0), o_, canon) : "<no callee>";
-      absl::StrAppend(&out_, pad, "  ", Ref(c, o_, canon), " = ", callee, "(",
-                      absl::StrJoin(args, ", "), ")", TypeSuffix(c, o_), "\n");
-    }
+    for (CNode* c : info.order) absl::StrAppend(&out_, pad, "  ", Application(c, o_, canon), "\n");
     absl::StrAppend(&out_, pad, "  return ",
                     g->output() != nullptr ? Ref(g->output(), o_, canon) : "<none>", "\n");
     absl::StrAppend(&out_, pad, "}\n");
@@ -140,6 +143,10 @@ std::string PrintGraph(FuncGraph* graph, const PrintOptions& options) {
   Printer p(*graph->module(), options);
   p.PrintGraph(graph, 0);
   return p.out_;
+}
+
+std::string PrintApplication(const CNode* node, const PrintOptions& options) {
+  return Application(node, options, nullptr);
 }
 
 // Nested graphs are clusters inside their parents' clusters, so a closure is drawn

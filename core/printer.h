@@ -33,6 +33,9 @@ struct PrintOptions {
 std::string PrintModule(Module& module, const PrintOptions& options = {});
 // One graph with its nested graphs.
 std::string PrintGraph(FuncGraph* graph, const PrintOptions& options = {});
+// One application as its line in a graph's dump: "%y = callee(args) : type"
+// (`canonical` is ignored: positions are a whole graph's).
+std::string PrintApplication(const CNode* node, const PrintOptions& options = {});
 // Graphviz DOT of every graph of the module, one cluster per graph.
 std::string ToDot(Module& module);
 

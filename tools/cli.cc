@@ -64,6 +64,11 @@ commands:
   check FILE [--order 1|2|3] [--seed N] [--input NAME=VALUE]... [--graph G]
                                 float64 central-difference check of derivatives up to the
                                 order, at random inputs (seed printed); exit 1 above tolerance
+  check FILE --precision [--input NAME=VALUE]... [--top N] [--no-weights] [--seed N]
+                                float32 against float64, node by node: value_and_grad of the
+                                output run in both at the same inputs; per application its
+                                error, its inputs' error, its kernel's own rounding, and the
+                                masks and indices that differ (kinks crossed)
   demo [--steps N] [--lr X] [--hidden N] [--seed N]
                                 train a small MLP on generated data (three spirals) with
                                 its optimised value-and-gradient graph; the loss falls

@@ -20,6 +20,7 @@
 #include "tools/float64.h"
 #include "tools/grad_check.h"
 #include "tools/graph_counts.h"
+#include "tools/precision_report.h"
 
 namespace kgrad {
 namespace cli {
@@ -144,12 +145,14 @@ absl::Status JvpImpl(const ParsedArgs& args, std::ostream& out) {
   return absl::OkStatus();
 }
 
-// Random float64 arguments, with --input overrides (a .npy file or a scalar literal).
-absl::StatusOr<std::vector<Value>> CheckArguments(FuncGraph* g, const ParsedArgs& args, uint64_t seed) {
-  KGRAD_ASSIGN_OR_RETURN(std::vector<Value> values, RandomArguments(g, seed));
+// Random arguments, with --input overrides (a .npy file or a scalar literal):
+// float64 (`widen`), or floats in their declared dtype and the files' own.
+absl::StatusOr<std::vector<Value>> CheckArguments(FuncGraph* g, const ParsedArgs& args, uint64_t seed,
+                                                  bool widen) {
+  std::vector<std::pair<int, std::string>> given;  // parameter index, value text
+  std::vector<bool> is_given(g->parameters().size(), false);
   auto it = args.options.find("input");
-  if (it == args.options.end()) return values;
-  for (const std::string& s : it->second) {
+  for (const std::string& s : it == args.options.end() ? std::vector<std::string>{} : it->second) {
     size_t eq = s.find('=');
     std::string name = s.substr(0, eq);
     int index = -1;
@@ -160,14 +163,42 @@ absl::StatusOr<std::vector<Value>> CheckArguments(FuncGraph* g, const ParsedArgs
       return absl::InvalidArgumentError(absl::StrCat("--input '", s, "': graph '", g->name(),
                                                      "' has no input named '", name, "'"));
     }
-    KGRAD_ASSIGN_OR_RETURN(Value v, ReadOneInput(g->parameters()[index], s.substr(eq + 1)));
-    values[index] = WidenToFloat64(v);
+    given.push_back({index, s.substr(eq + 1)});
+    is_given[index] = true;
+  }
+  KGRAD_ASSIGN_OR_RETURN(std::vector<Value> values, RandomArguments(g, seed, !widen, is_given));
+  for (const auto& [index, text] : given) {
+    KGRAD_ASSIGN_OR_RETURN(Value v, ReadOneInput(g->parameters()[index], text));
+    values[index] = widen ? WidenToFloat64(v) : v;
   }
   return values;
 }
 
+// --precision: the graph as it is (float32), value_and_grad run in float32 and
+// float64 at the same inputs, compared node by node (tools/precision_report.h).
+absl::Status PrecisionCheck(const ParsedArgs& args, std::ostream& out) {
+  KGRAD_ASSIGN_OR_RETURN(std::unique_ptr<Module> m, LoadModule(args.positional[0], /*expand=*/true));
+  KGRAD_ASSIGN_OR_RETURN(FuncGraph* g, SelectGraph(*m, args));
+  PrecisionOptions o;
+  if (args.Has("seed") && !absl::SimpleAtoi(args.Get("seed"), &o.seed)) {
+    return absl::InvalidArgumentError("--seed must be a number");
+  }
+  if (args.Has("top") && (!absl::SimpleAtoi(args.Get("top"), &o.top) || o.top < 1)) {
+    return absl::InvalidArgumentError("--top must be a positive number");
+  }
+  o.weights = !args.Has("no-weights");
+  KGRAD_ASSIGN_OR_RETURN(std::vector<Value> inputs, CheckArguments(g, args, o.seed, /*widen=*/false));
+  KGRAD_ASSIGN_OR_RETURN(PrecisionReport report, ReportPrecision(*m, g, inputs, o));
+  out << report.ToString(o.top);
+  return absl::OkStatus();
+}
+
 absl::Status Check(const ParsedArgs& args, std::ostream& out, bool* passed) {
   if (args.positional.size() != 1) return absl::InvalidArgumentError("check takes one FILE");
+  if (args.Has("precision")) {
+    *passed = true;
+    return PrecisionCheck(args, out);
+  }
   // Differentiation operators are expanded after the conversion, so that their
   // expansions are float64 from the start.
   KGRAD_ASSIGN_OR_RETURN(std::unique_ptr<Module> original,
@@ -189,7 +220,7 @@ absl::Status Check(const ParsedArgs& args, std::ostream& out, bool* passed) {
   } else {
     o.seed = std::random_device()() % 1000000;
   }
-  KGRAD_ASSIGN_OR_RETURN(std::vector<Value> inputs, CheckArguments(g, args, o.seed));
+  KGRAD_ASSIGN_OR_RETURN(std::vector<Value> inputs, CheckArguments(g, args, o.seed, /*widen=*/true));
   KGRAD_ASSIGN_OR_RETURN(GradCheckReport report, CheckGradients(*m, g, inputs, o));
   out << report.ToString();
   out << (report.passed() ? "PASSED" : "FAILED") << " (rerun with --seed " << o.seed << ")\n";
@@ -213,7 +244,8 @@ int JvpCommand(const std::vector<std::string>& argv, std::ostream& out, std::ost
 }
 
 int CheckCommand(const std::vector<std::string>& argv, std::ostream& out, std::ostream& err) {
-  absl::StatusOr<ParsedArgs> args = ParseArgs(argv, {"order", "seed", "graph", "input"}, {});
+  absl::StatusOr<ParsedArgs> args =
+      ParseArgs(argv, {"order", "seed", "graph", "input", "top"}, {"precision", "no-weights"});
   if (!args.ok()) return Fail(args.status(), err);
   bool passed = false;
   absl::Status s = Check(*args, out, &passed);

@@ -76,14 +76,6 @@ absl::StatusOr<Value> ReadOneInput(const Parameter* p, const std::string& text) 
   return Value(std::move(t));
 }
 
-Value WidenToFloat64(const Value& v) {
-  if (v.is_scalar() && v.scalar().dtype() == DType::kFloat32) return Value(Scalar::Float(v.scalar().AsDouble()));
-  if (!v.is_tensor() || v.tensor().dtype() != DType::kFloat32) return v;
-  Tensor t = Tensor::Create(DType::kFloat64, v.tensor().shape()).value();
-  for (int64_t k = 0; k < t.NumElements(); ++k) t.mutable_data<double>()[k] = v.tensor().ElementAsDouble(k);
-  return Value(std::move(t));
-}
-
 absl::StatusOr<std::vector<Value>> ReadInputs(FuncGraph* g, const ParsedArgs& args) {
   absl::flat_hash_map<std::string, std::string> given;
   auto it = args.options.find("input");

@@ -33,8 +33,6 @@ absl::StatusOr<FuncGraph*> SelectGraph(Module& m, const ParsedArgs& args);
 absl::StatusOr<std::vector<Value>> ReadInputs(FuncGraph* g, const ParsedArgs& args);
 // One input value: a .npy path, or a literal for a parameter declared scalar.
 absl::StatusOr<Value> ReadOneInput(const Parameter* p, const std::string& text);
-// float32 tensors and scalars as float64 (others unchanged).
-Value WidenToFloat64(const Value& v);
 // --weight name=path.npy overrides.
 absl::StatusOr<absl::flat_hash_map<std::string, Tensor>> ReadWeightOverrides(const ParsedArgs& args);
 

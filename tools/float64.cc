@@ -1,6 +1,7 @@
 #include "tools/float64.h"
 
 #include <cstring>
+#include <utility>
 
 #include "core/status_macros.h"
 #include "proto/model_io.h"
@@ -54,8 +55,7 @@ void Widen(proto::ValueProto* v) {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<Module>> ToFloat64(Module& module) {
-  KGRAD_ASSIGN_OR_RETURN(proto::ModelProto p, SaveModel(module));
+proto::ModelProto ToFloat64(proto::ModelProto p) {
   for (auto& w : *p.mutable_weights()) Widen(w.mutable_value());
   for (auto& g : *p.mutable_graphs()) {
     for (auto& param : *g.mutable_parameters()) {
@@ -65,7 +65,24 @@ absl::StatusOr<std::unique_ptr<Module>> ToFloat64(Module& module) {
       if (n.has_constant()) Widen(n.mutable_constant());
     }
   }
-  return LoadModel(p, module.registry(), "<float64 copy>");
+  return p;
+}
+
+absl::StatusOr<std::unique_ptr<Module>> ToFloat64(Module& module) {
+  KGRAD_ASSIGN_OR_RETURN(proto::ModelProto p, SaveModel(module));
+  return LoadModel(ToFloat64(std::move(p)), module.registry(), "<float64 copy>");
+}
+
+Value WidenToFloat64(const Value& v) {
+  if (v.is_scalar() && v.scalar().dtype() == DType::kFloat32) {
+    return Value(Scalar::Float(v.scalar().AsDouble()));
+  }
+  if (!v.is_tensor() || v.tensor().dtype() != DType::kFloat32) return v;
+  Tensor t = Tensor::Create(DType::kFloat64, v.tensor().shape()).value();
+  const float* src = v.tensor().data<float>();
+  double* dst = t.mutable_data<double>();
+  for (int64_t k = 0; k < t.NumElements(); ++k) dst[k] = src[k];
+  return Value(std::move(t));
 }
 
 }  // namespace kgrad

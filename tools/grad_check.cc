@@ -33,12 +33,19 @@ absl::Status RequireF64(const Value& v, const std::string& what) {
   return absl::OkStatus();
 }
 
+// Uniform in [-1, 1), of v's shape and float dtype (float32 draws are the
+// float64 draws rounded).
 Value RandomLike(const Value& v, std::mt19937_64& rng) {
   std::uniform_real_distribution<double> u(-1.0, 1.0);
-  if (v.is_scalar()) return Value(Scalar::Float(u(rng)));
-  Tensor t = Tensor::Create(DType::kFloat64, v.tensor().shape()).value();
-  double* p = t.mutable_data<double>();
-  for (int64_t i = 0; i < t.NumElements(); ++i) p[i] = u(rng);
+  if (v.is_scalar()) return Value(Scalar::FromDouble(v.scalar().dtype(), u(rng)));
+  Tensor t = Tensor::Create(v.tensor().dtype(), v.tensor().shape()).value();
+  if (t.dtype() == DType::kFloat32) {
+    float* p = t.mutable_data<float>();
+    for (int64_t i = 0; i < t.NumElements(); ++i) p[i] = static_cast<float>(u(rng));
+  } else {
+    double* p = t.mutable_data<double>();
+    for (int64_t i = 0; i < t.NumElements(); ++i) p[i] = u(rng);
+  }
   return Value(std::move(t));
 }
 
@@ -69,7 +76,7 @@ double ScalarOf(const Value& v) {
 // through tuples and lists), as rank-0 float64 tensor nodes. The getitem chain to each leaf shares its
 // prefix with the previous leaf's (a deep output costs linear work, no recursion).
 absl::Status Contract(GraphBuilder& b, AnfNode* node, const Value& sample, std::mt19937_64& rng,
-                      std::vector<AnfNode*>* terms) {
+                      bool float64_only, std::vector<AnfNode*>* terms) {
   std::vector<size_t> built_path;      // path of the chain in `chain`
   std::vector<AnfNode*> chain{node};   // chain[k]: the node at built_path[0..k)
   std::vector<const Value*> values{&sample};  // values[k]: the value there
@@ -90,11 +97,11 @@ absl::Status Contract(GraphBuilder& b, AnfNode* node, const Value& sample, std::
       values.push_back(&parent.elements()[path[k]]);
     }
     AnfNode* at = chain.back();
-    KGRAD_RETURN_IF_ERROR(RequireF64(leaf, "an output"));
+    if (float64_only) KGRAD_RETURN_IF_ERROR(RequireF64(leaf, "an output"));
     Value w = RandomLike(leaf, rng);
     if (leaf.is_scalar()) {
       AnfNode* p = b.Op(PrimId::kScalarMul, {at, b.Const(w)});
-      terms->push_back(b.Op(PrimId::kScalarToTensor, {p}, {{"dtype", DType::kFloat64}}));
+      terms->push_back(b.Op(PrimId::kScalarToTensor, {p}, {{"dtype", leaf.scalar().dtype()}}));
     } else {
       terms->push_back(b.Op(PrimId::kReduceSum, {b.Op(PrimId::kMul, {at, b.Const(w)})}));
     }
@@ -102,22 +109,24 @@ absl::Status Contract(GraphBuilder& b, AnfNode* node, const Value& sample, std::
   });
 }
 
-// A graph x... -> sum of <leaf, random weight> over the float leaves of g(x...).
+}  // namespace
+
 absl::StatusOr<FuncGraph*> ScalarProjection(Module& m, FuncGraph* g, const Value& sample_out,
-                                            std::mt19937_64& rng, const std::string& name) {
+                                            std::mt19937_64& rng, const std::string& name,
+                                            bool float64_only) {
   GraphBuilder b(&m, name, g->parent());
-  // Public: the checker keeps using it while optimisations (which delete
-  // unreachable non-public graphs) run on the graphs built from it.
   std::vector<AnfNode*> xs;
   for (Parameter* p : g->parameters()) xs.push_back(b.Param(p->name(), p->declared()));
   AnfNode* out = b.Call(g, xs);
   std::vector<AnfNode*> terms;
-  KGRAD_RETURN_IF_ERROR(Contract(b, out, sample_out, rng, &terms));
+  KGRAD_RETURN_IF_ERROR(Contract(b, out, sample_out, rng, float64_only, &terms));
   if (terms.empty()) return absl::InvalidArgumentError("the graph has no floating-point output to check");
   AnfNode* sum = terms[0];
   for (size_t i = 1; i < terms.size(); ++i) sum = b.Op(PrimId::kAdd, {sum, terms[i]});
   return b.Return(sum);
 }
+
+namespace {
 
 struct Subject {
   std::string name;
@@ -422,13 +431,20 @@ absl::StatusOr<GradCheckReport> CheckGradients(Module& module, FuncGraph* fg,
   return checker.Run();
 }
 
-absl::StatusOr<std::vector<Value>> RandomArguments(FuncGraph* fg, uint64_t seed) {
+absl::StatusOr<std::vector<Value>> RandomArguments(FuncGraph* fg, uint64_t seed, bool declared_floats,
+                                                   const std::vector<bool>& given) {
   std::mt19937_64 rng(seed);
   std::vector<Value> out;
-  for (Parameter* p : fg->parameters()) {
+  for (size_t i = 0; i < fg->parameters().size(); ++i) {
+    Parameter* p = fg->parameters()[i];
     const AbstractPtr& d = p->declared();
+    if (i < given.size() && given[i]) {
+      out.push_back(Value());
+      continue;
+    }
     if (const AbstractTensor* t = AsTensor(d); t != nullptr && t->shape_known()) {
-      Tensor x = Tensor::Create(IsFloating(t->dtype()) ? DType::kFloat64 : t->dtype(), t->shape()).value();
+      const DType dtype = IsFloating(t->dtype()) && !declared_floats ? DType::kFloat64 : t->dtype();
+      Tensor x = Tensor::Create(dtype, t->shape()).value();
       std::uniform_real_distribution<double> u(-1.0, 1.0);
       DispatchDType(x.dtype(), [&](auto zero) {
         using V = decltype(zero);
@@ -441,7 +457,9 @@ absl::StatusOr<std::vector<Value>> RandomArguments(FuncGraph* fg, uint64_t seed)
       out.push_back(Value(std::move(x)));
     } else if (const AbstractScalar* s = AsScalar(d)) {
       std::uniform_real_distribution<double> u(-1.0, 1.0);
-      out.push_back(IsFloating(s->dtype()) ? Value(Scalar::Float(u(rng))) : Value(Scalar::Int(3, s->dtype())));
+      const DType dtype = declared_floats ? s->dtype() : DType::kFloat64;
+      out.push_back(IsFloating(s->dtype()) ? Value(Scalar::FromDouble(dtype, u(rng)))
+                                           : Value(Scalar::Int(3, s->dtype())));
     } else {
       return absl::InvalidArgumentError(absl::StrCat(
           "input '", p->name(), "' of graph '", fg->name(),

@@ -16,6 +16,7 @@
 #define KGRAD_TOOLS_GRAD_CHECK_H_
 
 #include <cstdint>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -81,9 +82,22 @@ absl::StatusOr<GradCheckReport> CheckGradients(Module& module, FuncGraph* fg,
                                                const std::vector<Value>& args,
                                                const GradCheckOptions& options = {});
 
+// A graph x... -> sum over the float leaves of g(x...) (through tuples and
+// lists) of <leaf, w> with w uniform in [-1, 1) from `rng`, of the leaf's
+// dtype; `sample_out` is one output of g, for the structure. With
+// `float64_only`, a leaf that is not float64 is an error (gradient checks run in
+// float64).
+absl::StatusOr<FuncGraph*> ScalarProjection(Module& m, FuncGraph* g, const Value& sample_out,
+                                            std::mt19937_64& rng, const std::string& name,
+                                            bool float64_only = true);
+
 // Random float64 arguments for fg's declared parameter types (uniform in
-// [-1, 1); integers in [0, 3)).
-absl::StatusOr<std::vector<Value>> RandomArguments(FuncGraph* fg, uint64_t seed);
+// [-1, 1); integers in [0, 3)); with `declared_floats`, floating ones in their
+// declared dtype (float32 draws are the float64 ones rounded). Parameters marked
+// in `given` get no draw (an empty Value), so they need no declared shape.
+absl::StatusOr<std::vector<Value>> RandomArguments(FuncGraph* fg, uint64_t seed,
+                                                   bool declared_floats = false,
+                                                   const std::vector<bool>& given = {});
 
 }  // namespace kgrad
 

@@ -456,7 +456,7 @@ CheckVerdict CheckTest(CaseRun& run) {
   std::vector<Value> args;
   for (const Value& v : run.first_inputs) {
     if (!v.is_tensor() || !IsFloating(v.tensor().dtype())) return {};
-    args.push_back(cli::WidenToFloat64(v));
+    args.push_back(WidenToFloat64(v));
   }
   absl::StatusOr<std::unique_ptr<Module>> m64 = ToFloat64(*run.module);
   if (!m64.ok()) return CheckVerdict{CheckOutcome::kRefused, FirstLine(m64.status())};
