@@ -146,6 +146,42 @@ absl::StatusOr<NormAttrs> ParseLayerNorm(const Primitive& p, TensorType x, Tenso
   return a;
 }
 
+namespace {
+
+// dy of a norm's gradient: x's dtype and shape (unknown dims match anything).
+absl::Status CheckNormGradDy(const Primitive& p, TensorType x, TensorType dy) {
+  KGRAD_RETURN_IF_ERROR(CheckLikeX(p, 2, x, dy));
+  if (MergeShapes(x, dy).has_value()) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat("input 2 (dy) must be shaped like input 0 ",
+                                                 x.ToString(), ", got ", dy.ToString()));
+}
+
+}  // namespace
+
+absl::StatusOr<NormAttrs> ParseBatchNormGrad(const Primitive& p, TensorType x, TensorType scale,
+                                             TensorType dy, CheckedBy by) {
+  KGRAD_ASSIGN_OR_RETURN(NormAttrs a, ParseBatchNorm(p, x, scale, scale, by));
+  KGRAD_RETURN_IF_ERROR(CheckNormGradDy(p, x, dy));
+  return a;
+}
+
+absl::StatusOr<NormAttrs> ParseLayerNormGrad(const Primitive& p, TensorType x, TensorType scale,
+                                             TensorType dy, CheckedBy by) {
+  KGRAD_ASSIGN_OR_RETURN(NormAttrs a, ParseLayerNorm(p, x, scale, scale, by));
+  KGRAD_RETURN_IF_ERROR(CheckNormGradDy(p, x, dy));
+  return a;
+}
+
+absl::StatusOr<NormAttrs> ParseBatchNormGradKernel(const Primitive& p,
+                                                   const std::array<const Tensor*, 3>& in) {
+  return ParseBatchNormGrad(p, *in[0], *in[1], *in[2], CheckedBy::kKernel);
+}
+
+absl::StatusOr<NormAttrs> ParseLayerNormGradKernel(const Primitive& p,
+                                                   const std::array<const Tensor*, 3>& in) {
+  return ParseLayerNormGrad(p, *in[0], *in[1], *in[2], CheckedBy::kKernel);
+}
+
 absl::StatusOr<NormAttrs> ParseBatchNormKernel(const Primitive& p,
                                                const std::array<const Tensor*, 3>& in) {
   return ParseBatchNorm(p, *in[0], *in[1], *in[2], CheckedBy::kKernel);
@@ -234,6 +270,20 @@ absl::StatusOr<AbstractPtr> InferNorm(const InferCall& c) {
 }
 constexpr auto InferBatchNorm = InferNorm<ParseBatchNorm>;
 constexpr auto InferLayerNorm = InferNorm<ParseLayerNorm>;
+
+// batch_norm_grad(x, scale, dy){epsilon, axis} and layer_norm_grad(x, scale,
+// dy){begin_norm_axis, epsilon}: (dx, dscale, dbias) of the norm at x with scale
+// (its bias does not enter), shaped like (x, scale, scale).
+template <auto kParse>
+absl::StatusOr<AbstractPtr> InferNormGrad(const InferCall& c) {
+  KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* x, TensorArg(c, 0));
+  KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* scale, TensorArg(c, 1));
+  KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* dy, TensorArg(c, 2));
+  KGRAD_RETURN_IF_ERROR(kParse(c.prim, *x, *scale, *dy, CheckedBy::kInference).status());
+  return MakeAbstractTuple({c.args[0], c.args[1], c.args[1]});
+}
+constexpr auto InferBatchNormGrad = InferNormGrad<ParseBatchNormGrad>;
+constexpr auto InferLayerNormGrad = InferNormGrad<ParseLayerNormGrad>;
 
 // dropout(x){rate, seed}: x * keep / (1 - rate), keep[i] = u(seed, i) >= rate with
 // the counter-based hash of backends/cpu/dropout_hash.h.
@@ -352,42 +402,104 @@ absl::Status BpropSparseSoftmaxCrossEntropy(BpropContext& c) {
   return absl::OkStatus();
 }
 
-// Forward: y = xhat * scale + bias (scale, bias [C] along `axis`),
-// xhat = (x - mean) * rsqrt(var + eps), batch mean and biased var over every dim
-// but `axis` (training mode).
-// Backward: dbias = sum(dy), dscale = sum(dy * xhat) over those dims,
-// dx = rstd * (g - mean(g) - xhat * mean(g * xhat)), g = dy * scale.
-absl::Status BpropBatchNorm(BpropContext& c) {
+// Where a norm's statistics and affine parameters live: the axes its mean and
+// variance reduce over (kept as size 1), and, for batch_norm, the scale as
+// [1, .., C, .., 1] (layer_norm's scale broadcasts as it is).
+struct NormLayout {
+  std::vector<int64_t> axes;
+  std::vector<int64_t> channel_shape;  // empty for layer_norm
+};
+
+absl::StatusOr<NormLayout> BatchNormLayout(BpropContext& c) {
   KGRAD_ASSIGN_OR_RETURN(int rank, c.InRank(0));
   KGRAD_ASSIGN_OR_RETURN(int axis, BpropAxis(c, "axis", rank));
-  std::vector<int64_t> reduced;
-  std::vector<int64_t> channel_shape(rank, 1);  // scale as [1, .., C, .., 1]
+  NormLayout l;
+  l.channel_shape.assign(rank, 1);
+  l.channel_shape[axis] = -1;
   for (int d = 0; d < rank; ++d) {
-    if (d != axis) reduced.push_back(d);
+    if (d != axis) l.axes.push_back(d);
   }
-  channel_shape[axis] = -1;
-  KGRAD_ASSIGN_OR_RETURN(Normalized n, Normalize(c, reduced));
-  AnfNode* scale = c.Op(PrimId::kReshape, {c.I(1)}, {{"shape", channel_shape}});
-  c.SetGrad(0, NormalizeGrad(c, n, c.Mul(c.Dout(), scale), reduced));
-  c.SetGrad(1, c.ReduceSum(c.Mul(c.Dout(), n.xhat), reduced, false));
-  c.SetGrad(2, c.ReduceSum(c.Dout(), reduced, false));
+  return l;
+}
+
+absl::StatusOr<NormLayout> LayerNormLayout(BpropContext& c) {
+  KGRAD_ASSIGN_OR_RETURN(int rank, c.InRank(0));
+  KGRAD_ASSIGN_OR_RETURN(int begin, BpropAxis(c, "begin_norm_axis", rank));
+  NormLayout l;
+  for (int d = begin; d < rank; ++d) l.axes.push_back(d);
+  return l;
+}
+
+// An affine parameter (or its cotangent) in a form that broadcasts against x.
+AnfNode* Broadcastable(BpropContext& c, const NormLayout& l, AnfNode* v) {
+  if (l.channel_shape.empty()) return v;
+  return c.Op(PrimId::kReshape, {v}, {{"shape", l.channel_shape}});
+}
+
+// A value shaped like x summed to the affine parameters' shape (input 1).
+AnfNode* SumToAffine(BpropContext& c, const NormLayout& l, AnfNode* v) {
+  if (l.channel_shape.empty()) return c.SumToInput(v, 1);
+  return c.ReduceSum(v, l.axes, false);
+}
+
+// Forward: y = xhat * scale + bias, xhat = (x - mean) * rsqrt(var + eps), batch
+// mean and biased var over every dim but `axis` (batch_norm, training mode) or
+// over the dims from begin_norm_axis on (layer_norm).
+// Backward: (dx, dscale, dbias) = batch_norm_grad / layer_norm_grad(x, scale,
+// dy), one kernel: dbias = sum'(dy), dscale = sum'(dy * xhat),
+// dx = rstd * (g - mean(g) - xhat * mean(g * xhat)), g = dy * scale (sum' over
+// the dims scale broadcasts along). The kernel keeps the statistics and sums in
+// double: over a tiny batch dx is a near-cancellation (xhat^2 ~ 1 at two values
+// per channel) that float32 steps lose (tests/precision).
+absl::Status BpropNorm(BpropContext& c, PrimId grad) {
+  AnfNode* g = c.Op(grad, {c.I(0), c.I(1), c.Dout()}, c.prim().attrs());
+  for (int i = 0; i < 3; ++i) c.SetGrad(i, c.GetItem(g, i));
   return absl::OkStatus();
 }
 
-// Forward: y = xhat * scale + bias (scale, bias shaped like the trailing dims),
-// xhat = (x - mean) * rsqrt(var + eps) over the dims [begin_norm_axis, rank).
-// Backward: dbias = sum_to(dy), dscale = sum_to(dy * xhat) (over the leading
-// dims), dx = rstd * (g - mean(g) - xhat * mean(g * xhat)), g = dy * scale.
-absl::Status BpropLayerNorm(BpropContext& c) {
-  KGRAD_ASSIGN_OR_RETURN(int rank, c.InRank(0));
-  KGRAD_ASSIGN_OR_RETURN(int begin, BpropAxis(c, "begin_norm_axis", rank));
-  std::vector<int64_t> normalized;
-  for (int d = begin; d < rank; ++d) normalized.push_back(d);
-  KGRAD_ASSIGN_OR_RETURN(Normalized n, Normalize(c, normalized));
-  c.SetGrad(0, NormalizeGrad(c, n, c.Mul(c.Dout(), c.I(1)), normalized));
-  c.SetGrad(1, c.SumToInput(c.Mul(c.Dout(), n.xhat), 1));
-  c.SetGrad(2, c.SumToInput(c.Dout(), 2));
+absl::Status BpropBatchNorm(BpropContext& c) { return BpropNorm(c, PrimId::kBatchNormGrad); }
+absl::Status BpropLayerNorm(BpropContext& c) { return BpropNorm(c, PrimId::kLayerNormGrad); }
+
+// Forward: (dx, ds, db) = norm_grad(x, s, dy) as above; with h = xhat,
+// r = rstd, g = dy * s and Q(u) = u - mean(u) - h * mean(u * h):
+// dx = r Q(g), ds = sum'(dy h), db = sum'(dy).
+// Backward, for the cotangents (A, B, E) (B and E broadcast like s):
+//   ddy = s r Q(A) + B h + E     (Q is self-adjoint),
+//   ds  = sum'(dy r Q(A)),
+//   dx  = r Q(B dy) - r^2 (h (mean(A g_c) - 3 mean(g h) mean(A h))
+//                          + mean(g h) (A - mean(A)) + mean(A h) g_c),   g_c = g - mean(g),
+// the x-derivative of <A, dx> + <B, ds> through mean, var and xhat (checked
+// against central differences in float64, tests/ad/nn_grad_test).
+absl::Status BpropNormGrad(BpropContext& c, const NormLayout& l) {
+  KGRAD_ASSIGN_OR_RETURN(Normalized n, Normalize(c, l.axes));
+  auto mean = [&](AnfNode* v) { return ReduceMeanKeep(c, v, l.axes); };
+  AnfNode* a = c.GetItem(c.Dout(), 0);
+  AnfNode* b = Broadcastable(c, l, c.GetItem(c.Dout(), 1));
+  AnfNode* e = Broadcastable(c, l, c.GetItem(c.Dout(), 2));
+  AnfNode* s = Broadcastable(c, l, c.I(1));
+  AnfNode* dy = c.I(2);
+  AnfNode* g = c.Mul(dy, s);
+  AnfNode* qa = NormalizeGrad(c, n, a, l.axes);  // r Q(A)
+  c.SetGrad(2, c.Add(c.Add(c.Mul(s, qa), c.Mul(b, n.xhat)), e));
+  c.SetGrad(1, SumToAffine(c, l, c.Mul(dy, qa)));
+  KGRAD_ASSIGN_OR_RETURN(AnfNode* three, c.ScalarLike(3, 0));
+  AnfNode* gc = c.Sub(g, mean(g));
+  AnfNode* gh = mean(c.Mul(g, n.xhat));
+  AnfNode* ah = mean(c.Mul(a, n.xhat));
+  AnfNode* along_h = c.Mul(n.xhat, c.Sub(mean(c.Mul(a, gc)), c.Mul(three, c.Mul(gh, ah))));
+  AnfNode* inner = c.Add(c.Add(along_h, c.Mul(gh, c.Sub(a, mean(a)))), c.Mul(ah, gc));
+  c.SetGrad(0, c.Sub(NormalizeGrad(c, n, c.Mul(b, dy), l.axes), c.Mul(c.Square(n.rstd), inner)));
   return absl::OkStatus();
+}
+
+absl::Status BpropBatchNormGrad(BpropContext& c) {
+  KGRAD_ASSIGN_OR_RETURN(NormLayout l, BatchNormLayout(c));
+  return BpropNormGrad(c, l);
+}
+
+absl::Status BpropLayerNormGrad(BpropContext& c) {
+  KGRAD_ASSIGN_OR_RETURN(NormLayout l, LayerNormLayout(c));
+  return BpropNormGrad(c, l);
 }
 
 // Forward: y = x * keep / (1 - rate), keep a fixed mask of (seed, element index).
@@ -425,6 +537,12 @@ void RegisterNnOps(std::vector<PrimitiveDef>* defs) {
   defs->push_back(OpDef(PrimId::kLayerNorm, 3, 3, InferLayerNorm,
                         {IntAttr("begin_norm_axis", -1), FloatAttr("epsilon", 1e-5)})
                       .Bprop(BpropLayerNorm));
+  defs->push_back(OpDef(PrimId::kBatchNormGrad, 3, 3, InferBatchNormGrad,
+                        {FloatAttr("epsilon", 1e-5), IntAttr("axis", 1)})
+                      .Bprop(BpropBatchNormGrad));
+  defs->push_back(OpDef(PrimId::kLayerNormGrad, 3, 3, InferLayerNormGrad,
+                        {IntAttr("begin_norm_axis", -1), FloatAttr("epsilon", 1e-5)})
+                      .Bprop(BpropLayerNormGrad));
   // dropout(x) = a fixed mask times x: linear.
   defs->push_back(
       OpDef(PrimId::kDropout, 1, 1, InferDropout, {FloatAttr("rate", 0.5), IntAttr("seed", 0)})

@@ -59,6 +59,18 @@ absl::StatusOr<NormAttrs> ParseBatchNormKernel(const Primitive& p,
 absl::StatusOr<NormAttrs> ParseLayerNormKernel(const Primitive& p,
                                                const std::array<const Tensor*, 3>& in);
 
+// batch_norm_grad{epsilon, axis}(x, scale, dy) and layer_norm_grad{begin_norm_axis,
+// epsilon}(x, scale, dy): the norms' (dx, dscale, dbias), dy of x's dtype and
+// shape; the attributes and x and scale as their forward ops check them.
+absl::StatusOr<NormAttrs> ParseBatchNormGrad(const Primitive& p, TensorType x, TensorType scale,
+                                             TensorType dy, CheckedBy by);
+absl::StatusOr<NormAttrs> ParseLayerNormGrad(const Primitive& p, TensorType x, TensorType scale,
+                                             TensorType dy, CheckedBy by);
+absl::StatusOr<NormAttrs> ParseBatchNormGradKernel(const Primitive& p,
+                                                   const std::array<const Tensor*, 3>& in);
+absl::StatusOr<NormAttrs> ParseLayerNormGradKernel(const Primitive& p,
+                                                   const std::array<const Tensor*, 3>& in);
+
 // dropout{rate, seed}(x): x floating, rate in [0, 1).
 struct DropoutAttrs {
   double rate;

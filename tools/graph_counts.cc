@@ -22,6 +22,15 @@ absl::flat_hash_set<const AnfNode*> OutputTuples(const FuncGraph* g) {
   return result;
 }
 
+// tuple_getitem of a kernel's own tuple of results (split, batch_norm_grad):
+// reading an output, not plumbing.
+bool ReadsAKernelResult(const CNode* c) {
+  if (!c->IsPrim(PrimId::kTupleGetItem) || c->num_args() < 1) return false;
+  const CNode* t = c->arg(0)->AsCNode();
+  return t != nullptr && t->primitive() != nullptr && !t->IsPrim(PrimId::kMakeTuple) &&
+         !t->IsPrim(PrimId::kTupleGetItem) && !t->IsPrim(PrimId::kSwitch);
+}
+
 }  // namespace
 
 int CountApplications(FuncGraph* root) {
@@ -38,7 +47,7 @@ int CountPlumbing(FuncGraph* root) {
   for (FuncGraph* g : m.Reachable({root})) {
     if (g != root) ++n;
     for (CNode* c : m.Info(g).order) {
-      if (result.contains(c)) continue;
+      if (result.contains(c) || ReadsAKernelResult(c)) continue;
       for (PrimId id : {PrimId::kMakeTuple, PrimId::kTupleGetItem, PrimId::kPartial, PrimId::kEnvSetItem,
                         PrimId::kEnvGetItem, PrimId::kEnvAdd, PrimId::kSwitch}) {
         n += c->IsPrim(id) ? 1 : 0;

@@ -13,7 +13,8 @@ int CountApplications(FuncGraph* root);
 
 // Graphs other than `root` that it reaches (each a closure or call left over),
 // plus the tuples, partials, envs and switches applied in them; the tuples that
-// build root's result (e.g. (input grads, weight grads)) do not count. 0 for a
+// build root's result (e.g. (input grads, weight grads)) and the reads of a
+// kernel's own tuple of results (split, batch_norm_grad) do not count. 0 for a
 // plain kernel graph.
 int CountPlumbing(FuncGraph* root);
 

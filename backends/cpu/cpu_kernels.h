@@ -46,6 +46,9 @@ void RegisterDynamicAxesKernels(KernelTable* table);
 absl::StatusOr<int64_t> ScalarOperand(const KernelContext& ctx, int i, const char* what);
 // topk and nonzero (selection_kernels.cc).
 void RegisterSelectionKernels(KernelTable* table);
+// batch_norm_grad and layer_norm_grad (norm_grad_kernels.cc, in the nn family's
+// library; RegisterNnKernels calls it).
+void RegisterNormGradKernels(KernelTable* table);
 
 // The loops that a static op and its run-time form share, given the parsed spec:
 // cumsum (index_kernels.cc) and one_hot (shape_kernels.cc; the output dtype and

@@ -1,5 +1,6 @@
 // CPU kernels: nn family (softmax, log_softmax, the two cross-entropies,
-// batch_norm, layer_norm, dropout, dynamic_dropout). Float32 and float64; labels i32/i64.
+// batch_norm, layer_norm, dropout, dynamic_dropout; the norms' gradients are
+// in norm_grad_kernels.cc). Float32 and float64; labels i32/i64.
 //
 // Reductions along an axis see the tensor as [outer, len, inner]. With inner == 1
 // each row is contiguous; otherwise a block of up to kTile adjacent inner
@@ -480,6 +481,7 @@ void RegisterNnKernels(KernelTable* table) {
   table->Set(PrimId::kSparseSoftmaxCrossEntropy, SparseSoftmaxCrossEntropy);
   table->Set(PrimId::kBatchNorm, BatchNorm);
   table->Set(PrimId::kLayerNorm, LayerNorm);
+  RegisterNormGradKernels(table);
   table->Set(PrimId::kDropout, Dropout);
   table->Set(PrimId::kDynamicDropout, DynamicDropout);
 }

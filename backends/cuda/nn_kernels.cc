@@ -114,6 +114,36 @@ absl::StatusOr<Value> BatchNorm(KernelContext& ctx) {
   return Value(std::move(y));
 }
 
+// batch_norm_grad(x, scale, dy) -> (dx, dscale, dbias) by cuDNN's backward, which
+// recomputes the statistics (no saved mean passed); what cuDNN cannot take (see
+// BatchNorm) runs on the host, in double.
+absl::StatusOr<Value> BatchNormGrad(KernelContext& ctx) {
+  KGRAD_ASSIGN_OR_RETURN(const auto in, ctx.TensorsAt<3>());
+  KGRAD_ASSIGN_OR_RETURN(const ops::NormAttrs a, ops::ParseBatchNormGradKernel(ctx.prim(), in));
+  const Tensor *x = in[0], *scale = in[1], *dy = in[2];
+  const AxisSplit g = ops::SplitAtAxis(x->shape(), a.axis);
+  if (x->NumElements() == 0 || !FitsCudnn(g) || g.outer * g.inner < 2 ||
+      a.epsilon < CUDNN_BN_MIN_EPSILON) {
+    return CpuFallback(ctx);
+  }
+  KGRAD_ASSIGN_OR_RETURN(Gpu gpu, GpuOf(ctx));
+  KGRAD_ASSIGN_OR_RETURN(cudnnHandle_t h, gpu.device->Cudnn());
+  KGRAD_ASSIGN_OR_RETURN(Tensor dx, ctx.Allocate(x->dtype(), x->shape()));
+  KGRAD_ASSIGN_OR_RETURN(Tensor ds, ctx.Allocate(x->dtype(), scale->shape()));
+  KGRAD_ASSIGN_OR_RETURN(Tensor db, ctx.Allocate(x->dtype(), scale->shape()));
+  TensorDesc xdesc, pdesc;
+  KGRAD_RETURN_IF_ERROR(xdesc.Nchw(x->dtype(), g.outer, g.len, g.inner, 1));
+  KGRAD_CUDNN_CALL(cudnnCreateTensorDescriptor(pdesc.out()));
+  KGRAD_CUDNN_CALL(cudnnDeriveBNTensorDescriptor(pdesc.get(), xdesc.get(), CUDNN_BATCHNORM_SPATIAL));
+  const CudnnScale one(x->dtype(), 1), zero(x->dtype(), 0);
+  KGRAD_CUDNN_CALL(cudnnBatchNormalizationBackward(
+      h, CUDNN_BATCHNORM_SPATIAL, one.get(), zero.get(), one.get(), zero.get(), xdesc.get(),
+      x->raw_data(), xdesc.get(), dy->raw_data(), xdesc.get(), dx.raw_data(), pdesc.get(),
+      scale->raw_data(), ds.raw_data(), db.raw_data(), a.epsilon, /*savedMean=*/nullptr,
+      /*savedInvVariance=*/nullptr));
+  return Value::Tuple({Value(std::move(dx)), Value(std::move(ds)), Value(std::move(db))});
+}
+
 absl::StatusOr<Value> LayerNorm(KernelContext& ctx) {
   KGRAD_ASSIGN_OR_RETURN(const auto in, ctx.TensorsAt<3>());
   KGRAD_ASSIGN_OR_RETURN(const ops::NormAttrs a, ops::ParseLayerNormKernel(ctx.prim(), in));
@@ -148,6 +178,7 @@ void RegisterNnKernels(KernelTable* t) {
   t->Set(PrimId::kSoftmaxCrossEntropy, OnDevice<SoftmaxCrossEntropy>);
   t->Set(PrimId::kSparseSoftmaxCrossEntropy, OnDevice<SparseSoftmaxCrossEntropy>);
   t->Set(PrimId::kBatchNorm, OnDevice<BatchNorm>);
+  t->Set(PrimId::kBatchNormGrad, OnDevice<BatchNormGrad>);
   t->Set(PrimId::kLayerNorm, OnDevice<LayerNorm>);
   t->Set(PrimId::kDropout, OnDevice<Dropout>);
 }

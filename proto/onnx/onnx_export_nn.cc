@@ -1,5 +1,5 @@
 // ONNX export of the neural-network primitives: softmax and the cross-entropies,
-// the normalisations, matmul and einsum, and convolution and pooling with their gradients (the windows
+// the normalisations and their gradients, matmul and einsum, and convolution and pooling with their gradients (the windows
 // read through ops::ConvAttrs / PoolAttrs, so asymmetric and ceil-mode padding
 // export as the kernels compute them).
 #include <algorithm>
@@ -236,6 +236,61 @@ absl::StatusOr<std::string> EmitBatchNorm(Exporter& e, const ExportCall& call) {
   return e.Op("Add", {e.Op("Mul", {e.Op("Div", {centered, std}), scale}), bias});
 }
 
+// batch_norm_grad(x, s, dy) and layer_norm_grad(x, s, dy) as the kernels'
+// formula: h = (x - mean) / sqrt(var + eps), g = dy * s,
+// dx = (g - mean(g) - h * mean(g * h)) / sqrt(var + eps), dscale = sum'(dy * h),
+// dbias = sum'(dy); mean over `stats`, sum' over `sums` (none: the value itself),
+// s unsqueezed at `unsqueeze` (none: it broadcasts as it is).
+struct NormGradLayout {
+  std::vector<int64_t> stats, sums, unsqueeze;
+};
+
+absl::StatusOr<Val> EmitNormGrad(Exporter& e, CNode* c, const Primitive& p, const NormGradLayout& l,
+                                 DType dtype) {
+  KGRAD_ASSIGN_OR_RETURN(std::string x, e.TensorArg(c, 0));
+  KGRAD_ASSIGN_OR_RETURN(std::string s, e.TensorArg(c, 1));
+  KGRAD_ASSIGN_OR_RETURN(std::string dy, e.TensorArg(c, 2));
+  auto mean = [&](const std::string& v) {
+    NodeProto* n = e.Add("ReduceMean", {v});
+    SetInts(n, "axes", l.stats);
+    SetInt(n, "keepdims", 1);
+    return n->output(0);
+  };
+  auto sum = [&](const std::string& v) {
+    if (l.sums.empty()) return e.Op("Identity", {v});
+    NodeProto* n = e.Add("ReduceSum", {v, e.Ints(l.sums)});
+    SetInt(n, "keepdims", 0);
+    return n->output(0);
+  };
+  std::string centered = e.Op("Sub", {x, mean(x)});
+  std::string var = mean(e.Op("Mul", {centered, centered}));
+  std::string std = e.Op("Sqrt", {e.Op("Add", {var, e.Scalar(dtype, p.GetFloat("epsilon"))})});
+  std::string h = e.Op("Div", {centered, std});
+  std::string sb = l.unsqueeze.empty() ? s : e.Op("Unsqueeze", {s, e.Ints(l.unsqueeze)});
+  std::string g = e.Op("Mul", {dy, sb});
+  std::string proj = e.Op("Mul", {h, mean(e.Op("Mul", {g, h}))});
+  Val v;
+  v.is_tuple = true;
+  v.elems.push_back(Val{e.Op("Div", {e.Op("Sub", {e.Op("Sub", {g, mean(g)}), proj}), std})});
+  v.elems.push_back(Val{sum(e.Op("Mul", {dy, h}))});
+  v.elems.push_back(Val{sum(dy)});
+  return v;
+}
+
+absl::StatusOr<Val> EmitBatchOrLayerNormGrad(Exporter& e, CNode* c, const Primitive& p) {
+  KGRAD_ASSIGN_OR_RETURN(const AbstractTensor* t, e.StaticType(c, c->arg(0)));
+  const bool batch = p.id() == PrimId::kBatchNormGrad;
+  const int64_t a = p.GetInt(batch ? "axis" : "begin_norm_axis");
+  const int axis = static_cast<int>(a) + (a < 0 ? t->rank() : 0);
+  NormGradLayout l;
+  for (int d = 0; d < t->rank(); ++d) {
+    const bool stat = batch ? d != axis : d >= axis;
+    (stat ? l.stats : l.sums).push_back(d);
+  }
+  if (batch) l.sums = l.unsqueeze = l.stats;
+  return EmitNormGrad(e, c, p, l, t->dtype());
+}
+
 absl::StatusOr<std::string> EmitSoftmax(Exporter& e, const ExportCall& call) {
   NodeProto* n = e.Add(call.prim.id() == PrimId::kSoftmax ? "Softmax" : "LogSoftmax", call.in);
   SetInt(n, "axis", call.prim.GetInt("axis"));
@@ -342,6 +397,8 @@ void AddNnEmitters(EmitterTable* t) {
   t->Emit(PrimId::kSparseSoftmaxCrossEntropy, EmitSparseSoftmaxCrossEntropy);
   t->Emit(PrimId::kLayerNorm, EmitLayerNorm);
   t->Emit(PrimId::kBatchNorm, EmitBatchNorm);
+  t->EmitValue(PrimId::kBatchNormGrad, EmitBatchOrLayerNormGrad);
+  t->EmitValue(PrimId::kLayerNormGrad, EmitBatchOrLayerNormGrad);
   t->Emit(PrimId::kConv2d, EmitConv);
   t->Emit(PrimId::kConv2dBackpropInput, EmitConv);
   t->Emit(PrimId::kConv2dBackpropFilter, EmitConvFilterGrad);

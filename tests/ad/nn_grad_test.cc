@@ -178,6 +178,35 @@ TEST(NnGradTest, LayerNormWithLargeEpsilon) {
                          {{"begin_norm_axis", int64_t{-1}}, {"epsilon", 0.25}});
 }
 
+// The norms' gradients as primitives of their own (what the rules above emit):
+// their rules, derived by hand, against central differences to second order.
+TEST(NnGradTest, BatchNormGrad) {
+  for (Shape x : {Shape{4, 3}, Shape{2, 3, 2}, Shape{2, 2, 1, 1}}) {
+    SCOPED_TRACE(::testing::Message() << ShapeToString(x));
+    ExpectGradientsAtSeeds(PrimId::kBatchNormGrad,
+                           [&](std::mt19937_64& rng) {
+                             return std::vector<Value>{RandomF64(x, rng), RandomF64({x[1]}, rng, 0.5, 1.5),
+                                                       RandomF64(x, rng)};
+                           },
+                           {{"axis", int64_t{1}}, {"epsilon", 0.1}});
+  }
+}
+
+TEST(NnGradTest, LayerNormGrad) {
+  for (int64_t begin : {-1, 1, 0}) {
+    SCOPED_TRACE(::testing::Message() << "begin_norm_axis " << begin);
+    const Shape x = {2, 3, 4};
+    const int b = static_cast<int>(begin < 0 ? begin + 3 : begin);
+    Shape normalized(x.begin() + b, x.end());
+    ExpectGradientsAtSeeds(PrimId::kLayerNormGrad,
+                           [&](std::mt19937_64& rng) {
+                             return std::vector<Value>{RandomF64(x, rng), RandomF64(normalized, rng, 0.5, 1.5),
+                                                       RandomF64(x, rng)};
+                           },
+                           {{"begin_norm_axis", begin}, {"epsilon", 0.1}});
+  }
+}
+
 // ----- unknown dims ------------------------------------------------------------------------
 // The rules need only ranks (and, for the sparse loss, the class count): with
 // every dim unknown they still build, and the result is checked to second order.

@@ -68,6 +68,9 @@ TEST(CudaDeviceTest, EveryPrimitiveWithACpuKernelHasACudaKernel) {
       // Small dense linear algebra (det's gradient uses the inverse) and the
       // seeded random draws: CPU kernels only so far.
       PrimId::kDet, PrimId::kMatrixInverse, PrimId::kRandomUniformLike, PrimId::kRandomNormalLike,
+      // layer_norm's gradient (in double on the host, backends/cpu/norm_grad_kernels.cc;
+      // batch_norm's is cuDNN's backward).
+      PrimId::kLayerNormGrad,
       // A rate computed at run time, read on the host.
       PrimId::kDynamicDropout,
       // Unsigned integers only (ONNX BitShift): storage dtypes, which every

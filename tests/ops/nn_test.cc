@@ -183,7 +183,7 @@ TEST(DynamicDropoutInferTest, KeepsTypeAndChecksTheRate) {
 TEST(NnDefinitionsTest, Flags) {
   for (PrimId id : {PrimId::kSoftmax, PrimId::kLogSoftmax, PrimId::kSoftmaxCrossEntropy,
                     PrimId::kSparseSoftmaxCrossEntropy, PrimId::kBatchNorm, PrimId::kLayerNorm,
-                    PrimId::kDropout}) {
+                    PrimId::kBatchNormGrad, PrimId::kLayerNormGrad, PrimId::kDropout}) {
     const PrimitiveDef* d = DefaultRegistry().Find(id);
     ASSERT_NE(d, nullptr) << PrimIdName(id);
     EXPECT_EQ(d->linear, id == PrimId::kDropout) << d->name;
@@ -199,6 +199,29 @@ TEST(NnDefinitionsTest, Flags) {
   EXPECT_EQ(bn->GetInt("axis"), 1);
   PrimitivePtr ln = DefaultRegistry().Make(PrimId::kLayerNorm).value();
   EXPECT_EQ(ln->GetInt("begin_norm_axis"), -1);
+}
+
+// ----- the norms' gradients -------------------------------------------------------------
+// (dx, dscale, dbias), shaped like (x, scale, scale); dy like x.
+TEST(NormGradInferTest, TuplesOfTheGradients) {
+  EXPECT_EQ(Inferred(PrimId::kBatchNormGrad, {T(kF32, {2, 3, 4}), T(kF32, {3}), T(kF32, {2, 3, 4})}),
+            "(f32[2,3,4], f32[3], f32[3])");
+  EXPECT_EQ(Inferred(PrimId::kBatchNormGrad, {T(kF64, {kU, 3}), T(kF64, {3}), T(kF64, {5, kU})}),
+            "(f64[?,3], f64[3], f64[3])");
+  EXPECT_EQ(Inferred(PrimId::kLayerNormGrad, {T(kF32, {2, 3, 4}), T(kF32, {3, 4}), T(kF32, {2, 3, 4})},
+                     {{"begin_norm_axis", int64_t{1}}}),
+            "(f32[2,3,4], f32[3,4], f32[3,4])");
+}
+
+TEST(NormGradInferTest, RejectsBadInputs) {
+  auto x = T(kF32, {2, 3}), c3 = T(kF32, {3});
+  ExpectError(InferError(PrimId::kBatchNormGrad, {x, T(kF32, {2}), x}), "input 1 must be of shape [3]");
+  ExpectError(InferError(PrimId::kBatchNormGrad, {x, c3, T(kF32, {2, 4})}),
+              "input 2 (dy) must be shaped like input 0 f32[2,3], got f32[2,4]");
+  ExpectError(InferError(PrimId::kBatchNormGrad, {x, c3, T(kF64, {2, 3})}), "same dtype");
+  ExpectError(InferError(PrimId::kLayerNormGrad, {x, c3, x}, {{"epsilon", -1.0}}),
+              "'epsilon' of layer_norm_grad must be finite and >= 0");
+  ExpectError(InferError(PrimId::kLayerNormGrad, {x, T(kF32, {2, 3}), x}), "input 1 must be of shape [3]");
 }
 
 // random_*_like(x): x's shape in the dtype attribute (f32 or f64), any x dtype.
