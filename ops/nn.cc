@@ -359,10 +359,19 @@ absl::Status BpropSoftmax(BpropContext& c) {
 }
 
 // Forward: y = log_softmax(x) along axis.
-// Backward: dx = dy - exp(y) * sum(dy, axis)  (exp(y) = softmax(x)).
+// Backward: dx = dy - exp(y) * S, S = sum(dy, axis) (exp(y) = softmax(x)).
+// Where exp(y) > 1/2 (a dominant class) this is a cancellation, dy - S against
+// a (1 - exp(y)) S that float32's exp(y) rounds away: a confident prediction's
+// loss gradient kept three digits (tests/precision). There it is computed as
+// (dy - S) - expm1(y) * S, the same value, whose parts do not cancel (a one-hot
+// dy has dy - S = 0 exactly at its class).
 absl::Status BpropLogSoftmax(BpropContext& c) {
+  AnfNode* y = c.Out();
   AnfNode* total = c.ReduceSum(c.Dout(), {c.prim().GetInt("axis")}, true);
-  c.SetGrad(0, c.Sub(c.Dout(), c.Mul(c.Exp(c.Out()), total)));
+  KGRAD_ASSIGN_OR_RETURN(AnfNode* half, c.ScalarLike(-0.69314718055994531, 0));  // log(1/2)
+  AnfNode* dominant = c.Op(PrimId::kGreater, {y, half});
+  AnfNode* near_one = c.Sub(c.Sub(c.Dout(), total), c.Mul(c.Op(PrimId::kExpm1, {y}), total));
+  c.SetGrad(0, c.Select(dominant, near_one, c.Sub(c.Dout(), c.Mul(c.Exp(y), total))));
   return absl::OkStatus();
 }
 
@@ -384,7 +393,10 @@ absl::Status BpropSoftmaxCrossEntropy(BpropContext& c) {
 
 // Forward: l[n] = -log_softmax(x)[n, labels[n]], x of shape [N, C].
 // Backward: dx = (softmax(x) - one_hot(labels, C)) * dl[:, None]; the integer
-// labels get nothing.
+// labels get nothing. softmax - 1 at the label is expm1(log_softmax), so
+// dx = (t * expm1(lp) + (1 - t) * exp(lp)) * dl with t = one_hot(labels) and
+// lp = log_softmax(x): no cancellation when the label's probability is near 1
+// (a confident prediction; tests/precision).
 absl::Status BpropSparseSoftmaxCrossEntropy(BpropContext& c) {
   KGRAD_ASSIGN_OR_RETURN(Shape shape, c.InShape(0));
   KGRAD_ASSIGN_OR_RETURN(DType dtype, c.InDType(0));
@@ -396,9 +408,12 @@ absl::Status BpropSparseSoftmaxCrossEntropy(BpropContext& c) {
   }
   AnfNode* target = c.Op(PrimId::kOneHot, {c.I(1)},
                          {{"depth", classes}, {"dtype", dtype}, {"axis", int64_t{-1}}});
-  AnfNode* p = c.Op(PrimId::kSoftmax, {c.I(0)}, {{"axis", int64_t{-1}}});
+  AnfNode* lp = c.Op(PrimId::kLogSoftmax, {c.I(0)}, {{"axis", int64_t{-1}}});
   AnfNode* dl = c.Op(PrimId::kExpandDims, {c.Dout()}, {{"axis", int64_t{-1}}});
-  c.SetGrad(0, c.Mul(c.Sub(p, target), dl));
+  KGRAD_ASSIGN_OR_RETURN(AnfNode* one, c.ScalarLike(1, 0));
+  AnfNode* at_label = c.Mul(target, c.Op(PrimId::kExpm1, {lp}));
+  AnfNode* elsewhere = c.Mul(c.Sub(one, target), c.Exp(lp));
+  c.SetGrad(0, c.Mul(c.Add(at_label, elsewhere), dl));
   return absl::OkStatus();
 }
 

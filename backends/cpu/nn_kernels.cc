@@ -70,13 +70,25 @@ void BlockMax(const T* x, int64_t len, int64_t stride, int64_t w, TileVec<T>* mx
   for (int64_t j = 1; j < len; ++j) *mx = mx->max(ConstSeg<T>(x + j * stride, w));
 }
 
-// Column-wise max and sum of exp(x - max) of a block: the stable log-sum-exp parts.
+// Column-wise max and sum of exp(x - max) of a block: the stable log-sum-exp
+// parts, the sum in double (see ExpSum).
 template <typename T>
 void BlockMaxAndSum(const T* x, int64_t len, int64_t stride, int64_t w, TileVec<T>* mx,
-                    TileVec<T>* sum) {
+                    TileVec<double>* sum) {
   BlockMax(x, len, stride, w, mx);
   sum->setZero(w);
-  for (int64_t j = 0; j < len; ++j) *sum += Exp(ConstSeg<T>(x + j * stride, w) - *mx);
+  for (int64_t j = 0; j < len; ++j) {
+    *sum += Exp(ConstSeg<T>(x + j * stride, w) - *mx).template cast<double>();
+  }
+}
+
+// sum_j exp(x_j - mx) in double. With one dominant logit the sum is 1 + d for a
+// small d, and log(1 + d) (the loss of a confident prediction, a log_softmax
+// near 0) keeps d's digits only if 1 + d does: in float32 a d of 1e-5 kept three
+// (tests/precision: cross_entropy_confident).
+template <typename T>
+double ExpSum(ConstSeg<T> x, T mx) {
+  return Exp(x - mx).template cast<double>().sum();
 }
 
 // ----- softmax / log_softmax -----------------------------------------------------------
@@ -87,22 +99,26 @@ void SoftmaxRow(const T* x, T* y, int64_t n) {
   Seg<T> yr(y, n);
   T mx = xr.maxCoeff();
   if constexpr (kLog) {
-    T log_sum = std::log(Exp(xr - mx).sum());
-    yr = (xr - mx) - log_sum;
+    const double log_sum = std::log(ExpSum(xr, mx));
+    yr = (xr.template cast<double>() - (static_cast<double>(mx) + log_sum)).template cast<T>();
   } else {
     yr = Exp(xr - mx);
-    yr *= T{1} / yr.sum();
+    const double inv = 1 / yr.template cast<double>().sum();
+    yr = (yr.template cast<double>() * inv).template cast<T>();
   }
 }
 
 template <typename T, bool kLog>
 void SoftmaxBlock(const T* x, T* y, int64_t len, int64_t stride, int64_t w) {
-  TileVec<T> mx, sum;
+  TileVec<T> mx;
+  TileVec<double> sum;
   if constexpr (kLog) {
     BlockMaxAndSum(x, len, stride, w, &mx, &sum);
-    TileVec<T> log_sum = sum.log();
+    TileVec<double> log_sum = sum.log();
     for (int64_t j = 0; j < len; ++j) {
-      Seg<T>(y + j * stride, w) = (ConstSeg<T>(x + j * stride, w) - mx) - log_sum;
+      Seg<T>(y + j * stride, w) =
+          (ConstSeg<T>(x + j * stride, w).template cast<double>() - (mx.template cast<double>() + log_sum))
+              .template cast<T>();
     }
   } else {
     // exp once per element: y holds exp(x - max) until the sums are known.
@@ -111,10 +127,13 @@ void SoftmaxBlock(const T* x, T* y, int64_t len, int64_t stride, int64_t w) {
     for (int64_t j = 0; j < len; ++j) {
       Seg<T> yj(y + j * stride, w);
       yj = Exp(ConstSeg<T>(x + j * stride, w) - mx);
-      sum += yj;
+      sum += yj.template cast<double>();
     }
-    TileVec<T> inv = sum.inverse();
-    for (int64_t j = 0; j < len; ++j) Seg<T>(y + j * stride, w) *= inv;
+    TileVec<double> inv = sum.inverse();
+    for (int64_t j = 0; j < len; ++j) {
+      Seg<T> yj(y + j * stride, w);
+      yj = (yj.template cast<double>() * inv).template cast<T>();
+    }
   }
 }
 
@@ -153,21 +172,25 @@ template <typename T>
 T CrossEntropyRow(const T* x, const T* labels, int64_t n) {
   ConstSeg<T> xr(x, n), lr(labels, n);
   T mx = xr.maxCoeff();
-  T log_sum = std::log(Exp(xr - mx).sum());
-  return (((mx - xr) + log_sum) * lr).sum();
+  const double log_sum = std::log(ExpSum(xr, mx));
+  return static_cast<T>(
+      (((static_cast<double>(mx) + log_sum) - xr.template cast<double>()) * lr.template cast<double>())
+          .sum());
 }
 
 template <typename T>
 void CrossEntropyBlock(const T* x, const T* labels, T* loss, int64_t len, int64_t stride,
                        int64_t w) {
-  TileVec<T> mx, sum;
+  TileVec<T> mx;
+  TileVec<double> sum;
   BlockMaxAndSum(x, len, stride, w, &mx, &sum);
-  TileVec<T> log_sum = sum.log();
-  TileVec<T> acc = TileVec<T>::Zero(w);
+  TileVec<double> log_sum = sum.log();
+  TileVec<double> acc = TileVec<double>::Zero(w);
   for (int64_t j = 0; j < len; ++j) {
-    acc += ((mx - ConstSeg<T>(x + j * stride, w)) + log_sum) * ConstSeg<T>(labels + j * stride, w);
+    acc += ((mx.template cast<double>() + log_sum) - ConstSeg<T>(x + j * stride, w).template cast<double>()) *
+           ConstSeg<T>(labels + j * stride, w).template cast<double>();
   }
-  Seg<T>(loss, w) = acc;
+  Seg<T>(loss, w) = acc.template cast<T>();
 }
 
 template <typename T>
@@ -218,7 +241,8 @@ void SparseCrossEntropyTyped(const T* x, const L* labels, T* loss, int64_t n, in
     for (int64_t i = begin; i < end; ++i) {
       ConstSeg<T> xr(x + i * c, c);
       T mx = xr.maxCoeff();
-      loss[i] = (mx - xr[labels[i]]) + std::log(Exp(xr - mx).sum());
+      loss[i] = static_cast<T>((static_cast<double>(mx) - static_cast<double>(xr[labels[i]])) +
+                               std::log(ExpSum(xr, mx)));
     }
   });
 }
