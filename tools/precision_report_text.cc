@@ -109,10 +109,10 @@ void AppendKinks(const PrecisionReport& r, int top, std::string* out) {
     elements += a.flipped;
     if (first.size() < static_cast<size_t>(top)) first.push_back(&a);
   }
-  absl::StrAppend(out, "kinks crossed: ", apps, " masks or indices differ between the runs (",
-                  elements, " elements); ", inside,
-                  " applications crossed a kink of their own", apps > 0 ? "; first masks:" : "",
-                  "\n");
+  absl::StrAppend(out, "kinks crossed: ", apps, apps == 1 ? " mask or index differs" : " masks or indices differ",
+                  " between the runs (", elements, elements == 1 ? " element); " : " elements); ", inside,
+                  inside == 1 ? " application" : " applications", " crossed a kink of its own",
+                  apps > 0 ? "; first masks:" : "", "\n");
   for (const ApplicationError* a : first) {
     absl::StrAppendFormat(out, "  step %6d  %d of %d elements  %s\n", a->step, a->flipped,
                           a->elements, Where(*a));
