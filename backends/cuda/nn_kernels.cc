@@ -86,25 +86,33 @@ absl::StatusOr<Value> SparseSoftmaxCrossEntropy(KernelContext& ctx) {
 }
 
 // ----- Normalisation -------------------------------------------------------------------------------
+// cuDNN wants eps >= CUDNN_BN_MIN_EPSILON, int dims, and more than one value per
+// channel; anything else is computed on the host.
+bool CudnnTakesBatchNorm(const AxisSplit& g, const ops::NormAttrs& a) {
+  return FitsCudnn(g) && g.outer * g.inner >= 2 && a.epsilon >= CUDNN_BN_MIN_EPSILON;
+}
+
+// x as [outer, C, inner, 1] and the per-channel parameters' descriptor.
+absl::Status BatchNormDescs(DType dtype, const AxisSplit& g, TensorDesc* xdesc, TensorDesc* pdesc) {
+  KGRAD_RETURN_IF_ERROR(xdesc->Nchw(dtype, g.outer, g.len, g.inner, 1));
+  KGRAD_CUDNN_CALL(cudnnCreateTensorDescriptor(pdesc->out()));
+  KGRAD_CUDNN_CALL(cudnnDeriveBNTensorDescriptor(pdesc->get(), xdesc->get(), CUDNN_BATCHNORM_SPATIAL));
+  return absl::OkStatus();
+}
+
 absl::StatusOr<Value> BatchNorm(KernelContext& ctx) {
   KGRAD_ASSIGN_OR_RETURN(const auto in, ctx.TensorsAt<3>());
   KGRAD_ASSIGN_OR_RETURN(const ops::NormAttrs a, ops::ParseBatchNormKernel(ctx.prim(), in));
   const Tensor *x = in[0], *scale = in[1], *bias = in[2];
   const AxisSplit g = ops::SplitAtAxis(x->shape(), a.axis);
   if (x->NumElements() == 0) return Value(*x);
-  // cuDNN wants eps >= CUDNN_BN_MIN_EPSILON, int dims, and more than one value
-  // per channel; anything else is computed on the host.
-  if (!FitsCudnn(g) || g.outer * g.inner < 2 || a.epsilon < CUDNN_BN_MIN_EPSILON) {
-    return CpuFallback(ctx);
-  }
+  if (!CudnnTakesBatchNorm(g, a)) return CpuFallback(ctx);
   KGRAD_ASSIGN_OR_RETURN(Gpu gpu, GpuOf(ctx));
   KGRAD_ASSIGN_OR_RETURN(cudnnHandle_t h, gpu.device->Cudnn());
   // cuDNN reads x twice (statistics, then the normalisation): no in-place output.
   KGRAD_ASSIGN_OR_RETURN(Tensor y, ctx.Allocate(x->dtype(), x->shape()));
   TensorDesc xdesc, pdesc;
-  KGRAD_RETURN_IF_ERROR(xdesc.Nchw(x->dtype(), g.outer, g.len, g.inner, 1));
-  KGRAD_CUDNN_CALL(cudnnCreateTensorDescriptor(pdesc.out()));
-  KGRAD_CUDNN_CALL(cudnnDeriveBNTensorDescriptor(pdesc.get(), xdesc.get(), CUDNN_BATCHNORM_SPATIAL));
+  KGRAD_RETURN_IF_ERROR(BatchNormDescs(x->dtype(), g, &xdesc, &pdesc));
   const CudnnScale one(x->dtype(), 1), zero(x->dtype(), 0);
   KGRAD_CUDNN_CALL(cudnnBatchNormalizationForwardTraining(
       h, CUDNN_BATCHNORM_SPATIAL, one.get(), zero.get(), xdesc.get(), x->raw_data(), xdesc.get(),
@@ -122,19 +130,14 @@ absl::StatusOr<Value> BatchNormGrad(KernelContext& ctx) {
   KGRAD_ASSIGN_OR_RETURN(const ops::NormAttrs a, ops::ParseBatchNormGradKernel(ctx.prim(), in));
   const Tensor *x = in[0], *scale = in[1], *dy = in[2];
   const AxisSplit g = ops::SplitAtAxis(x->shape(), a.axis);
-  if (x->NumElements() == 0 || !FitsCudnn(g) || g.outer * g.inner < 2 ||
-      a.epsilon < CUDNN_BN_MIN_EPSILON) {
-    return CpuFallback(ctx);
-  }
+  if (x->NumElements() == 0 || !CudnnTakesBatchNorm(g, a)) return CpuFallback(ctx);
   KGRAD_ASSIGN_OR_RETURN(Gpu gpu, GpuOf(ctx));
   KGRAD_ASSIGN_OR_RETURN(cudnnHandle_t h, gpu.device->Cudnn());
   KGRAD_ASSIGN_OR_RETURN(Tensor dx, ctx.Allocate(x->dtype(), x->shape()));
   KGRAD_ASSIGN_OR_RETURN(Tensor ds, ctx.Allocate(x->dtype(), scale->shape()));
   KGRAD_ASSIGN_OR_RETURN(Tensor db, ctx.Allocate(x->dtype(), scale->shape()));
   TensorDesc xdesc, pdesc;
-  KGRAD_RETURN_IF_ERROR(xdesc.Nchw(x->dtype(), g.outer, g.len, g.inner, 1));
-  KGRAD_CUDNN_CALL(cudnnCreateTensorDescriptor(pdesc.out()));
-  KGRAD_CUDNN_CALL(cudnnDeriveBNTensorDescriptor(pdesc.get(), xdesc.get(), CUDNN_BATCHNORM_SPATIAL));
+  KGRAD_RETURN_IF_ERROR(BatchNormDescs(x->dtype(), g, &xdesc, &pdesc));
   const CudnnScale one(x->dtype(), 1), zero(x->dtype(), 0);
   KGRAD_CUDNN_CALL(cudnnBatchNormalizationBackward(
       h, CUDNN_BATCHNORM_SPATIAL, one.get(), zero.get(), one.get(), zero.get(), xdesc.get(),
