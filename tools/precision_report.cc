@@ -303,8 +303,8 @@ class Float64Comparer final : public KernelObserver {
       row->blamed = in.row.step;
       row->kink = false;
       if (inherited > kSuspectGrowth * std::max(in.row.value_error, 0x1p-24) &&
-          IsFloatTensor(in.out32) && inputs[j].is_tensor() &&
-          inputs[j].tensor().dtype() == DType::kFloat64) {
+          in.out32.is_tensor() && in.out32.tensor().dtype() == DType::kFloat32 &&
+          inputs[j].is_tensor() && inputs[j].tensor().dtype() == DType::kFloat64) {
         mixed[j] = Between(in.out32.tensor(), inputs[j].tensor(), 0.5);
         KGRAD_ASSIGN_OR_RETURN(Value half, Evaluate64(node, prim, std::move(mixed)));
         const double ratio = CompareValues(half, output).error / inherited;
