@@ -14,6 +14,7 @@
 #include "tools/cli_common.h"
 #include "tools/cli_demo.h"
 #include "tools/cli_onnx.h"
+#include "tools/cli_finetune.h"
 #include "tools/cli_train.h"
 
 namespace kgrad {
@@ -81,6 +82,24 @@ commands:
       [--bucket-mb M]           of M MB (default 25; --gradient-sum: summed); inputs named
       [--replicated A,B]        by --replicated go whole to every rank; a collective that
       [--gradient-sum]          waits longer than S seconds (default 300) fails
+  train-artifacts MODEL --loss cross_entropy|nll|mse|bce_with_logits|none -o DIR
+      [--optimizer sgd|momentum|adam|adamw] [--lr X] [--betas B1,B2] [--eps X]
+      [--weight-decay X] [--momentum X] [--dampening X] [--nesterov] [--amsgrad]
+      [--maximize] [--clip-norm X] [--schedule constant|step|cosine] [--step-size N]
+      [--gamma X] [--t-max N] [--eta-min X] [--warmup-steps N] [--warmup-start X]
+      [--freeze REGEX]          training artifacts of MODEL (.onnx or graph file): the loss
+                                against a new input 'target', gradients of the weights not
+                                frozen, torch.optim's update (defaults: adamw, torch's
+                                values), as DIR/training.pb and DIR/checkpoint.ckpt
+  train DIR --data NAME=FILE.npy ... [--batch N] [--epochs E] [--shuffle] [--seed S]
+      [--drop-last] [--eval NAME=FILE.npy ...] [--save-every K] [--resume]
+      [--print-every N] [--output OUT]
+                                train the artifacts in DIR on batches of the arrays (the
+                                model's inputs and 'target' by name; the last partial batch
+                                kept unless --drop-last): a progress bar on a terminal,
+                                eval loss per epoch, DIR/last.ckpt every K steps and at the
+                                end, --resume from it (bit-identical), final weights as
+                                OUT/<weight>.npy
   bench FILE [--input NAME=X.npy ...] [--dim NAME=N ...] [--grad] [--jvp] [--repeat N]
       [--warmup N] [--flush-denormals] [--profile]
                                 time the forward pass (and the training step, the Jvp):
@@ -200,7 +219,8 @@ int Main(const std::vector<std::string>& args, std::ostream& out, std::ostream& 
   static const std::map<std::string, Command>* const commands = new std::map<std::string, Command>{
       {"help", Help}, {"--help", Help}, {"-h", Help}, {"print", Print}, {"dot", DotCommand},
       {"run", Run},   {"grad", GradCommand},  {"check", CheckCommand},
-      {"jvp", JvpCommand},    {"demo", DemoCommand}, {"train", TrainCommand}, {"bench", BenchCommand}, {"import-onnx", ImportOnnxCommand},
+      {"jvp", JvpCommand},    {"demo", DemoCommand}, {"train", TrainCommand},
+      {"train-artifacts", TrainArtifactsCommand}, {"bench", BenchCommand}, {"import-onnx", ImportOnnxCommand},
       {"export-onnx", ExportOnnxCommand}, {"onnx-ops", OnnxOpsCommand},
   };
   if (args.empty()) {

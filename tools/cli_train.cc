@@ -1,5 +1,7 @@
 #include "tools/cli_train.h"
 
+#include <sys/stat.h>
+
 #include <cmath>
 #include <memory>
 
@@ -12,6 +14,7 @@
 #include "tools/cli_args.h"
 #include "tools/cli_common.h"
 #include "tools/cli_data_parallel.h"
+#include "tools/cli_finetune.h"
 #include "tools/npy.h"
 
 namespace kgrad {
@@ -134,6 +137,11 @@ absl::Status Train(const ParsedArgs& args, std::ostream& out) {
 }  // namespace
 
 int TrainCommand(const std::vector<std::string>& argv, std::ostream& out, std::ostream& err) {
+  // A directory holds training artifacts (kgrad train-artifacts): the data loop.
+  struct stat st;
+  if (!argv.empty() && ::stat(argv[0].c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
+    return FinetuneCommand(argv, out, err);
+  }
   return CommandMain(argv,
                      {"steps", "print-every", "input", "weight", "output", "graph", "collective-timeout",
                       "bucket-mb", "replicated"},

@@ -50,6 +50,8 @@ class TrainingSession {
   // One optimizer step on a batch; returns its loss (before the update). The
   // inputs are checked against the declared types first (errors name the input).
   absl::StatusOr<double> TrainStep(absl::Span<const Value> inputs);
+  // The check TrainStep and EvalStep make, alone (a loop checks its data first).
+  absl::Status CheckInputs(absl::Span<const Value> inputs) const;
   absl::StatusOr<EvalResult> EvalStep(absl::Span<const Value> inputs) const;
 
   absl::Status SaveCheckpoint(const std::string& path) const;
@@ -79,7 +81,6 @@ class TrainingSession {
  private:
   TrainingSession() = default;
   absl::Status Adopt(Checkpoint c, const std::string& file);
-  absl::Status CheckInputs(absl::Span<const Value> inputs) const;
 
   std::string dir_;
   std::unique_ptr<Module> module_;
