@@ -4,9 +4,13 @@
 // weight afterwards must match torch's within 1e-4 (max|a - b| / max|b| per
 // tensor): in float64 (the artifacts of the model widened) against torch's
 // float64 run, and in float32 against torch's float32 run wherever torch's own
-// float32 result is within 1e-4 of its float64 one (elsewhere the run is chaotic:
-// Adam turns the rounding noise of a gradient that is exactly 0, attention's key
-// bias, into steps of size lr; those tensors are listed, not compared). Data: tests/train/data (small models, committed), or the
+// float32 result is within 1e-4 of its float64 one. Elsewhere the run is chaotic
+// and is judged in float64 only, as the brief asks: resnet18 on 64x64 images,
+// whose last BatchNorms see 16 values per channel, leaves torch's own float32
+// losses off its float64 ones within 3 steps and its weights 8% to 85% off after
+// 20 (the whole run is then judged in float64); Adam turns the rounding noise of
+// a gradient that is exactly 0 (attention's key bias) into steps of size lr
+// (that tensor is listed and not compared in float32). Data: tests/train/data (small models, committed), or the
 // directory and models in KGRAD_FINETUNE_DIR / KGRAD_FINETUNE_MODELS (the live
 // test, finetune_torch_live_test.sh, with torchvision's resnet18).
 #include <cmath>
@@ -87,15 +91,30 @@ TEST_P(FinetuneTorchTest, FollowsTorchOptim) {
   absl::StatusOr<std::unique_ptr<TrainingSession>> s = TrainingSession::Open(dir);
   ASSERT_TRUE(s.ok()) << s.status();
   const Tensor losses = Npy(run + "_loss.npy");
+  const Tensor exact = f64 ? losses : Npy(absl::StrCat(run, "_f64_loss.npy"));
+  // A run whose float32 losses torch itself cannot keep on the exact (float64)
+  // trajectory is chaotic in float32: judged in float64 only.
+  bool chaotic_run = false;
+  for (int step = 0; step < kSteps; ++step) {
+    const double want = losses.ElementAsDouble(step), ideal = exact.ElementAsDouble(step);
+    chaotic_run = chaotic_run || std::fabs(want - ideal) > kTolerance * std::fabs(ideal);
+  }
   double worst_loss = 0;
   for (int step = 0; step < kSteps; ++step) {
     absl::StatusOr<double> loss =
         (*s)->TrainStep({input(absl::StrCat(model, "_x_", step, ".npy")),
                          input(absl::StrCat(model, "_target_", step, ".npy"))});
     ASSERT_TRUE(loss.ok()) << loss.status();
+    ASSERT_TRUE(std::isfinite(*loss)) << "step " << step;
+    if (chaotic_run) continue;
     const double want = losses.ElementAsDouble(step);
     worst_loss = std::max(worst_loss, std::fabs(*loss - want) / std::fabs(want));
     EXPECT_LE(std::fabs(*loss - want), kTolerance * std::fabs(want)) << "step " << step;
+  }
+  if (chaotic_run) {
+    std::cout << run << ": chaotic in float32 (torch's own float32 losses leave its float64 ones by more than "
+              << kTolerance << "), judged in float64 only\n";
+    return;
   }
   EXPECT_EQ((*s)->step(), kSteps);
   double worst = 0;
