@@ -93,13 +93,14 @@ commands:
                                 values), as DIR/training.pb and DIR/checkpoint.ckpt
   train DIR --data NAME=FILE.npy ... [--batch N] [--epochs E] [--shuffle] [--seed S]
       [--drop-last] [--eval NAME=FILE.npy ...] [--save-every K] [--resume]
-      [--print-every N] [--output OUT]
+      [--print-every N] [--output OUT] [--data-parallel [--bucket-mb M]]
                                 train the artifacts in DIR on batches of the arrays (the
                                 model's inputs and 'target' by name; the last partial batch
                                 kept unless --drop-last): a progress bar on a terminal,
                                 eval loss per epoch, DIR/last.ckpt every K steps and at the
                                 end, --resume from it (bit-identical), final weights as
-                                OUT/<weight>.npy
+                                OUT/<weight>.npy; under mpirun with --data-parallel each
+                                rank takes its share of every batch, gradients averaged
   bench FILE [--input NAME=X.npy ...] [--dim NAME=N ...] [--grad] [--jvp] [--repeat N]
       [--warmup N] [--flush-denormals] [--profile]
                                 time the forward pass (and the training step, the Jvp):

@@ -52,22 +52,28 @@ absl::StatusOr<std::unique_ptr<Communicator>> JoinDataParallel(const ParsedArgs&
   return std::unique_ptr<Communicator>(std::move(comm));
 }
 
+absl::StatusOr<int64_t> BucketBytes(const ParsedArgs& args) {
+  KGRAD_ASSIGN_OR_RETURN(double mb, PositiveNumber(args, "bucket-mb", 25));
+  return std::max<int64_t>(1, static_cast<int64_t>(mb * (1 << 20)));
+}
+
+std::string DataParallelSummary(const DataParallelReport& r, int ranks) {
+  const int threads = cpu::MaxThreads();
+  return absl::StrCat("data parallel: ", ranks, " ranks (", threads, threads == 1 ? " thread" : " threads",
+                      " each), ", r.gradients, " gradients in ", r.buckets - r.differentiations, " buckets, ",
+                      r.bytes, " bytes all-reduced per step");
+}
+
 absl::Status MakeStepDataParallel(Module& m, FuncGraph* step, Communicator& comm,
                                   const ParsedArgs& args, std::ostream& out) {
   DataParallelOptions o;
   o.ranks = comm.size();
   o.replicated = Replicated(args);
   if (args.Has("gradient-sum")) o.reduction = GradientReduction::kSum;
-  KGRAD_ASSIGN_OR_RETURN(double mb, PositiveNumber(args, "bucket-mb", 25));
-  o.bucket_bytes = std::max<int64_t>(1, static_cast<int64_t>(mb * (1 << 20)));
+  KGRAD_ASSIGN_OR_RETURN(o.bucket_bytes, BucketBytes(args));
   KGRAD_ASSIGN_OR_RETURN(DataParallelReport r, MakeDataParallel(m, step, o));
   KGRAD_RETURN_IF_ERROR(ExpandDifferentiation(m).status());
-  if (comm.rank() == 0) {
-    const int threads = cpu::MaxThreads();
-    out << "data parallel: " << comm.size() << " ranks (" << threads
-        << (threads == 1 ? " thread" : " threads") << " each), " << r.gradients << " gradients in "
-        << r.buckets - r.differentiations << " buckets, " << r.bytes << " bytes all-reduced per step\n";
-  }
+  if (comm.rank() == 0) out << DataParallelSummary(r, comm.size()) << "\n";
   return absl::OkStatus();
 }
 

@@ -19,6 +19,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
+#include "ad/data_parallel.h"
 #include "backends/communicator.h"
 #include "core/module.h"
 #include "core/value.h"
@@ -31,6 +32,12 @@ namespace cli {
 // agreed that they load the same file.
 absl::StatusOr<std::unique_ptr<Communicator>> JoinDataParallel(const ParsedArgs& args,
                                                                const std::string& path);
+
+// --bucket-mb M as bytes (25 MiB when absent).
+absl::StatusOr<int64_t> BucketBytes(const ParsedArgs& args);
+
+// "data parallel: 2 ranks (1 thread each), 4 gradients in 1 buckets, ..."
+std::string DataParallelSummary(const DataParallelReport& report, int ranks);
 
 // The data-parallel form of `step` for `comm`'s ranks, differentiation expanded;
 // prints what is all-reduced per step (rank 0).

@@ -15,6 +15,7 @@
 #include "core/status_macros.h"
 #include "tools/cli_args.h"
 #include "tools/cli_common.h"
+#include "tools/cli_data_parallel.h"
 #include "tools/train/artifacts.h"
 #include "tools/train/dataset.h"
 #include "tools/train/training_session.h"
@@ -161,6 +162,7 @@ struct LoopOptions {
   int64_t epochs = 1;
   int64_t save_every = 0;
   std::string checkpoint;  // DIR/last.ckpt
+  bool writes = true;      // false on ranks other than 0 of a data-parallel job
 };
 
 // The mean loss over the eval data (weighted by batch size).
@@ -197,7 +199,9 @@ absl::Status Loop(train::TrainingSession& s, const train::Dataset& data, const t
     s.set_position(p);
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     progress.Step(epoch, o.epochs, b, batches, last, done + 1 - start, total - start, seconds);
-    if (o.save_every > 0 && s.step() % o.save_every == 0) KGRAD_RETURN_IF_ERROR(s.SaveCheckpoint(o.checkpoint));
+    if (o.writes && o.save_every > 0 && s.step() % o.save_every == 0) {
+      KGRAD_RETURN_IF_ERROR(s.SaveCheckpoint(o.checkpoint));
+    }
     if (b + 1 == batches && eval != nullptr) {
       KGRAD_ASSIGN_OR_RETURN(double e, Evaluate(s, *eval));
       progress.Line(absl::StrFormat("epoch %d/%d eval loss %.6g (%d examples)", epoch + 1, o.epochs, e,
@@ -205,7 +209,7 @@ absl::Status Loop(train::TrainingSession& s, const train::Dataset& data, const t
     }
   }
   if (start == total) progress.Line(absl::StrCat("nothing to do: the checkpoint is at epoch ", p.epoch, " of ", o.epochs));
-  KGRAD_RETURN_IF_ERROR(s.SaveCheckpoint(o.checkpoint));
+  if (o.writes) KGRAD_RETURN_IF_ERROR(s.SaveCheckpoint(o.checkpoint));
   progress.Line(absl::StrFormat("%d steps, last loss %.6g; checkpoint %s", s.step(), last, o.checkpoint));
   return absl::OkStatus();
 }
@@ -238,6 +242,17 @@ absl::StatusOr<train::Dataset> ReadData(const ParsedArgs& args, const std::strin
   return d;
 }
 
+// Every batch (the last one included) must divide among the ranks.
+absl::Status CheckDivides(const train::Dataset& d, const train::DatasetOptions& o, int ranks) {
+  const int64_t tail = d.examples() % o.batch;
+  const int64_t last = o.drop_last || tail == 0 ? o.batch : tail;
+  if (o.batch % ranks == 0 && last % ranks == 0) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      "--batch ", o.batch, " over ", d.examples(), " examples gives batches of ", o.batch,
+      last != o.batch ? absl::StrCat(" and a last one of ", last) : "", " rows, which do not divide among ",
+      ranks, " ranks", last % ranks != 0 && o.batch % ranks == 0 ? " (--drop-last drops the last one)" : ""));
+}
+
 absl::Status Finetune(const ParsedArgs& args, std::ostream& out) {
   if (args.positional.size() != 1) return absl::InvalidArgumentError("train takes one DIR");
   const std::string dir = args.positional[0];
@@ -256,6 +271,14 @@ absl::Status Finetune(const ParsedArgs& args, std::ostream& out) {
   lo.checkpoint = absl::StrCat(dir, "/last.ckpt");
   train::SessionOptions so;
   if (args.Has("resume")) so.checkpoint = lo.checkpoint;
+  std::unique_ptr<Communicator> comm;
+  if (args.Has("data-parallel")) {
+    KGRAD_ASSIGN_OR_RETURN(comm, JoinDataParallel(args, absl::StrCat(dir, "/", train::kArtifactModelFile)));
+    KGRAD_ASSIGN_OR_RETURN(so.bucket_bytes, BucketBytes(args));
+    so.data_parallel = true;
+    so.executor.communicator = comm.get();
+    lo.writes = comm->rank() == 0;
+  }
   KGRAD_ASSIGN_OR_RETURN(std::unique_ptr<train::TrainingSession> s, train::TrainingSession::Open(dir, so));
   if (args.Has("resume") && args.Has("seed") && s->position().seed != dopts.seed) {
     return absl::InvalidArgumentError(absl::StrCat(lo.checkpoint, " was trained with --seed ", s->position().seed,
@@ -273,14 +296,23 @@ absl::Status Finetune(const ParsedArgs& args, std::ostream& out) {
     eopts.drop_last = false;
     KGRAD_ASSIGN_OR_RETURN(eval, ReadData(args, "eval", eopts, *s));
   }
-  const bool terminal = &out == &std::cout && ::isatty(STDOUT_FILENO);
-  Progress progress(out, terminal, every);
+  if (comm != nullptr) KGRAD_RETURN_IF_ERROR(CheckDivides(data, dopts, comm->size()));
+  // Only rank 0 of a data-parallel job speaks (the others write to no buffer).
+  std::ostream silent(nullptr);
+  std::ostream& says = lo.writes ? out : silent;
+  const bool terminal = lo.writes && &out == &std::cout && ::isatty(STDOUT_FILENO);
+  Progress progress(says, terminal, every);
+  if (comm != nullptr) progress.Line(DataParallelSummary(s->data_parallel_report(), comm->size()));
   progress.Line(absl::StrFormat("%d examples, batches of %d (%d per epoch, last %s), %d epochs, %s%s", data.examples(),
                                 dopts.batch, data.batches_per_epoch(),
                                 dopts.drop_last ? "partial one dropped" : "partial one kept", lo.epochs,
                                 s->optimizer(), args.Has("resume") ? absl::StrCat(", resumed at step ", s->step()) : ""));
   KGRAD_RETURN_IF_ERROR(Loop(*s, data, eval ? &*eval : nullptr, lo, progress));
-  if (args.Has("output")) {
+  if (comm != nullptr) {
+    KGRAD_RETURN_IF_ERROR(CheckSameWeights(s->weights(), *comm));
+    progress.Line(absl::StrCat("weights bit-identical on all ", comm->size(), " ranks"));
+  }
+  if (lo.writes && args.Has("output")) {
     for (const auto& [name, t] : s->weights()) KGRAD_RETURN_IF_ERROR(WriteOutputs(Value(t), args.Get("output"), name));
   }
   return absl::OkStatus();
@@ -297,8 +329,10 @@ int TrainArtifactsCommand(const std::vector<std::string>& argv, std::ostream& ou
 }
 
 int FinetuneCommand(const std::vector<std::string>& argv, std::ostream& out, std::ostream& err) {
-  return CommandMain(argv, {"data", "eval", "batch", "epochs", "seed", "save-every", "print-every", "output"},
-                     {"shuffle", "drop-last", "resume"}, Finetune, out, err);
+  return CommandMain(argv,
+                     {"data", "eval", "batch", "epochs", "seed", "save-every", "print-every", "output",
+                      "collective-timeout", "bucket-mb"},
+                     {"shuffle", "drop-last", "resume", "data-parallel"}, Finetune, out, err);
 }
 
 }  // namespace cli

@@ -6,7 +6,9 @@
 //   kgrad train DIR --data NAME=FILE.npy ... --batch N --epochs E [options]
 //       trains the artifacts in DIR on batches of the arrays, with a progress
 //       bar (plain lines when the output is not a terminal), evaluation per
-//       epoch, checkpoints (DIR/last.ckpt) and --resume.
+//       epoch, checkpoints (DIR/last.ckpt) and --resume; under mpirun with
+//       --data-parallel every rank reads the same data and trains on its share
+//       of each batch (tools/train/training_session.h), rank 0 prints and writes.
 #ifndef KGRAD_TOOLS_CLI_FINETUNE_H_
 #define KGRAD_TOOLS_CLI_FINETUNE_H_
 

@@ -2,7 +2,8 @@
 // equals 20 uninterrupted steps bit for bit; an interrupted checkpoint write
 // leaves the previous checkpoint whole; frozen weights keep their values; bad
 // data, checkpoints of another model and models a loss does not fit are refused
-// with errors naming the input or file.
+// with errors naming the input or file; a data-parallel session on one rank
+// trains as a plain one does.
 #include "tools/train/training_session.h"
 
 #include <sys/stat.h>
@@ -13,6 +14,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "backends/communicator.h"
 #include "gtest/gtest.h"
 #include "ops/registry.h"
 #include "proto/onnx/onnx_import.h"
@@ -203,6 +205,38 @@ TEST(TrainingSessionTest, RefusesALossThatDoesNotFitTheOutput) {
   o.freeze = "(";
   a = MakeTrainingArtifacts(std::move(*m), o, kModel);
   EXPECT_NE(a.status().message().find("--freeze '(': "), std::string::npos) << a.status();
+}
+
+// The data-parallel step (train_step_unexpanded rewritten for the ranks, then
+// expanded) on a group of one is the plain step: same gradients, same update.
+// Across processes: tests/distributed/finetune_mpi_test.sh.
+TEST(TrainingSessionTest, DataParallelOnOneRankTrainsAsThePlainStep) {
+  ArtifactOptions o;
+  o.optimizer = *DefaultOptimizerOptions("adamw");
+  const std::string dir = MakeArtifacts("one_rank", o);
+  std::unique_ptr<TrainingSession> plain = Open(dir);
+  ASSERT_NE(plain, nullptr);
+  LocalCommunicator one;
+  SessionOptions so;
+  so.data_parallel = true;
+  so.executor.communicator = &one;
+  absl::StatusOr<std::unique_ptr<TrainingSession>> dp = TrainingSession::Open(dir, so);
+  ASSERT_TRUE(dp.ok()) << dp.status();
+  EXPECT_EQ((*dp)->data_parallel_report().gradients, 26);
+  EXPECT_GT((*dp)->data_parallel_report().bytes, 0);
+  EXPECT_EQ(plain->data_parallel_report().gradients, 0);
+  for (int step = 0; step < 3; ++step) {
+    absl::StatusOr<double> a = plain->TrainStep(Batch(step));
+    absl::StatusOr<double> b = (*dp)->TrainStep(Batch(step));
+    ASSERT_TRUE(a.ok() && b.ok()) << a.status() << b.status();
+    EXPECT_EQ(*a, *b) << "step " << step;
+  }
+  ExpectSameBits(*plain, **dp);
+
+  so.executor.communicator = nullptr;
+  dp = TrainingSession::Open(dir, so);
+  EXPECT_NE(dp.status().message().find("a data-parallel session needs a communicator"), std::string::npos)
+      << dp.status();
 }
 
 }  // namespace

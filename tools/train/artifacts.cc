@@ -145,19 +145,33 @@ absl::StatusOr<FuncGraph*> BuildEvalStep(Module& m, const ModelSignature& s, Los
   return b.Return(b.Tuple({loss, y}));
 }
 
-absl::StatusOr<FuncGraph*> BuildTrainStep(Module& m, const ModelSignature& s,
-                                          const ArtifactOptions& o, const WeightSplit& split) {
-  // The loss as a function of the data, differentiated w.r.t. the trainable weights.
-  GraphBuilder lb(&m, "training_loss");
-  AnfNode* ltarget = nullptr;
-  std::vector<AnfNode*> lin = DataParams(lb, s, &ltarget);
-  KGRAD_ASSIGN_OR_RETURN(FuncGraph* loss_fn, lb.Return(LossOf(lb, s, o.loss, lin, ltarget).first));
-  ValueAndGradOptions v;
-  v.argnums = {};
-  v.weights = split.trainable;
-  KGRAD_ASSIGN_OR_RETURN(FuncGraph* vg, ValueAndGrad(m, loss_fn, v));
+// The loss as a function of the data (and target), the graph both train steps
+// differentiate with respect to the trainable weights.
+absl::StatusOr<FuncGraph*> BuildTrainingLoss(Module& m, const ModelSignature& s, LossKind kind) {
+  GraphBuilder b(&m, "training_loss");
+  AnfNode* target = nullptr;
+  std::vector<AnfNode*> in = DataParams(b, s, &target);
+  return b.Return(LossOf(b, s, kind, in, target).first);
+}
 
-  GraphBuilder b(&m, kTrainStepGraph);
+// The weights attribute of value_and_grad naming `ws`; empty when a name holds
+// the attribute's separator (then no unexpanded step is written).
+std::string WeightsAttribute(const std::vector<Parameter*>& ws) {
+  std::string names;
+  for (const Parameter* w : ws) {
+    if (w->name().find(',') != std::string::npos) return "";
+    absl::StrAppend(&names, names.empty() ? "" : ",", w->name());
+  }
+  return names;
+}
+
+// train_step (or, with `unexpanded`, train_step_unexpanded): value_and_grad of
+// the training loss, expanded now by the C++ API or left as the operator for a
+// data-parallel session to rewrite (ad/data_parallel.h) before expanding it;
+// then the optimizer's update. Both have the same parameters and results.
+absl::StatusOr<FuncGraph*> BuildTrainStep(Module& m, const ModelSignature& s, const ArtifactOptions& o,
+                                          const WeightSplit& split, FuncGraph* loss_fn, bool unexpanded) {
+  GraphBuilder b(&m, unexpanded ? kTrainStepUnexpandedGraph : kTrainStepGraph);
   AnfNode* target = nullptr;
   std::vector<AnfNode*> args = DataParams(b, s, &target);
   if (target != nullptr) args.push_back(target);
@@ -173,7 +187,18 @@ absl::StatusOr<FuncGraph*> BuildTrainStep(Module& m, const ModelSignature& s,
     weights.push_back(w);
     dtypes.push_back(init.dtype());
   }
-  AnfNode* vg_out = b.Call(vg, args);
+  AnfNode* vg_out = nullptr;
+  if (unexpanded) {
+    AnfNode* vg = b.Op(PrimId::kValueAndGrad, {b.GraphRef(loss_fn)},
+                       {{"wrt", std::vector<int64_t>{}}, {"weights", WeightsAttribute(split.trainable)}});
+    vg_out = b.Call(vg, args);
+  } else {
+    ValueAndGradOptions v;
+    v.argnums = {};
+    v.weights = split.trainable;
+    KGRAD_ASSIGN_OR_RETURN(FuncGraph* vg, ValueAndGrad(m, loss_fn, v));
+    vg_out = b.Call(vg, args);
+  }
   AnfNode* dws = b.GetItem(vg_out, 1);
   for (size_t i = 0; i < weights.size(); ++i) grads.push_back(b.GetItem(dws, static_cast<int64_t>(i)));
   KGRAD_ASSIGN_OR_RETURN(WeightUpdate u, BuildOptimizerUpdate(b, o.optimizer, steps, weights, grads, state, dtypes));
@@ -212,13 +237,18 @@ absl::StatusOr<TrainingArtifacts> MakeTrainingArtifacts(std::unique_ptr<Module> 
   KGRAD_ASSIGN_OR_RETURN(ModelSignature sig, Signature(m, options.loss, source));
   KGRAD_ASSIGN_OR_RETURN(WeightSplit split, SplitWeights(m, options.freeze, source));
   TrainingArtifacts a;
-  KGRAD_ASSIGN_OR_RETURN(a.train_step, BuildTrainStep(m, sig, options, split));
+  KGRAD_ASSIGN_OR_RETURN(FuncGraph* loss_fn, BuildTrainingLoss(m, sig, options.loss));
+  if (!WeightsAttribute(split.trainable).empty()) {
+    KGRAD_ASSIGN_OR_RETURN(a.train_step_unexpanded, BuildTrainStep(m, sig, options, split, loss_fn, true));
+  }
+  KGRAD_ASSIGN_OR_RETURN(a.train_step, BuildTrainStep(m, sig, options, split, loss_fn, false));
   KGRAD_ASSIGN_OR_RETURN(a.eval_step, BuildEvalStep(m, sig, options.loss));
   KGRAD_RETURN_IF_ERROR(Optimize(m, a.train_step).status());
   KGRAD_RETURN_IF_ERROR(Optimize(m, a.eval_step).status());
   for (const auto& g : m.graphs()) g->set_public(false);
   m.set_entry(a.train_step);
   a.eval_step->set_public(true);
+  if (a.train_step_unexpanded != nullptr) a.train_step_unexpanded->set_public(true);
   m.CollectGarbage();
   a.trainable = Names(split.trainable);
   a.frozen = Names(split.frozen);

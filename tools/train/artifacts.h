@@ -4,6 +4,9 @@
 //   train_step(inputs..., target, steps_done, state...)
 //       -> (loss, (new trainable weights...), (new state...), steps_done + 1)
 //   eval_step(inputs..., target) -> (loss, model output)
+//   train_step_unexpanded: train_step with the gradient left as a
+//       value_and_grad operator of the training loss, which a data-parallel
+//       session (training_session.h) rewrites for its ranks, then expands
 //
 // where `inputs` are the model's inputs, `target` what the loss compares with
 // (absent for LossKind::kNone), steps_done an int64 number, and state the
@@ -30,6 +33,7 @@ namespace train {
 
 inline constexpr char kTrainStepGraph[] = "train_step";
 inline constexpr char kEvalStepGraph[] = "eval_step";
+inline constexpr char kTrainStepUnexpandedGraph[] = "train_step_unexpanded";
 inline constexpr char kArtifactModelFile[] = "training.pb";
 inline constexpr char kInitialCheckpointFile[] = "checkpoint.ckpt";
 inline constexpr char kTargetInput[] = "target";
@@ -47,6 +51,9 @@ struct TrainingArtifacts {
   std::unique_ptr<Module> module;
   FuncGraph* train_step = nullptr;
   FuncGraph* eval_step = nullptr;
+  // Absent when a trainable weight's name holds a comma (value_and_grad's
+  // weights attribute is a comma-separated list).
+  FuncGraph* train_step_unexpanded = nullptr;
   std::vector<std::string> trainable;  // in the train step's order
   std::vector<std::string> frozen;
   std::vector<std::string> unused;  // not read by the model (e.g. running statistics)

@@ -4,7 +4,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "ad/expand_differentiation.h"
+#include "backends/communicator.h"
 #include "backends/cpu/constant_evaluator.h"
+#include "core/passes/optimize.h"
 #include "core/status_macros.h"
 #include "ops/registry.h"
 #include "proto/model_io.h"
@@ -103,6 +106,7 @@ absl::StatusOr<std::unique_ptr<TrainingSession>> TrainingSession::Open(const std
     s->input_names_.push_back(p->name());
     s->input_types_.push_back(p->declared());
   }
+  if (options.data_parallel) KGRAD_RETURN_IF_ERROR(s->UseDataParallelStep(options, model_file));
   KGRAD_ASSIGN_OR_RETURN(s->train_, Executor::Create(s->train_graph_, options.executor));
   KGRAD_ASSIGN_OR_RETURN(s->eval_, Executor::Create(s->eval_graph_, options.executor));
   // The initial checkpoint defines what this model's checkpoints hold.
@@ -113,6 +117,52 @@ absl::StatusOr<std::unique_ptr<TrainingSession>> TrainingSession::Open(const std
   KGRAD_RETURN_IF_ERROR(s->Adopt(std::move(c), initial));
   if (!options.checkpoint.empty()) KGRAD_RETURN_IF_ERROR(s->LoadCheckpoint(options.checkpoint));
   return s;
+}
+
+absl::Status TrainingSession::UseDataParallelStep(const SessionOptions& options, const std::string& model_file) {
+  communicator_ = options.executor.communicator;
+  if (communicator_ == nullptr) {
+    return absl::InvalidArgumentError("a data-parallel session needs a communicator (SessionOptions::executor)");
+  }
+  FuncGraph* g = module_->FindGraph(kTrainStepUnexpandedGraph);
+  if (g == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        model_file, ": no graph '", kTrainStepUnexpandedGraph, "' to train data-parallel (artifacts of an older "
+        "kgrad, or a trainable weight named with a comma); write them again with kgrad train-artifacts"));
+  }
+  DataParallelOptions o;
+  o.ranks = communicator_->size();
+  o.bucket_bytes = options.bucket_bytes;
+  // Every input after the data (steps_done and the optimizer state) is the
+  // same on every rank.
+  const auto& params = g->parameters();
+  for (size_t i = input_names_.size(); i < params.size(); ++i) o.replicated.push_back(params[i]->name());
+  KGRAD_ASSIGN_OR_RETURN(data_parallel_, MakeDataParallel(*module_, g, o));
+  KGRAD_RETURN_IF_ERROR(ExpandDifferentiation(*module_, g).status());
+  KGRAD_RETURN_IF_ERROR(Optimize(*module_, g).status());
+  train_graph_ = g;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<Value>> TrainingSession::Shard(absl::Span<const Value> inputs) const {
+  std::vector<Value> mine(inputs.begin(), inputs.end());
+  if (communicator_ == nullptr) return mine;
+  const int64_t n = communicator_->size(), r = communicator_->rank();
+  for (size_t i = 0; i < mine.size(); ++i) {
+    if (!mine[i].is_tensor() || mine[i].tensor().rank() == 0) {
+      return absl::InvalidArgumentError(absl::StrCat("input '", input_names_[i], "' is ", mine[i].TypeString(),
+                                                     ", not a batch to divide among ranks"));
+    }
+    const Tensor& t = mine[i].tensor();
+    if (t.dim(0) % n != 0) {
+      return absl::InvalidArgumentError(absl::StrCat("input '", input_names_[i], "': a batch of ", t.dim(0),
+                                                     " rows does not divide among ", n, " ranks"));
+    }
+    const int64_t share = t.dim(0) / n;
+    KGRAD_ASSIGN_OR_RETURN(Tensor rows, BatchRows(t, r * share, (r + 1) * share));
+    mine[i] = Value(std::move(rows));
+  }
+  return mine;
 }
 
 absl::Status TrainingSession::Adopt(Checkpoint c, const std::string& file) {
@@ -157,7 +207,7 @@ absl::Status TrainingSession::CheckInputs(absl::Span<const Value> inputs) const 
 
 absl::StatusOr<double> TrainingSession::TrainStep(absl::Span<const Value> inputs) {
   KGRAD_RETURN_IF_ERROR(CheckInputs(inputs));
-  std::vector<Value> args(inputs.begin(), inputs.end());
+  KGRAD_ASSIGN_OR_RETURN(std::vector<Value> args, Shard(inputs));
   args.push_back(Value(Tensor::FromScalar<int64_t>(step_)));
   for (const auto& [name, t] : state_) args.push_back(Value(t));
   KGRAD_ASSIGN_OR_RETURN(Value r, train_->Run(std::move(args), weights_));

@@ -8,6 +8,13 @@
 //   double loss = *(*s)->TrainStep({Value(x), Value(labels)});
 //   (*s)->SaveCheckpoint("artifacts/step100.ckpt");
 //
+// Data-parallel (SessionOptions::data_parallel, with a communicator): every rank
+// opens the same artifacts and passes every step the whole batch; the session
+// runs train_step_unexpanded rewritten for the communicator's ranks
+// (ad/data_parallel.h): each rank computes on its share of the batch's rows and
+// the gradients and the loss are averaged across ranks, so the weights stay
+// bit-identical on every rank. EvalStep runs the whole batch on every rank.
+//
 // Not thread-safe: one caller steps a session at a time.
 #ifndef KGRAD_TOOLS_TRAIN_TRAINING_SESSION_H_
 #define KGRAD_TOOLS_TRAIN_TRAINING_SESSION_H_
@@ -19,6 +26,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "ad/data_parallel.h"
 #include "backends/executor.h"
 #include "core/module.h"
 #include "tools/train/checkpoint.h"
@@ -29,6 +37,10 @@ namespace train {
 struct SessionOptions {
   std::string checkpoint;       // empty: DIR/checkpoint.ckpt
   ExecutorOptions executor;     // device, fusion, limits, communicator
+  // Train on executor.communicator's ranks (see above); gradients all-reduced in
+  // buckets of up to bucket_bytes.
+  bool data_parallel = false;
+  int64_t bucket_bytes = 25 << 20;
 };
 
 struct EvalResult {
@@ -75,12 +87,19 @@ class TrainingSession {
   const Position& position() const { return position_; }
   void set_position(const Position& p) { position_ = p; }
 
+  // What a data-parallel session all-reduces per step (zeros otherwise).
+  const DataParallelReport& data_parallel_report() const { return data_parallel_; }
+
   Module& module() { return *module_; }
   FuncGraph* train_graph() const { return train_graph_; }
 
  private:
   TrainingSession() = default;
   absl::Status Adopt(Checkpoint c, const std::string& file);
+  // Replaces the train step by its data-parallel form for the communicator.
+  absl::Status UseDataParallelStep(const SessionOptions& options, const std::string& model_file);
+  // This rank's rows of each input (data-parallel sessions).
+  absl::StatusOr<std::vector<Value>> Shard(absl::Span<const Value> inputs) const;
 
   std::string dir_;
   std::unique_ptr<Module> module_;
@@ -88,6 +107,8 @@ class TrainingSession {
   FuncGraph* eval_graph_ = nullptr;
   std::unique_ptr<Executor> train_;
   std::unique_ptr<Executor> eval_;
+  Communicator* communicator_ = nullptr;  // set in data-parallel sessions
+  DataParallelReport data_parallel_;
   std::vector<std::string> input_names_;
   std::vector<AbstractPtr> input_types_;
   std::vector<std::string> trainable_;
