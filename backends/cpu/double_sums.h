@@ -22,19 +22,27 @@ inline constexpr int kSumLanes = 8;
 template <typename T>
 using SumAcc = std::conditional_t<std::is_same_v<T, float>, double, T>;
 
-// sum_i f(x[i]) in double, f applied to each element converted to double.
+// sum_i f(x[i], y[i]) in double, f applied to the elements converted to double.
 template <typename T, typename F>
-double LaneSum(const T* x, int64_t n, F f) {
+double LaneSum2(const T* x, const T* y, int64_t n, F f) {
   double lanes[kSumLanes] = {};
   int64_t i = 0;
   for (; i + kSumLanes <= n; i += kSumLanes) {
-    for (int k = 0; k < kSumLanes; ++k) lanes[k] += f(static_cast<double>(x[i + k]));
+    for (int k = 0; k < kSumLanes; ++k) {
+      lanes[k] += f(static_cast<double>(x[i + k]), static_cast<double>(y[i + k]));
+    }
   }
   double tail = 0;
-  for (; i < n; ++i) tail += f(static_cast<double>(x[i]));
+  for (; i < n; ++i) tail += f(static_cast<double>(x[i]), static_cast<double>(y[i]));
   double s = 0;
   for (int k = 0; k < kSumLanes; ++k) s += lanes[k];
   return s + tail;
+}
+
+// sum_i f(x[i]) in double, f applied to each element converted to double.
+template <typename T, typename F>
+double LaneSum(const T* x, int64_t n, F f) {
+  return LaneSum2(x, x, n, [&f](double v, double) { return f(v); });
 }
 
 // sum_i x[i].
@@ -47,6 +55,12 @@ double SumAsDouble(const T* x, int64_t n) {
 template <typename T>
 double SquaredDeviationSum(const T* x, int64_t n, double mean) {
   return LaneSum(x, n, [mean](double v) { return (v - mean) * (v - mean); });
+}
+
+// sum_i y[i] * (x[i] - mean): batch norm's backward, sum(dy * (x - mean)).
+template <typename T>
+double DeviationProductSum(const T* y, const T* x, int64_t n, double mean) {
+  return LaneSum2(y, x, n, [mean](double dy, double v) { return dy * (v - mean); });
 }
 
 }  // namespace cpu
