@@ -87,6 +87,7 @@ commands:
       [--weight-decay X] [--momentum X] [--dampening X] [--nesterov] [--amsgrad]
       [--maximize] [--clip-norm X] [--schedule constant|step|cosine] [--step-size N]
       [--gamma X] [--t-max N] [--eta-min X] [--warmup-steps N] [--warmup-start X]
+      [--probability-targets] [--label-smoothing X] (cross_entropy)
       [--freeze REGEX]          training artifacts of MODEL (.onnx or graph file): the loss
                                 against a new input 'target', gradients of the weights not
                                 frozen, torch.optim's update (defaults: adamw, torch's

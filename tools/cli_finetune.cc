@@ -102,13 +102,19 @@ absl::Status TrainArtifacts(const ParsedArgs& args, std::ostream& out) {
   const std::string model = args.positional[0];
   train::ArtifactOptions o;
   KGRAD_ASSIGN_OR_RETURN(o.loss, train::ParseLossKind(args.Get("loss", "cross_entropy")));
+  o.cross_entropy.probability_targets = args.Has("probability-targets");
+  KGRAD_RETURN_IF_ERROR(ReadDouble(args, "label-smoothing", &o.cross_entropy.label_smoothing));
   KGRAD_ASSIGN_OR_RETURN(o.optimizer, ReadOptimizer(args));
   o.freeze = args.Get("freeze");
   KGRAD_ASSIGN_OR_RETURN(std::unique_ptr<Module> m, LoadModule(model));
   KGRAD_ASSIGN_OR_RETURN(train::TrainingArtifacts a, train::MakeTrainingArtifacts(std::move(m), o, model));
   KGRAD_RETURN_IF_ERROR(train::WriteTrainingArtifacts(a, args.Get("output")));
   out << "wrote " << args.Get("output") << "/" << train::kArtifactModelFile << " and "
-      << train::kInitialCheckpointFile << ": loss " << train::LossKindName(o.loss) << ", optimizer "
+      << train::kInitialCheckpointFile << ": loss " << train::LossKindName(o.loss)
+      << (o.cross_entropy.probability_targets ? " (probability targets)" : "")
+      << (o.cross_entropy.label_smoothing > 0 ? absl::StrCat(" (label smoothing ", o.cross_entropy.label_smoothing, ")")
+                                              : "")
+      << ", optimizer "
       << train::OptimizerName(o.optimizer) << " (lr " << o.optimizer.lr << ", schedule "
       << train::LrScheduleKindName(o.optimizer.schedule.kind) << "), " << a.trainable.size()
       << " weights trained, " << a.frozen.size() << " frozen, " << a.unused.size()
@@ -324,8 +330,8 @@ int TrainArtifactsCommand(const std::vector<std::string>& argv, std::ostream& ou
   return CommandMain(argv,
                      {"loss", "optimizer", "lr", "betas", "eps", "weight-decay", "momentum", "dampening",
                       "clip-norm", "schedule", "step-size", "gamma", "t-max", "eta-min", "warmup-steps",
-                      "warmup-start", "freeze", "output"},
-                     {"nesterov", "amsgrad", "maximize"}, TrainArtifacts, out, err);
+                      "warmup-start", "freeze", "output", "label-smoothing"},
+                     {"nesterov", "amsgrad", "maximize", "probability-targets"}, TrainArtifacts, out, err);
 }
 
 int FinetuneCommand(const std::vector<std::string>& argv, std::ostream& out, std::ostream& err) {

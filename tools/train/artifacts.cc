@@ -90,10 +90,13 @@ struct ModelSignature {
   AbstractPtr loss_input;   // the output the loss reads
   bool tuple_output = false;
   AbstractPtr target;       // nullptr: no target input
+  CrossEntropyOptions ce;
 };
 
-absl::StatusOr<ModelSignature> Signature(Module& m, LossKind loss, const std::string& source) {
+absl::StatusOr<ModelSignature> Signature(Module& m, LossKind loss, const CrossEntropyOptions& ce,
+                                         const std::string& source) {
   ModelSignature s;
+  s.ce = ce;
   s.graph = m.entry();
   if (s.graph == nullptr) return absl::InvalidArgumentError(absl::StrCat(source, ": no entry graph"));
   absl::StatusOr<std::vector<AbstractPtr>> args = DeclaredArgs(s.graph);
@@ -117,7 +120,7 @@ absl::StatusOr<ModelSignature> Signature(Module& m, LossKind loss, const std::st
   }
   KGRAD_ASSIGN_OR_RETURN(s.target, LossTargetType(loss, s.loss_input,
                                                   absl::StrCat("output 0 of graph '", s.graph->name(),
-                                                               "' in ", source)));
+                                                               "' in ", source), ce));
   return s;
 }
 
@@ -134,7 +137,7 @@ std::pair<AnfNode*, AnfNode*> LossOf(GraphBuilder& b, const ModelSignature& s, L
                                      std::vector<AnfNode*> in, AnfNode* target) {
   AnfNode* y = b.Call(s.graph, std::move(in));
   AnfNode* first = s.tuple_output ? b.GetItem(y, 0) : y;
-  return {BuildLoss(b, kind, first, target, *AsTensor(s.loss_input)), y};
+  return {BuildLoss(b, kind, first, target, *AsTensor(s.loss_input), s.ce), y};
 }
 
 absl::StatusOr<FuncGraph*> BuildEvalStep(Module& m, const ModelSignature& s, LossKind kind) {
@@ -234,7 +237,7 @@ absl::StatusOr<TrainingArtifacts> MakeTrainingArtifacts(std::unique_ptr<Module> 
   absl::Status valid = ValidateOptimizerOptions(options.optimizer);
   if (!valid.ok()) return absl::InvalidArgumentError(absl::StrCat(source, ": ", valid.message()));
   Module& m = *model;
-  KGRAD_ASSIGN_OR_RETURN(ModelSignature sig, Signature(m, options.loss, source));
+  KGRAD_ASSIGN_OR_RETURN(ModelSignature sig, Signature(m, options.loss, options.cross_entropy, source));
   KGRAD_ASSIGN_OR_RETURN(WeightSplit split, SplitWeights(m, options.freeze, source));
   TrainingArtifacts a;
   KGRAD_ASSIGN_OR_RETURN(FuncGraph* loss_fn, BuildTrainingLoss(m, sig, options.loss));

@@ -41,6 +41,7 @@ inline constexpr char kStepsInput[] = "steps_done";
 
 struct ArtifactOptions {
   LossKind loss = LossKind::kCrossEntropy;
+  CrossEntropyOptions cross_entropy;  // probability targets, label smoothing
   OptimizerOptions optimizer;
   // Weights whose names match this POSIX extended regular expression (searched
   // anywhere in the name; anchor with ^ and $) are frozen. Empty: none.
