@@ -1,7 +1,10 @@
 #include "tools/cli_args.h"
 
 #include "absl/status/status.h"
+#include <cmath>
+
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 
 namespace kgrad {
@@ -47,6 +50,26 @@ absl::StatusOr<ParsedArgs> ParseArgs(const std::vector<std::string>& args,
     out.options[name].push_back(value);
   }
   return out;
+}
+
+absl::StatusOr<int64_t> IntOption(const ParsedArgs& args, const std::string& name, int64_t fallback,
+                                  int64_t least) {
+  if (!args.Has(name)) return fallback;
+  int64_t v = 0;
+  if (!absl::SimpleAtoi(args.Get(name), &v) || v < least) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--", name, " wants a whole number of at least ", least, ", got '", args.Get(name), "'"));
+  }
+  return v;
+}
+
+absl::StatusOr<double> NumberOption(const ParsedArgs& args, const std::string& name, double fallback) {
+  if (!args.Has(name)) return fallback;
+  double v = 0;
+  if (!absl::SimpleAtod(args.Get(name), &v) || !std::isfinite(v)) {
+    return absl::InvalidArgumentError(absl::StrCat("--", name, " wants a number, got '", args.Get(name), "'"));
+  }
+  return v;
 }
 
 }  // namespace cli

@@ -3,6 +3,7 @@
 #ifndef KGRAD_TOOLS_CLI_ARGS_H_
 #define KGRAD_TOOLS_CLI_ARGS_H_
 
+#include <cstdint>
 #include <map>
 #include <set>
 #include <string>
@@ -29,6 +30,13 @@ struct ParsedArgs {
 absl::StatusOr<ParsedArgs> ParseArgs(const std::vector<std::string>& args,
                                      const std::set<std::string>& with_value,
                                      const std::set<std::string>& switches);
+
+// --NAME as a whole number of at least `least`, `fallback` when absent ("--batch
+// wants a whole number of at least 1, got '0'").
+absl::StatusOr<int64_t> IntOption(const ParsedArgs& args, const std::string& name, int64_t fallback,
+                                  int64_t least);
+// --NAME as a finite number, `fallback` when absent.
+absl::StatusOr<double> NumberOption(const ParsedArgs& args, const std::string& name, double fallback);
 
 }  // namespace cli
 }  // namespace kgrad

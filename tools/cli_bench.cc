@@ -23,17 +23,6 @@ namespace kgrad {
 namespace cli {
 namespace {
 
-absl::StatusOr<int64_t> CountOption(const ParsedArgs& args, const std::string& name, int64_t fallback,
-                                    int64_t min) {
-  if (!args.Has(name)) return fallback;
-  int64_t v = 0;
-  if (!absl::SimpleAtoi(args.Get(name), &v) || v < min) {
-    return absl::InvalidArgumentError(absl::StrCat("--", name, " wants a whole number >= ", min, ", got '",
-                                                   args.Get(name), "'"));
-  }
-  return v;
-}
-
 // --dim NAME=N: the size of each dim symbol.
 absl::StatusOr<absl::flat_hash_map<int64_t, int64_t>> DimSizes(const ParsedArgs& args) {
   absl::flat_hash_map<int64_t, int64_t> sizes;
@@ -196,9 +185,9 @@ std::string Line(const std::string& what, const Timing& t) {
 
 absl::Status Bench(const ParsedArgs& args, std::ostream& out) {
   if (args.positional.size() != 1) return absl::InvalidArgumentError("bench takes one FILE");
-  KGRAD_ASSIGN_OR_RETURN(int64_t repeat, CountOption(args, "repeat", 10, 1));
-  KGRAD_ASSIGN_OR_RETURN(int64_t warmup, CountOption(args, "warmup", 2, 0));
-  KGRAD_ASSIGN_OR_RETURN(int64_t seed, CountOption(args, "seed", 1, 0));
+  KGRAD_ASSIGN_OR_RETURN(int64_t repeat, IntOption(args, "repeat", 10, 1));
+  KGRAD_ASSIGN_OR_RETURN(int64_t warmup, IntOption(args, "warmup", 2, 0));
+  KGRAD_ASSIGN_OR_RETURN(int64_t seed, IntOption(args, "seed", 1, 0));
   KGRAD_ASSIGN_OR_RETURN(std::unique_ptr<Module> m, LoadModule(args.positional[0]));
   KGRAD_ASSIGN_OR_RETURN(FuncGraph* g, SelectGraph(*m, args));
   KGRAD_ASSIGN_OR_RETURN(std::vector<Value> inputs, BenchInputs(g, args, static_cast<uint64_t>(seed)));

@@ -26,23 +26,6 @@ namespace {
 
 using train::OptimizerOptions;
 
-absl::Status ReadDouble(const ParsedArgs& args, const std::string& name, double* v) {
-  if (!args.Has(name)) return absl::OkStatus();
-  if (!absl::SimpleAtod(args.Get(name), v) || !std::isfinite(*v)) {
-    return absl::InvalidArgumentError(absl::StrCat("--", name, " wants a number, got '", args.Get(name), "'"));
-  }
-  return absl::OkStatus();
-}
-
-absl::Status ReadInt(const ParsedArgs& args, const std::string& name, int64_t* v, int64_t least) {
-  if (!args.Has(name)) return absl::OkStatus();
-  if (!absl::SimpleAtoi(args.Get(name), v) || *v < least) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--", name, " wants a whole number of at least ", least, ", got '", args.Get(name), "'"));
-  }
-  return absl::OkStatus();
-}
-
 absl::Status ReadBetas(const ParsedArgs& args, OptimizerOptions* o) {
   if (!args.Has("betas")) return absl::OkStatus();
   std::vector<std::string> parts = absl::StrSplit(args.Get("betas"), ',');
@@ -54,13 +37,13 @@ absl::Status ReadBetas(const ParsedArgs& args, OptimizerOptions* o) {
 
 absl::StatusOr<OptimizerOptions> ReadOptimizer(const ParsedArgs& args) {
   KGRAD_ASSIGN_OR_RETURN(OptimizerOptions o, train::DefaultOptimizerOptions(args.Get("optimizer", "adamw")));
-  KGRAD_RETURN_IF_ERROR(ReadDouble(args, "lr", &o.lr));
+  KGRAD_ASSIGN_OR_RETURN(o.lr, NumberOption(args, "lr", o.lr));
   KGRAD_RETURN_IF_ERROR(ReadBetas(args, &o));
-  KGRAD_RETURN_IF_ERROR(ReadDouble(args, "eps", &o.eps));
-  KGRAD_RETURN_IF_ERROR(ReadDouble(args, "weight-decay", &o.weight_decay));
-  KGRAD_RETURN_IF_ERROR(ReadDouble(args, "momentum", &o.momentum));
-  KGRAD_RETURN_IF_ERROR(ReadDouble(args, "dampening", &o.dampening));
-  KGRAD_RETURN_IF_ERROR(ReadDouble(args, "clip-norm", &o.max_grad_norm));
+  KGRAD_ASSIGN_OR_RETURN(o.eps, NumberOption(args, "eps", o.eps));
+  KGRAD_ASSIGN_OR_RETURN(o.weight_decay, NumberOption(args, "weight-decay", o.weight_decay));
+  KGRAD_ASSIGN_OR_RETURN(o.momentum, NumberOption(args, "momentum", o.momentum));
+  KGRAD_ASSIGN_OR_RETURN(o.dampening, NumberOption(args, "dampening", o.dampening));
+  KGRAD_ASSIGN_OR_RETURN(o.max_grad_norm, NumberOption(args, "clip-norm", o.max_grad_norm));
   o.nesterov = args.Has("nesterov");
   o.amsgrad = args.Has("amsgrad");
   o.maximize = args.Has("maximize");
@@ -86,12 +69,12 @@ absl::StatusOr<OptimizerOptions> ReadOptimizer(const ParsedArgs& args) {
   }
   train::LrSchedule& s = o.schedule;
   KGRAD_ASSIGN_OR_RETURN(s.kind, train::ParseLrScheduleKind(args.Get("schedule", "constant")));
-  KGRAD_RETURN_IF_ERROR(ReadInt(args, "step-size", &s.step_size, 1));
-  KGRAD_RETURN_IF_ERROR(ReadDouble(args, "gamma", &s.gamma));
-  KGRAD_RETURN_IF_ERROR(ReadInt(args, "t-max", &s.t_max, 1));
-  KGRAD_RETURN_IF_ERROR(ReadDouble(args, "eta-min", &s.eta_min));
-  KGRAD_RETURN_IF_ERROR(ReadInt(args, "warmup-steps", &s.warmup_steps, 0));
-  KGRAD_RETURN_IF_ERROR(ReadDouble(args, "warmup-start", &s.warmup_start_factor));
+  KGRAD_ASSIGN_OR_RETURN(s.step_size, IntOption(args, "step-size", s.step_size, 1));
+  KGRAD_ASSIGN_OR_RETURN(s.gamma, NumberOption(args, "gamma", s.gamma));
+  KGRAD_ASSIGN_OR_RETURN(s.t_max, IntOption(args, "t-max", s.t_max, 1));
+  KGRAD_ASSIGN_OR_RETURN(s.eta_min, NumberOption(args, "eta-min", s.eta_min));
+  KGRAD_ASSIGN_OR_RETURN(s.warmup_steps, IntOption(args, "warmup-steps", s.warmup_steps, 0));
+  KGRAD_ASSIGN_OR_RETURN(s.warmup_start_factor, NumberOption(args, "warmup-start", s.warmup_start_factor));
   KGRAD_RETURN_IF_ERROR(train::ValidateOptimizerOptions(o));
   return o;
 }
@@ -103,7 +86,8 @@ absl::Status TrainArtifacts(const ParsedArgs& args, std::ostream& out) {
   train::ArtifactOptions o;
   KGRAD_ASSIGN_OR_RETURN(o.loss, train::ParseLossKind(args.Get("loss", "cross_entropy")));
   o.cross_entropy.probability_targets = args.Has("probability-targets");
-  KGRAD_RETURN_IF_ERROR(ReadDouble(args, "label-smoothing", &o.cross_entropy.label_smoothing));
+  KGRAD_ASSIGN_OR_RETURN(o.cross_entropy.label_smoothing,
+                         NumberOption(args, "label-smoothing", o.cross_entropy.label_smoothing));
   KGRAD_ASSIGN_OR_RETURN(o.optimizer, ReadOptimizer(args));
   o.freeze = args.Get("freeze");
   KGRAD_ASSIGN_OR_RETURN(std::unique_ptr<Module> m, LoadModule(model));
@@ -263,17 +247,17 @@ absl::Status Finetune(const ParsedArgs& args, std::ostream& out) {
   if (args.positional.size() != 1) return absl::InvalidArgumentError("train takes one DIR");
   const std::string dir = args.positional[0];
   train::DatasetOptions dopts;
-  KGRAD_RETURN_IF_ERROR(ReadInt(args, "batch", &dopts.batch, 1));
+  KGRAD_ASSIGN_OR_RETURN(dopts.batch, IntOption(args, "batch", dopts.batch, 1));
   int64_t seed = 0;
-  KGRAD_RETURN_IF_ERROR(ReadInt(args, "seed", &seed, 0));
+  KGRAD_ASSIGN_OR_RETURN(seed, IntOption(args, "seed", seed, 0));
   dopts.seed = static_cast<uint64_t>(seed);
   dopts.shuffle = args.Has("shuffle");
   dopts.drop_last = args.Has("drop-last");
   LoopOptions lo;
-  KGRAD_RETURN_IF_ERROR(ReadInt(args, "epochs", &lo.epochs, 1));
-  KGRAD_RETURN_IF_ERROR(ReadInt(args, "save-every", &lo.save_every, 1));
+  KGRAD_ASSIGN_OR_RETURN(lo.epochs, IntOption(args, "epochs", lo.epochs, 1));
+  KGRAD_ASSIGN_OR_RETURN(lo.save_every, IntOption(args, "save-every", lo.save_every, 1));
   int64_t every = 10;
-  KGRAD_RETURN_IF_ERROR(ReadInt(args, "print-every", &every, 1));
+  KGRAD_ASSIGN_OR_RETURN(every, IntOption(args, "print-every", every, 1));
   lo.checkpoint = absl::StrCat(dir, "/last.ckpt");
   train::SessionOptions so;
   if (args.Has("resume")) so.checkpoint = lo.checkpoint;

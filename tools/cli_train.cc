@@ -23,17 +23,6 @@ namespace {
 
 using WeightMap = absl::flat_hash_map<std::string, Tensor>;
 
-absl::StatusOr<int64_t> PositiveOption(const ParsedArgs& args, const std::string& name,
-                                       int64_t fallback) {
-  if (!args.Has(name)) return fallback;
-  int64_t v = 0;
-  if (!absl::SimpleAtoi(args.Get(name), &v) || v <= 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--", name, " wants a positive whole number, got '", args.Get(name), "'"));
-  }
-  return v;
-}
-
 // The loss of one step, and the new weights into `weights`; errors name the
 // graph and say what a step must return.
 absl::StatusOr<double> TakeStep(const Module& m, const FuncGraph* g, const Value& result,
@@ -90,8 +79,8 @@ absl::StatusOr<WeightMap> StartingWeights(const Module& m, const FuncGraph* g, c
 // of it in a data-parallel job; only rank 0 prints and writes.
 absl::Status Train(const ParsedArgs& args, std::ostream& out) {
   if (args.positional.size() != 1) return absl::InvalidArgumentError("train takes one FILE");
-  KGRAD_ASSIGN_OR_RETURN(int64_t steps, PositiveOption(args, "steps", 100));
-  KGRAD_ASSIGN_OR_RETURN(int64_t every, PositiveOption(args, "print-every", 1));
+  KGRAD_ASSIGN_OR_RETURN(int64_t steps, IntOption(args, "steps", 100, 1));
+  KGRAD_ASSIGN_OR_RETURN(int64_t every, IntOption(args, "print-every", 1, 1));
   const bool parallel = args.Has("data-parallel");
   std::unique_ptr<Communicator> comm;
   if (parallel) {

@@ -96,7 +96,7 @@ TEST(CliBenchTest, ProfileGivesTheTimePerPrimitiveOfEachPass) {
 }
 
 TEST(CliBenchTest, BadArgumentsAreErrors) {
-  ExpectCliError({"bench", "examples/mlp.pbtxt", "--repeat", "0"}, 1, {"--repeat wants a whole number >= 1"});
+  ExpectCliError({"bench", "examples/mlp.pbtxt", "--repeat", "0"}, 1, {"--repeat wants a whole number of at least 1"});
   ExpectCliError({"bench", "examples/mlp.pbtxt", "--input", "nope=examples/data/x3.npy"}, 1,
                  {"graph 'mlp' has no input named 'nope'"});
   ExpectCliError({"bench", "examples/mlp.pbtxt", "--dim", "batch"}, 1, {"--dim wants NAME=SIZE"});

@@ -76,7 +76,7 @@ TEST(CliDifferentiationTest, TrainRefusesAGraphThatIsNotAStep) {
   ExpectCliError({"train", "examples/mlp.pbtxt", "--steps", "3", "--input", "x=examples/data/mlp_x.npy", "--input",
                   "labels=examples/data/mlp_labels.npy"},
                  1, {"graph 'mlp' must return (loss, new_weights)"});
-  ExpectCliError({"train", "examples/train_step.pbtxt", "--steps", "0"}, 1, {"--steps wants a positive whole number"});
+  ExpectCliError({"train", "examples/train_step.pbtxt", "--steps", "0"}, 1, {"--steps wants a whole number of at least 1"});
 }
 
 TEST(CliDifferentiationTest, PrintKeepsTheOperatorsAsWritten) {
