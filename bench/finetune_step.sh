@@ -14,13 +14,7 @@ out="${1:-$(mktemp -d)}"
 rounds="${2:-3}"
 mkdir -p "$out"
 ./bazelw build //bench:finetune_step_bench //tools:kgrad >&2
-if ! /usr/bin/python3 -c "import torch, torchvision, onnx" 2>/dev/null; then
-  echo "finetune_step: installing python3-torch python3-torchvision python3-onnx with apt-get" >&2
-  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
-  $SUDO apt-get update -qq >/dev/null
-  $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-    python3-torch python3-torchvision python3-onnx >/dev/null
-fi
+source bench/require_torch.sh finetune_step
 /usr/bin/python3 bench/finetune_step_torch.py export "$out" 2> "$out/export.err"
 rm -rf "$out/adamw"
 bazel-bin/tools/kgrad train-artifacts "$out/resnet18_b8.onnx" --optimizer adamw --lr 1e-3 -o "$out/adamw" >&2

@@ -11,25 +11,14 @@ Timing as bench/onnx_models_torch.py: 2 warm-up steps, then steps for 3 s (5 to
 import json
 import os
 import sys
-import time
 
 import torch
 import torch.nn.functional as F
 import torchvision
 
+from onnx_models_torch import median_ms  # the suite's timing rule, in one place
+
 BATCH = 8
-
-
-def median_ms(fn):
-    for _ in range(2):
-        fn()
-    times, start = [], time.perf_counter()
-    while len(times) < 30 and (len(times) < 5 or time.perf_counter() - start < 3):
-        t = time.perf_counter()
-        fn()
-        times.append((time.perf_counter() - t) * 1e3)
-    times.sort()
-    return times[len(times) // 2]
 
 
 def main():

@@ -14,14 +14,8 @@ cd "$(dirname "$0")/.."
 out="${1:-$(mktemp -d)}"
 mkdir -p "$out"
 ./bazelw build //bench:onnx_models_bench >&2
-# The exporter needs Debian's torch and torchvision (apt-get, as bazelw installs).
-if ! /usr/bin/python3 -c "import torch, torchvision, onnx" 2>/dev/null; then
-  echo "onnx_models: installing python3-torch python3-torchvision python3-onnx with apt-get" >&2
-  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
-  $SUDO apt-get update -qq >/dev/null
-  $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-    python3-torch python3-torchvision python3-onnx >/dev/null
-fi
+# The exporter needs Debian's torch and torchvision.
+source bench/require_torch.sh onnx_models
 if ! /usr/bin/python3 bench/onnx_models_torch.py "$out" 2> "$out/torch.err" > "$out/torch.jsonl" \
     || [ ! -s "$out/torch.jsonl" ]; then
   echo "onnx_models: exporting the models with PyTorch failed:" >&2
