@@ -241,6 +241,35 @@ TEST(TrainingSessionTest, DataParallelOnOneRankTrainsAsThePlainStep) {
       << dp.status();
 }
 
+// Artifacts without train_step_unexpanded (an older kgrad's) open for plain
+// training; a data-parallel session refuses them, naming the file and the graph.
+TEST(TrainingSessionTest, DataParallelRefusesArtifactsWithoutTheUnexpandedStep) {
+  absl::StatusOr<std::unique_ptr<Module>> m = ImportOnnxFile(kModel, DefaultRegistry(), {});
+  ASSERT_TRUE(m.ok()) << m.status();
+  ArtifactOptions o;
+  o.optimizer = *DefaultOptimizerOptions("sgd");
+  absl::StatusOr<TrainingArtifacts> a = MakeTrainingArtifacts(std::move(*m), o, kModel);
+  ASSERT_TRUE(a.ok()) << a.status();
+  ASSERT_NE(a->train_step_unexpanded, nullptr);
+  a->train_step_unexpanded->set_public(false);
+  a->module->CollectGarbage();
+  ASSERT_EQ(a->module->FindGraph(kTrainStepUnexpandedGraph), nullptr);
+  const std::string dir = absl::StrCat(::testing::TempDir(), "/old_artifacts");
+  ASSERT_TRUE(WriteTrainingArtifacts(*a, dir).ok());
+  std::unique_ptr<TrainingSession> plain = Open(dir);
+  ASSERT_NE(plain, nullptr);
+  EXPECT_TRUE(plain->TrainStep(Batch(0)).ok());
+  LocalCommunicator one;
+  SessionOptions so;
+  so.data_parallel = true;
+  so.executor.communicator = &one;
+  absl::StatusOr<std::unique_ptr<TrainingSession>> dp = TrainingSession::Open(dir, so);
+  ASSERT_FALSE(dp.ok());
+  EXPECT_NE(dp.status().message().find(dir + "/training.pb: no graph 'train_step_unexpanded' to train "
+                                        "data-parallel"),
+            std::string::npos) << dp.status();
+}
+
 }  // namespace
 }  // namespace train
 }  // namespace kgrad
