@@ -19,6 +19,7 @@
 #include "ops/selection_ops.h"
 #include "ops/shape_ops.h"
 #include "ops/structural.h"
+#include "ops/tc_ops.h"
 
 namespace kgrad {
 
@@ -37,6 +38,7 @@ const PrimitiveRegistry& DefaultRegistry() {
     ops::RegisterDynamicAxesOps(&defs);
     ops::RegisterSelectionOps(&defs);
     ops::RegisterLinalgOps(&defs);
+    ops::RegisterTcOps(&defs);
     ops::RegisterNnOps(&defs);
     ops::RegisterConvOps(&defs);
     ops::RegisterDifferentiationOps(&defs);

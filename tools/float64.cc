@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "core/status_macros.h"
+#include "ops/tc_block.h"
 #include "proto/model_io.h"
 
 namespace kgrad {
@@ -36,6 +37,19 @@ void Widen(proto::TypeProto* t) {
   }
 }
 
+// A tc block's `float` parameters as `double` (a block that does not parse is
+// left for inference to report).
+void WidenTcDef(proto::PrimitiveProto* p) {
+  auto it = p->mutable_attrs()->find("def");
+  if (it == p->mutable_attrs()->end() || it->second.value_case() != proto::AttrProto::kS) return;
+  absl::StatusOr<tc::Block> block = tc::ParseBlock(it->second.s());
+  if (!block.ok()) return;
+  for (tc::TensorDecl& t : block->tensors) {
+    if (t.input) t.dtype = DType::kFloat64;
+  }
+  it->second.set_s(tc::PrintBlock(*block));
+}
+
 void Widen(proto::ValueProto* v) {
   if (v->has_tensor()) Widen(v->mutable_tensor());
   if (v->has_scalar() && v->scalar().dtype() == proto::DT_FLOAT32) {
@@ -50,6 +64,7 @@ void Widen(proto::ValueProto* v) {
         attr.set_dtype(proto::DT_FLOAT64);
       }
     }
+    if (v->primitive().name() == "tc") WidenTcDef(v->mutable_primitive());
   }
 }
 

@@ -54,6 +54,9 @@ absl::Span<const NotExportable> NotExportablePrims() {
     refuse("without an ONNX op: the adjoint of Tile would be a Reshape to interleaved run-time "
            "dims and a ReduceSum (not written yet)",
            {PrimId::kDynamicTileGrad});
+    refuse("a tensor comprehension (ops/tc_block.h): ONNX has no loop-nest op; its statements "
+           "would have to be lowered to Einsum, Gather and ReduceMax compositions (not written)",
+           {PrimId::kTc});
     refuse("without an ONNX op: the default domain has no matrix inverse (det's gradient uses it; "
            "com.microsoft's Inverse is a contrib op)",
            {PrimId::kMatrixInverse});
