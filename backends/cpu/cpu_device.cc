@@ -66,6 +66,7 @@ const KernelTable& CpuKernels() {
     cpu::RegisterDynamicIndexKernels(t);
     cpu::RegisterDynamicAxesKernels(t);
     cpu::RegisterSelectionKernels(t);
+    cpu::RegisterTcKernels(t);
     cpu::RegisterLinalgKernels(t);
     cpu::RegisterNnKernels(t);
     cpu::RegisterConvKernels(t);

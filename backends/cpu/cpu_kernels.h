@@ -46,6 +46,8 @@ void RegisterDynamicAxesKernels(KernelTable* table);
 absl::StatusOr<int64_t> ScalarOperand(const KernelContext& ctx, int i, const char* what);
 // topk and nonzero (selection_kernels.cc).
 void RegisterSelectionKernels(KernelTable* table);
+// tc, tensor comprehensions run by an interpreter and GEMMs (tc_kernels.cc).
+void RegisterTcKernels(KernelTable* table);
 // batch_norm_grad and layer_norm_grad (norm_grad_kernels.cc, in the nn family's
 // library; RegisterNnKernels calls it).
 void RegisterNormGradKernels(KernelTable* table);

@@ -75,7 +75,9 @@ TEST(CudaDeviceTest, EveryPrimitiveWithACpuKernelHasACudaKernel) {
       PrimId::kDynamicDropout,
       // Unsigned integers only (ONNX BitShift): storage dtypes, which every
       // primitive hands to the CPU.
-      PrimId::kBitShift};
+      PrimId::kBitShift,
+      // Tensor comprehensions: the CPU's interpreter and GEMMs only so far.
+      PrimId::kTc};
   std::vector<std::string> names;
   for (PrimId id : CudaFallbackPrimitives()) {
     if (std::find(through_cpu.begin(), through_cpu.end(), id) == through_cpu.end()) {

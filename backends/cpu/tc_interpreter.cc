@@ -1,0 +1,759 @@
+#include "backends/cpu/tc_interpreter.h"
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+#include <numeric>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "backends/cpu/parallel.h"
+#include "backends/cpu/simd.h"
+#include "backends/cpu/tc_program.h"
+#include "ops/elementwise_functors.h"
+
+namespace kgrad {
+namespace cpu {
+namespace {
+
+using tc::Op;
+using tc::Reducer;
+
+int64_t FloorDiv(int64_t a, int64_t b) {  // b > 0
+  return a >= 0 ? a / b : -((-a + b - 1) / b);
+}
+int64_t CeilDiv(int64_t a, int64_t b) { return -FloorDiv(-a, b); }
+
+// ----- Packet math -------------------------------------------------------------------
+// fn(Op{}) with Op the elementwise functor of one of the packet ops.
+template <typename Fn>
+void VisitPacketOp(Op op, Fn&& fn) {
+  switch (op) {
+    case Op::kExp: return fn(ew::ExpOp{});
+    case Op::kLog: return fn(ew::LogOp{});
+    case Op::kTanh: return fn(ew::TanhOp{});
+    case Op::kSigmoid: return fn(ew::SigmoidOp{});
+    default: return;
+  }
+}
+
+// y[0, n) = F(x[0, n)), each element through a full packet (the tail padded), as
+// the elementwise kernels compute (backends/cpu/elementwise_rows.h).
+template <typename F, typename T>
+void PacketRow(const T* x, T* y, int64_t n) {
+  using V = Vec<T>;
+  constexpr int kW = V::kSize;
+  int64_t i = 0;
+  for (; i + kW <= n; i += kW) F::Apply(ew::Attrs{}, V::Load(x + i)).Store(y + i);
+  if (i < n) {
+    T in[kW] = {}, out[kW];
+    std::copy(x + i, x + n, in);
+    F::Apply(ew::Attrs{}, V::Load(in)).Store(out);
+    std::copy(out, out + (n - i), y + i);
+  }
+}
+
+// ----- Reducers ------------------------------------------------------------------------
+// fn(combine) with combine(acc, v) the reducer's step. max and min propagate NaN
+// (as torch.amax): once a NaN is combined the result stays NaN.
+template <typename T, typename Fn>
+void VisitReducer(Reducer r, Fn&& fn) {
+  switch (r) {
+    case Reducer::kAssign: return fn([](T, T v) { return v; });
+    case Reducer::kSum: return fn([](T a, T v) { return a + v; });
+    case Reducer::kProd: return fn([](T a, T v) { return a * v; });
+    // `|`, not `||`: no branch in the scalar loops' tails, whose data decide it.
+    case Reducer::kMax: return fn([](T a, T v) { return ((v > a) | (v != v)) ? v : a; });
+    case Reducer::kMin: return fn([](T a, T v) { return ((v < a) | (v != v)) ? v : a; });
+  }
+}
+
+// What an initialising statement fills its output with: the reducer's identity.
+template <typename T>
+T InitIdentity(Reducer r) {
+  switch (r) {
+    case Reducer::kProd: return T{1};
+    case Reducer::kMax: return -std::numeric_limits<T>::infinity();
+    case Reducer::kMin: return std::numeric_limits<T>::infinity();
+    default: return T{0};
+  }
+}
+
+// An identity that leaves every value's bits alone: -0 for sums (+0 + -0 is +0).
+template <typename T>
+T ExactIdentity(Reducer r) {
+  return r == Reducer::kSum ? -T{0} : InitIdentity<T>(r);
+}
+
+// A loop of the odometer: position `pos` from lo to hi by `step`.
+struct Level {
+  int pos;
+  int64_t lo, hi, step;
+  int64_t count() const { return hi > lo ? (hi - lo + step - 1) / step : 0; }
+};
+
+// dst[j] = src[2 * j] for j < n: for f32 with AVX2 in blocks of 8 and 4, each
+// from the contiguous elements up to its last (no read past src[2 * (n - 1)]).
+template <typename T>
+void EveryOther(const T* src, T* dst, int64_t n) {
+  int64_t j = 0;
+#if defined(__AVX2__)
+  if constexpr (std::is_same_v<T, float>) {
+    for (; j + 8 < n; j += 8) {
+      const float* p = src + 2 * j;
+      const __m256 ev = _mm256_shuffle_ps(_mm256_loadu_ps(p), _mm256_loadu_ps(p + 8),
+                                          _MM_SHUFFLE(2, 0, 2, 0));
+      _mm256_storeu_ps(dst + j, _mm256_castpd_ps(_mm256_permute4x64_pd(
+                                    _mm256_castps_pd(ev), _MM_SHUFFLE(3, 1, 2, 0))));
+    }
+    for (; j + 4 < n; j += 4) {
+      const float* p = src + 2 * j;
+      _mm_storeu_ps(dst + j,
+                    _mm_shuffle_ps(_mm_loadu_ps(p), _mm_loadu_ps(p + 4), _MM_SHUFFLE(2, 0, 2, 0)));
+    }
+  }
+#endif
+  for (; j < n; ++j) dst[j] = src[2 * j];
+}
+
+// ----- Evaluation ---------------------------------------------------------------------------
+// The lanes of a chunk that pass the guards: first + step * j for j < count of
+// the vector index, in each of `rows` rows, the values row_first + row_step * r
+// of the row index (offsets from the chunk's first). A node's lane
+// r * width() + x is row r's lane x.
+struct Lanes {
+  int64_t first = 0, step = 1, count = 0;
+  int64_t row_first = 0, row_step = 1, rows = 1;
+  int64_t pair = 1;  // lanes of a row per lane of the vector index (tc_program.h)
+  int64_t width() const { return count * pair; }  // the lanes of a row
+};
+
+// A node's value over a chunk: row r's lanes at p + r * rs (p nullptr: the
+// scalar `u` for all).
+template <typename T>
+struct Operand {
+  const T* p = nullptr;
+  T u{};
+  int64_t rs = 0;
+};
+
+// Row r of `v`.
+template <typename T>
+Operand<T> RowOf(const Operand<T>& v, int64_t r) {
+  return v.p != nullptr ? Operand<T>{v.p + r * v.rs, T{}} : v;
+}
+
+template <typename T>
+class Evaluator {
+ public:
+  Evaluator(const TcProgram& p, absl::Span<const TcTensor<T>> tensors)
+      : p_(p),
+        tensors_(tensors),
+        idx_(p.lo),
+        fv_(p.constant),
+        buf_(p.nodes.size() * kTcLanes),
+        vals_(p.nodes.size()) {
+    for (int q = 0; q < p.num_pos; ++q) {
+      for (const auto& [f, c] : p.moves[q]) fv_[f] += c * idx_[q];
+    }
+  }
+
+  int64_t idx(int q) const { return idx_[q]; }
+  int64_t form(int f) const { return fv_[f]; }
+
+  void Move(int q, int64_t delta) {
+    idx_[q] += delta;
+    for (const auto& [f, c] : p_.moves[q]) fv_[f] += c * delta;
+  }
+  // The first point of `levels`; false when one of them is empty.
+  bool Begin(absl::Span<const Level> levels) {
+    for (const Level& l : levels) {
+      if (l.lo >= l.hi) return false;
+      Move(l.pos, l.lo - idx_[l.pos]);
+    }
+    return true;
+  }
+  // The next point in row-major order; false (and back at the first) after the last.
+  bool Next(absl::Span<const Level> levels) {
+    for (int i = static_cast<int>(levels.size()) - 1; i >= 0; --i) {
+      const Level& l = levels[i];
+      Move(l.pos, l.step);
+      if (idx_[l.pos] < l.hi) return true;
+      Move(l.pos, l.lo - idx_[l.pos]);
+    }
+    return false;
+  }
+  // Point number `item` of `levels` in row-major order.
+  void Seek(absl::Span<const Level> levels, int64_t item) {
+    for (int i = static_cast<int>(levels.size()) - 1; i >= 0; --i) {
+      const Level& l = levels[i];
+      const int64_t n = l.count();
+      Move(l.pos, l.lo + (item % n) * l.step - idx_[l.pos]);
+      item /= n;
+    }
+  }
+
+  // The lanes j < n of the chunk at the current point (the vector index at
+  // idx + j) and its rows r < rows (the row index at idx + r) that pass every
+  // guard; false when none does.
+  bool Guarded(int64_t n, int64_t rows, Lanes* lanes) const {
+    for (int i = 0; i < p_.num_uniform_guards; ++i) {
+      const TcGuardPlan& g = p_.guards[i];
+      const int64_t v = fv_[g.form];
+      if (v < g.lo || v >= g.hi || (g.divisor != 1 && v % g.divisor != 0)) return false;
+    }
+    const int row_end = p_.num_uniform_guards + p_.num_row_guards;
+    lanes->row_first = 0;
+    lanes->row_step = 1;
+    lanes->rows = rows;
+    if (row_end > p_.num_uniform_guards &&
+        !Cut(p_.num_uniform_guards, row_end, p_.ocoef, rows, &lanes->row_first, &lanes->row_step,
+             &lanes->rows)) {
+      return false;
+    }
+    lanes->pair = p_.pair_size;
+    return Cut(row_end, static_cast<int>(p_.guards.size()), p_.vcoef, n, &lanes->first,
+               &lanes->step, &lanes->count);
+  }
+
+  // The j < n for which guards [from, to) hold at v0 + coef * j (v0 and coef
+  // their form's value and coefficient of one index): first + step * t for
+  // t < count, a progression, the guards being affine; false when empty.
+  bool Cut(int from, int to, const std::vector<int64_t>& coef, int64_t n, int64_t* first_out,
+           int64_t* step_out, int64_t* count_out) const {
+    int64_t lo = 0, hi = n;
+    for (int i = from; i < to; ++i) {  // lo <= v0 + c * j < hi
+      const TcGuardPlan& g = p_.guards[i];
+      const int64_t v0 = fv_[g.form], c = coef[g.form];
+      constexpr int64_t kMin = std::numeric_limits<int64_t>::min();
+      constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+      if (c == 1) {  // the common case, without divisions
+        if (g.lo != kMin) lo = std::max(lo, g.lo - v0);
+        if (g.hi != kMax) hi = std::min(hi, g.hi - v0);
+      } else if (c > 0) {
+        if (g.lo != kMin) lo = std::max(lo, CeilDiv(g.lo - v0, c));
+        if (g.hi != kMax) hi = std::min(hi, FloorDiv(g.hi - 1 - v0, c) + 1);
+      } else {
+        if (g.lo != kMin) hi = std::min(hi, FloorDiv(v0 - g.lo, -c) + 1);
+        if (g.hi != kMax) lo = std::max(lo, CeilDiv(v0 - (g.hi - 1), -c));
+      }
+    }
+    if (lo >= hi) return false;
+    int64_t first = lo, step = 1;
+    for (int i = from; i < to; ++i) {  // divisibility: a progression
+      const TcGuardPlan& g = p_.guards[i];
+      if (g.divisor == 1) continue;
+      const int64_t v0 = fv_[g.form], c = coef[g.form];
+      bool found = false;
+      for (int64_t t = 0; t < g.divisor; ++t) {
+        const int64_t lane = first + step * t;
+        if (lane >= hi) break;
+        if ((v0 + c * lane) % g.divisor == 0) {
+          first = lane;
+          found = true;
+          break;
+        }
+      }
+      if (!found) return false;
+      step = step / std::gcd(step, g.period) * g.period;
+    }
+    *first_out = first;
+    *step_out = step;
+    *count_out = (hi - first + step - 1) / step;
+    return *count_out > 0;
+  }
+
+  // The root's value over `lanes`; a root computed lane by lane goes to `dst`
+  // when given (then the result points there).
+  Operand<T> Eval(const Lanes& lanes, T* dst = nullptr) {
+    const size_t last = p_.nodes.size() - 1;
+    for (size_t i = 0; i <= last; ++i) {
+      const TcNodePlan& nd = p_.nodes[i];
+      Operand<T>& out = vals_[i];
+      T* o = i == last && dst != nullptr ? dst : &buf_[i * kTcLanes];
+      switch (nd.op) {
+        case Op::kNumber:
+        case Op::kSize: out = {nullptr, static_cast<T>(nd.value)}; break;
+        case Op::kIndex:
+          if (nd.vec) {
+            const bool column = nd.pos == p_.vp, pair = nd.pos == p_.pair;
+            const int64_t v0 =
+                idx_[nd.pos] + (column ? lanes.first : pair ? 0 : lanes.row_first);
+            const int64_t w = lanes.width(), s = lanes.pair;
+            if (column || pair) {  // the same in every row: the first, then copies
+              for (int64_t j = 0; j < lanes.count; ++j) {
+                for (int64_t k = 0; k < s; ++k) {
+                  o[j * s + k] = static_cast<T>(column ? v0 + lanes.step * j : v0 + k);
+                }
+              }
+              for (int64_t r = 1; r < lanes.rows; ++r) std::copy(o, o + w, o + r * w);
+            } else {
+              for (int64_t r = 0; r < lanes.rows; ++r) {
+                std::fill(o + r * w, o + (r + 1) * w, static_cast<T>(v0 + lanes.row_step * r));
+              }
+            }
+            out = {o, T{}};
+          } else {
+            out = {nullptr, static_cast<T>(idx_[nd.pos])};
+          }
+          break;
+        case Op::kRead: out = Read(nd, lanes, o); break;
+        default: out = Apply(nd, lanes, o);
+      }
+      if (out.p == o) out.rs = lanes.width();
+    }
+    return vals_.back();
+  }
+
+ private:
+  Operand<T> Read(const TcNodePlan& nd, const Lanes& lanes, T* o) const {
+    const TcReadPlan& r = p_.reads[nd.read];
+    const T* data = tensors_[r.tensor].data;
+    int64_t off = fv_[r.form] + p_.vcoef[r.form] * lanes.first + p_.ocoef[r.form] * lanes.row_first;
+    int64_t step = p_.vcoef[r.form] * lanes.step;
+    int64_t row_step = p_.ocoef[r.form] * lanes.row_step;
+    for (const TcReadPlan::Divided& dv : r.divided) {  // exact on the guarded lanes and rows
+      const int64_t c = p_.vcoef[dv.form], oc = p_.ocoef[dv.form];
+      const int64_t v = fv_[dv.form] + c * lanes.first + oc * lanes.row_first;
+      off += dv.stride * ExactDiv(v, dv.divisor, dv.shift);
+      step += dv.stride * ExactDiv(c * lanes.step, dv.divisor, dv.shift);
+      row_step += dv.stride * ExactDiv(oc * lanes.row_step, dv.divisor, dv.shift);
+    }
+    if (!nd.vec) return {nullptr, data[off]};
+    if (lanes.pair > 1) return ReadPairs(data + off, step, p_.pcoef[r.form], row_step, lanes, o);
+    const int64_t count = lanes.count;
+    if (step == 1) return {data + off, T{}, row_step};
+    for (int64_t row = 0; row < lanes.rows; ++row) {
+      const T* src = data + off + row * row_step;
+      T* dst = o + row * count;
+      if (step == 2) {  // strided windows and pools
+        EveryOther(src, dst, count);
+      } else {
+        for (int64_t j = 0; j < count; ++j) dst[j] = src[j * step];
+      }
+    }
+    return {o, T{}};
+  }
+
+  // A read along the vector index by `step` and the pair index by `pstep`: row
+  // r's lane x at src + r * row_step + step * (x / pair) + pstep * (x % pair),
+  // in place when that is x (the window's contiguous rows).
+  Operand<T> ReadPairs(const T* src, int64_t step, int64_t pstep, int64_t row_step,
+                       const Lanes& lanes, T* o) const {
+    const int64_t s = lanes.pair, w = lanes.width();
+    const bool contiguous = pstep == 1 && step == s;
+    if (contiguous && (lanes.rows == 1 || row_step == w)) return {src, T{}, row_step};
+    for (int64_t r = 0; r < lanes.rows; ++r) {
+      const T* in = src + r * row_step;
+      T* dst = o + r * w;
+      if (contiguous) {  // rows apart copied end to end: the nodes and the reduction run flat
+        std::copy(in, in + w, dst);
+      } else if (pstep == 0 && s == 2) {  // each value twice (the output's own element)
+        for (int64_t j = 0; j < lanes.count; ++j) {
+          const T v = in[step * j];
+          dst[2 * j] = v;
+          dst[2 * j + 1] = v;
+        }
+      } else {
+        for (int64_t j = 0; j < lanes.count; ++j) {
+          for (int64_t k = 0; k < s; ++k) dst[j * s + k] = in[step * j + pstep * k];
+        }
+      }
+    }
+    return {o, T{}};
+  }
+
+  // A computed node over the lanes: one loop over all of them when every operand's
+  // rows lie end to end (buffers, and reads whose rows are contiguous), else row by row.
+  Operand<T> Apply(const TcNodePlan& nd, const Lanes& lanes, T* o) const {
+    const Operand<T> a = vals_[nd.a];
+    const Operand<T> b = nd.b >= 0 ? vals_[nd.b] : Operand<T>{};
+    const Operand<T> c = nd.c >= 0 ? vals_[nd.c] : Operand<T>{};
+    if (!nd.vec) return {nullptr, ApplyTcOp<T>(nd.op, a.u, b.u, c.u)};
+    int64_t n = lanes.width(), rows = lanes.rows;
+    auto flat = [n](const Operand<T>& v) { return v.p == nullptr || v.rs == n; };
+    if (rows > 1 && flat(a) && flat(b) && flat(c)) {
+      n *= rows;
+      rows = 1;
+    }
+    ApplyBlock(nd.op, a, b, c, o, n, rows);
+    return {o, T{}};
+  }
+
+  // o[r * n + j] = op(a's, b's, c's row r at j) for r < rows, j < n: the op's
+  // dispatch once per block, the rows inside.
+  static void ApplyBlock(Op op, const Operand<T>& a, const Operand<T>& b, const Operand<T>& c,
+                         T* o, int64_t n, int64_t rows) {
+    if (IsTcPacketOp(op)) {
+      for (int64_t r = 0; r < rows; ++r) TcPacketOpRow(op, a.p + r * a.rs, o + r * n, n);
+      return;
+    }
+    VisitTcOp<T>(op, [&](auto f) {
+      using F = decltype(f);
+      for (int64_t r = 0; r < rows; ++r) {
+        const T* x = a.p != nullptr ? a.p + r * a.rs : nullptr;
+        const T* y = b.p != nullptr ? b.p + r * b.rs : nullptr;
+        const T* z = c.p != nullptr ? c.p + r * c.rs : nullptr;
+        T* out = o + r * n;
+        if constexpr (std::is_invocable_v<F, T>) {
+          for (int64_t j = 0; j < n; ++j) out[j] = f(x[j]);
+        } else if constexpr (std::is_invocable_v<F, T, T>) {
+          if (x != nullptr && y != nullptr) {
+            for (int64_t j = 0; j < n; ++j) out[j] = f(x[j], y[j]);
+          } else if (x != nullptr) {
+            const T v = b.u;
+            for (int64_t j = 0; j < n; ++j) out[j] = f(x[j], v);
+          } else {
+            const T u = a.u;
+            for (int64_t j = 0; j < n; ++j) out[j] = f(u, y[j]);
+          }
+        } else if (x != nullptr && y == nullptr && z == nullptr) {  // a mask of two values
+          const T v = b.u, w = c.u;
+          for (int64_t j = 0; j < n; ++j) out[j] = f(x[j], v, w);
+        } else if (x != nullptr && y != nullptr && z == nullptr) {  // relu-like
+          const T w = c.u;
+          for (int64_t j = 0; j < n; ++j) out[j] = f(x[j], y[j], w);
+        } else if (x != nullptr && y == nullptr && z != nullptr) {
+          const T v = b.u;
+          for (int64_t j = 0; j < n; ++j) out[j] = f(x[j], v, z[j]);
+        } else {
+          auto at = [](const T* p, T u, int64_t j) { return p != nullptr ? p[j] : u; };
+          for (int64_t j = 0; j < n; ++j) out[j] = f(at(x, a.u, j), at(y, b.u, j), at(z, c.u, j));
+        }
+      }
+    });
+  }
+
+  const TcProgram& p_;
+  absl::Span<const TcTensor<T>> tensors_;
+  std::vector<int64_t> idx_, fv_;
+  std::vector<T> buf_;
+  std::vector<Operand<T>> vals_;
+};
+
+// out[j * step] = f(out[j * step], v[j]) for j < n.
+template <typename T, typename F>
+void Store(T* out, int64_t step, int64_t n, const Operand<T>& v, F f) {
+  if (v.p != nullptr) {
+    if (step == 1) {
+      for (int64_t j = 0; j < n; ++j) out[j] = f(out[j], v.p[j]);
+    } else if (step == 2) {  // the lanes of a divisibility guard: a loop that vectorises
+      for (int64_t j = 0; j < n; ++j) out[2 * j] = f(out[2 * j], v.p[j]);
+    } else {
+      for (int64_t j = 0; j < n; ++j) out[j * step] = f(out[j * step], v.p[j]);
+    }
+  } else {
+    const T u = v.u;
+    for (int64_t j = 0; j < n; ++j) out[j * step] = f(out[j * step], u);
+  }
+}
+
+// The combine of a plain store (a functor, so that the loops inline it).
+struct Assign {
+  template <typename T>
+  T operator()(T, T v) const {
+    return v;
+  }
+};
+
+// row[2 * j] = combine(row[2 * j], v[j]) for j < n (the lanes of a divisibility
+// guard by 2), in packets for f32 where AVX2 is there: the odd elements in
+// between, read and written back unchanged, are the thread's own (an
+// accumulator), so a block of pairs is loaded, blended and stored whole where
+// a strided loop would store lane by lane.
+template <typename T, typename C>
+void CombineEveryOther(T* row, const T* v, int64_t n, C combine) {
+  int64_t j = 0;
+#if defined(__AVX2__)
+  if constexpr (std::is_same_v<T, float>) {
+    alignas(32) float e[8], t[8];
+    const __m256i lo = _mm256_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3);
+    const __m256i hi = _mm256_setr_epi32(4, 4, 5, 5, 6, 6, 7, 7);
+    for (; j + 8 < n; j += 8) {  // row[2j, 2j + 16): 8 pairs, all before the last lane
+      float* p = row + 2 * j;
+      const __m256 a = _mm256_loadu_ps(p), b = _mm256_loadu_ps(p + 8);
+      // The even elements: a0 a2 b0 b2 | a4 a6 b4 b6, then the 64-bit quarters in order.
+      const __m256 ev = _mm256_shuffle_ps(a, b, _MM_SHUFFLE(2, 0, 2, 0));
+      _mm256_store_ps(e, _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(ev),
+                                                                _MM_SHUFFLE(3, 1, 2, 0))));
+      for (int k = 0; k < 8; ++k) t[k] = combine(e[k], v[j + k]);
+      const __m256 tv = _mm256_load_ps(t);
+      _mm256_storeu_ps(p, _mm256_blend_ps(a, _mm256_permutevar8x32_ps(tv, lo), 0x55));
+      _mm256_storeu_ps(p + 8, _mm256_blend_ps(b, _mm256_permutevar8x32_ps(tv, hi), 0x55));
+    }
+    for (; j + 4 < n; j += 4) {
+      for (int k = 0; k < 4; ++k) t[k] = combine(row[2 * (j + k)], v[j + k]);
+      const __m128 tv = _mm_load_ps(t);
+      float* p = row + 2 * j;
+      _mm_storeu_ps(p, _mm_blend_ps(_mm_loadu_ps(p), _mm_unpacklo_ps(tv, tv), 0x5));
+      _mm_storeu_ps(p + 4, _mm_blend_ps(_mm_loadu_ps(p + 4), _mm_unpackhi_ps(tv, tv), 0x5));
+    }
+  }
+#endif
+  for (; j < n; ++j) row[2 * j] = combine(row[2 * j], v[j]);
+}
+
+// acc[r * width + first + step * j] = combine(acc[...], v[r * count + j]) over the lanes.
+// acc[j] = combine(... combine(acc[j], v[s * j]) ..., v[s * j + s - 1]) for j < n:
+// an output's lanes of the pair index, in order.
+template <typename T, typename C>
+void CombinePairs(T* acc, const Operand<T>& v, int64_t n, int64_t s, C combine) {
+  if (v.p == nullptr) {
+    for (int64_t j = 0; j < n; ++j) {
+      for (int64_t k = 0; k < s; ++k) acc[j] = combine(acc[j], v.u);
+    }
+  } else if (s == 2) {
+    for (int64_t j = 0; j < n; ++j) acc[j] = combine(combine(acc[j], v.p[2 * j]), v.p[2 * j + 1]);
+  } else {
+    for (int64_t j = 0; j < n; ++j) {
+      for (int64_t k = 0; k < s; ++k) acc[j] = combine(acc[j], v.p[s * j + k]);
+    }
+  }
+}
+
+template <typename T, typename C>
+void Accumulate(T* acc, int64_t width, const Lanes& l, const Operand<T>& v, C combine) {
+  if (l.pair > 1) {  // no guard along the vector index: whole rows
+    if (l.rows > 1 && l.row_step == 1 && (v.p == nullptr || v.rs == l.width())) {
+      CombinePairs(acc + l.row_first * width, v, width * l.rows, l.pair, combine);
+      return;
+    }
+    for (int64_t r = 0; r < l.rows; ++r) {
+      Operand<T> vr = v;
+      if (v.p != nullptr) vr.p = v.p + r * v.rs;
+      CombinePairs(acc + (l.row_first + r * l.row_step) * width, vr, width, l.pair, combine);
+    }
+    return;
+  }
+  if (l.rows > 1 && l.first == 0 && l.step == 1 && l.count == width && l.row_step == 1 &&
+      (v.p == nullptr || v.rs == width)) {  // the rows end to end: one loop
+    Store(acc + l.row_first * width, 1, width * l.rows, v, combine);
+    return;
+  }
+  for (int64_t r = 0; r < l.rows; ++r) {
+    T* row = acc + (l.row_first + r * l.row_step) * width + l.first;
+    const Operand<T> vr = RowOf(v, r);
+    if (l.step == 2 && vr.p != nullptr) {
+      CombineEveryOther(row, vr.p, l.count, combine);
+    } else {
+      Store(row, l.step, l.count, vr, combine);
+    }
+  }
+}
+
+// ----- The loops -------------------------------------------------------------------------------
+// Work items are output chunks: the left side's points with the vector index,
+// when it is a left index, cut into chunks of kTcLanes. Each item reduces over
+// the reduction points (and, when the vector index is a reduction index, over
+// its chunks, lane by lane, then across the lanes).
+template <typename T, typename C>
+class StatementRunner {
+ public:
+  StatementRunner(const TcStatement& s, const TcProgram& p, absl::Span<const TcTensor<T>> tensors,
+                  C combine)
+      : s_(s), p_(p), tensors_(tensors), combine_(combine) {
+    const int lhs = s.domain->num_lhs;
+    vector_lhs_ = p.vp >= 0 && p.vp < lhs;
+    direct_ = vector_lhs_ || p.vp < 0;
+    // Loops of one point stay at it (the evaluator starts every index at lo).
+    auto add = [](std::vector<Level>& levels, Level l) {
+      if (l.count() != 1) levels.push_back(l);
+    };
+    for (int q = 0; q < p.num_pos; ++q) {
+      if (q != p.vp && q != p.pair) {  // the pair index stays at lo: its values are lanes
+        add(q < lhs ? items_ : inner_, Level{q, p.lo[q], p.hi[q], q == p.vo ? p.rows : 1});
+      }
+    }
+    if (p.vp >= 0)
+      add(vector_lhs_ ? items_ : inner_, Level{p.vp, p.lo[p.vp], p.hi[p.vp], kTcLanes});
+    init_identity_ = InitIdentity<T>(s.reducer);
+    // The lanes of a reduction along the vector index: a power of 2 for the tree.
+    while (tree_ < std::min<int64_t>(p.VectorRange(), kTcLanes)) tree_ *= 2;
+    lane_identity_ = direct_ && s.init ? init_identity_ : ExactIdentity<T>(s.reducer);
+  }
+
+  void Run() {
+    int64_t items = 1, points = 1;
+    for (const Level& l : items_) items *= l.count();
+    for (const Level& l : inner_) points *= std::max<int64_t>(l.hi - l.lo, 0);
+    if (items == 0) return;
+    const int64_t lanes = vector_lhs_ ? std::min<int64_t>(p_.VectorRange(), kTcLanes) * p_.rows : 1;
+    const int64_t work =
+        std::max<int64_t>(1, lanes * points * static_cast<int64_t>(p_.nodes.size() + 1));
+    ParallelFor(items, std::max<int64_t>(1, kParallelGrain / work),
+                [&](int64_t begin, int64_t end) {
+                  Evaluator<T> ev(p_, tensors_);
+                  std::vector<T> acc(std::max<int64_t>(kTcLanes, lanes));
+                  ev.Seek(items_, begin);
+                  for (int64_t item = begin; item < end; ++item) {
+                    RunItem(ev, acc.data());
+                    ev.Next(items_);
+                  }
+                });
+  }
+
+ private:
+  // Lanes of the current item's output chunk.
+  int64_t ItemLanes(const Evaluator<T>& ev) const {
+    if (!vector_lhs_) return 1;
+    return std::min<int64_t>(kTcLanes, p_.hi[p_.vp] - ev.idx(p_.vp));
+  }
+  // Rows of the current item's output chunk.
+  int64_t ItemRows(const Evaluator<T>& ev) const {
+    return p_.vo < 0 ? 1 : std::min<int64_t>(p_.rows, p_.hi[p_.vo] - ev.idx(p_.vo));
+  }
+  int64_t OutStep() const { return vector_lhs_ ? p_.vcoef[p_.out_form] : 0; }
+
+  void RunItem(Evaluator<T>& ev, T* acc) {
+    T* out = tensors_[s_.out].data + ev.form(p_.out_form);
+    const int64_t step = OutStep(), n = ItemLanes(ev), rows = ItemRows(ev);
+    const int64_t row_step = p_.vo < 0 ? 0 : p_.ocoef[p_.out_form];
+    if (s_.reducer == Reducer::kAssign) {  // no reduction: store the chunk
+      AssignItem(ev, out, step, n, rows, row_step);
+      return;
+    }
+    std::fill(acc, acc + (direct_ ? n * rows : tree_), lane_identity_);
+    if (ev.Begin(inner_)) {
+      do {
+        const int64_t lanes =
+            direct_ ? n : std::min<int64_t>(kTcLanes, p_.hi[p_.vp] - ev.idx(p_.vp));
+        Lanes l;
+        if (ev.Guarded(lanes, rows, &l)) {
+          Accumulate(acc, n, l, ev.Eval(l), combine_);
+        }
+      } while (ev.Next(inner_));
+    }
+    if (direct_) {  // the lanes are output elements
+      const bool flat = step == 1 && row_step == n;  // the output's rows end to end
+      for (int64_t r = 0, end = flat ? 1 : rows; r < end; ++r) {
+        const Operand<T> v{acc + r * n, T{}};
+        const int64_t m = flat ? n * rows : n;
+        if (s_.init) {
+          Store(out + r * row_step, step, m, v, Assign());
+        } else {
+          Store(out + r * row_step, step, m, v, combine_);
+        }
+      }
+      return;
+    }
+    // Across the lanes in a fixed tree (halves combined lane by lane: it vectorises).
+    for (int64_t half = tree_ / 2; half >= 1; half /= 2) {
+      for (int64_t j = 0; j < half; ++j) acc[j] = combine_(acc[j], acc[j + half]);
+    }
+    const T r = combine_(s_.init ? init_identity_ : ExactIdentity<T>(s_.reducer), acc[0]);
+    *out = s_.init ? r : combine_(*out, r);
+  }
+
+  // The chunk's values, written in place where the output is contiguous; lanes
+  // guarded out get the identity.
+  void AssignItem(Evaluator<T>& ev, T* out, int64_t step, int64_t n, int64_t rows,
+                  int64_t row_step) {
+    const Operand<T> identity{nullptr, init_identity_};
+    Lanes l;
+    if (!ev.Guarded(n, rows, &l)) {
+      for (int64_t r = 0; r < rows; ++r) Store(out + r * row_step, step, n, identity, Assign());
+      return;
+    }
+    const bool all_rows = l.row_first == 0 && l.row_step == 1 && l.rows == rows;
+    if (!all_rows) {  // the rows guarded out
+      for (int64_t r = 0; r < rows; ++r) Store(out + r * row_step, step, n, identity, Assign());
+    }
+    T* first = out + l.first * step;
+    const Operand<T> v = ev.Eval(l, step == 1 && l.step == 1 && rows == 1 ? first : nullptr);
+    for (int64_t r = 0; r < l.rows; ++r) {
+      T* row = out + (l.row_first + r * l.row_step) * row_step;
+      const Operand<T> vr = RowOf(v, r);
+      if (l.step == 1) {
+        const int64_t end = l.first + l.count;
+        if (all_rows) Store(row, step, l.first, identity, Assign());
+        if (vr.p != first) Store(row + l.first * step, step, l.count, vr, Assign());
+        if (all_rows) Store(row + end * step, step, n - end, identity, Assign());
+      } else {
+        if (all_rows) Store(row, step, n, identity, Assign());
+        Store(row + l.first * step, step * l.step, l.count, vr, Assign());
+      }
+    }
+  }
+
+  const TcStatement& s_;
+  const TcProgram& p_;
+  absl::Span<const TcTensor<T>> tensors_;
+  C combine_;
+  bool vector_lhs_ = false;  // the vector index is a left-side index
+  bool direct_ = false;      // ... or there is none: each lane is an output element
+  std::vector<Level> items_, inner_;
+  T init_identity_{}, lane_identity_{};
+  int64_t tree_ = 1;
+};
+
+}  // namespace
+
+bool IsTcPacketOp(tc::Op op) {
+  return op == Op::kExp || op == Op::kLog || op == Op::kTanh || op == Op::kSigmoid;
+}
+
+template <typename T>
+T TcPacketOp(tc::Op op, T x) {
+  T y = x;
+  VisitPacketOp(op, [&](auto f) { PacketRow<decltype(f)>(&x, &y, 1); });
+  return y;
+}
+
+template <typename T>
+void TcPacketOpRow(tc::Op op, const T* x, T* y, int64_t n) {
+  VisitPacketOp(op, [&](auto f) { PacketRow<decltype(f)>(x, y, n); });
+}
+
+template float TcPacketOp<float>(tc::Op, float);
+template double TcPacketOp<double>(tc::Op, double);
+template void TcPacketOpRow<float>(tc::Op, const float*, float*, int64_t);
+template void TcPacketOpRow<double>(tc::Op, const double*, double*, int64_t);
+
+TcStatement MakeTcStatement(const tc::Block& b, const tc::Analysis& a, int i) {
+  const tc::Statement& st = b.statements[i];
+  const tc::Domain& d = a.domains[i];
+  TcStatement s;
+  s.rhs = &st.rhs;
+  s.domain = &d;
+  s.reducer = st.reducer;
+  s.init = st.init;
+  s.out = st.lhs;
+  s.sizes = a.size;
+  const Shape& shape = a.shapes[st.lhs];
+  const Shape strides = RowMajorStrides(shape);
+  s.out_strides.assign(d.indices.size(), 0);
+  const bool by_name = st.lhs_indices.size() == shape.size();
+  s.covers_out = by_name && static_cast<int>(shape.size()) == d.num_lhs;
+  for (size_t k = 0; k < shape.size(); ++k) {
+    const int q = by_name ? d.position[st.lhs_indices[k]] : static_cast<int>(k);
+    s.out_strides[q] += strides[k];
+    if (d.lo[q] != 0 || d.hi[q] != shape[k]) s.covers_out = false;
+  }
+  return s;
+}
+
+template <typename T>
+void RunTcStatement(const TcStatement& s, absl::Span<const TcTensor<T>> tensors) {
+  const TcTensor<T>& out = tensors[s.out];
+  if (s.init && !s.covers_out) {
+    std::fill(out.data, out.data + out.num_elements, InitIdentity<T>(s.reducer));
+  }
+  for (int q = 0; q < s.domain->num_lhs; ++q) {
+    if (s.domain->hi[q] <= s.domain->lo[q]) return;  // no left-side points
+  }
+  std::vector<Shape> strides;
+  for (const TcTensor<T>& t : tensors) strides.push_back(t.strides);
+  const TcProgram p = CompileTcStatement(s, strides);
+  VisitReducer<T>(s.reducer, [&](auto combine) {
+    StatementRunner<T, decltype(combine)>(s, p, tensors, combine).Run();
+  });
+}
+
+template void RunTcStatement<float>(const TcStatement&, absl::Span<const TcTensor<float>>);
+template void RunTcStatement<double>(const TcStatement&, absl::Span<const TcTensor<double>>);
+
+}  // namespace cpu
+}  // namespace kgrad

@@ -1,0 +1,289 @@
+#include "backends/cpu/tc_program.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdlib>
+#include <numeric>
+#include <utility>
+#include <vector>
+
+namespace kgrad {
+namespace cpu {
+namespace {
+
+using tc::Op;
+
+// Builds the forms one at a time (coefficients per form), then lays them out by position.
+class FormBuilder {
+ public:
+  explicit FormBuilder(const tc::Domain& d) : d_(d) {}
+  int Add(const tc::Affine& a, int64_t scale) {
+    std::vector<int64_t> c(d_.indices.size(), 0);
+    for (const auto& [id, k] : a.terms) c[d_.position[id]] += scale * k;
+    coef_.push_back(std::move(c));
+    constant_.push_back(scale * a.constant);
+    return static_cast<int>(coef_.size()) - 1;
+  }
+  int AddRaw(std::vector<int64_t> c, int64_t constant) {
+    coef_.push_back(std::move(c));
+    constant_.push_back(constant);
+    return static_cast<int>(coef_.size()) - 1;
+  }
+  std::vector<int64_t>& coef(int f) { return coef_[f]; }
+  const std::vector<int64_t>& coef(int f) const { return coef_[f]; }
+  int64_t& constant(int f) { return constant_[f]; }
+
+  void Finish(TcProgram& p) const {
+    p.num_forms = static_cast<int>(coef_.size());
+    p.moves.assign(p.num_pos, {});
+    p.vcoef.assign(p.num_forms, 0);
+    p.ocoef.assign(p.num_forms, 0);
+    p.pcoef.assign(p.num_forms, 0);
+    for (int f = 0; f < p.num_forms; ++f) {
+      for (int q = 0; q < p.num_pos; ++q) {
+        if (coef_[f][q] != 0) p.moves[q].push_back({f, coef_[f][q]});
+      }
+      if (p.vp >= 0) p.vcoef[f] = coef_[f][p.vp];
+      if (p.vo >= 0) p.ocoef[f] = coef_[f][p.vo];
+      if (p.pair >= 0) p.pcoef[f] = coef_[f][p.pair];
+    }
+    p.constant = constant_;
+  }
+
+ private:
+  const tc::Domain& d_;
+  std::vector<std::vector<int64_t>> coef_;
+  std::vector<int64_t> constant_;
+};
+
+// Step 1. The forms of the output, the reads and the guards.
+void CompileForms(const TcStatement& s, absl::Span<const Shape> strides, FormBuilder& fb,
+                  TcProgram& p) {
+  const tc::Domain& d = *s.domain;
+  p.out_form = fb.AddRaw(s.out_strides, s.out_offset);
+  for (const tc::Expr& e : s.rhs->nodes) {
+    if (e.op != Op::kRead) continue;
+    TcReadPlan r;
+    r.tensor = e.tensor;
+    r.form = fb.AddRaw(std::vector<int64_t>(p.num_pos, 0), 0);
+    const Shape& stride = strides[e.tensor];
+    for (size_t k = 0; k < e.args.size(); ++k) {
+      const tc::Affine& a = e.args[k];
+      if (a.divisor == 1) {
+        for (const auto& [id, c] : a.terms) fb.coef(r.form)[d.position[id]] += c * stride[k];
+        fb.constant(r.form) += a.constant * stride[k];
+      } else {
+        const int64_t sign = a.divisor < 0 ? -1 : 1;
+        const int64_t divisor = sign * a.divisor;
+        int shift = -1;
+        if ((divisor & (divisor - 1)) == 0) {
+          shift = 0;
+          while ((int64_t{1} << shift) < divisor) ++shift;
+        }
+        r.divided.push_back({fb.Add(a, sign), divisor, stride[k], shift});
+      }
+    }
+    p.reads.push_back(std::move(r));
+  }
+  for (const tc::Guard& g : d.guards) {
+    const int64_t sign = g.divisor < 0 ? -1 : 1;
+    TcGuardPlan gp;
+    gp.form = fb.Add(g.numerator, sign);
+    gp.divisor = sign * g.divisor;
+    if (g.lo != tc::kNoBound) gp.lo = g.lo * gp.divisor;
+    if (g.hi != tc::kNoBound) gp.hi = g.hi * gp.divisor;
+    p.guards.push_back(gp);
+  }
+}
+
+// How well position q serves as the vector index: long enough to fill lanes
+// (with the rows of its row index), then the most reads (and the output)
+// contiguous along it, then a left-side index (no reduction across the lanes),
+// the last one, the longest.
+struct VectorScore {
+  bool filled;
+  int contiguity;
+  bool lhs, last_lhs;
+  int64_t lanes;
+  bool operator<(const VectorScore& o) const {
+    if (filled != o.filled) return filled < o.filled;
+    if (contiguity != o.contiguity) return contiguity < o.contiguity;
+    if (lhs != o.lhs) return lhs < o.lhs;
+    if (last_lhs != o.last_lhs) return last_lhs < o.last_lhs;
+    return lanes < o.lanes;
+  }
+};
+
+// The row index for vector index vp: the innermost other left-side index that
+// no guard and no divided argument names together with vp (so that every row
+// of a chunk keeps the same lanes; the rows that pass the guards naming it are
+// a progression, and each read's rows a fixed stride apart), when vp is a
+// short left-side index; -1 when there is none.
+int RowIndexFor(int vp, const tc::Domain& d, const FormBuilder& fb, const TcProgram& p,
+                int64_t* rows) {
+  const int64_t width = p.hi[vp] - p.lo[vp];
+  if (vp >= d.num_lhs || width <= 0 || width > kTcLanes / 2) return -1;
+  for (int q = d.num_lhs - 1; q >= 0; --q) {
+    if (q == vp || p.hi[q] - p.lo[q] < 2) continue;
+    bool free = true;
+    auto apart = [&](int form) { return fb.coef(form)[q] == 0 || fb.coef(form)[vp] == 0; };
+    for (const TcGuardPlan& g : p.guards) free = free && apart(g.form);
+    for (const TcReadPlan& r : p.reads) {
+      for (const TcReadPlan::Divided& dv : r.divided) free = free && apart(dv.form);
+    }
+    if (!free) continue;
+    // A chunk's nodes hold the lanes and rows that pass the guards: at most
+    // every lp-th lane and rp-th row, lp and rp the periods of the divisibility
+    // guards along vp and q.
+    int64_t lp = 1, rp = 1;
+    for (const TcGuardPlan& g : p.guards) {
+      const std::vector<int64_t>& c = fb.coef(g.form);
+      const int64_t k = c[vp] != 0 ? c[vp] : c[q];
+      if (g.divisor == 1 || k == 0) continue;
+      int64_t& period = c[vp] != 0 ? lp : rp;
+      period = std::lcm(period, g.divisor / std::gcd(std::abs(k), g.divisor));
+    }
+    const int64_t passing = (width + lp - 1) / lp;
+    *rows = std::min(p.hi[q] - p.lo[q], kTcLanes / passing * rp);
+    return q;
+  }
+  return -1;
+}
+
+// Step 2. The vector index (and the row index that fills its chunks).
+void ChooseVectorIndex(const tc::Domain& d, const FormBuilder& fb, TcProgram& p) {
+  std::vector<int64_t> lanes(p.num_pos);
+  int64_t longest = 0;
+  for (int q = 0; q < p.num_pos; ++q) {
+    int64_t rows = 1;
+    RowIndexFor(q, d, fb, p, &rows);
+    lanes[q] = std::min<int64_t>(std::max<int64_t>(p.hi[q] - p.lo[q], 0), kTcLanes) * rows;
+    longest = std::max(longest, lanes[q]);
+  }
+  VectorScore best_score{};
+  for (int q = 0; q < p.num_pos; ++q) {
+    // Runs of a few elements are worth no more than strided ones.
+    const bool runs = p.hi[q] - p.lo[q] >= 8;
+    int contiguity = 0;
+    auto count = [&](int64_t step) {
+      if (step != 0) contiguity += runs && (step == 1 || step == -1) ? 1 : -1;
+    };
+    for (const TcReadPlan& r : p.reads) {
+      int64_t step = fb.coef(r.form)[q];
+      for (const TcReadPlan::Divided& dv : r.divided) {
+        if (fb.coef(dv.form)[q] != 0) step = 2;  // strided whatever its value
+      }
+      count(step);
+    }
+    if (q < d.num_lhs) count(fb.coef(p.out_form)[q]);
+    VectorScore score{lanes[q] >= 16 || lanes[q] == longest, contiguity, q < d.num_lhs,
+                      q == d.num_lhs - 1, lanes[q]};
+    if (p.vp < 0 || best_score < score) {
+      p.vp = q;
+      best_score = score;
+    }
+  }
+  if (p.vp >= 0) p.vo = RowIndexFor(p.vp, d, fb, p, &p.rows);
+}
+
+// Step 2b. The pair index (tc_program.h): the innermost reduction index of a
+// few values, named by no guard and no divided argument, with no guard along
+// the vector index (the lanes stay whole), when a read steps by 1 along it and
+// by its range along the vector index.
+void ChoosePairIndex(const TcStatement& s, const FormBuilder& fb, TcProgram& p) {
+  const tc::Domain& d = *s.domain;
+  if (p.vp < 0 || p.vp >= d.num_lhs || s.reducer == tc::Reducer::kAssign) return;
+  int k = -1;
+  for (int q = d.num_lhs; q < p.num_pos; ++q) {
+    if (p.hi[q] - p.lo[q] > 1) k = q;
+  }
+  if (k < 0) return;
+  const int64_t size = p.hi[k] - p.lo[k], width = p.hi[p.vp] - p.lo[p.vp];
+  if (size > 8 || width * size > kTcLanes) return;
+  for (const TcGuardPlan& g : p.guards) {
+    if (fb.coef(g.form)[k] != 0 || fb.coef(g.form)[p.vp] != 0) return;
+  }
+  bool contiguous = false;
+  for (const TcReadPlan& r : p.reads) {
+    for (const TcReadPlan::Divided& dv : r.divided) {
+      if (fb.coef(dv.form)[k] != 0) return;
+    }
+    // A read along the lanes but not in pairs (each value twice, say) costs
+    // more than the fusion saves: measured on max pooling's adjoint.
+    const std::vector<int64_t>& c = fb.coef(r.form);
+    const bool pairs = c[k] == 1 && c[p.vp] == size && r.divided.empty();
+    if (!pairs && (c[k] != 0 || c[p.vp] != 0)) return;
+    contiguous = contiguous || pairs;
+  }
+  if (!contiguous) return;
+  p.pair = k;
+  p.pair_size = size;
+  p.rows = std::max<int64_t>(1, std::min(p.rows, kTcLanes / (width * size)));
+}
+
+// Step 3. The nodes, each marked uniform or varying across the lanes.
+void CompileNodes(const TcStatement& s, TcProgram& p) {
+  int read = 0;
+  for (const tc::Expr& e : s.rhs->nodes) {
+    TcNodePlan n;
+    n.op = e.op;
+    n.a = e.a;
+    n.b = e.b;
+    n.c = e.c;
+    switch (e.op) {
+      case Op::kNumber: n.value = e.number; break;
+      case Op::kSize: n.value = static_cast<double>(s.sizes[e.id]); break;
+      case Op::kIndex:
+        n.pos = s.domain->position[e.id];
+        n.vec = p.vp >= 0 && (n.pos == p.vp || n.pos == p.vo || n.pos == p.pair);
+        break;
+      case Op::kRead: {
+        n.read = read++;
+        const TcReadPlan& r = p.reads[n.read];
+        n.vec = p.vcoef[r.form] != 0 || p.ocoef[r.form] != 0 || p.pcoef[r.form] != 0;
+        for (const TcReadPlan::Divided& dv : r.divided) {
+          n.vec = n.vec || p.vcoef[dv.form] != 0 || p.ocoef[dv.form] != 0;
+        }
+        break;
+      }
+      default:
+        for (int child : {e.a, e.b, e.c}) {
+          if (child >= 0) n.vec = n.vec || p.nodes[child].vec;
+        }
+    }
+    p.nodes.push_back(n);
+  }
+}
+
+}  // namespace
+
+TcProgram CompileTcStatement(const TcStatement& s, absl::Span<const Shape> strides) {
+  const tc::Domain& d = *s.domain;
+  TcProgram p;
+  p.num_pos = static_cast<int>(d.indices.size());
+  p.lo = d.lo;
+  p.hi = d.hi;
+  FormBuilder fb(d);
+  CompileForms(s, strides, fb, p);
+  ChooseVectorIndex(d, fb, p);
+  ChoosePairIndex(s, fb, p);
+  fb.Finish(p);
+  // Guards constant over a chunk are checked once per chunk, first; then those
+  // that cut its rows, then its lanes.
+  auto kind = [&](const TcGuardPlan& g) {
+    return p.vcoef[g.form] != 0 ? 2 : p.ocoef[g.form] != 0 ? 1 : 0;
+  };
+  std::stable_sort(p.guards.begin(), p.guards.end(),
+                   [&](const TcGuardPlan& x, const TcGuardPlan& y) { return kind(x) < kind(y); });
+  for (TcGuardPlan& g : p.guards) {
+    p.num_uniform_guards += kind(g) == 0;
+    p.num_row_guards += kind(g) == 1;
+    const int64_t c = std::abs(kind(g) == 2 ? p.vcoef[g.form] : p.ocoef[g.form]);
+    g.period = g.divisor / std::gcd(c, g.divisor);
+  }
+  CompileNodes(s, p);
+  return p;
+}
+
+}  // namespace cpu
+}  // namespace kgrad
