@@ -81,6 +81,9 @@ class Analyzer {
         int64_t& size = a_.size[t.dims[k]];
         int64_t dim = in.shape[k];
         if (!Known(dim)) continue;
+        if (dim > kMaxTcDim) {
+          return BlockError(b_, absl::StrCat("dim ", k, " of input ", i, " (", in.ToString(), ") is beyond 2^31"));
+        }
         if (Known(size) && size != dim) {
           return BlockError(b_, absl::StrCat("size ", b_.sizes[t.dims[k]], " is ", size, " elsewhere but ", dim,
                                              " in dim ", k, " of input ", i, " (", t.name, ": ", in.ToString(), ")"));
@@ -132,6 +135,22 @@ class Analyzer {
     return absl::OkStatus();
   }
 
+  // Index arithmetic within int64 over any dims (blocks derived by the adjoint
+  // are checked here too; the parser checks what users write).
+  absl::Status CheckIndexLimits(const Statement& s) {
+    bool ok = true;
+    for (const Expr& e : s.rhs.nodes) {
+      for (const Affine& a : e.args) ok &= WithinIndexLimits(a);
+    }
+    for (const Condition& c : s.where) {
+      ok &= WithinIndexLimits(c.expr);
+      for (const Bound* b : {&c.lo, &c.hi}) ok &= b->offset <= kMaxTcDim && b->offset >= -kMaxTcDim;
+    }
+    if (ok) return absl::OkStatus();
+    return StatementError(b_, s, absl::StrCat("index arithmetic beyond ", kMaxIndexTerms, " terms or constants of ",
+                                              "magnitude ", kMaxIndexConstant));
+  }
+
   // One bound an index's range can be inferred from: lo <= expr < hi.
   struct Limit {
     const Affine* expr;
@@ -157,6 +176,7 @@ class Analyzer {
                                                 " indices; it has rank ", a_.shapes[s.lhs].size()));
     }
     KGRAD_RETURN_IF_ERROR(CheckReads(s));
+    KGRAD_RETURN_IF_ERROR(CheckIndexLimits(s));
     for (int id : s.lhs_indices) Use(d, id);
     d.num_lhs = static_cast<int>(d.indices.size());
     for (const Expr& e : s.rhs.nodes) {

@@ -28,6 +28,15 @@ int64_t Affine::Coefficient(int index) const {
   return 0;
 }
 
+bool WithinIndexLimits(const Affine& a) {
+  auto small = [](int64_t v) { return v <= kMaxIndexConstant && v >= -kMaxIndexConstant; };
+  if (static_cast<int>(a.terms.size()) > kMaxIndexTerms || !small(a.constant) || !small(a.divisor)) return false;
+  for (const auto& t : a.terms) {
+    if (!small(t.second)) return false;
+  }
+  return true;
+}
+
 int OpArity(Op op) {
   switch (op) {
     case Op::kNumber:

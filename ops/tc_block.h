@@ -136,6 +136,12 @@ struct Block {
 
 // Deepest expression the parser accepts (bounds every walk over one).
 inline constexpr int kMaxExprDepth = 200;
+// Bounds on index arithmetic, so that offsets over dims below kMaxTcDim never
+// overflow int64: coefficients, constants and divisors, and terms per index.
+inline constexpr int64_t kMaxIndexConstant = int64_t{1} << 24;
+inline constexpr int kMaxIndexTerms = 64;
+inline constexpr int64_t kMaxTcDim = int64_t{1} << 31;
+bool WithinIndexLimits(const Affine& a);
 
 // Parses `def`; errors are InvalidArgument "tc block 'NAME': statement N (`text`):
 // what" (or "tc block: what" before the name is read).

@@ -385,8 +385,8 @@ class Parser {
   absl::StatusOr<int64_t> IntLiteral(const std::string& text) {
     char* end = nullptr;
     long long v = std::strtoll(text.c_str(), &end, 10);
-    if (end == nullptr || *end != '\0' || v > (int64_t{1} << 40)) {
-      return Error(absl::StrCat("expected an integer below 2^40, got '", text, "'"));
+    if (end == nullptr || *end != '\0' || v > (int64_t{1} << 31)) {
+      return Error(absl::StrCat("expected an integer below 2^31, got '", text, "'"));
     }
     return static_cast<int64_t>(v);
   }
@@ -618,6 +618,10 @@ class Parser {
         }
         default:
           return nonaffine(absl::StrCat("'", OpName(e.op), "'"));
+      }
+      if (!WithinIndexLimits(v)) {
+        return Error(absl::StrCat("index expression in ", where, " beyond ", kMaxIndexTerms,
+                                  " terms or constants of magnitude ", kMaxIndexConstant));
       }
     }
     return value[root];

@@ -99,6 +99,10 @@ TEST(TcTest, MalformedBlocksNameBlockAndStatement) {
            {"def f(float(N) A) -> (O) { O(i) = A(j) }", {{F, {3}}}, "'=' does not reduce"},
            {"def f(float(N) A) -> (O) { O(i) = A(i) $ 2 }", {{F, {3}}}, "unexpected character '$'"},
            {"def f(float(N) A, float(N) B) -> (O) { O(i) = A(i) }", {{F, {3}}, {F, {4}}}, "size N is 3"},
+           {"def f(float(N) A) -> (O) { O(i) = A(20000000 * i) where i in 0:1 }", {{F, {3}}},
+            "index expression in the read of A beyond 64 terms or constants of magnitude 16777216"},
+           {"def f(float(N) A) -> (O) { O(i) = A(i) where i in 0:9999999999 }", {{F, {3}}},
+            "expected an integer below 2^31"},
        }) {
     absl::StatusOr<Analysis> a = AnalyzeText(c.def, c.inputs);
     ASSERT_FALSE(a.ok()) << c.def;
