@@ -119,6 +119,44 @@ void EveryOther(const T* src, T* dst, int64_t n) {
   for (; j < n; ++j) dst[j] = src[2 * j];
 }
 
+// cmp(q, p) for cmp = op(p, q): the same truth, NaN included (always false).
+Op MirroredComparison(Op op) {
+  switch (op) {
+    case Op::kLt: return Op::kGt;
+    case Op::kLe: return Op::kGe;
+    case Op::kGt: return Op::kLt;
+    case Op::kGe: return Op::kLe;
+    default: return op;  // == and != are symmetric
+  }
+}
+
+// o[j] = sink(o[j], op(a[j], b's) ? x's : y) for j < n (b and x a row, or one
+// value when nullptr: bu, xu), the select as a comparison node and then a
+// select node compute it; sink stores it, or combines it into an accumulator.
+template <typename T, typename S>
+void CmpSelectRow(Op op, const T* a, const T* b, T bu, const T* x, T xu, T y, T* o, int64_t n,
+                  S sink) {
+  auto run = [&](auto cmp) {
+    if (b != nullptr && x != nullptr) {
+      for (int64_t j = 0; j < n; ++j) o[j] = sink(o[j], cmp(a[j], b[j]) ? x[j] : y);
+    } else if (b != nullptr) {
+      for (int64_t j = 0; j < n; ++j) o[j] = sink(o[j], cmp(a[j], b[j]) ? xu : y);
+    } else if (x != nullptr) {
+      for (int64_t j = 0; j < n; ++j) o[j] = sink(o[j], cmp(a[j], bu) ? x[j] : y);
+    } else {
+      for (int64_t j = 0; j < n; ++j) o[j] = sink(o[j], cmp(a[j], bu) ? xu : y);
+    }
+  };
+  switch (op) {
+    case Op::kLt: return run([](T p, T q) { return p < q; });
+    case Op::kLe: return run([](T p, T q) { return p <= q; });
+    case Op::kGt: return run([](T p, T q) { return p > q; });
+    case Op::kGe: return run([](T p, T q) { return p >= q; });
+    case Op::kEq: return run([](T p, T q) { return p == q; });
+    default: return run([](T p, T q) { return p != q; });
+  }
+}
+
 // ----- Evaluation ---------------------------------------------------------------------------
 // The lanes of a chunk that pass the guards: first + step * j for j < count of
 // the vector index, in each of `rows` rows, the values row_first + row_step * r
@@ -144,6 +182,17 @@ struct Operand {
 template <typename T>
 Operand<T> RowOf(const Operand<T>& v, int64_t r) {
   return v.p != nullptr ? Operand<T>{v.p + r * v.rs, T{}} : v;
+}
+
+// Row r of o (r < rows, n lanes each) = sink(o's, cmp(a, b) ? x : y) of the
+// operands' row r.
+template <typename T, typename S>
+void RunCmpSelect(Op op, const Operand<T>& a, const Operand<T>& b, const Operand<T>& x, T y,
+                  T* o, int64_t n, int64_t rows, S sink) {
+  for (int64_t r = 0; r < rows; ++r) {
+    CmpSelectRow(op, a.p + r * a.rs, b.p != nullptr ? b.p + r * b.rs : nullptr, b.u,
+                 x.p != nullptr ? x.p + r * x.rs : nullptr, x.u, y, o + r * n, n, sink);
+  }
 }
 
 template <typename T>
@@ -270,42 +319,74 @@ class Evaluator {
   // when given (then the result points there).
   Operand<T> Eval(const Lanes& lanes, T* dst = nullptr) {
     const size_t last = p_.nodes.size() - 1;
-    for (size_t i = 0; i <= last; ++i) {
-      const TcNodePlan& nd = p_.nodes[i];
-      Operand<T>& out = vals_[i];
-      T* o = i == last && dst != nullptr ? dst : &buf_[i * kTcLanes];
-      switch (nd.op) {
-        case Op::kNumber:
-        case Op::kSize: out = {nullptr, static_cast<T>(nd.value)}; break;
-        case Op::kIndex:
-          if (nd.vec) {
-            const bool column = nd.pos == p_.vp, pair = nd.pos == p_.pair;
-            const int64_t v0 =
-                idx_[nd.pos] + (column ? lanes.first : pair ? 0 : lanes.row_first);
-            const int64_t w = lanes.width(), s = lanes.pair;
-            if (column || pair) {  // the same in every row: the first, then copies
-              for (int64_t j = 0; j < lanes.count; ++j) {
-                for (int64_t k = 0; k < s; ++k) {
-                  o[j * s + k] = static_cast<T>(column ? v0 + lanes.step * j : v0 + k);
-                }
-              }
-              for (int64_t r = 1; r < lanes.rows; ++r) std::copy(o, o + w, o + r * w);
-            } else {
-              for (int64_t r = 0; r < lanes.rows; ++r) {
-                std::fill(o + r * w, o + (r + 1) * w, static_cast<T>(v0 + lanes.row_step * r));
+    for (size_t i = 0; i < last; ++i) EvalNode(i, lanes, &buf_[i * kTcLanes]);
+    EvalNode(last, lanes, dst != nullptr ? dst : &buf_[last * kTcLanes]);
+    return vals_.back();
+  }
+
+  // The operands of a root select whose comparison is fused, for a caller that
+  // combines cmp(a, b) ? x : y into its accumulator in the same loop.
+  struct SelectRoot {
+    Op op;
+    Operand<T> a, b, x;
+    T y;
+  };
+  // Every node but the root; true when the root is such a select with a varying
+  // a and one value y (*r), else false with the root evaluated too (*v).
+  bool EvalSelectRoot(const Lanes& lanes, SelectRoot* r, Operand<T>* v) {
+    const size_t last = p_.nodes.size() - 1;
+    for (size_t i = 0; i < last; ++i) EvalNode(i, lanes, &buf_[i * kTcLanes]);
+    const TcNodePlan& root = p_.nodes[last];
+    if (root.cmp >= 0) {
+      const TcNodePlan& cn = p_.nodes[root.cmp];
+      *r = {cn.op, vals_[cn.a], vals_[cn.b], vals_[root.b], vals_[root.c].u};
+      if (r->a.p == nullptr) {
+        std::swap(r->a, r->b);
+        r->op = MirroredComparison(r->op);
+      }
+      if (r->a.p != nullptr && vals_[root.c].p == nullptr) return true;
+    }
+    EvalNode(last, lanes, &buf_[last * kTcLanes]);
+    *v = vals_.back();
+    return false;
+  }
+
+ private:
+  // Node i over `lanes`, into vals_[i] (computed lane by lane into `o`).
+  void EvalNode(size_t i, const Lanes& lanes, T* o) {
+    const TcNodePlan& nd = p_.nodes[i];
+    if (nd.fused) return;  // its select evaluates it
+    Operand<T>& out = vals_[i];
+    switch (nd.op) {
+      case Op::kNumber:
+      case Op::kSize: out = {nullptr, static_cast<T>(nd.value)}; break;
+      case Op::kIndex:
+        if (nd.vec) {
+          const bool column = nd.pos == p_.vp, pair = nd.pos == p_.pair;
+          const int64_t v0 =
+              idx_[nd.pos] + (column ? lanes.first : pair ? 0 : lanes.row_first);
+          const int64_t w = lanes.width(), s = lanes.pair;
+          if (column || pair) {  // the same in every row: the first, then copies
+            for (int64_t j = 0; j < lanes.count; ++j) {
+              for (int64_t k = 0; k < s; ++k) {
+                o[j * s + k] = static_cast<T>(column ? v0 + lanes.step * j : v0 + k);
               }
             }
-            out = {o, T{}};
+            for (int64_t r = 1; r < lanes.rows; ++r) std::copy(o, o + w, o + r * w);
           } else {
-            out = {nullptr, static_cast<T>(idx_[nd.pos])};
+            for (int64_t r = 0; r < lanes.rows; ++r) {
+              std::fill(o + r * w, o + (r + 1) * w, static_cast<T>(v0 + lanes.row_step * r));
+            }
           }
-          break;
-        case Op::kRead: out = Read(nd, lanes, o); break;
-        default: out = Apply(nd, lanes, o);
-      }
-      if (out.p == o) out.rs = lanes.width();
+          out = {o, T{}};
+        } else {
+          out = {nullptr, static_cast<T>(idx_[nd.pos])};
+        }
+        break;
+      case Op::kRead: out = Read(nd, lanes, o); break;
+      default: out = nd.cmp >= 0 ? CmpSelect(nd, lanes, o) : Apply(nd, lanes, o);
     }
-    return vals_.back();
+    if (out.p == o) out.rs = lanes.width();
   }
 
  private:
@@ -350,7 +431,7 @@ class Evaluator {
       const T* in = src + r * row_step;
       T* dst = o + r * w;
       if (contiguous) {  // rows apart copied end to end: the nodes and the reduction run flat
-        std::copy(in, in + w, dst);
+        for (int64_t x = 0; x < w; ++x) dst[x] = in[x];
       } else if (pstep == 0 && s == 2) {  // each value twice (the output's own element)
         for (int64_t j = 0; j < lanes.count; ++j) {
           const T v = in[step * j];
@@ -363,6 +444,35 @@ class Evaluator {
         }
       }
     }
+    return {o, T{}};
+  }
+
+  // A select whose condition is a fused comparison (TcNodePlan::fused):
+  // cmp(a, b) ? x : y in one loop where the comparison has a varying operand
+  // and y is one value (a mask routing x, or choosing between two values);
+  // else the comparison into its own buffer first.
+  Operand<T> CmpSelect(const TcNodePlan& nd, const Lanes& lanes, T* o) {
+    const TcNodePlan& cn = p_.nodes[nd.cmp];
+    Operand<T> a = vals_[cn.a], b = vals_[cn.b];
+    Op op = cn.op;
+    if (a.p == nullptr) {
+      std::swap(a, b);
+      op = MirroredComparison(op);
+    }
+    const Operand<T> x = vals_[nd.b], y = vals_[nd.c];
+    if (a.p == nullptr || y.p != nullptr) {
+      T* co = &buf_[nd.cmp * kTcLanes];
+      vals_[nd.cmp] = Apply(cn, lanes, co);
+      vals_[nd.cmp].rs = lanes.width();
+      return Apply(nd, lanes, o);
+    }
+    int64_t n = lanes.width(), rows = lanes.rows;
+    auto flat = [n](const Operand<T>& v) { return v.p == nullptr || v.rs == n; };
+    if (rows > 1 && flat(a) && flat(b) && flat(x)) {
+      n *= rows;
+      rows = 1;
+    }
+    RunCmpSelect(op, a, b, x, y.u, o, n, rows, [](T, T v) { return v; });
     return {o, T{}};
   }
 
@@ -434,9 +544,35 @@ class Evaluator {
   std::vector<Operand<T>> vals_;
 };
 
+// out[2 * j] = v[j] for j < n, never touching the odd elements (another
+// thread's, where the items of a lattice substitution interleave): for f32 with
+// AVX2 by masked stores of 4 values each.
+template <typename T>
+void StoreEveryOther(T* out, const T* v, int64_t n) {
+  int64_t j = 0;
+#if defined(__AVX2__)
+  if constexpr (std::is_same_v<T, float>) {
+    const __m256i lo = _mm256_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3);
+    const __m256i hi = _mm256_setr_epi32(4, 4, 5, 5, 6, 6, 7, 7);
+    const __m256i even = _mm256_setr_epi32(-1, 0, -1, 0, -1, 0, -1, 0);
+    for (; j + 8 <= n; j += 8) {
+      const __m256 x = _mm256_loadu_ps(v + j);
+      _mm256_maskstore_ps(out + 2 * j, even, _mm256_permutevar8x32_ps(x, lo));
+      _mm256_maskstore_ps(out + 2 * j + 8, even, _mm256_permutevar8x32_ps(x, hi));
+    }
+  }
+#endif
+  for (; j < n; ++j) out[2 * j] = v[j];
+}
+
+struct Assign;
+
 // out[j * step] = f(out[j * step], v[j]) for j < n.
 template <typename T, typename F>
 void Store(T* out, int64_t step, int64_t n, const Operand<T>& v, F f) {
+  if constexpr (std::is_same_v<F, Assign>) {
+    if (v.p != nullptr && step == 2) return StoreEveryOther(out, v.p, n);
+  }
   if (v.p != nullptr) {
     if (step == 1) {
       for (int64_t j = 0; j < n; ++j) out[j] = f(out[j], v.p[j]);
@@ -555,7 +691,7 @@ class StatementRunner {
   StatementRunner(const TcStatement& s, const TcProgram& p, absl::Span<const TcTensor<T>> tensors,
                   C combine)
       : s_(s), p_(p), tensors_(tensors), combine_(combine) {
-    const int lhs = s.domain->num_lhs;
+    const int lhs = p.num_lhs;
     vector_lhs_ = p.vp >= 0 && p.vp < lhs;
     direct_ = vector_lhs_ || p.vp < 0;
     // Loops of one point stay at it (the evaluator starts every index at lo).
@@ -573,6 +709,10 @@ class StatementRunner {
     // The lanes of a reduction along the vector index: a power of 2 for the tree.
     while (tree_ < std::min<int64_t>(p.VectorRange(), kTcLanes)) tree_ *= 2;
     lane_identity_ = direct_ && s.init ? init_identity_ : ExactIdentity<T>(s.reducer);
+    // One reduction point per output element and every lane kept (a lattice
+    // substitution's result, tc_positions.h): no identity fill, no loop.
+    one_point_ = direct_ && inner_.empty() && p.pair < 0 && p.guards.empty();
+    select_root_ = !p.nodes.empty() && p.nodes.back().cmp >= 0;
   }
 
   void Run() {
@@ -595,7 +735,6 @@ class StatementRunner {
                 });
   }
 
- private:
   // Lanes of the current item's output chunk.
   int64_t ItemLanes(const Evaluator<T>& ev) const {
     if (!vector_lhs_) return 1;
@@ -615,13 +754,29 @@ class StatementRunner {
       AssignItem(ev, out, step, n, rows, row_step);
       return;
     }
-    std::fill(acc, acc + (direct_ ? n * rows : tree_), lane_identity_);
-    if (ev.Begin(inner_)) {
+    if (one_point_) {  // acc = combine(identity, value): no fill, no loop
+      Lanes l;
+      ev.Guarded(n, rows, &l);  // no guard: every lane and row
+      const T identity = lane_identity_;
+      const C combine = combine_;
+      auto first = [identity, combine](T, T x) { return combine(identity, x); };
+      if (!FusedAccumulate(ev, acc, n, l, first)) {
+        const Operand<T> v = ev.Eval(l);
+        if (v.p == nullptr || v.rs == n) {
+          Store(acc, 1, n * rows, v, first);
+        } else {
+          for (int64_t r = 0; r < rows; ++r) Store(acc + r * n, 1, n, RowOf(v, r), first);
+        }
+      }
+    } else {
+      std::fill(acc, acc + (direct_ ? n * rows : tree_), lane_identity_);
+    }
+    if (!one_point_ && ev.Begin(inner_)) {
       do {
         const int64_t lanes =
             direct_ ? n : std::min<int64_t>(kTcLanes, p_.hi[p_.vp] - ev.idx(p_.vp));
         Lanes l;
-        if (ev.Guarded(lanes, rows, &l)) {
+        if (ev.Guarded(lanes, rows, &l) && !FusedAccumulate(ev, acc, n, l, combine_)) {
           Accumulate(acc, n, l, ev.Eval(l), combine_);
         }
       } while (ev.Next(inner_));
@@ -645,6 +800,34 @@ class StatementRunner {
     }
     const T r = combine_(s_.init ? init_identity_ : ExactIdentity<T>(s_.reducer), acc[0]);
     *out = s_.init ? r : combine_(*out, r);
+  }
+
+  // Accumulate's work for a root select of a fused comparison, the select
+  // combined into acc by `sink` in the same loop, where the lanes are one run
+  // of acc (no pairs, no step; rows end to end) and the operands' rows lie end
+  // to end too; false (nothing done) otherwise.
+  template <typename S>
+  bool FusedAccumulate(Evaluator<T>& ev, T* acc, int64_t width, const Lanes& l, S sink) {
+    if (!select_root_ || l.pair != 1 || l.step != 1) return false;
+    const bool one_run = l.rows == 1 || (l.first == 0 && l.count == width && l.row_step == 1);
+    if (!one_run) return false;
+    typename Evaluator<T>::SelectRoot r;
+    Operand<T> v;
+    if (!ev.EvalSelectRoot(l, &r, &v)) {
+      Accumulate(acc, width, l, v, combine_);
+      return true;
+    }
+    const int64_t n = l.count;
+    auto flat = [n](const Operand<T>& o) { return o.p == nullptr || o.rs == n; };
+    if (l.rows > 1 && !(flat(r.a) && flat(r.b) && flat(r.x))) {
+      // Row by row: acc's rows are still one run, n apart.
+      RunCmpSelect(r.op, r.a, r.b, r.x, r.y, acc + l.row_first * width + l.first, n, l.rows,
+                   sink);
+      return true;
+    }
+    RunCmpSelect(r.op, r.a, r.b, r.x, r.y, acc + l.row_first * width + l.first, n * l.rows, 1,
+                 sink);
+    return true;
   }
 
   // The chunk's values, written in place where the output is contiguous; lanes
@@ -684,6 +867,8 @@ class StatementRunner {
   C combine_;
   bool vector_lhs_ = false;  // the vector index is a left-side index
   bool direct_ = false;      // ... or there is none: each lane is an output element
+  bool one_point_ = false;
+  bool select_root_ = false;  // the root a select of a fused comparison
   std::vector<Level> items_, inner_;
   T init_identity_{}, lane_identity_{};
   int64_t tree_ = 1;

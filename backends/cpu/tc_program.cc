@@ -7,6 +7,8 @@
 #include <utility>
 #include <vector>
 
+#include "backends/cpu/tc_positions.h"
+
 namespace kgrad {
 namespace cpu {
 namespace {
@@ -20,20 +22,16 @@ class FormBuilder {
   int Add(const tc::Affine& a, int64_t scale) {
     std::vector<int64_t> c(d_.indices.size(), 0);
     for (const auto& [id, k] : a.terms) c[d_.position[id]] += scale * k;
-    coef_.push_back(std::move(c));
-    constant_.push_back(scale * a.constant);
-    return static_cast<int>(coef_.size()) - 1;
+    return forms_.Add(std::move(c), scale * a.constant);
   }
-  int AddRaw(std::vector<int64_t> c, int64_t constant) {
-    coef_.push_back(std::move(c));
-    constant_.push_back(constant);
-    return static_cast<int>(coef_.size()) - 1;
-  }
-  std::vector<int64_t>& coef(int f) { return coef_[f]; }
-  const std::vector<int64_t>& coef(int f) const { return coef_[f]; }
-  int64_t& constant(int f) { return constant_[f]; }
+  int AddRaw(std::vector<int64_t> c, int64_t constant) { return forms_.Add(std::move(c), constant); }
+  std::vector<int64_t>& coef(int f) { return forms_.coef[f]; }
+  const std::vector<int64_t>& coef(int f) const { return forms_.coef[f]; }
+  int64_t& constant(int f) { return forms_.constant[f]; }
+  TcForms& forms() { return forms_; }
 
   void Finish(TcProgram& p) const {
+    const std::vector<std::vector<int64_t>>& coef_ = forms_.coef;
     p.num_forms = static_cast<int>(coef_.size());
     p.moves.assign(p.num_pos, {});
     p.vcoef.assign(p.num_forms, 0);
@@ -47,13 +45,12 @@ class FormBuilder {
       if (p.vo >= 0) p.ocoef[f] = coef_[f][p.vo];
       if (p.pair >= 0) p.pcoef[f] = coef_[f][p.pair];
     }
-    p.constant = constant_;
+    p.constant = forms_.constant;
   }
 
  private:
   const tc::Domain& d_;
-  std::vector<std::vector<int64_t>> coef_;
-  std::vector<int64_t> constant_;
+  TcForms forms_;
 };
 
 // Step 1. The forms of the output, the reads and the guards.
@@ -114,49 +111,66 @@ struct VectorScore {
   }
 };
 
-// The row index for vector index vp: the innermost other left-side index that
-// no guard and no divided argument names together with vp (so that every row
-// of a chunk keeps the same lanes; the rows that pass the guards naming it are
-// a progression, and each read's rows a fixed stride apart), when vp is a
-// short left-side index; -1 when there is none.
-int RowIndexFor(int vp, const tc::Domain& d, const FormBuilder& fb, const TcProgram& p,
-                int64_t* rows) {
-  const int64_t width = p.hi[vp] - p.lo[vp];
-  if (vp >= d.num_lhs || width <= 0 || width > kTcLanes / 2) return -1;
-  for (int q = d.num_lhs - 1; q >= 0; --q) {
-    if (q == vp || p.hi[q] - p.lo[q] < 2) continue;
-    bool free = true;
-    auto apart = [&](int form) { return fb.coef(form)[q] == 0 || fb.coef(form)[vp] == 0; };
-    for (const TcGuardPlan& g : p.guards) free = free && apart(g.form);
-    for (const TcReadPlan& r : p.reads) {
-      for (const TcReadPlan::Divided& dv : r.divided) free = free && apart(dv.form);
-    }
-    if (!free) continue;
-    // A chunk's nodes hold the lanes and rows that pass the guards: at most
-    // every lp-th lane and rp-th row, lp and rp the periods of the divisibility
-    // guards along vp and q.
-    int64_t lp = 1, rp = 1;
-    for (const TcGuardPlan& g : p.guards) {
-      const std::vector<int64_t>& c = fb.coef(g.form);
-      const int64_t k = c[vp] != 0 ? c[vp] : c[q];
-      if (g.divisor == 1 || k == 0) continue;
-      int64_t& period = c[vp] != 0 ? lp : rp;
-      period = std::lcm(period, g.divisor / std::gcd(std::abs(k), g.divisor));
-    }
-    const int64_t passing = (width + lp - 1) / lp;
-    *rows = std::min(p.hi[q] - p.lo[q], kTcLanes / passing * rp);
-    return q;
+// The rows a chunk of vector index vp takes of left-side index q (q not
+// named by a guard or a divided argument together with vp, so that every row
+// keeps the same lanes; the rows that pass the guards naming it are a
+// progression, and each read's rows a fixed stride apart), or 0 when q cannot
+// be its row index.
+int64_t RowsOf(int q, int vp, const FormBuilder& fb, const TcProgram& p) {
+  if (q == vp || p.hi[q] - p.lo[q] < 2) return 0;
+  auto apart = [&](int form) { return fb.coef(form)[q] == 0 || fb.coef(form)[vp] == 0; };
+  for (const TcGuardPlan& g : p.guards) {
+    if (!apart(g.form)) return 0;
   }
-  return -1;
+  for (const TcReadPlan& r : p.reads) {
+    for (const TcReadPlan::Divided& dv : r.divided) {
+      if (!apart(dv.form)) return 0;
+    }
+  }
+  // A chunk's nodes hold the lanes and rows that pass the guards: at most
+  // every lp-th lane and rp-th row, lp and rp the periods of the divisibility
+  // guards along vp and q.
+  int64_t lp = 1, rp = 1;
+  for (const TcGuardPlan& g : p.guards) {
+    const std::vector<int64_t>& c = fb.coef(g.form);
+    const int64_t k = c[vp] != 0 ? c[vp] : c[q];
+    if (g.divisor == 1 || k == 0) continue;
+    int64_t& period = c[vp] != 0 ? lp : rp;
+    period = std::lcm(period, g.divisor / std::gcd(std::abs(k), g.divisor));
+  }
+  const int64_t passing = (p.hi[vp] - p.lo[vp] + lp - 1) / lp;
+  return std::min(p.hi[q] - p.lo[q], kTcLanes / passing * rp);
+}
+
+// The row index for vector index vp when that is a short left-side index: the
+// innermost other left-side index that can be (RowsOf), unless an outer one
+// fills at least twice the lanes (a pooled image's rows merged across planes
+// beside a window index of 2 values): then the one filling the most. -1 when
+// there is none.
+int RowIndexFor(int vp, const FormBuilder& fb, const TcProgram& p, int64_t* rows) {
+  const int64_t width = p.hi[vp] - p.lo[vp];
+  if (vp >= p.num_lhs || width <= 0 || width > kTcLanes / 2) return -1;
+  int inner = -1, best = -1;
+  int64_t inner_rows = 0, best_rows = 0;
+  for (int q = p.num_lhs - 1; q >= 0; --q) {
+    const int64_t r = RowsOf(q, vp, fb, p);
+    if (r == 0) continue;
+    if (inner < 0) inner = q, inner_rows = r;
+    if (r > best_rows) best = q, best_rows = r;
+  }
+  if (inner < 0) return -1;
+  const bool outer = best_rows >= 2 * inner_rows;
+  *rows = outer ? best_rows : inner_rows;
+  return outer ? best : inner;
 }
 
 // Step 2. The vector index (and the row index that fills its chunks).
-void ChooseVectorIndex(const tc::Domain& d, const FormBuilder& fb, TcProgram& p) {
+void ChooseVectorIndex(const FormBuilder& fb, TcProgram& p) {
   std::vector<int64_t> lanes(p.num_pos);
   int64_t longest = 0;
   for (int q = 0; q < p.num_pos; ++q) {
     int64_t rows = 1;
-    RowIndexFor(q, d, fb, p, &rows);
+    RowIndexFor(q, fb, p, &rows);
     lanes[q] = std::min<int64_t>(std::max<int64_t>(p.hi[q] - p.lo[q], 0), kTcLanes) * rows;
     longest = std::max(longest, lanes[q]);
   }
@@ -175,15 +189,15 @@ void ChooseVectorIndex(const tc::Domain& d, const FormBuilder& fb, TcProgram& p)
       }
       count(step);
     }
-    if (q < d.num_lhs) count(fb.coef(p.out_form)[q]);
-    VectorScore score{lanes[q] >= 16 || lanes[q] == longest, contiguity, q < d.num_lhs,
-                      q == d.num_lhs - 1, lanes[q]};
+    if (q < p.num_lhs) count(fb.coef(p.out_form)[q]);
+    VectorScore score{lanes[q] >= 16 || lanes[q] == longest, contiguity, q < p.num_lhs,
+                      q == p.num_lhs - 1, lanes[q]};
     if (p.vp < 0 || best_score < score) {
       p.vp = q;
       best_score = score;
     }
   }
-  if (p.vp >= 0) p.vo = RowIndexFor(p.vp, d, fb, p, &p.rows);
+  if (p.vp >= 0) p.vo = RowIndexFor(p.vp, fb, p, &p.rows);
 }
 
 // Step 2b. The pair index (tc_program.h): the innermost reduction index of a
@@ -191,10 +205,9 @@ void ChooseVectorIndex(const tc::Domain& d, const FormBuilder& fb, TcProgram& p)
 // the vector index (the lanes stay whole), when a read steps by 1 along it and
 // by its range along the vector index.
 void ChoosePairIndex(const TcStatement& s, const FormBuilder& fb, TcProgram& p) {
-  const tc::Domain& d = *s.domain;
-  if (p.vp < 0 || p.vp >= d.num_lhs || s.reducer == tc::Reducer::kAssign) return;
+  if (p.vp < 0 || p.vp >= p.num_lhs || s.reducer == tc::Reducer::kAssign) return;
   int k = -1;
-  for (int q = d.num_lhs; q < p.num_pos; ++q) {
+  for (int q = p.num_lhs; q < p.num_pos; ++q) {
     if (p.hi[q] - p.lo[q] > 1) k = q;
   }
   if (k < 0) return;
@@ -221,6 +234,30 @@ void ChoosePairIndex(const TcStatement& s, const FormBuilder& fb, TcProgram& p) 
   p.rows = std::max<int64_t>(1, std::min(p.rows, kTcLanes / (width * size)));
 }
 
+bool IsComparison(Op op) {
+  return op == Op::kLt || op == Op::kLe || op == Op::kGt || op == Op::kGe || op == Op::kEq ||
+         op == Op::kNe;
+}
+
+// Marks each comparison that only a varying select's condition reads as
+// evaluated by that select (TcNodePlan::fused).
+void FuseComparisons(TcProgram& p) {
+  std::vector<int> uses(p.nodes.size(), 0);
+  for (const TcNodePlan& n : p.nodes) {
+    for (int child : {n.a, n.b, n.c}) {
+      if (child >= 0) ++uses[child];
+    }
+  }
+  for (TcNodePlan& n : p.nodes) {
+    if (n.op != Op::kSelect || !n.vec) continue;
+    TcNodePlan& c = p.nodes[n.a];
+    if (IsComparison(c.op) && c.vec && uses[n.a] == 1) {
+      c.fused = true;
+      n.cmp = n.a;
+    }
+  }
+}
+
 // Step 3. The nodes, each marked uniform or varying across the lanes.
 void CompileNodes(const TcStatement& s, TcProgram& p) {
   int read = 0;
@@ -234,7 +271,7 @@ void CompileNodes(const TcStatement& s, TcProgram& p) {
       case Op::kNumber: n.value = e.number; break;
       case Op::kSize: n.value = static_cast<double>(s.sizes[e.id]); break;
       case Op::kIndex:
-        n.pos = s.domain->position[e.id];
+        n.pos = p.origin[s.domain->position[e.id]];
         n.vec = p.vp >= 0 && (n.pos == p.vp || n.pos == p.vo || n.pos == p.pair);
         break;
       case Op::kRead: {
@@ -253,6 +290,7 @@ void CompileNodes(const TcStatement& s, TcProgram& p) {
     }
     p.nodes.push_back(n);
   }
+  FuseComparisons(p);
 }
 
 }  // namespace
@@ -261,11 +299,19 @@ TcProgram CompileTcStatement(const TcStatement& s, absl::Span<const Shape> strid
   const tc::Domain& d = *s.domain;
   TcProgram p;
   p.num_pos = static_cast<int>(d.indices.size());
+  p.num_lhs = d.num_lhs;
   p.lo = d.lo;
   p.hi = d.hi;
+  p.origin.resize(p.num_pos);
+  std::iota(p.origin.begin(), p.origin.end(), 0);
   FormBuilder fb(d);
   CompileForms(s, strides, fb, p);
-  ChooseVectorIndex(d, fb, p);
+  std::vector<bool> valued(p.num_pos, false);
+  for (const tc::Expr& e : s.rhs->nodes) {
+    if (e.op == Op::kIndex) valued[d.position[e.id]] = true;
+  }
+  SimplifyTcPositions(valued, fb.forms(), p);
+  ChooseVectorIndex(fb, p);
   ChoosePairIndex(s, fb, p);
   fb.Finish(p);
   // Guards constant over a chunk are checked once per chunk, first; then those

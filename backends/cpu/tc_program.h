@@ -67,10 +67,21 @@ struct TcNodePlan {
   double value = 0;  // kNumber, kSize
   int read = -1;     // kRead: its TcReadPlan
   int pos = -1;      // kIndex: its position
+  // A comparison read only by a select's condition is evaluated by that select
+  // in the same loop (`fused`; the select's `cmp` names it): a mask's value
+  // never goes through a buffer of its own.
+  bool fused = false;
+  int cmp = -1;
 };
 
 struct TcProgram {
+  // The loop positions (tc_positions.h: the domain's, rewritten): the left
+  // side's first.
   int num_pos = 0;
+  int num_lhs = 0;
+  // Per domain position: the program's position that is it, or -1 where it was
+  // substituted or merged (never one read as a value).
+  std::vector<int> origin;
   int vp = -1;  // the vector index's position; -1: none (one lane)
   // When the vector index is a short left-side index: another left-side index
   // whose `rows` consecutive values share a chunk (rows of the vector index's
