@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/status_macros.h"
+#include "ops/tc_division.h"
 
 namespace kgrad {
 namespace tc {
@@ -14,10 +15,6 @@ namespace {
 
 bool Known(int64_t v) { return v != kUnknownDim; }
 
-int64_t FloorDiv(int64_t a, int64_t b) {  // b > 0
-  return a >= 0 ? a / b : -((-a + b - 1) / b);
-}
-int64_t CeilDiv(int64_t a, int64_t b) { return -FloorDiv(-a, b); }
 
 // [lo, hi] of an affine numerator over the box of ranges (hi exclusive in
 // `ranges`); false when a range it needs is unknown.

@@ -14,6 +14,7 @@
 #include "backends/cpu/simd.h"
 #include "backends/cpu/tc_program.h"
 #include "ops/elementwise_functors.h"
+#include "ops/tc_division.h"
 
 namespace kgrad {
 namespace cpu {
@@ -22,10 +23,8 @@ namespace {
 using tc::Op;
 using tc::Reducer;
 
-int64_t FloorDiv(int64_t a, int64_t b) {  // b > 0
-  return a >= 0 ? a / b : -((-a + b - 1) / b);
-}
-int64_t CeilDiv(int64_t a, int64_t b) { return -FloorDiv(-a, b); }
+using tc::CeilDiv;
+using tc::FloorDiv;
 
 // ----- Packet math -------------------------------------------------------------------
 // fn(Op{}) with Op the elementwise functor of one of the packet ops.

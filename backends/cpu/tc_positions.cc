@@ -6,14 +6,14 @@
 #include <utility>
 #include <vector>
 
+#include "ops/tc_division.h"
+
 namespace kgrad {
 namespace cpu {
 namespace {
 
-int64_t FloorDiv(int64_t a, int64_t b) {  // b > 0
-  return a >= 0 ? a / b : -((-a + b - 1) / b);
-}
-int64_t CeilDiv(int64_t a, int64_t b) { return -FloorDiv(-a, b); }
+using tc::CeilDiv;
+using tc::FloorDiv;
 
 // The state the rewrites share: the forms, the program's positions and which
 // of them are read as values.
