@@ -32,6 +32,8 @@ namespace cpu {
 
 // The affine forms of a statement: form f is
 //   sum over positions q of coef[f][q] * idx[q] + constant[f].
+// The output, each read and each divided argument and each guard has a form of
+// its own (tc_program.cc), so a form a rewrite drops is read by no one else.
 struct TcForms {
   std::vector<std::vector<int64_t>> coef;
   std::vector<int64_t> constant;

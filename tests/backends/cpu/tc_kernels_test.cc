@@ -420,7 +420,9 @@ TEST_P(TcKernelTest, MaxPoolAndItsAdjointMatchLoops) {
   ExpectExactly(got->tensor(), want);
   const std::vector<double> o = ToDoubles(got->tensor());
   for (size_t e = 0; e < o.size(); ++e) {
-    if (!std::isnan(want[e])) EXPECT_EQ(std::signbit(o[e]), std::signbit(want[e])) << e;
+    if (!std::isnan(want[e])) {
+      EXPECT_EQ(std::signbit(o[e]), std::signbit(want[e])) << e;
+    }
   }
 
   // The window's indices as values, and a read along the rows only, beside the pairs.
