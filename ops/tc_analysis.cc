@@ -15,7 +15,6 @@ namespace {
 
 bool Known(int64_t v) { return v != kUnknownDim; }
 
-
 // [lo, hi] of an affine numerator over the box of ranges (hi exclusive in
 // `ranges`); false when a range it needs is unknown.
 bool Interval(const Affine& a, const Domain& d, int64_t* lo, int64_t* hi, int skip = -1) {
