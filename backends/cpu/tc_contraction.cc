@@ -30,6 +30,9 @@ inline constexpr int64_t kBigGemm = int64_t{1} << 21;
 inline constexpr int64_t kMinParallelGemm = int64_t{1} << 16;
 // Elements of a gathered operand per block of the outermost prefix index.
 inline constexpr int64_t kGatherBlock = int64_t{1} << 20;
+// Groups of a split depth index's points (TcContractionPlan::split): fixed, so
+// that the partial sums and their order depend on the shapes only.
+inline constexpr int64_t kSplitGroups = 8;
 
 // The points of `positions` in `d`.
 int64_t Points(const std::vector<int>& positions, const tc::Domain& d) {
@@ -61,7 +64,7 @@ class ContractionRunner {
     gemm_.ldb = plan_.b.ld;
     gemm_.ldc = plan_.ldc;
     gemm_.accumulate = !plan_.temp_out && !s_.init;
-    p0_ = plan_.prefix.empty() ? -1 : plan_.prefix[0];
+    p0_ = plan_.split >= 0 ? plan_.split : plan_.prefix.empty() ? -1 : plan_.prefix[0];
     block_ = p0_ < 0 ? 1 : BlockSize();
     // Step 2. The operands in place, or gathered: whole now, or per block later.
     KGRAD_RETURN_IF_ERROR(Prepare(plan_.a, &a_));
@@ -74,7 +77,9 @@ class ContractionRunner {
     }
     // Step 3. The blocks.
     const int64_t blocks = p0_ < 0 ? 1 : (Size(d_, p0_) + block_ - 1) / block_;
-    if ((a_.per_block || b_.per_block) && MaxThreads() > 1 && blocks >= MaxThreads()) {
+    if (plan_.split >= 0) {
+      KGRAD_RETURN_IF_ERROR(RunGroups(blocks));
+    } else if ((a_.per_block || b_.per_block) && MaxThreads() > 1 && blocks >= MaxThreads()) {
       std::vector<absl::Status> errors(blocks);
       ParallelForOneThreadEach(blocks, 1, [&](int64_t begin, int64_t end) {
         Worker w(*this);
@@ -113,7 +118,9 @@ class ContractionRunner {
    public:
     explicit Worker(ContractionRunner& r) : r_(r), table_(r.table_), dom_(r.d_) {}
 
-    absl::Status Block(int64_t i) {
+    // Block i; with `partial`, of a split index, summed into *partial (written
+    // by its first product when `first`).
+    absl::Status Block(int64_t i, T* partial = nullptr, bool first = false) {
       int64_t offset = 0;
       if (r_.p0_ >= 0) {
         offset = i * r_.block_;
@@ -122,7 +129,11 @@ class ContractionRunner {
       }
       KGRAD_ASSIGN_OR_RETURN(const T* a, Data(r_.plan_.a, r_.a_, offset, &temp_a_));
       KGRAD_ASSIGN_OR_RETURN(const T* b, Data(r_.plan_.b, r_.b_, offset, &temp_b_));
-      r_.Gemms(a, b, r_.c_ + (r_.p0_ < 0 ? 0 : offset * r_.plan_.out_strides[r_.p0_]), dom_);
+      if (partial != nullptr) {
+        r_.SplitGemms(a, b, partial, dom_, first);
+      } else {
+        r_.Gemms(a, b, r_.c_ + (r_.p0_ < 0 ? 0 : offset * r_.plan_.out_strides[r_.p0_]), dom_);
+      }
       return absl::OkStatus();
     }
 
@@ -165,9 +176,13 @@ class ContractionRunner {
       if (!op->gathered || !Names(*op, p0_)) continue;
       block = std::min(block, std::max<int64_t>(1, kGatherBlock * block / Elements(*op, block)));
     }
-    const int64_t work = std::max<int64_t>(
-        1, gemm_.m * gemm_.n * std::max<int64_t>(gemm_.k, 1) * (Points(plan_.prefix, d_) / all));
-    if (work < kBigGemm) block = std::max(block, kBigGemm * 8 / work);
+    if (plan_.split >= 0) {  // at least kSplitGroups blocks, where there are points for them
+      block = std::min(block, (all + kSplitGroups - 1) / kSplitGroups);
+    } else {
+      const int64_t work = std::max<int64_t>(
+          1, gemm_.m * gemm_.n * std::max<int64_t>(gemm_.k, 1) * (Points(plan_.prefix, d_) / all));
+      if (work < kBigGemm) block = std::max(block, kBigGemm * 8 / work);
+    }
     block = std::min(block, all);
     const int64_t blocks = (all + block - 1) / block;
     return (all + blocks - 1) / blocks;  // as even as the count allows
@@ -308,6 +323,69 @@ class ContractionRunner {
             at(i, [&](const T* pa, const T* pb, T* pc) { SerialGemm(pa, pb, pc, g); });
           }
         });
+  }
+
+  // The blocks of a split index in at most kSplitGroups groups of consecutive
+  // blocks, each summed into its own partial product (the first into c_), the
+  // groups in parallel when there are enough of them; then c_ += the others in
+  // order.
+  absl::Status RunGroups(int64_t blocks) {
+    const int64_t groups = std::min(blocks, kSplitGroups), size = plan_.m * plan_.ldc;
+    std::vector<T*> partial = {c_};
+    for (int64_t g = 1; g < groups; ++g) {
+      KGRAD_ASSIGN_OR_RETURN(const int id, AddTemporary(table_, Shape{size}));
+      partial.push_back(table_[id].data);
+    }
+    std::vector<absl::Status> errors(groups);
+    auto run = [&](Worker& w, int64_t g) {
+      const int64_t first = g * blocks / groups, end = (g + 1) * blocks / groups;
+      for (int64_t i = first; i < end && errors[g].ok(); ++i) {
+        errors[g] = w.Block(i, partial[g], i == first);
+      }
+    };
+    if (MaxThreads() > 1 && groups >= MaxThreads()) {
+      ParallelForOneThreadEach(groups, 1, [&](int64_t begin, int64_t end) {
+        Worker w(*this);
+        for (int64_t g = begin; g < end; ++g) run(w, g);
+      });
+    } else {
+      Worker w(*this);
+      for (int64_t g = 0; g < groups; ++g) run(w, g);
+    }
+    for (const absl::Status& e : errors) KGRAD_RETURN_IF_ERROR(e);
+    ParallelFor(size, kParallelGrain, [&](int64_t begin, int64_t end) {
+      for (int64_t g = 1; g < groups; ++g) {
+        const T* p = partial[g];
+        for (int64_t j = begin; j < end; ++j) c_[j] += p[j];
+      }
+    });
+    return absl::OkStatus();
+  }
+
+  // c (+)= the sum over the split index's points of `dom` of a * b at each, in
+  // order, the first written when `first`; each product as Gemms would.
+  void SplitGemms(const T* a, const T* b, T* c, const tc::Domain& dom, bool first) const {
+    const int q = plan_.split;
+    GemmShape g = gemm_;
+    const int64_t work = g.m * g.n * std::max<int64_t>(g.k, 1);
+    const int64_t tm = (g.m + kGemmTileRows - 1) / kGemmTileRows;
+    const int64_t tn = (g.n + kGemmTileCols - 1) / kGemmTileCols;
+    for (int64_t r = 0; r < Size(dom, q); ++r) {
+      g.accumulate = !(first && r == 0);
+      const T* pa = a + r * plan_.a.strides[q];
+      const T* pb = b + r * plan_.b.strides[q];
+      if (work < kBigGemm) {
+        SerialGemm(pa, pb, c, g);
+        continue;
+      }
+      ParallelForOneThreadEach(tm * tn, 2, [&](int64_t begin, int64_t end) {
+        for (int64_t t = begin; t < end; ++t) {
+          const int64_t i = t / tn, j = t % tn;
+          GemmTile(pa, pb, c, g, i * kGemmTileRows, std::min(g.m, (i + 1) * kGemmTileRows),
+                   j * kGemmTileCols, std::min(g.n, (j + 1) * kGemmTileCols));
+        }
+      });
+    }
   }
 
   // out(lhs) (= or +=) coef * temp(prefix, rows, cols), by the interpreter.

@@ -51,6 +51,16 @@ struct TcContractionPlan {
   };
   Operand a, b;
   std::vector<int> prefix, rows, cols, depth;
+  // A depth index taken out of the GEMMs (-1: none): with no prefix and few
+  // output tiles (conv's filter gradient, Wx(f,c,kh,kw) +=! Ox(n,f,h,w) *
+  // I(n,c,h+kh-1,w+kw-1): one 64 x 288 tile, depth 12544), one GEMM per point
+  // of it, summed in fixed groups of its points that run in parallel (the
+  // groups' partial products then added in order, so the bits depend on the
+  // shapes only). Its operands are addressed per point, so one gathered per
+  // block of its points stays in cache, and one whose depth nests only without
+  // it (Ox as [f, (h, w)] per n) is used in place. The product goes to a
+  // temporary.
+  int split = -1;
   // The product goes to a dense [prefix, rows, cols] tensor, then into the
   // output (the output's layout is not [prefix, rows, cols], or an update
   // scales it).

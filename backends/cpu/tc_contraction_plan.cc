@@ -6,6 +6,7 @@
 #include <optional>
 #include <vector>
 
+#include "backends/cpu/gemm.h"
 #include "backends/cpu/tc_contraction.h"
 
 namespace kgrad {
@@ -224,6 +225,49 @@ bool OutputGroups(const std::vector<Role>& role, const tc::Domain& d, TcContract
   return true;
 }
 
+// A position's memory stride in a read: over its arguments, |coefficient| times
+// the dim's stride.
+int64_t ReadStride(const tc::Expr& read, const tc::Domain& d, const Shape& strides, int q) {
+  int64_t s = 0;
+  for (size_t k = 0; k < read.args.size(); ++k) {
+    const int64_t c = read.args[k].Coefficient(d.indices[q]);
+    s += (c < 0 ? -c : c) * strides[k];
+  }
+  return s;
+}
+
+// Output tiles above which the GEMMs have enough of them to share over the threads.
+inline constexpr int64_t kFewTiles = 4;
+// Depth left per GEMM below which splitting a depth index off costs more than it saves.
+inline constexpr int64_t kMinSplitDepth = 64;
+
+// Step 3b. The depth index to split off (TcContractionPlan::split), or -1: with
+// no prefix, few output tiles and enough depth left per point of it, the depth
+// index outermost in both reads (whose smaller stride of the two is the
+// largest: conv's images).
+int ChooseSplit(const TcContractionPlan& plan, const tc::Expr& ra, const tc::Expr& rb,
+                absl::Span<const Shape> strides, const tc::Domain& d) {
+  if (!plan.prefix.empty() || plan.depth.size() < 2) return -1;
+  const int64_t tiles = ((Count(plan.rows, d) + kGemmTileRows - 1) / kGemmTileRows) *
+                        ((Count(plan.cols, d) + kGemmTileCols - 1) / kGemmTileCols);
+  if (tiles > kFewTiles) return -1;
+  int best = -1;
+  int64_t best_stride = 0;
+  for (int q : plan.depth) {
+    const int64_t s = std::min(ReadStride(ra, d, strides[ra.tensor], q),
+                               ReadStride(rb, d, strides[rb.tensor], q));
+    if (best < 0 || s > best_stride) {
+      best = q;
+      best_stride = s;
+    }
+  }
+  if (d.hi[best] - d.lo[best] < 2 || Count(plan.depth, d) / (d.hi[best] - d.lo[best]) <
+                                          kMinSplitDepth) {
+    return -1;
+  }
+  return best;
+}
+
 // Step 4. The depth order: as the first operand used in place stores it.
 void OrderDepth(std::vector<int>& depth, const Operand& first) {
   std::stable_sort(depth.begin(), depth.end(),
@@ -282,6 +326,11 @@ std::optional<TcContractionPlan> PlanTcContraction(const TcStatement& s,
   plan.b = a_is_a ? opb : opa;
   const std::vector<bool>& names_a = a_is_a ? ra.names : rb.names;
   const std::vector<bool>& names_b = a_is_a ? rb.names : ra.names;
+  plan.split = ChooseSplit(plan, read_a, read_b, strides, d);
+  if (plan.split >= 0) {
+    plan.depth.erase(std::find(plan.depth.begin(), plan.depth.end(), plan.split));
+    plan.temp_out = true;
+  }
 
   // Operands used in place: the depth in their order, if both then fit.
   if (!plan.a.gathered) {
@@ -313,6 +362,7 @@ std::optional<TcContractionPlan> PlanTcContraction(const TcStatement& s,
     const std::vector<int>& inner = is_a ? plan.depth : plan.cols;
     const int last = InnermostIndex(s.rhs->nodes[op->node], d);
     const bool transposed = std::find(outer.begin(), outer.end(), last) != outer.end();
+    if (plan.split >= 0) op->layout.push_back(plan.split);
     for (int q : plan.prefix) {
       if (names[q]) op->layout.push_back(q);
     }

@@ -279,6 +279,136 @@ TEST_P(TcKernelTest, ConvolutionInBlocks) {
   ExpectMatches(Run(kPaddedConv, {x, w}), NaiveConv(x, w, 1, 1), dtype());
 }
 
+// O(n,f,y,z) = sum over c, p, q of I(n,c,at(y,p),at(z,q)...) W1(f,c,p,q) where
+// `row(y, p)` and `col(z, q)` give I's row and column, skipped when outside it.
+Reference NaiveConvAt(const Tensor& x, const Tensor& w, int64_t oh, int64_t ow,
+                      const std::function<int64_t(int64_t, int64_t)>& row,
+                      const std::function<int64_t(int64_t, int64_t)>& col) {
+  const std::vector<double> vx = ToDoubles(x), vw = ToDoubles(w);
+  const int64_t n = x.dim(0), c = x.dim(1), h = x.dim(2), wd = x.dim(3);
+  const int64_t f = w.dim(0), kh = w.dim(2), kw = w.dim(3);
+  Reference r;
+  r.shape = {n, f, oh, ow};
+  for (int64_t a = 0; a < n; ++a)
+    for (int64_t o = 0; o < f; ++o)
+      for (int64_t y = 0; y < oh; ++y)
+        for (int64_t z = 0; z < ow; ++z) {
+          double s = 0, m = 0;
+          for (int64_t i = 0; i < c; ++i)
+            for (int64_t p = 0; p < kh; ++p)
+              for (int64_t q = 0; q < kw; ++q) {
+                const int64_t yy = row(y, p), zz = col(z, q);
+                if (yy < 0 || yy >= h || zz < 0 || zz >= wd) continue;
+                const double t =
+                    vx[((a * c + i) * h + yy) * wd + zz] * vw[((o * c + i) * kh + p) * kw + q];
+                s += t;
+                m += std::abs(t);
+              }
+          r.value.push_back(s);
+          r.scale.push_back(m);
+        }
+  return r;
+}
+
+// im2col's gathers for every kind of step: the read's innermost index with
+// coefficients 2 and -1, dilation on the outer rows, and guards whose
+// innermost coefficient is 2, -1 or 0.
+TEST_P(TcKernelTest, ConvolutionGathersForAnyStep) {
+  Tensor x = Rand({2, 3, 9, 8}), w = Rand({4, 3, 3, 3});
+  ExpectMatches(Run("def conv(float(N,C,H,W) I, float(F,C,KH,KW) W1) -> (O) {\n"
+                    "  O(n,f,h,w) +=! I(n,c,2*h+2*kh-1,2*w+kw-2) * W1(f,c,kh,kw)\n"
+                    "    where h in 0:4, w in 0:4, 2*h+2*kh-1 in 0:H, 2*w+kw-2 in 0:W\n"
+                    "}",
+                    {x, w}),
+                NaiveConvAt(
+                    x, w, 4, 4, [](int64_t y, int64_t p) { return 2 * y + 2 * p - 1; },
+                    [](int64_t z, int64_t q) { return 2 * z + q - 2; }),
+                dtype());
+  ExpectMatches(Run("def conv(float(N,C,H,W) I, float(F,C,KH,KW) W1) -> (O) {\n"
+                    "  O(n,f,h,w) +=! I(n,c,h+kh,6-w+kw) * W1(f,c,kh,kw)\n"
+                    "    where h in 0:7, w in 0:5, 6-w+kw in 0:W\n"
+                    "}",
+                    {x, w}),
+                NaiveConvAt(
+                    x, w, 7, 5, [](int64_t y, int64_t p) { return y + p; },
+                    [](int64_t z, int64_t q) { return 6 - z + q; }),
+                dtype());
+}
+
+// conv's two gradients as its adjoint block writes them: the input's (a
+// gather with -1 steps per image) and the filter's, whose images are split off
+// the depth (TcContractionPlan::split): six groups of two images, in parallel,
+// summed in order; its update and scaled forms go through the temporary.
+TEST_P(TcKernelTest, ConvolutionGradientsSplitTheImages) {
+  const int64_t n = 12, c = 3, h = 10, wd = 10, f = 4;
+  Tensor x = Rand({n, c, h, wd}), ox = Rand({n, f, h, wd}), w = Rand({f, c, 3, 3});
+  const std::vector<double> vx = ToDoubles(x), vo = ToDoubles(ox);
+  Reference wx;
+  wx.shape = {f, c, 3, 3};
+  for (int64_t o = 0; o < f; ++o)
+    for (int64_t i = 0; i < c; ++i)
+      for (int64_t p = 0; p < 3; ++p)
+        for (int64_t q = 0; q < 3; ++q) {
+          double s = 0, m = 0;
+          for (int64_t a = 0; a < n; ++a)
+            for (int64_t y = 0; y < h; ++y)
+              for (int64_t z = 0; z < wd; ++z) {
+                const int64_t yy = y + p - 1, zz = z + q - 1;
+                if (yy < 0 || yy >= h || zz < 0 || zz >= wd) continue;
+                const double t =
+                    vo[((a * f + o) * h + y) * wd + z] * vx[((a * c + i) * h + yy) * wd + zz];
+                s += t;
+                m += std::abs(t);
+              }
+          wx.value.push_back(s);
+          wx.scale.push_back(m);
+        }
+  const std::string filter =
+      "def g(float(N,F,H,W) Ox, float(N,C,H,W) I) -> (Wx) {\n"
+      "  Wx(f,c,kh,kw) +=! Ox(n,f,h,w) * I(n,c,h+kh-1,w+kw-1)\n"
+      "    where kh in 0:3, kw in 0:3, h+kh-1 in 0:H, w+kw-1 in 0:W\n"
+      "}";
+  ExpectMatches(Run(filter, {ox, x}), wx, dtype());
+  // 3 * the sum, then the sum added again (+=): 4 times the sum.
+  Reference four = wx;
+  for (size_t i = 0; i < four.value.size(); ++i) {
+    four.value[i] *= 4;
+    four.scale[i] *= 4;
+  }
+  ExpectMatches(Run("def g(float(N,F,H,W) Ox, float(N,C,H,W) I) -> (Wx) {\n"
+                    "  Wx(f,c,kh,kw) +=! 3 * Ox(n,f,h,w) * I(n,c,h+kh-1,w+kw-1)\n"
+                    "    where kh in 0:3, kw in 0:3, h+kh-1 in 0:H, w+kw-1 in 0:W\n"
+                    "  Wx(f,c,kh,kw) += Ox(n,f,h,w) * I(n,c,h+kh-1,w+kw-1)\n"
+                    "    where kh in 0:3, kw in 0:3, h+kh-1 in 0:H, w+kw-1 in 0:W\n"
+                    "}",
+                    {ox, x}),
+                four, dtype());
+  // The input's gradient: the flipped filter over the output's gradient.
+  ExpectMatches(
+      Run("def g(float(N,F,H,W) Ox, float(F,C,KH,KW) W1) -> (Ix) {\n"
+          "  Ix(n,c,h,w) +=! Ox(n,f,h-kh+1,w-kw+1) * W1(f,c,kh,kw)\n"
+          "    where h in 0:H, w in 0:W, h-kh+1 in 0:H, w-kw+1 in 0:W\n"
+          "}",
+          {ox, w}),
+      [&] {
+        // Ix(a,i,y,z) = sum Ox(a,o,y-p+1,z-q+1) W1(o,i,p,q): NaiveConvAt with
+        // the filter's f and c swapped.
+        Tensor wt = MakeTensor(dtype(), {c, f, 3, 3}, [&] {
+          const std::vector<double> vw = ToDoubles(w);
+          std::vector<double> t(vw.size());
+          for (int64_t o = 0; o < f; ++o)
+            for (int64_t i = 0; i < c; ++i)
+              for (int64_t k = 0; k < 9; ++k) t[(i * f + o) * 9 + k] = vw[(o * c + i) * 9 + k];
+          return t;
+        }());
+        return NaiveConvAt(
+            ox, wt, h, wd, [](int64_t y, int64_t p) { return y - p + 1; },
+            [](int64_t z, int64_t q) { return z - q + 1; });
+      }(),
+      dtype());
+  ExpectSameOnAnyThreadCount(PrimId::kTc, {ox, x}, DefAttr(Def(filter, dtype())));
+}
+
 // O(h) = sum_k X((h - k) / 2) W(k) over the k with h - k even and in range: a
 // transposed convolution.
 TEST_P(TcKernelTest, GuardedStatement) {
@@ -754,6 +884,38 @@ TEST(TcContractionPlanTest, ConvolutionGathersItsInput) {
   EXPECT_EQ(p->b.guards, std::vector<int>({0, 1}));
   EXPECT_EQ(p->prefix, std::vector<int>({0}));
   EXPECT_EQ(p->b.layout, std::vector<int>({0, 4, 5, 6, 2, 3}));
+}
+
+TEST(TcContractionPlanTest, TheFilterGradientSplitsTheImagesOff) {
+  const char* def =
+      "def g(float(N,F,H,W) Ox, float(N,C,H,W) I) -> (Wx) {\n"
+      "  Wx(f,c,kh,kw) +=! Ox(n,f,h,w) * I(n,c,h+kh-1,w+kw-1)\n"
+      "    where kh in 0:3, kw in 0:3, h+kh-1 in 0:H, w+kw-1 in 0:W\n}";
+  std::optional<cpu::TcContractionPlan> p = PlanOf(def, {{12, 4, 10, 10}, {12, 3, 10, 10}});
+  ASSERT_TRUE(p.has_value());
+  // Positions: f c kh kw (the left side), then n h w.
+  EXPECT_EQ(p->split, 4);
+  EXPECT_EQ(p->depth, std::vector<int>({5, 6}));
+  EXPECT_FALSE(p->a.gathered);  // Ox as [f, (h, w)] per image, in place
+  EXPECT_EQ(p->a.ld, 100);
+  EXPECT_TRUE(p->b.gathered);  // I per image: im2col, transposed
+  EXPECT_EQ(p->b.layout.front(), 4);
+  EXPECT_TRUE(p->temp_out);
+  // Too little depth left per image (4 x 4 images): one GEMM over all of it.
+  p = PlanOf(def, {{12, 4, 4, 4}, {12, 3, 4, 4}});
+  ASSERT_TRUE(p.has_value());
+  EXPECT_EQ(p->split, -1);
+  EXPECT_TRUE(p->a.gathered);
+  // A prefix (the images kept apart) or one depth index: nothing to split.
+  p = PlanOf("def mm(float(M,K) A, float(K,N) B) -> (C) { C(i,j) +=! A(i,k) * B(k,j) }",
+             {{6, 400}, {400, 5}});
+  ASSERT_TRUE(p.has_value());
+  EXPECT_EQ(p->split, -1);
+  p = PlanOf("def f(float(B,M,K,L) A, float(B,K,L,N) B1) -> (C) {\n"
+             "  C(b,i,j) +=! A(b,i,k,l) * B1(b,k,l,j)\n}",
+             {{3, 6, 20, 20}, {3, 20, 20, 5}});
+  ASSERT_TRUE(p.has_value());
+  EXPECT_EQ(p->split, -1);
 }
 
 TEST(TcContractionPlanTest, WhatStaysInTheInterpreter) {
