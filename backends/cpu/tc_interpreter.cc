@@ -586,6 +586,30 @@ void Store(T* out, int64_t step, int64_t n, const Operand<T>& v, F f) {
   }
 }
 
+// out[j * s + k] = v[k][j] for j < n, k < s: the rows of s items that step the
+// output by s, stored as one run. For f32 pairs with AVX2, 4 of each at a time,
+// the last block overlapping the one before (each element is written its own
+// value, so twice is the same) rather than a scalar tail.
+template <typename T>
+void StoreInterleaved(T* out, const T* const* v, int64_t s, int64_t n) {
+#if defined(__AVX2__)
+  if constexpr (std::is_same_v<T, float>) {
+    if (s == 2 && n >= 4) {
+      for (int64_t j = 0;; j += 4) {
+        const int64_t at = std::min(j, n - 4);
+        const __m128 a = _mm_loadu_ps(v[0] + at), b = _mm_loadu_ps(v[1] + at);
+        _mm_storeu_ps(out + 2 * at, _mm_unpacklo_ps(a, b));
+        _mm_storeu_ps(out + 2 * at + 4, _mm_unpackhi_ps(a, b));
+        if (at == n - 4) return;
+      }
+    }
+  }
+#endif
+  for (int64_t j = 0; j < n; ++j) {
+    for (int64_t k = 0; k < s; ++k) out[j * s + k] = v[k][j];
+  }
+}
+
 // The combine of a plain store (a functor, so that the loops inline it).
 struct Assign {
   template <typename T>
@@ -712,6 +736,28 @@ class StatementRunner {
     // substitution's result, tc_positions.h): no identity fill, no loop.
     one_point_ = direct_ && inner_.empty() && p.pair < 0 && p.guards.empty();
     select_root_ = !p.nodes.empty() && p.nodes.back().cmp >= 0;
+    group_ = Group();
+  }
+
+  // The items stored in groups (StoreGroup): the items' last level a left-side
+  // index of s <= 8 values stepping the output by 1 where the vector index steps
+  // it by s (a lattice's Ix(2*i + kh, 2*j + kw), kw beside j), in a statement
+  // that writes its output (init, a reduction: each item's chunk is final once
+  // computed). One item's store would write every other element, and rows of a
+  // pooled image (14 values) are mostly a scalar tail; s items' rows together
+  // are whole runs. 1: items one by one.
+  int64_t Group() const {
+    if (!s_.init || !vector_lhs_ || s_.reducer == Reducer::kAssign || p_.pair >= 0 ||
+        items_.empty()) {
+      return 1;
+    }
+    const Level& l = items_.back();
+    const int64_t n = l.count(), step = OutStep();
+    if (l.step != 1 || n != step || n < 2 || n > 8 || l.pos == p_.vo) return 1;
+    for (const auto& [form, coef] : p_.moves[l.pos]) {
+      if (form == p_.out_form) return coef == 1 ? n : 1;
+    }
+    return 1;
   }
 
   void Run() {
@@ -722,16 +768,39 @@ class StatementRunner {
     const int64_t lanes = vector_lhs_ ? std::min<int64_t>(p_.VectorRange(), kTcLanes) * p_.rows : 1;
     const int64_t work =
         std::max<int64_t>(1, lanes * points * static_cast<int64_t>(p_.nodes.size() + 1));
-    ParallelFor(items, std::max<int64_t>(1, kParallelGrain / work),
+    const int64_t g = group_, size = std::max<int64_t>(kTcLanes, lanes);
+    ParallelFor(items / g, std::max<int64_t>(1, kParallelGrain / (work * g)),
                 [&](int64_t begin, int64_t end) {
                   Evaluator<T> ev(p_, tensors_);
-                  std::vector<T> acc(std::max<int64_t>(kTcLanes, lanes));
-                  ev.Seek(items_, begin);
+                  std::vector<T> acc(size * g);
+                  ev.Seek(items_, begin * g);
                   for (int64_t item = begin; item < end; ++item) {
-                    RunItem(ev, acc.data());
-                    ev.Next(items_);
+                    if (g == 1) {
+                      RunItem(ev, acc.data());
+                      ev.Next(items_);
+                    } else {
+                      RunGroup(ev, acc.data(), size);
+                    }
                   }
                 });
+  }
+
+  // group_ consecutive items: each computed into its own accumulator, then
+  // their rows stored interleaved.
+  void RunGroup(Evaluator<T>& ev, T* acc, int64_t size) {
+    T* out = tensors_[s_.out].data + ev.form(p_.out_form);
+    const int64_t n = ItemLanes(ev), rows = ItemRows(ev);
+    const int64_t row_step = p_.vo < 0 ? 0 : p_.ocoef[p_.out_form];
+    const T* v[8];
+    for (int64_t k = 0; k < group_; ++k) {
+      Compute(ev, acc + k * size);
+      v[k] = acc + k * size;
+      ev.Next(items_);
+    }
+    for (int64_t r = 0; r < rows; ++r) {
+      StoreInterleaved(out + r * row_step, v, group_, n);
+      for (int64_t k = 0; k < group_; ++k) v[k] += n;
+    }
   }
 
   // Lanes of the current item's output chunk.
@@ -753,6 +822,31 @@ class StatementRunner {
       AssignItem(ev, out, step, n, rows, row_step);
       return;
     }
+    Compute(ev, acc);
+    if (direct_) {  // the lanes are output elements
+      const bool flat = step == 1 && row_step == n;  // the output's rows end to end
+      for (int64_t r = 0, end = flat ? 1 : rows; r < end; ++r) {
+        const Operand<T> v{acc + r * n, T{}};
+        const int64_t m = flat ? n * rows : n;
+        if (s_.init) {
+          Store(out + r * row_step, step, m, v, Assign());
+        } else {
+          Store(out + r * row_step, step, m, v, combine_);
+        }
+      }
+      return;
+    }
+    // Across the lanes in a fixed tree (halves combined lane by lane: it vectorises).
+    for (int64_t half = tree_ / 2; half >= 1; half /= 2) {
+      for (int64_t j = 0; j < half; ++j) acc[j] = combine_(acc[j], acc[j + half]);
+    }
+    const T r = combine_(s_.init ? init_identity_ : ExactIdentity<T>(s_.reducer), acc[0]);
+    *out = s_.init ? r : combine_(*out, r);
+  }
+
+  // The current item's reduction into acc: its lanes (direct_) or its tree's lanes.
+  void Compute(Evaluator<T>& ev, T* acc) {
+    const int64_t n = ItemLanes(ev), rows = ItemRows(ev);
     if (one_point_) {  // acc = combine(identity, value): no fill, no loop
       Lanes l;
       ev.Guarded(n, rows, &l);  // no guard: every lane and row
@@ -780,25 +874,6 @@ class StatementRunner {
         }
       } while (ev.Next(inner_));
     }
-    if (direct_) {  // the lanes are output elements
-      const bool flat = step == 1 && row_step == n;  // the output's rows end to end
-      for (int64_t r = 0, end = flat ? 1 : rows; r < end; ++r) {
-        const Operand<T> v{acc + r * n, T{}};
-        const int64_t m = flat ? n * rows : n;
-        if (s_.init) {
-          Store(out + r * row_step, step, m, v, Assign());
-        } else {
-          Store(out + r * row_step, step, m, v, combine_);
-        }
-      }
-      return;
-    }
-    // Across the lanes in a fixed tree (halves combined lane by lane: it vectorises).
-    for (int64_t half = tree_ / 2; half >= 1; half /= 2) {
-      for (int64_t j = 0; j < half; ++j) acc[j] = combine_(acc[j], acc[j + half]);
-    }
-    const T r = combine_(s_.init ? init_identity_ : ExactIdentity<T>(s_.reducer), acc[0]);
-    *out = s_.init ? r : combine_(*out, r);
   }
 
   // Accumulate's work for a root select of a fused comparison, the select
@@ -871,6 +946,7 @@ class StatementRunner {
   std::vector<Level> items_, inner_;
   T init_identity_{}, lane_identity_{};
   int64_t tree_ = 1;
+  int64_t group_ = 1;
 };
 
 }  // namespace

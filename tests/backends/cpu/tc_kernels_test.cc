@@ -606,6 +606,45 @@ TEST_P(TcKernelTest, MaxPoolAndItsAdjointMatchLoops) {
   ExpectExactly(got->tensor(), ix);
 }
 
+// The adjoint's gather of k x k pools whose windows tile the image: the lattice
+// substitution makes kh and kw left-side indices, and where j is the vector
+// index (J >= 8) the kw items of a chunk are stored together as whole rows
+// (StatementRunner::Group): f32 pairs 4 at a time with an overlapping last
+// block (J = 9, 13) or none (J = 12), triples (k = 3), f64 element by element;
+// short rows (J = 5) take kw as the vector index instead. Each against loops,
+// bit for bit.
+TEST_P(TcKernelTest, PoolAdjointsStoreTheirWindowsInterleaved) {
+  struct Case {
+    int k, i2, j;
+  };
+  for (const Case& cs : {Case{2, 4, 5}, Case{2, 3, 9}, Case{2, 9, 12}, Case{3, 2, 8},
+                        Case{2, 2, 13}}) {
+    SCOPED_TRACE(::testing::Message() << cs.k << " " << cs.i2 << " " << cs.j);
+    const int N = 2, C = 3, K = cs.k, I2 = cs.i2, J = cs.j, H = K * I2, W = K * J;
+    std::vector<double> arg(N * C * I2 * J), g = ToDoubles(Rand({N, C, I2, J}));
+    for (size_t e = 0; e < arg.size(); ++e) arg[e] = static_cast<double>(e * 7 % (K * K + 1));
+    std::vector<double> ix;
+    for (int n = 0; n < N; ++n)
+      for (int c = 0; c < C; ++c)
+        for (int h = 0; h < H; ++h)
+          for (int w = 0; w < W; ++w) {
+            const int e = ((n * C + c) * I2 + h / K) * J + w / K;
+            ix.push_back((h % K) * K + w % K == arg[e] ? g[e] : 0);
+          }
+    const std::string k = std::to_string(K);
+    absl::StatusOr<Value> got = Run(
+        "def g(float(N,C,I2,J) A, float(N,C,I2,J) G) -> (Ix) {\n"
+        "  Ix(n,c,h,w) +=! kh*" + k + " + kw == A(n,c,(h - kh)/" + k + ",(w - kw)/" + k +
+            ") ? G(n,c,(h - kh)/" + k + ",(w - kw)/" + k + ") : 0\n"
+            "    where h in 0:" + std::to_string(H) + ", w in 0:" + std::to_string(W) +
+            ", kh in 0:" + k + ", kw in 0:" + k + ", (h - kh)/" + k + " in 0:I2, (w - kw)/" + k +
+            " in 0:J\n}",
+        {Make({N, C, I2, J}, arg), Make({N, C, I2, J}, g)});
+    ASSERT_TRUE(got.ok()) << got.status();
+    ExpectExactly(got->tensor(), ix);
+  }
+}
+
 TEST_P(TcKernelTest, MinProdAndLongReductions) {
   for (int64_t m : {5, 300}) {  // lanes along the left side, then along the reduction
     SCOPED_TRACE(m);
