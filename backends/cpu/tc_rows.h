@@ -1,0 +1,285 @@
+// The row loops of the tc interpreter (tc_interpreter.cc): a chunk's lanes and
+// node values (Lanes, Operand), and the loops that read, select, store and
+// combine rows of lanes, vectorised where the strides allow. Kept apart from
+// the evaluator and the statement runner, which decide what they run on.
+#ifndef KGRAD_BACKENDS_CPU_TC_ROWS_H_
+#define KGRAD_BACKENDS_CPU_TC_ROWS_H_
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <type_traits>
+
+#include "ops/tc_block.h"
+
+namespace kgrad {
+namespace cpu {
+namespace tc_rows {
+
+using tc::Op;
+
+// dst[j] = src[2 * j] for j < n: for f32 with AVX2 in blocks of 8 and 4, each
+// from the contiguous elements up to its last (no read past src[2 * (n - 1)]).
+template <typename T>
+void EveryOther(const T* src, T* dst, int64_t n) {
+  int64_t j = 0;
+#if defined(__AVX2__)
+  if constexpr (std::is_same_v<T, float>) {
+    for (; j + 8 < n; j += 8) {
+      const float* p = src + 2 * j;
+      const __m256 ev = _mm256_shuffle_ps(_mm256_loadu_ps(p), _mm256_loadu_ps(p + 8),
+                                          _MM_SHUFFLE(2, 0, 2, 0));
+      _mm256_storeu_ps(dst + j, _mm256_castpd_ps(_mm256_permute4x64_pd(
+                                    _mm256_castps_pd(ev), _MM_SHUFFLE(3, 1, 2, 0))));
+    }
+    for (; j + 4 < n; j += 4) {
+      const float* p = src + 2 * j;
+      _mm_storeu_ps(dst + j,
+                    _mm_shuffle_ps(_mm_loadu_ps(p), _mm_loadu_ps(p + 4), _MM_SHUFFLE(2, 0, 2, 0)));
+    }
+  }
+#endif
+  for (; j < n; ++j) dst[j] = src[2 * j];
+}
+
+// cmp(q, p) for cmp = op(p, q): the same truth, NaN included (always false).
+inline tc::Op MirroredComparison(tc::Op op) {
+  switch (op) {
+    case Op::kLt: return Op::kGt;
+    case Op::kLe: return Op::kGe;
+    case Op::kGt: return Op::kLt;
+    case Op::kGe: return Op::kLe;
+    default: return op;  // == and != are symmetric
+  }
+}
+
+// o[j] = sink(o[j], op(a[j], b's) ? x's : y) for j < n (b and x a row, or one
+// value when nullptr: bu, xu), the select as a comparison node and then a
+// select node compute it; sink stores it, or combines it into an accumulator.
+template <typename T, typename S>
+void CmpSelectRow(Op op, const T* a, const T* b, T bu, const T* x, T xu, T y, T* o, int64_t n,
+                  S sink) {
+  auto run = [&](auto cmp) {
+    if (b != nullptr && x != nullptr) {
+      for (int64_t j = 0; j < n; ++j) o[j] = sink(o[j], cmp(a[j], b[j]) ? x[j] : y);
+    } else if (b != nullptr) {
+      for (int64_t j = 0; j < n; ++j) o[j] = sink(o[j], cmp(a[j], b[j]) ? xu : y);
+    } else if (x != nullptr) {
+      for (int64_t j = 0; j < n; ++j) o[j] = sink(o[j], cmp(a[j], bu) ? x[j] : y);
+    } else {
+      for (int64_t j = 0; j < n; ++j) o[j] = sink(o[j], cmp(a[j], bu) ? xu : y);
+    }
+  };
+  switch (op) {
+    case Op::kLt: return run([](T p, T q) { return p < q; });
+    case Op::kLe: return run([](T p, T q) { return p <= q; });
+    case Op::kGt: return run([](T p, T q) { return p > q; });
+    case Op::kGe: return run([](T p, T q) { return p >= q; });
+    case Op::kEq: return run([](T p, T q) { return p == q; });
+    default: return run([](T p, T q) { return p != q; });
+  }
+}
+
+// The lanes of a chunk that pass the guards: first + step * j for j < count of
+// the vector index, in each of `rows` rows, the values row_first + row_step * r
+// of the row index (offsets from the chunk's first). A node's lane
+// r * width() + x is row r's lane x.
+struct Lanes {
+  int64_t first = 0, step = 1, count = 0;
+  int64_t row_first = 0, row_step = 1, rows = 1;
+  int64_t pair = 1;  // lanes of a row per lane of the vector index (tc_program.h)
+  int64_t width() const { return count * pair; }  // the lanes of a row
+};
+
+// A node's value over a chunk: row r's lanes at p + r * rs (p nullptr: the
+// scalar `u` for all).
+template <typename T>
+struct Operand {
+  const T* p = nullptr;
+  T u{};
+  int64_t rs = 0;
+};
+
+// Row r of `v`.
+template <typename T>
+Operand<T> RowOf(const Operand<T>& v, int64_t r) {
+  return v.p != nullptr ? Operand<T>{v.p + r * v.rs, T{}} : v;
+}
+
+// Row r of o (r < rows, n lanes each) = sink(o's, cmp(a, b) ? x : y) of the
+// operands' row r.
+template <typename T, typename S>
+void RunCmpSelect(Op op, const Operand<T>& a, const Operand<T>& b, const Operand<T>& x, T y,
+                  T* o, int64_t n, int64_t rows, S sink) {
+  for (int64_t r = 0; r < rows; ++r) {
+    CmpSelectRow(op, a.p + r * a.rs, b.p != nullptr ? b.p + r * b.rs : nullptr, b.u,
+                 x.p != nullptr ? x.p + r * x.rs : nullptr, x.u, y, o + r * n, n, sink);
+  }
+}
+
+// out[2 * j] = v[j] for j < n, never touching the odd elements (another
+// thread's, where the items of a lattice substitution interleave): for f32 with
+// AVX2 by masked stores of 4 values each.
+template <typename T>
+void StoreEveryOther(T* out, const T* v, int64_t n) {
+  int64_t j = 0;
+#if defined(__AVX2__)
+  if constexpr (std::is_same_v<T, float>) {
+    const __m256i lo = _mm256_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3);
+    const __m256i hi = _mm256_setr_epi32(4, 4, 5, 5, 6, 6, 7, 7);
+    const __m256i even = _mm256_setr_epi32(-1, 0, -1, 0, -1, 0, -1, 0);
+    for (; j + 8 <= n; j += 8) {
+      const __m256 x = _mm256_loadu_ps(v + j);
+      _mm256_maskstore_ps(out + 2 * j, even, _mm256_permutevar8x32_ps(x, lo));
+      _mm256_maskstore_ps(out + 2 * j + 8, even, _mm256_permutevar8x32_ps(x, hi));
+    }
+  }
+#endif
+  for (; j < n; ++j) out[2 * j] = v[j];
+}
+
+struct Assign;
+
+// out[j * step] = f(out[j * step], v[j]) for j < n.
+template <typename T, typename F>
+void Store(T* out, int64_t step, int64_t n, const Operand<T>& v, F f) {
+  if constexpr (std::is_same_v<F, Assign>) {
+    if (v.p != nullptr && step == 2) return StoreEveryOther(out, v.p, n);
+  }
+  if (v.p != nullptr) {
+    if (step == 1) {
+      for (int64_t j = 0; j < n; ++j) out[j] = f(out[j], v.p[j]);
+    } else if (step == 2) {  // the lanes of a divisibility guard: a loop that vectorises
+      for (int64_t j = 0; j < n; ++j) out[2 * j] = f(out[2 * j], v.p[j]);
+    } else {
+      for (int64_t j = 0; j < n; ++j) out[j * step] = f(out[j * step], v.p[j]);
+    }
+  } else {
+    const T u = v.u;
+    for (int64_t j = 0; j < n; ++j) out[j * step] = f(out[j * step], u);
+  }
+}
+
+// out[j * s + k] = v[k][j] for j < n, k < s: the rows of s items that step the
+// output by s, stored as one run. For f32 pairs with AVX2, 4 of each at a time,
+// the last block overlapping the one before (each element is written its own
+// value, so twice is the same) rather than a scalar tail.
+template <typename T>
+void StoreInterleaved(T* out, const T* const* v, int64_t s, int64_t n) {
+#if defined(__AVX2__)
+  if constexpr (std::is_same_v<T, float>) {
+    if (s == 2 && n >= 4) {
+      for (int64_t j = 0;; j += 4) {
+        const int64_t at = std::min(j, n - 4);
+        const __m128 a = _mm_loadu_ps(v[0] + at), b = _mm_loadu_ps(v[1] + at);
+        _mm_storeu_ps(out + 2 * at, _mm_unpacklo_ps(a, b));
+        _mm_storeu_ps(out + 2 * at + 4, _mm_unpackhi_ps(a, b));
+        if (at == n - 4) return;
+      }
+    }
+  }
+#endif
+  for (int64_t j = 0; j < n; ++j) {
+    for (int64_t k = 0; k < s; ++k) out[j * s + k] = v[k][j];
+  }
+}
+
+// The combine of a plain store (a functor, so that the loops inline it).
+struct Assign {
+  template <typename T>
+  T operator()(T, T v) const {
+    return v;
+  }
+};
+
+// row[2 * j] = combine(row[2 * j], v[j]) for j < n (the lanes of a divisibility
+// guard by 2), in packets for f32 where AVX2 is there: the odd elements in
+// between, read and written back unchanged, are the thread's own (an
+// accumulator), so a block of pairs is loaded, blended and stored whole where
+// a strided loop would store lane by lane.
+template <typename T, typename C>
+void CombineEveryOther(T* row, const T* v, int64_t n, C combine) {
+  int64_t j = 0;
+#if defined(__AVX2__)
+  if constexpr (std::is_same_v<T, float>) {
+    alignas(32) float e[8], t[8];
+    const __m256i lo = _mm256_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3);
+    const __m256i hi = _mm256_setr_epi32(4, 4, 5, 5, 6, 6, 7, 7);
+    for (; j + 8 < n; j += 8) {  // row[2j, 2j + 16): 8 pairs, all before the last lane
+      float* p = row + 2 * j;
+      const __m256 a = _mm256_loadu_ps(p), b = _mm256_loadu_ps(p + 8);
+      // The even elements: a0 a2 b0 b2 | a4 a6 b4 b6, then the 64-bit quarters in order.
+      const __m256 ev = _mm256_shuffle_ps(a, b, _MM_SHUFFLE(2, 0, 2, 0));
+      _mm256_store_ps(e, _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(ev),
+                                                                _MM_SHUFFLE(3, 1, 2, 0))));
+      for (int k = 0; k < 8; ++k) t[k] = combine(e[k], v[j + k]);
+      const __m256 tv = _mm256_load_ps(t);
+      _mm256_storeu_ps(p, _mm256_blend_ps(a, _mm256_permutevar8x32_ps(tv, lo), 0x55));
+      _mm256_storeu_ps(p + 8, _mm256_blend_ps(b, _mm256_permutevar8x32_ps(tv, hi), 0x55));
+    }
+    for (; j + 4 < n; j += 4) {
+      for (int k = 0; k < 4; ++k) t[k] = combine(row[2 * (j + k)], v[j + k]);
+      const __m128 tv = _mm_load_ps(t);
+      float* p = row + 2 * j;
+      _mm_storeu_ps(p, _mm_blend_ps(_mm_loadu_ps(p), _mm_unpacklo_ps(tv, tv), 0x5));
+      _mm_storeu_ps(p + 4, _mm_blend_ps(_mm_loadu_ps(p + 4), _mm_unpackhi_ps(tv, tv), 0x5));
+    }
+  }
+#endif
+  for (; j < n; ++j) row[2 * j] = combine(row[2 * j], v[j]);
+}
+
+// acc[r * width + first + step * j] = combine(acc[...], v[r * count + j]) over the lanes.
+// acc[j] = combine(... combine(acc[j], v[s * j]) ..., v[s * j + s - 1]) for j < n:
+// an output's lanes of the pair index, in order.
+template <typename T, typename C>
+void CombinePairs(T* acc, const Operand<T>& v, int64_t n, int64_t s, C combine) {
+  if (v.p == nullptr) {
+    for (int64_t j = 0; j < n; ++j) {
+      for (int64_t k = 0; k < s; ++k) acc[j] = combine(acc[j], v.u);
+    }
+  } else if (s == 2) {
+    for (int64_t j = 0; j < n; ++j) acc[j] = combine(combine(acc[j], v.p[2 * j]), v.p[2 * j + 1]);
+  } else {
+    for (int64_t j = 0; j < n; ++j) {
+      for (int64_t k = 0; k < s; ++k) acc[j] = combine(acc[j], v.p[s * j + k]);
+    }
+  }
+}
+
+template <typename T, typename C>
+void Accumulate(T* acc, int64_t width, const Lanes& l, const Operand<T>& v, C combine) {
+  if (l.pair > 1) {  // no guard along the vector index: whole rows
+    if (l.rows > 1 && l.row_step == 1 && (v.p == nullptr || v.rs == l.width())) {
+      CombinePairs(acc + l.row_first * width, v, width * l.rows, l.pair, combine);
+      return;
+    }
+    for (int64_t r = 0; r < l.rows; ++r) {
+      Operand<T> vr = v;
+      if (v.p != nullptr) vr.p = v.p + r * v.rs;
+      CombinePairs(acc + (l.row_first + r * l.row_step) * width, vr, width, l.pair, combine);
+    }
+    return;
+  }
+  if (l.rows > 1 && l.first == 0 && l.step == 1 && l.count == width && l.row_step == 1 &&
+      (v.p == nullptr || v.rs == width)) {  // the rows end to end: one loop
+    Store(acc + l.row_first * width, 1, width * l.rows, v, combine);
+    return;
+  }
+  for (int64_t r = 0; r < l.rows; ++r) {
+    T* row = acc + (l.row_first + r * l.row_step) * width + l.first;
+    const Operand<T> vr = RowOf(v, r);
+    if (l.step == 2 && vr.p != nullptr) {
+      CombineEveryOther(row, vr.p, l.count, combine);
+    } else {
+      Store(row, l.step, l.count, vr, combine);
+    }
+  }
+}
+
+}  // namespace tc_rows
+}  // namespace cpu
+}  // namespace kgrad
+
+#endif  // KGRAD_BACKENDS_CPU_TC_ROWS_H_
