@@ -3,7 +3,8 @@
 #   bash bench/tc.sh [OUT_DIR] [ROUNDS]
 # For each pair (a tc block and the primitive it spells), `kgrad bench` times the
 # forward pass and the training step (value and gradient) of each, rounds
-# interleaved; the table gives the medians over rounds and tc / built-in.
+# interleaved; the table gives the medians over rounds and tc / built-in, and
+# the same ratio of each round's fastest run ("best ratio").
 #   matmul   C(i,j) +=! A(i,k) * B(k,j)                       vs matmul, 512^3
 #   conv2d   3x3, padding 1 by guards, the suite's conv net's second layer
 #            (64 x 32 x 14 x 14 -> 64 channels)                vs conv2d{padding=[1,1]}
@@ -55,8 +56,11 @@ graph maxpool_tc "$(param I 64 32 28 28)" \
 graph maxpool_builtin "$(param I 64 32 28 28)" \
   'name: "max_pool2d" attrs { key: "kernel" value { ints { values: 2 values: 2 } } }' '"I"'
 
-# median FILE KEY: the medians `kgrad bench` printed for `forward` or `step`.
+# median FILE KEY: the median `kgrad bench` printed for `forward` or `step`;
+# best FILE KEY: the fastest run it printed (on a shared machine the noise only
+# adds time, so the fastest runs' ratio moves less between rounds).
 median() { awk -v k="$2" '$1 == k { print $3 }' "$1"; }
+best() { awk -v k="$2" '$1 == k { gsub(",", "", $6); print $6 }' "$1"; }
 for r in $(seq 1 "$rounds"); do
   for pair in matmul conv2d maxpool; do
     for side in tc builtin; do
@@ -66,11 +70,14 @@ for r in $(seq 1 "$rounds"); do
 done
 
 mid() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
-printf '%-8s %-8s %12s %12s %8s\n' pair pass "tc ms" "built-in ms" ratio
+printf '%-8s %-8s %12s %12s %8s %10s\n' pair pass "tc ms" "built-in ms" ratio "best ratio"
 for pair in matmul conv2d maxpool; do
   for pass in forward step; do
     t=$(for r in $(seq 1 "$rounds"); do median "$out/${pair}_tc_$r.txt" "$pass"; done | mid)
     b=$(for r in $(seq 1 "$rounds"); do median "$out/${pair}_builtin_$r.txt" "$pass"; done | mid)
-    printf '%-8s %-8s %12.3f %12.3f %8.2f\n' "$pair" "$pass" "$t" "$b" "$(echo "$t / $b" | bc -l)"
+    tb=$(for r in $(seq 1 "$rounds"); do best "$out/${pair}_tc_$r.txt" "$pass"; done | mid)
+    bb=$(for r in $(seq 1 "$rounds"); do best "$out/${pair}_builtin_$r.txt" "$pass"; done | mid)
+    printf '%-8s %-8s %12.3f %12.3f %8.2f %10.2f\n' "$pair" "$pass" "$t" "$b" \
+      "$(echo "$t / $b" | bc -l)" "$(echo "$tb / $bb" | bc -l)"
   done
 done
