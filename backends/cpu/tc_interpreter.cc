@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <numeric>
 #include <type_traits>
@@ -321,7 +322,10 @@ class Evaluator {
       row_step += dv.stride * ExactDiv(oc * lanes.row_step, dv.divisor, dv.shift);
     }
     if (!nd.vec) return {nullptr, data[off]};
-    if (lanes.pair > 1) return ReadPairs(data + off, step, p_.pcoef[r.form], row_step, lanes, o);
+    if (lanes.pair > 1) {
+      return ReadPairs(data + off, step, p_.pcoef[r.form], row_step, lanes, &nd == &p_.nodes.back(),
+                       o);
+    }
     const int64_t count = lanes.count;
     if (step == 1) return {data + off, T{}, row_step};
     for (int64_t row = 0; row < lanes.rows; ++row) {
@@ -338,17 +342,20 @@ class Evaluator {
 
   // A read along the vector index by `step` and the pair index by `pstep`: row
   // r's lane x at src + r * row_step + step * (x / pair) + pstep * (x % pair),
-  // in place when that is x (the window's contiguous rows).
+  // in place when that is x (the window's contiguous rows): as one run when the
+  // rows lie end to end, else row by row when the read is the root (the
+  // reduction combines each row where it lies; a pooling's rows are two image
+  // rows apart), else copied end to end for the nodes above it.
   Operand<T> ReadPairs(const T* src, int64_t step, int64_t pstep, int64_t row_step,
-                       const Lanes& lanes, T* o) const {
+                       const Lanes& lanes, bool root, T* o) const {
     const int64_t s = lanes.pair, w = lanes.width();
     const bool contiguous = pstep == 1 && step == s;
-    if (contiguous && (lanes.rows == 1 || row_step == w)) return {src, T{}, row_step};
+    if (contiguous && (lanes.rows == 1 || row_step == w || root)) return {src, T{}, row_step};
     for (int64_t r = 0; r < lanes.rows; ++r) {
       const T* in = src + r * row_step;
       T* dst = o + r * w;
       if (contiguous) {  // rows apart copied end to end: the nodes and the reduction run flat
-        for (int64_t x = 0; x < w; ++x) dst[x] = in[x];
+        std::memcpy(dst, in, sizeof(T) * w);  // small rows: overlapping moves, no scalar tail
       } else if (pstep == 0 && s == 2) {  // each value twice (the output's own element)
         for (int64_t j = 0; j < lanes.count; ++j) {
           const T v = in[step * j];

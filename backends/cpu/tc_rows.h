@@ -162,13 +162,23 @@ void Store(T* out, int64_t step, int64_t n, const Operand<T>& v, F f) {
 }
 
 // out[j * s + k] = v[k][j] for j < n, k < s: the rows of s items that step the
-// output by s, stored as one run. For f32 pairs with AVX2, 4 of each at a time,
-// the last block overlapping the one before (each element is written its own
-// value, so twice is the same) rather than a scalar tail.
+// output by s, stored as one run. For f32 pairs with AVX2, 8 (or 4) of each at
+// a time, the last block overlapping the one before (each element is written
+// its own value, so twice is the same) rather than a scalar tail.
 template <typename T>
 void StoreInterleaved(T* out, const T* const* v, int64_t s, int64_t n) {
 #if defined(__AVX2__)
   if constexpr (std::is_same_v<T, float>) {
+    if (s == 2 && n >= 8) {  // 8 pairs a block: two in-lane unpacks, two lane swaps
+      for (int64_t j = 0;; j += 8) {
+        const int64_t at = std::min(j, n - 8);
+        const __m256 a = _mm256_loadu_ps(v[0] + at), b = _mm256_loadu_ps(v[1] + at);
+        const __m256 l = _mm256_unpacklo_ps(a, b), h = _mm256_unpackhi_ps(a, b);
+        _mm256_storeu_ps(out + 2 * at, _mm256_permute2f128_ps(l, h, 0x20));
+        _mm256_storeu_ps(out + 2 * at + 8, _mm256_permute2f128_ps(l, h, 0x31));
+        if (at == n - 8) return;
+      }
+    }
     if (s == 2 && n >= 4) {
       for (int64_t j = 0;; j += 4) {
         const int64_t at = std::min(j, n - 4);
@@ -230,7 +240,42 @@ void CombineEveryOther(T* row, const T* v, int64_t n, C combine) {
   for (; j < n; ++j) row[2 * j] = combine(row[2 * j], v[j]);
 }
 
-// acc[r * width + first + step * j] = combine(acc[...], v[r * count + j]) over the lanes.
+// acc[j] = combine(combine(acc[j], v[2 * j]), v[2 * j + 1]) for j < n, with
+// 8 <= n < 32, in blocks of 8 for f32 with AVX2 (the even and odd elements split by shuffles,
+// the combine a fixed-length loop that vectorises); false (nothing done)
+// otherwise. A row shorter than two packets (a pooled row: 14) would be mostly
+// a scalar tail: the last block ends at n and overlaps the one before, its
+// result computed from acc before any store, so the overlap is stored the
+// same value twice (sums too).
+template <typename T, typename C>
+bool CombinePairBlocks(T* acc, const T* v, int64_t n, C combine) {
+#if defined(__AVX2__)
+  if constexpr (std::is_same_v<T, float>) {
+    if (n < 8 || n >= 32) return false;  // longer rows: the plain loop vectorises
+    auto block = [&](int64_t j, float* t) {
+      alignas(32) float e[8], o[8];
+      const __m256 a = _mm256_loadu_ps(v + 2 * j), b = _mm256_loadu_ps(v + 2 * j + 8);
+      auto order = [](__m256 x) {  // 64-bit quarters 0 2 1 3: the shuffles' halves in order
+        return _mm256_castpd_ps(
+            _mm256_permute4x64_pd(_mm256_castps_pd(x), _MM_SHUFFLE(3, 1, 2, 0)));
+      };
+      _mm256_store_ps(e, order(_mm256_shuffle_ps(a, b, _MM_SHUFFLE(2, 0, 2, 0))));
+      _mm256_store_ps(o, order(_mm256_shuffle_ps(a, b, _MM_SHUFFLE(3, 1, 3, 1))));
+      for (int k = 0; k < 8; ++k) t[k] = combine(combine(acc[j + k], e[k]), o[k]);
+    };
+    alignas(32) float last[8], t[8];
+    block(n - 8, last);
+    for (int64_t j = 0; j + 8 < n; j += 8) {
+      block(j, t);
+      std::copy(t, t + 8, acc + j);
+    }
+    std::copy(last, last + 8, acc + n - 8);
+    return true;
+  }
+#endif
+  return false;
+}
+
 // acc[j] = combine(... combine(acc[j], v[s * j]) ..., v[s * j + s - 1]) for j < n:
 // an output's lanes of the pair index, in order.
 template <typename T, typename C>
@@ -240,6 +285,7 @@ void CombinePairs(T* acc, const Operand<T>& v, int64_t n, int64_t s, C combine) 
       for (int64_t k = 0; k < s; ++k) acc[j] = combine(acc[j], v.u);
     }
   } else if (s == 2) {
+    if (CombinePairBlocks(acc, v.p, n, combine)) return;
     for (int64_t j = 0; j < n; ++j) acc[j] = combine(combine(acc[j], v.p[2 * j]), v.p[2 * j + 1]);
   } else {
     for (int64_t j = 0; j < n; ++j) {
@@ -248,6 +294,7 @@ void CombinePairs(T* acc, const Operand<T>& v, int64_t n, int64_t s, C combine) 
   }
 }
 
+// acc[r * width + first + step * j] = combine(acc[...], v[r * count + j]) over the lanes.
 template <typename T, typename C>
 void Accumulate(T* acc, int64_t width, const Lanes& l, const Operand<T>& v, C combine) {
   if (l.pair > 1) {  // no guard along the vector index: whole rows

@@ -609,16 +609,16 @@ TEST_P(TcKernelTest, MaxPoolAndItsAdjointMatchLoops) {
 // The adjoint's gather of k x k pools whose windows tile the image: the lattice
 // substitution makes kh and kw left-side indices, and where j is the vector
 // index (J >= 8) the kw items of a chunk are stored together as whole rows
-// (StatementRunner::Group): f32 pairs 4 at a time with an overlapping last
-// block (J = 9, 13) or none (J = 12), triples (k = 3), f64 element by element;
-// short rows (J = 5) take kw as the vector index instead. Each against loops,
-// bit for bit.
+// (StatementRunner::Group): f32 pairs 8 at a time with an overlapping last
+// block (J = 9, 13, 17) or none (J = 16), 4 at a time under 8 (J = 6), triples
+// (k = 3), f64 element by element; short rows (J = 5) take kw as the vector
+// index instead. Each against loops, bit for bit.
 TEST_P(TcKernelTest, PoolAdjointsStoreTheirWindowsInterleaved) {
   struct Case {
     int k, i2, j;
   };
   for (const Case& cs : {Case{2, 4, 5}, Case{2, 3, 9}, Case{2, 9, 12}, Case{3, 2, 8},
-                        Case{2, 2, 13}}) {
+                        Case{2, 2, 13}, Case{2, 3, 6}, Case{2, 3, 16}, Case{2, 5, 17}}) {
     SCOPED_TRACE(::testing::Message() << cs.k << " " << cs.i2 << " " << cs.j);
     const int N = 2, C = 3, K = cs.k, I2 = cs.i2, J = cs.j, H = K * I2, W = K * J;
     std::vector<double> arg(N * C * I2 * J), g = ToDoubles(Rand({N, C, I2, J}));
@@ -642,6 +642,60 @@ TEST_P(TcKernelTest, PoolAdjointsStoreTheirWindowsInterleaved) {
         {Make({N, C, I2, J}, arg), Make({N, C, I2, J}, g)});
     ASSERT_TRUE(got.ok()) << got.status();
     ExpectExactly(got->tensor(), ix);
+  }
+}
+
+// 2x2 windows over pooled rows of every length the row loops treat apart: the
+// pair reads in place two image rows apart (tc_rows' CombinePairBlocks: a
+// scalar loop under 8 outputs, one block, overlapping blocks, the plain loop
+// from 32), a sum over the same pairs (the overlap stored, not added, twice),
+// and the adjoint's arg statement, whose reads step by 2 (EveryOther's
+// overlapping last block past 8). Each against loops, bit for bit.
+TEST_P(TcKernelTest, PooledRowsOfAnyLength) {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  for (int J : {5, 8, 9, 14, 16, 17, 24, 31, 32, 40}) {
+    SCOPED_TRACE(J);
+    const int N = 2, C = 3, I2 = 5, H = 2 * I2 + 1, W = 2 * J + 1;
+    std::vector<double> vx = ToDoubles(Rand({N, C, H, W}));
+    for (int e : {0, 2 * W + 3, 3 * W + 4 * (J / 2) + 1}) vx[e] = nan;
+    for (int e = 5 * W; e < 5 * W + 2 * J; e += 3) vx[e + 1] = vx[e];  // ties within a window
+    std::vector<double> max, sum, arg;
+    for (int n = 0; n < N; ++n)
+      for (int c = 0; c < C; ++c)
+        for (int i = 0; i < I2; ++i)
+          for (int j = 0; j < J; ++j) {
+            double m = -std::numeric_limits<double>::infinity(), t = 0;
+            auto at = [&](int p, int q) {
+              return vx[((n * C + c) * H + 2 * i + p) * W + 2 * j + q];
+            };
+            for (int p = 0; p < 2; ++p)
+              for (int q = 0; q < 2; ++q) {
+                const double v = at(p, q);
+                if (v > m || std::isnan(v)) m = v;
+                t = dtype() == kF64 ? t + v : static_cast<float>(static_cast<float>(t) + v);
+              }
+            double a = 4;
+            for (int k = 3; k >= 0; --k) {
+              if (at(k / 2, k % 2) == m) a = k;
+            }
+            max.push_back(m);
+            sum.push_back(t);
+            arg.push_back(a);
+          }
+    absl::StatusOr<Value> got =
+        Run("def pool(float(N,C,H,W) X) -> (O, S, A) {\n"
+            "  O(n,c,i,j) max=! X(n,c,2*i+kh,2*j+kw) where i in 0:" + std::to_string(I2) +
+                ", j in 0:" + std::to_string(J) + ", kh in 0:2, kw in 0:2\n"
+                "  S(n,c,i,j) +=! X(n,c,2*i+kh,2*j+kw) where i in 0:" + std::to_string(I2) +
+                ", j in 0:" + std::to_string(J) + ", kh in 0:2, kw in 0:2\n"
+                "  A(n,c,i,j) min=! X(n,c,2*i+kh,2*j+kw) == O(n,c,i,j) ? kh*2 + kw : 4"
+                " where kh in 0:2, kw in 0:2\n}",
+            {Make({N, C, H, W}, vx)});
+    ASSERT_TRUE(got.ok()) << got.status();
+    ASSERT_TRUE(got->is_tuple());
+    ExpectExactly(got->elements()[0].tensor(), max);
+    ExpectExactly(got->elements()[1].tensor(), sum);
+    ExpectExactly(got->elements()[2].tensor(), arg);
   }
 }
 
