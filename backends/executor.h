@@ -91,7 +91,8 @@ struct ExecutorOptions {
   // those weights for the executor's lifetime; resnet18 batch 1: forward 13.0 ->
   // 11.x ms). Weights passed to Run (`weights`) are never kept. Weight tensors
   // must not be changed in place after Create (on the CPU the executor shares
-  // their buffers): pass new values through Run.
+  // their buffers): pass new values through Run. Kernels that compile their
+  // step (tc's blocks) keep the result per input signature in the same memo.
   bool reuse_weight_layouts = true;
 };
 

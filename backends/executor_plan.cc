@@ -143,10 +143,10 @@ class PlanCompiler {
     for (size_t i = first_arg; i < c->size(); ++i) {
       KGRAD_ASSIGN_OR_RETURN(Operand op, OperandOf(c->input(i), c));
       step.inputs.push_back(op);
-      if (weight_caches_ && step.kind == Step::Kind::kKernel && op.kind == OperandKind::kWeight &&
-          step.cache == nullptr) {
-        step.cache = std::make_shared<KernelCache>();
-      }
+    }
+    // Every kernel step keeps its memo: derived weights and compiled plans.
+    if (weight_caches_ && step.kind == Step::Kind::kKernel) {
+      step.cache = std::make_shared<KernelCache>();
     }
     step.out = NewSlot();
     slot_[c] = step.out;

@@ -74,8 +74,9 @@ namespace executor_internal {
 
 // The plan of graph `g`, reading weights by `weight_index`. `fuse`: runs of
 // elementwise applications as one step (where the device can); `overlap`:
-// collectives handed to the CollectiveWorker; `weight_caches`: kernels that read
-// a weight keep a KernelCache (ExecutorOptions::reuse_weight_layouts).
+// collectives handed to the CollectiveWorker; `weight_caches`: every kernel step
+// keeps a KernelCache, for derived weights and compiled plans
+// (ExecutorOptions::reuse_weight_layouts).
 absl::StatusOr<std::unique_ptr<Plan>> CompilePlan(
     FuncGraph* g, Device* device, Manager& manager,
     const absl::flat_hash_map<const Parameter*, int>& weight_index, bool fuse, bool overlap,

@@ -34,9 +34,10 @@ class KernelContext {
   Value& mutable_input(size_t i) { return inputs_[i]; }
   Device* device() const { return device_; }
   Communicator* communicator() const { return communicator_; }
-  // The step's memo across runs (backends/kernel_cache.h), and whether input `i`
-  // is one of the executor's own weights (the same tensor every run unless a
-  // Run overrides it): only such inputs may have derived copies kept there.
+  // The step's memo across runs (backends/kernel_cache.h: derived weights and
+  // compiled plans), and whether input `i` is one of the executor's own weights
+  // (the same tensor every run unless a Run overrides it): only such inputs may
+  // have derived copies kept there.
   // nullptr / false outside a compiled step, or with
   // ExecutorOptions::reuse_weight_layouts off.
   KernelCache* cache() const { return cache_; }

@@ -37,4 +37,29 @@ size_t KernelCache::size() const {
   return entries_.size();
 }
 
+std::shared_ptr<const void> KernelCache::FindPlan(const std::string& key) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const auto& [k, plan] : plans_) {
+    if (k == key) return plan;
+  }
+  return nullptr;
+}
+
+void KernelCache::StorePlan(std::string key, std::shared_ptr<const void> plan) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto& [k, p] : plans_) {
+    if (k == key) {
+      p = std::move(plan);
+      return;
+    }
+  }
+  if (plans_.size() >= kMaxEntries) plans_.erase(plans_.begin());  // the oldest
+  plans_.emplace_back(std::move(key), std::move(plan));
+}
+
+size_t KernelCache::num_plans() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return plans_.size();
+}
+
 }  // namespace kgrad

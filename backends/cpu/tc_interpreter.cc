@@ -762,7 +762,7 @@ TcStatement MakeTcStatement(const tc::Block& b, const tc::Analysis& a, int i) {
 }
 
 template <typename T>
-void RunTcStatement(const TcStatement& s, absl::Span<const TcTensor<T>> tensors) {
+void RunTcProgram(const TcStatement& s, const TcProgram& p, absl::Span<const TcTensor<T>> tensors) {
   const TcTensor<T>& out = tensors[s.out];
   if (s.init && !s.covers_out) {
     std::fill(out.data, out.data + out.num_elements, InitIdentity<T>(s.reducer));
@@ -770,16 +770,24 @@ void RunTcStatement(const TcStatement& s, absl::Span<const TcTensor<T>> tensors)
   for (int q = 0; q < s.domain->num_lhs; ++q) {
     if (s.domain->hi[q] <= s.domain->lo[q]) return;  // no left-side points
   }
-  std::vector<Shape> strides;
-  for (const TcTensor<T>& t : tensors) strides.push_back(t.strides);
-  const TcProgram p = CompileTcStatement(s, strides);
   VisitReducer<T>(s.reducer, [&](auto combine) {
     StatementRunner<T, decltype(combine)>(s, p, tensors, combine).Run();
   });
 }
 
+template <typename T>
+void RunTcStatement(const TcStatement& s, absl::Span<const TcTensor<T>> tensors) {
+  std::vector<Shape> strides;
+  for (const TcTensor<T>& t : tensors) strides.push_back(t.strides);
+  RunTcProgram(s, CompileTcStatement(s, strides), tensors);
+}
+
 template void RunTcStatement<float>(const TcStatement&, absl::Span<const TcTensor<float>>);
 template void RunTcStatement<double>(const TcStatement&, absl::Span<const TcTensor<double>>);
+template void RunTcProgram<float>(const TcStatement&, const TcProgram&,
+                                  absl::Span<const TcTensor<float>>);
+template void RunTcProgram<double>(const TcStatement&, const TcProgram&,
+                                   absl::Span<const TcTensor<double>>);
 
 }  // namespace cpu
 }  // namespace kgrad

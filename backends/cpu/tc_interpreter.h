@@ -2,7 +2,7 @@
 // domain (ops/tc_analysis.h), and the formulas of the expression ops, which the
 // contraction path (tc_contraction.h) shares for its scalar coefficient.
 //
-// A statement is compiled once per call (tc_program.h) into a node program that
+// A statement is compiled once per shape (tc_program.h) into a node program that
 // evaluates a CHUNK of up to kTcLanes points at once: the points that differ
 // only in one chosen "vector index" (the innermost loop; the last left-side
 // index when it is long enough, so that the output is contiguous, else a
@@ -75,12 +75,23 @@ struct TcStatement {
 // from `a`'s shape).
 TcStatement MakeTcStatement(const tc::Block& b, const tc::Analysis& a, int i);
 
-// Runs `s` on `tensors` (indexed by tensor id), in parallel over output elements.
+// Runs `s` on `tensors` (indexed by tensor id), in parallel over output elements:
+// compiled for the tensors' strides (tc_program.h), then RunTcProgram.
 template <typename T>
 void RunTcStatement(const TcStatement& s, absl::Span<const TcTensor<T>> tensors);
 
+// Runs `s` as `p`, its compilation for `tensors`' strides (kept by a caller that
+// runs the same shapes again).
+struct TcProgram;
+template <typename T>
+void RunTcProgram(const TcStatement& s, const TcProgram& p, absl::Span<const TcTensor<T>> tensors);
+
 extern template void RunTcStatement<float>(const TcStatement&, absl::Span<const TcTensor<float>>);
 extern template void RunTcStatement<double>(const TcStatement&, absl::Span<const TcTensor<double>>);
+extern template void RunTcProgram<float>(const TcStatement&, const TcProgram&,
+                                         absl::Span<const TcTensor<float>>);
+extern template void RunTcProgram<double>(const TcStatement&, const TcProgram&,
+                                          absl::Span<const TcTensor<double>>);
 
 // ----- The ops' formulas, once for the scalar and the lane loops -----------------------
 // exp, log, tanh and sigmoid of x as the elementwise kernels compute them

@@ -3,6 +3,7 @@
 // are those of a fresh reorder every call, weights given to Run are used as
 // given and never kept, and the executor's own weights come back after them.
 #include <algorithm>
+#include <memory>
 #include <optional>
 #include <random>
 #include <vector>
@@ -141,6 +142,27 @@ TEST(KernelCacheTest, MatchesTheSameBufferOnlyAndKeepsAFewKeys) {
   EXPECT_EQ(cache.size(), KernelCache::kMaxEntries);
   EXPECT_TRUE(cache.Find(a, "key9").has_value());
   EXPECT_FALSE(cache.Find(a, "key0").has_value());  // the oldest went
+}
+
+// Plans: one per key, the same object back, replaced under the same key, the
+// oldest going past kMaxEntries; apart from the derived tensors.
+TEST(KernelCacheTest, KeepsAPlanPerKey) {
+  KernelCache cache;
+  EXPECT_EQ(cache.FindPlan("tc f32[2]"), nullptr);
+  auto plan = std::make_shared<const int>(7);
+  cache.StorePlan("tc f32[2]", plan);
+  std::shared_ptr<const int> hit = cache.FindPlanAs<int>("tc f32[2]");
+  ASSERT_NE(hit, nullptr);
+  EXPECT_EQ(hit.get(), plan.get());
+  EXPECT_EQ(cache.FindPlan("tc f32[3]"), nullptr);
+  cache.StorePlan("tc f32[2]", std::make_shared<const int>(8));
+  EXPECT_EQ(cache.num_plans(), 1u);
+  EXPECT_EQ(*cache.FindPlanAs<int>("tc f32[2]"), 8);
+  EXPECT_EQ(cache.size(), 0u);  // no derived tensors
+  for (int i = 0; i < 10; ++i) cache.StorePlan(absl::StrCat("key", i), plan);
+  EXPECT_EQ(cache.num_plans(), KernelCache::kMaxEntries);
+  EXPECT_NE(cache.FindPlan("key9"), nullptr);
+  EXPECT_EQ(cache.FindPlan("key0"), nullptr);  // the oldest went
 }
 
 }  // namespace

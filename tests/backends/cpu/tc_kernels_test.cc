@@ -14,12 +14,16 @@
 #include <vector>
 
 #include "absl/strings/str_replace.h"
+#include "backends/cpu/cpu_device.h"
 #include "backends/cpu/tc_contraction.h"
 #include "backends/cpu/tc_interpreter.h"
+#include "backends/kernel.h"
+#include "backends/kernel_cache.h"
 #include "core/tensor.h"
 #include "core/value.h"
 #include "gtest/gtest.h"
 #include "ops/tc_analysis.h"
+#include "ops/registry.h"
 #include "ops/tc_block.h"
 #include "tests/testing/op_test_util.h"
 
@@ -697,6 +701,50 @@ TEST_P(TcKernelTest, PooledRowsOfAnyLength) {
     ExpectExactly(got->elements()[1].tensor(), sum);
     ExpectExactly(got->elements()[2].tensor(), arg);
   }
+}
+
+// With a step's memo (as the executor gives every kernel step) the block is
+// parsed and compiled once per signature: runs of a shape seen before add no
+// plan, a new shape adds one, and every result equals a run without a memo.
+TEST_P(TcKernelTest, ABlockCompilesOncePerSignature) {
+  const std::string def = Def(
+      "def pool(float(N,C,H,W) X) -> (O, A) {\n"
+      "  O(n,c,i,j) max=! X(n,c,2*i+kh,2*j+kw) where kh in 0:2, kw in 0:2\n"
+      "  A(n,c,i,j) min=! X(n,c,2*i+kh,2*j+kw) == O(n,c,i,j) ? kh*2 + kw : 4"
+      " where kh in 0:2, kw in 0:2\n}",
+      dtype());
+  absl::StatusOr<PrimitivePtr> prim = DefaultRegistry().Make(PrimId::kTc, DefAttr(def));
+  ASSERT_TRUE(prim.ok()) << prim.status();
+  const KernelFn fn = CpuKernels().Get(PrimId::kTc);
+  KernelCache cache;
+  struct Case {
+    Shape shape;
+    size_t plans;  // held after the run
+  };
+  for (const Case& c : {Case{{2, 3, 6, 8}, 1}, Case{{2, 3, 6, 8}, 1}, Case{{1, 2, 4, 30}, 2},
+                        Case{{2, 3, 6, 8}, 2}}) {
+    SCOPED_TRACE(ShapeToString(c.shape));
+    const Tensor x = Rand(c.shape);
+    std::vector<Value> in{Value(x)};
+    KernelContext ctx(**prim, absl::MakeSpan(in), CpuDevice());
+    ctx.set_cache(&cache, 0);
+    absl::StatusOr<Value> got = fn(ctx);
+    absl::StatusOr<Value> want = RunTc(def, {x});
+    ASSERT_TRUE(got.ok()) << got.status();
+    ASSERT_TRUE(want.ok()) << want.status();
+    EXPECT_EQ(cache.num_plans(), c.plans);
+    ASSERT_TRUE(got->is_tuple());
+    for (int k = 0; k < 2; ++k) {
+      EXPECT_EQ(got->elements()[k].tensor().shape(), want->elements()[k].tensor().shape());
+      ExpectExactly(got->elements()[k].tensor(), ToDoubles(want->elements()[k].tensor()));
+    }
+  }
+  // A block that does not check against the inputs stores nothing.
+  std::vector<Value> bad{Value(Rand({2, 3}))};
+  KernelContext ctx(**prim, absl::MakeSpan(bad), CpuDevice());
+  ctx.set_cache(&cache, 0);
+  EXPECT_FALSE(fn(ctx).ok());
+  EXPECT_EQ(cache.num_plans(), 2u);
 }
 
 TEST_P(TcKernelTest, MinProdAndLongReductions) {
