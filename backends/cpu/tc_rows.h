@@ -19,6 +19,18 @@ namespace tc_rows {
 
 using tc::Op;
 
+#if defined(__AVX2__)
+// The even (odd = false) or odd elements of a[0..8) b[0..8), the 16 floats
+// from a pair of packets, in order: one in-lane shuffle, then the 64-bit
+// quarters 0 2 1 3.
+template <bool odd>
+inline __m256 EveryOther8(__m256 a, __m256 b) {
+  constexpr int kSel = odd ? _MM_SHUFFLE(3, 1, 3, 1) : _MM_SHUFFLE(2, 0, 2, 0);
+  return _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(a, b, kSel)),
+                                                _MM_SHUFFLE(3, 1, 2, 0)));
+}
+#endif
+
 // dst[j] = src[2 * j] for j < n: for f32 with AVX2 in blocks of 8 and 4, each
 // from the contiguous elements up to its last (no read past src[2 * (n - 1)]).
 template <typename T>
@@ -28,10 +40,7 @@ void EveryOther(const T* src, T* dst, int64_t n) {
   if constexpr (std::is_same_v<T, float>) {
     for (; j + 8 < n; j += 8) {
       const float* p = src + 2 * j;
-      const __m256 ev = _mm256_shuffle_ps(_mm256_loadu_ps(p), _mm256_loadu_ps(p + 8),
-                                          _MM_SHUFFLE(2, 0, 2, 0));
-      _mm256_storeu_ps(dst + j, _mm256_castpd_ps(_mm256_permute4x64_pd(
-                                    _mm256_castps_pd(ev), _MM_SHUFFLE(3, 1, 2, 0))));
+      _mm256_storeu_ps(dst + j, EveryOther8<false>(_mm256_loadu_ps(p), _mm256_loadu_ps(p + 8)));
     }
     for (; j + 4 < n; j += 4) {
       const float* p = src + 2 * j;
@@ -219,10 +228,7 @@ void CombineEveryOther(T* row, const T* v, int64_t n, C combine) {
     for (; j + 8 < n; j += 8) {  // row[2j, 2j + 16): 8 pairs, all before the last lane
       float* p = row + 2 * j;
       const __m256 a = _mm256_loadu_ps(p), b = _mm256_loadu_ps(p + 8);
-      // The even elements: a0 a2 b0 b2 | a4 a6 b4 b6, then the 64-bit quarters in order.
-      const __m256 ev = _mm256_shuffle_ps(a, b, _MM_SHUFFLE(2, 0, 2, 0));
-      _mm256_store_ps(e, _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(ev),
-                                                                _MM_SHUFFLE(3, 1, 2, 0))));
+      _mm256_store_ps(e, EveryOther8<false>(a, b));
       for (int k = 0; k < 8; ++k) t[k] = combine(e[k], v[j + k]);
       const __m256 tv = _mm256_load_ps(t);
       _mm256_storeu_ps(p, _mm256_blend_ps(a, _mm256_permutevar8x32_ps(tv, lo), 0x55));
@@ -241,8 +247,9 @@ void CombineEveryOther(T* row, const T* v, int64_t n, C combine) {
 }
 
 // acc[j] = combine(combine(acc[j], v[2 * j]), v[2 * j + 1]) for j < n, with
-// 8 <= n < 32, in blocks of 8 for f32 with AVX2 (the even and odd elements split by shuffles,
-// the combine a fixed-length loop that vectorises); false (nothing done)
+// 8 <= n < 32, in blocks of 8 for f32 with AVX2 (the even and odd elements
+// split by EveryOther8, the combine a fixed-length loop that vectorises); false
+// (nothing done)
 // otherwise. A row shorter than two packets (a pooled row: 14) would be mostly
 // a scalar tail: the last block ends at n and overlaps the one before, its
 // result computed from acc before any store, so the overlap is stored the
@@ -255,12 +262,8 @@ bool CombinePairBlocks(T* acc, const T* v, int64_t n, C combine) {
     auto block = [&](int64_t j, float* t) {
       alignas(32) float e[8], o[8];
       const __m256 a = _mm256_loadu_ps(v + 2 * j), b = _mm256_loadu_ps(v + 2 * j + 8);
-      auto order = [](__m256 x) {  // 64-bit quarters 0 2 1 3: the shuffles' halves in order
-        return _mm256_castpd_ps(
-            _mm256_permute4x64_pd(_mm256_castps_pd(x), _MM_SHUFFLE(3, 1, 2, 0)));
-      };
-      _mm256_store_ps(e, order(_mm256_shuffle_ps(a, b, _MM_SHUFFLE(2, 0, 2, 0))));
-      _mm256_store_ps(o, order(_mm256_shuffle_ps(a, b, _MM_SHUFFLE(3, 1, 3, 1))));
+      _mm256_store_ps(e, EveryOther8<false>(a, b));
+      _mm256_store_ps(o, EveryOther8<true>(a, b));
       for (int k = 0; k < 8; ++k) t[k] = combine(combine(acc[j + k], e[k]), o[k]);
     };
     alignas(32) float last[8], t[8];
