@@ -34,6 +34,7 @@
 #include "ad/remat.h"
 #include "backends/cpu/constant_evaluator.h"
 #include "backends/executor.h"
+#include "backends/run_peak.h"
 #include "core/builder.h"
 #include "core/passes/optimize.h"
 #include "core/status_macros.h"
@@ -135,17 +136,7 @@ int64_t Bytes(const std::vector<Value>& vs) {
 // Peak above what is in use before the run, largest of 3 runs; `result` gets the
 // last result.
 absl::StatusOr<int64_t> Peak(const Executor& e, const std::vector<Value>& args, Value* result) {
-  int64_t peak = 0;
-  for (int i = 0; i < 3; ++i) {
-    AllocatorStats before = CpuAllocatorStats();
-    ResetCpuAllocatorPeak();
-    {
-      KGRAD_ASSIGN_OR_RETURN(Value r, e.Run(args));
-      if (i == 2) *result = std::move(r);
-    }
-    peak = std::max(peak, CpuAllocatorStats().peak_bytes_in_use - before.bytes_in_use);
-  }
-  return peak;
+  return RunPeakBytes(e, args, 3, result);
 }
 
 // The optimised step of `build`'s program under `policy`: gradients of args 1..n

@@ -14,6 +14,7 @@
 #include "ad/jvp.h"
 #include "backends/cpu/constant_evaluator.h"
 #include "backends/executor.h"
+#include "backends/run_peak.h"
 #include "bench/chain_program.h"
 #include "core/passes/optimize.h"
 #include "core/status_macros.h"
@@ -85,16 +86,8 @@ int64_t ResidentBytes(const Module& m, const std::vector<Value>& args) {
 // (already allocated before it) once: peak - in use before + their bytes, so
 // that whatever else the process holds does not count. The largest of 3 runs.
 int64_t PeakBytes(const Executor& e, const Module& m, const std::vector<Value>& args) {
-  int64_t peak = 0;
-  for (int i = 0; i < 3; ++i) {
-    AllocatorStats before = CpuAllocatorStats();
-    ResetCpuAllocatorPeak();
-    {
-      absl::StatusOr<Value> r = e.Run(args);
-    }
-    peak = std::max(peak, CpuAllocatorStats().peak_bytes_in_use - before.bytes_in_use);
-  }
-  return peak + ResidentBytes(m, args);
+  absl::StatusOr<int64_t> peak = RunPeakBytes(e, args, 3);
+  return (peak.ok() ? *peak : 0) + ResidentBytes(m, args);
 }
 
 // On a device other than the CPU: how far its step result is from the CPU's.

@@ -13,6 +13,7 @@
 #include "ad/grad_operation.h"
 #include "ad/jvp.h"
 #include "backends/executor.h"
+#include "backends/run_peak.h"
 #include "core/dim_symbol.h"
 #include "core/passes/optimize.h"
 #include "core/status_macros.h"
@@ -115,10 +116,14 @@ struct Timing {
   // part of the median).
   Profile profile;
   int64_t profiled_runs = 0;
+  // With `peak`: the run's high-water mark above its inputs and outputs (the
+  // allocator's, less what was in use before it and the new buffers of the
+  // result it returns), the largest of 3 more runs.
+  int64_t peak_bytes = -1;
 };
 
 absl::StatusOr<Timing> Time(FuncGraph* g, const std::vector<Value>& args, int64_t warmup, int64_t repeat,
-                            const ExecutorOptions& options, bool profile) {
+                            const ExecutorOptions& options, bool profile, bool peak = false) {
   KGRAD_ASSIGN_OR_RETURN(std::unique_ptr<Executor> e, Executor::Create(g, options));
   for (int64_t i = 0; i < warmup; ++i) KGRAD_RETURN_IF_ERROR(e->Run(args).status());
   std::vector<double> ms;
@@ -133,6 +138,11 @@ absl::StatusOr<Timing> Time(FuncGraph* g, const std::vector<Value>& args, int64_
   if (profile) {
     for (int64_t i = 0; i < repeat; ++i) KGRAD_RETURN_IF_ERROR(e->Run(args, {}, &t.profile).status());
     t.profiled_runs = repeat;
+  }
+  if (peak) {
+    Value result;
+    KGRAD_ASSIGN_OR_RETURN(int64_t high, RunPeakBytes(*e, args, 3, &result));
+    t.peak_bytes = std::max<int64_t>(0, high - NewBufferBytes(result, args));
   }
   return t;
 }
@@ -210,8 +220,10 @@ absl::Status Bench(const ParsedArgs& args, std::ostream& out) {
   std::string profiles;
   if (profile) absl::StrAppend(&profiles, "profile of the forward, per run:\n", ProfileLines(fwd));
   if (step != nullptr) {
-    KGRAD_ASSIGN_OR_RETURN(Timing t, Time(step, inputs, warmup, repeat, options, profile));
+    KGRAD_ASSIGN_OR_RETURN(Timing t, Time(step, inputs, warmup, repeat, options, profile, /*peak=*/true));
     out << Line("step", t) << absl::StrFormat("  step/forward %.2f", t.median_ms / fwd.median_ms) << "\n";
+    out << absl::StrFormat("peak     %9.3f MiB  the step's memory above its inputs and outputs\n",
+                           static_cast<double>(t.peak_bytes) / (1 << 20));
     if (profile) absl::StrAppend(&profiles, "profile of the step, per run:\n", ProfileLines(t));
   }
   if (jvp != nullptr) {

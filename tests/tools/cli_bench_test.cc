@@ -3,6 +3,7 @@
 // (What is asserted is the report and that every timing is a positive number,
 // never a speed: timings belong to benchmarks.)
 #include <algorithm>
+#include <fstream>
 #include <sstream>
 #include <string>
 
@@ -93,6 +94,47 @@ TEST(CliBenchTest, ProfileGivesTheTimePerPrimitiveOfEachPass) {
   r = Cli({"bench", "examples/mlp.pbtxt", "--input", "x=examples/data/mlp_x.npy", "--repeat", "1"});
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_THAT(r.out, ::testing::Not(HasSubstr("profile of")));
+}
+
+// The number on the report line starting with `what`, or -1.
+double Figure(const std::string& out, const std::string& what) {
+  std::istringstream in(out);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind(what + " ", 0) != 0) continue;
+    std::istringstream l(line.substr(what.size()));
+    double v = -1;
+    l >> v;
+    return v;
+  }
+  return -1;
+}
+
+// The step's peak above its inputs and outputs: for sum(max_pool2d(x)) with x
+// of 8 x 16 x 32 x 32 (0.5 MiB), the outputs are the value (the pooled 0.125
+// MiB) and the gradient (0.5 MiB), and what the step holds beside them is the
+// seed gradient of the pooled value (ones, 0.125 MiB); the forward alone has no
+// line.
+TEST(CliBenchTest, StepPeakIsTheMemoryAboveItsInputsAndOutputs) {
+  const std::string path = TempPath("bench_pool.pbtxt");
+  std::ofstream(path) << R"(format_version: 1
+entry: "pool"
+graphs {
+  name: "pool"
+  parameters { name: "x" type { tensor { dtype: DT_FLOAT32 dims: 8 dims: 16 dims: 32 dims: 32 } } }
+  nodes { name: "op" constant { primitive { name: "max_pool2d"
+    attrs { key: "kernel" value { ints { values: 2 values: 2 } } } } } }
+  nodes { name: "out" apply { inputs: ["op", "x"] } }
+  output: "out"
+}
+)";
+  CliResult r = Cli({"bench", path, "--grad", "--repeat", "2", "--warmup", "1"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("the step's memory above its inputs and outputs"));
+  EXPECT_DOUBLE_EQ(Figure(r.out, "peak"), 0.125);
+  r = Cli({"bench", path, "--repeat", "1"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_LT(Figure(r.out, "peak"), 0);
 }
 
 TEST(CliBenchTest, BadArgumentsAreErrors) {
