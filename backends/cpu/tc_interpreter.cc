@@ -13,6 +13,7 @@
 
 #include "backends/cpu/parallel.h"
 #include "backends/cpu/simd.h"
+#include "backends/cpu/tc_evaluator.h"
 #include "backends/cpu/tc_program.h"
 #include "backends/cpu/tc_rows.h"
 #include "ops/elementwise_functors.h"
@@ -24,23 +25,15 @@ namespace {
 
 using tc::Op;
 using tc::Reducer;
+using tc_eval::Evaluator;
+using tc_eval::Level;
 using tc_rows::Accumulate;
 using tc_rows::Assign;
-using tc_rows::CmpSelectRow;
-using tc_rows::CombineEveryOther;
-using tc_rows::CombinePairs;
-using tc_rows::EveryOther;
-using tc_rows::Lanes;
-using tc_rows::MirroredComparison;
 using tc_rows::Operand;
 using tc_rows::RowOf;
 using tc_rows::RunCmpSelect;
 using tc_rows::Store;
-using tc_rows::StoreEveryOther;
 using tc_rows::StoreInterleaved;
-
-using tc::CeilDiv;
-using tc::FloorDiv;
 
 // ----- Packet math -------------------------------------------------------------------
 // fn(Op{}) with Op the elementwise functor of one of the packet ops.
@@ -72,17 +65,16 @@ void PacketRow(const T* x, T* y, int64_t n) {
 }
 
 // ----- Reducers ------------------------------------------------------------------------
-// fn(combine) with combine(acc, v) the reducer's step. max and min propagate NaN
-// (as torch.amax): once a NaN is combined the result stays NaN.
+// fn(combine) with combine(acc, v) the reducer's step (tc_rows.h's ReducerStep).
 template <typename T, typename Fn>
 void VisitReducer(Reducer r, Fn&& fn) {
+  using tc_rows::ReducerStep;
   switch (r) {
-    case Reducer::kAssign: return fn([](T, T v) { return v; });
-    case Reducer::kSum: return fn([](T a, T v) { return a + v; });
-    case Reducer::kProd: return fn([](T a, T v) { return a * v; });
-    // `|`, not `||`: no branch in the scalar loops' tails, whose data decide it.
-    case Reducer::kMax: return fn([](T a, T v) { return ((v > a) | (v != v)) ? v : a; });
-    case Reducer::kMin: return fn([](T a, T v) { return ((v < a) | (v != v)) ? v : a; });
+    case Reducer::kAssign: return fn(ReducerStep<Reducer::kAssign>{});
+    case Reducer::kSum: return fn(ReducerStep<Reducer::kSum>{});
+    case Reducer::kProd: return fn(ReducerStep<Reducer::kProd>{});
+    case Reducer::kMax: return fn(ReducerStep<Reducer::kMax>{});
+    case Reducer::kMin: return fn(ReducerStep<Reducer::kMin>{});
   }
 }
 
@@ -102,372 +94,6 @@ template <typename T>
 T ExactIdentity(Reducer r) {
   return r == Reducer::kSum ? -T{0} : InitIdentity<T>(r);
 }
-
-// A loop of the odometer: position `pos` from lo to hi by `step`.
-struct Level {
-  int pos;
-  int64_t lo, hi, step;
-  int64_t count() const { return hi > lo ? (hi - lo + step - 1) / step : 0; }
-};
-
-
-// ----- Evaluation ---------------------------------------------------------------------------
-
-template <typename T>
-class Evaluator {
- public:
-  Evaluator(const TcProgram& p, absl::Span<const TcTensor<T>> tensors)
-      : p_(p),
-        tensors_(tensors),
-        idx_(p.lo),
-        fv_(p.constant),
-        buf_(p.nodes.size() * kTcLanes),
-        vals_(p.nodes.size()) {
-    for (int q = 0; q < p.num_pos; ++q) {
-      for (const auto& [f, c] : p.moves[q]) fv_[f] += c * idx_[q];
-    }
-  }
-
-  int64_t idx(int q) const { return idx_[q]; }
-  int64_t form(int f) const { return fv_[f]; }
-
-  void Move(int q, int64_t delta) {
-    idx_[q] += delta;
-    for (const auto& [f, c] : p_.moves[q]) fv_[f] += c * delta;
-  }
-  // The first point of `levels`; false when one of them is empty.
-  bool Begin(absl::Span<const Level> levels) {
-    for (const Level& l : levels) {
-      if (l.lo >= l.hi) return false;
-      Move(l.pos, l.lo - idx_[l.pos]);
-    }
-    return true;
-  }
-  // The next point in row-major order; false (and back at the first) after the last.
-  bool Next(absl::Span<const Level> levels) {
-    for (int i = static_cast<int>(levels.size()) - 1; i >= 0; --i) {
-      const Level& l = levels[i];
-      Move(l.pos, l.step);
-      if (idx_[l.pos] < l.hi) return true;
-      Move(l.pos, l.lo - idx_[l.pos]);
-    }
-    return false;
-  }
-  // Point number `item` of `levels` in row-major order.
-  void Seek(absl::Span<const Level> levels, int64_t item) {
-    for (int i = static_cast<int>(levels.size()) - 1; i >= 0; --i) {
-      const Level& l = levels[i];
-      const int64_t n = l.count();
-      Move(l.pos, l.lo + (item % n) * l.step - idx_[l.pos]);
-      item /= n;
-    }
-  }
-
-  // The lanes j < n of the chunk at the current point (the vector index at
-  // idx + j) and its rows r < rows (the row index at idx + r) that pass every
-  // guard; false when none does.
-  bool Guarded(int64_t n, int64_t rows, Lanes* lanes) const {
-    for (int i = 0; i < p_.num_uniform_guards; ++i) {
-      const TcGuardPlan& g = p_.guards[i];
-      const int64_t v = fv_[g.form];
-      if (v < g.lo || v >= g.hi || (g.divisor != 1 && v % g.divisor != 0)) return false;
-    }
-    const int row_end = p_.num_uniform_guards + p_.num_row_guards;
-    lanes->row_first = 0;
-    lanes->row_step = 1;
-    lanes->rows = rows;
-    if (row_end > p_.num_uniform_guards &&
-        !Cut(p_.num_uniform_guards, row_end, p_.ocoef, rows, &lanes->row_first, &lanes->row_step,
-             &lanes->rows)) {
-      return false;
-    }
-    lanes->pair = p_.pair_size;
-    return Cut(row_end, static_cast<int>(p_.guards.size()), p_.vcoef, n, &lanes->first,
-               &lanes->step, &lanes->count);
-  }
-
-  // The j < n for which guards [from, to) hold at v0 + coef * j (v0 and coef
-  // their form's value and coefficient of one index): first + step * t for
-  // t < count, a progression, the guards being affine; false when empty.
-  bool Cut(int from, int to, const std::vector<int64_t>& coef, int64_t n, int64_t* first_out,
-           int64_t* step_out, int64_t* count_out) const {
-    int64_t lo = 0, hi = n;
-    for (int i = from; i < to; ++i) {  // lo <= v0 + c * j < hi
-      const TcGuardPlan& g = p_.guards[i];
-      const int64_t v0 = fv_[g.form], c = coef[g.form];
-      constexpr int64_t kMin = std::numeric_limits<int64_t>::min();
-      constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
-      if (c == 1) {  // the common case, without divisions
-        if (g.lo != kMin) lo = std::max(lo, g.lo - v0);
-        if (g.hi != kMax) hi = std::min(hi, g.hi - v0);
-      } else if (c > 0) {
-        if (g.lo != kMin) lo = std::max(lo, CeilDiv(g.lo - v0, c));
-        if (g.hi != kMax) hi = std::min(hi, FloorDiv(g.hi - 1 - v0, c) + 1);
-      } else {
-        if (g.lo != kMin) hi = std::min(hi, FloorDiv(v0 - g.lo, -c) + 1);
-        if (g.hi != kMax) lo = std::max(lo, CeilDiv(v0 - (g.hi - 1), -c));
-      }
-    }
-    if (lo >= hi) return false;
-    int64_t first = lo, step = 1;
-    for (int i = from; i < to; ++i) {  // divisibility: a progression
-      const TcGuardPlan& g = p_.guards[i];
-      if (g.divisor == 1) continue;
-      const int64_t v0 = fv_[g.form], c = coef[g.form];
-      bool found = false;
-      for (int64_t t = 0; t < g.divisor; ++t) {
-        const int64_t lane = first + step * t;
-        if (lane >= hi) break;
-        if ((v0 + c * lane) % g.divisor == 0) {
-          first = lane;
-          found = true;
-          break;
-        }
-      }
-      if (!found) return false;
-      step = step / std::gcd(step, g.period) * g.period;
-    }
-    *first_out = first;
-    *step_out = step;
-    *count_out = (hi - first + step - 1) / step;
-    return *count_out > 0;
-  }
-
-  // The root's value over `lanes`; a root computed lane by lane goes to `dst`
-  // when given (then the result points there).
-  Operand<T> Eval(const Lanes& lanes, T* dst = nullptr) {
-    const size_t last = p_.nodes.size() - 1;
-    for (size_t i = 0; i < last; ++i) EvalNode(i, lanes, &buf_[i * kTcLanes]);
-    EvalNode(last, lanes, dst != nullptr ? dst : &buf_[last * kTcLanes]);
-    return vals_.back();
-  }
-
-  // The operands of a root select whose comparison is fused, for a caller that
-  // combines cmp(a, b) ? x : y into its accumulator in the same loop.
-  struct SelectRoot {
-    Op op;
-    Operand<T> a, b, x;
-    T y;
-  };
-  // Every node but the root; true when the root is such a select with a varying
-  // a and one value y (*r), else false with the root evaluated too (*v).
-  bool EvalSelectRoot(const Lanes& lanes, SelectRoot* r, Operand<T>* v) {
-    const size_t last = p_.nodes.size() - 1;
-    for (size_t i = 0; i < last; ++i) EvalNode(i, lanes, &buf_[i * kTcLanes]);
-    const TcNodePlan& root = p_.nodes[last];
-    if (root.cmp >= 0) {
-      const TcNodePlan& cn = p_.nodes[root.cmp];
-      *r = {cn.op, vals_[cn.a], vals_[cn.b], vals_[root.b], vals_[root.c].u};
-      if (r->a.p == nullptr) {
-        std::swap(r->a, r->b);
-        r->op = MirroredComparison(r->op);
-      }
-      if (r->a.p != nullptr && vals_[root.c].p == nullptr) return true;
-    }
-    EvalNode(last, lanes, &buf_[last * kTcLanes]);
-    *v = vals_.back();
-    return false;
-  }
-
- private:
-  // Node i over `lanes`, into vals_[i] (computed lane by lane into `o`).
-  void EvalNode(size_t i, const Lanes& lanes, T* o) {
-    const TcNodePlan& nd = p_.nodes[i];
-    if (nd.fused) return;  // its select evaluates it
-    Operand<T>& out = vals_[i];
-    switch (nd.op) {
-      case Op::kNumber:
-      case Op::kSize: out = {nullptr, static_cast<T>(nd.value)}; break;
-      case Op::kIndex:
-        if (nd.vec) {
-          const bool column = nd.pos == p_.vp, pair = nd.pos == p_.pair;
-          const int64_t v0 =
-              idx_[nd.pos] + (column ? lanes.first : pair ? 0 : lanes.row_first);
-          const int64_t w = lanes.width(), s = lanes.pair;
-          if (column || pair) {  // the same in every row: the first, then copies
-            for (int64_t j = 0; j < lanes.count; ++j) {
-              for (int64_t k = 0; k < s; ++k) {
-                o[j * s + k] = static_cast<T>(column ? v0 + lanes.step * j : v0 + k);
-              }
-            }
-            for (int64_t r = 1; r < lanes.rows; ++r) std::copy(o, o + w, o + r * w);
-          } else {
-            for (int64_t r = 0; r < lanes.rows; ++r) {
-              std::fill(o + r * w, o + (r + 1) * w, static_cast<T>(v0 + lanes.row_step * r));
-            }
-          }
-          out = {o, T{}};
-        } else {
-          out = {nullptr, static_cast<T>(idx_[nd.pos])};
-        }
-        break;
-      case Op::kRead: out = Read(nd, lanes, o); break;
-      default: out = nd.cmp >= 0 ? CmpSelect(nd, lanes, o) : Apply(nd, lanes, o);
-    }
-    if (out.p == o) out.rs = lanes.width();
-  }
-
- private:
-  Operand<T> Read(const TcNodePlan& nd, const Lanes& lanes, T* o) const {
-    const TcReadPlan& r = p_.reads[nd.read];
-    const T* data = tensors_[r.tensor].data;
-    int64_t off = fv_[r.form] + p_.vcoef[r.form] * lanes.first + p_.ocoef[r.form] * lanes.row_first;
-    int64_t step = p_.vcoef[r.form] * lanes.step;
-    int64_t row_step = p_.ocoef[r.form] * lanes.row_step;
-    for (const TcReadPlan::Divided& dv : r.divided) {  // exact on the guarded lanes and rows
-      const int64_t c = p_.vcoef[dv.form], oc = p_.ocoef[dv.form];
-      const int64_t v = fv_[dv.form] + c * lanes.first + oc * lanes.row_first;
-      off += dv.stride * ExactDiv(v, dv.divisor, dv.shift);
-      step += dv.stride * ExactDiv(c * lanes.step, dv.divisor, dv.shift);
-      row_step += dv.stride * ExactDiv(oc * lanes.row_step, dv.divisor, dv.shift);
-    }
-    if (!nd.vec) return {nullptr, data[off]};
-    if (lanes.pair > 1) {
-      return ReadPairs(data + off, step, p_.pcoef[r.form], row_step, lanes, &nd == &p_.nodes.back(),
-                       o);
-    }
-    const int64_t count = lanes.count;
-    if (step == 1) return {data + off, T{}, row_step};
-    for (int64_t row = 0; row < lanes.rows; ++row) {
-      const T* src = data + off + row * row_step;
-      T* dst = o + row * count;
-      if (step == 2) {  // strided windows and pools
-        EveryOther(src, dst, count);
-      } else {
-        for (int64_t j = 0; j < count; ++j) dst[j] = src[j * step];
-      }
-    }
-    return {o, T{}};
-  }
-
-  // A read along the vector index by `step` and the pair index by `pstep`: row
-  // r's lane x at src + r * row_step + step * (x / pair) + pstep * (x % pair),
-  // in place when that is x (the window's contiguous rows): as one run when the
-  // rows lie end to end, else row by row when the read is the root (the
-  // reduction combines each row where it lies; a pooling's rows are two image
-  // rows apart), else copied end to end for the nodes above it.
-  Operand<T> ReadPairs(const T* src, int64_t step, int64_t pstep, int64_t row_step,
-                       const Lanes& lanes, bool root, T* o) const {
-    const int64_t s = lanes.pair, w = lanes.width();
-    const bool contiguous = pstep == 1 && step == s;
-    if (contiguous && (lanes.rows == 1 || row_step == w || root)) return {src, T{}, row_step};
-    for (int64_t r = 0; r < lanes.rows; ++r) {
-      const T* in = src + r * row_step;
-      T* dst = o + r * w;
-      if (contiguous) {  // rows apart copied end to end: the nodes and the reduction run flat
-        std::memcpy(dst, in, sizeof(T) * w);  // small rows: overlapping moves, no scalar tail
-      } else if (pstep == 0 && s == 2) {  // each value twice (the output's own element)
-        for (int64_t j = 0; j < lanes.count; ++j) {
-          const T v = in[step * j];
-          dst[2 * j] = v;
-          dst[2 * j + 1] = v;
-        }
-      } else {
-        for (int64_t j = 0; j < lanes.count; ++j) {
-          for (int64_t k = 0; k < s; ++k) dst[j * s + k] = in[step * j + pstep * k];
-        }
-      }
-    }
-    return {o, T{}};
-  }
-
-  // A select whose condition is a fused comparison (TcNodePlan::fused):
-  // cmp(a, b) ? x : y in one loop where the comparison has a varying operand
-  // and y is one value (a mask routing x, or choosing between two values);
-  // else the comparison into its own buffer first.
-  Operand<T> CmpSelect(const TcNodePlan& nd, const Lanes& lanes, T* o) {
-    const TcNodePlan& cn = p_.nodes[nd.cmp];
-    Operand<T> a = vals_[cn.a], b = vals_[cn.b];
-    Op op = cn.op;
-    if (a.p == nullptr) {
-      std::swap(a, b);
-      op = MirroredComparison(op);
-    }
-    const Operand<T> x = vals_[nd.b], y = vals_[nd.c];
-    if (a.p == nullptr || y.p != nullptr) {
-      T* co = &buf_[nd.cmp * kTcLanes];
-      vals_[nd.cmp] = Apply(cn, lanes, co);
-      vals_[nd.cmp].rs = lanes.width();
-      return Apply(nd, lanes, o);
-    }
-    int64_t n = lanes.width(), rows = lanes.rows;
-    auto flat = [n](const Operand<T>& v) { return v.p == nullptr || v.rs == n; };
-    if (rows > 1 && flat(a) && flat(b) && flat(x)) {
-      n *= rows;
-      rows = 1;
-    }
-    RunCmpSelect(op, a, b, x, y.u, o, n, rows, [](T, T v) { return v; });
-    return {o, T{}};
-  }
-
-  // A computed node over the lanes: one loop over all of them when every operand's
-  // rows lie end to end (buffers, and reads whose rows are contiguous), else row by row.
-  Operand<T> Apply(const TcNodePlan& nd, const Lanes& lanes, T* o) const {
-    const Operand<T> a = vals_[nd.a];
-    const Operand<T> b = nd.b >= 0 ? vals_[nd.b] : Operand<T>{};
-    const Operand<T> c = nd.c >= 0 ? vals_[nd.c] : Operand<T>{};
-    if (!nd.vec) return {nullptr, ApplyTcOp<T>(nd.op, a.u, b.u, c.u)};
-    int64_t n = lanes.width(), rows = lanes.rows;
-    auto flat = [n](const Operand<T>& v) { return v.p == nullptr || v.rs == n; };
-    if (rows > 1 && flat(a) && flat(b) && flat(c)) {
-      n *= rows;
-      rows = 1;
-    }
-    ApplyBlock(nd.op, a, b, c, o, n, rows);
-    return {o, T{}};
-  }
-
-  // o[r * n + j] = op(a's, b's, c's row r at j) for r < rows, j < n: the op's
-  // dispatch once per block, the rows inside.
-  static void ApplyBlock(Op op, const Operand<T>& a, const Operand<T>& b, const Operand<T>& c,
-                         T* o, int64_t n, int64_t rows) {
-    if (IsTcPacketOp(op)) {
-      for (int64_t r = 0; r < rows; ++r) TcPacketOpRow(op, a.p + r * a.rs, o + r * n, n);
-      return;
-    }
-    VisitTcOp<T>(op, [&](auto f) {
-      using F = decltype(f);
-      for (int64_t r = 0; r < rows; ++r) {
-        const T* x = a.p != nullptr ? a.p + r * a.rs : nullptr;
-        const T* y = b.p != nullptr ? b.p + r * b.rs : nullptr;
-        const T* z = c.p != nullptr ? c.p + r * c.rs : nullptr;
-        T* out = o + r * n;
-        if constexpr (std::is_invocable_v<F, T>) {
-          for (int64_t j = 0; j < n; ++j) out[j] = f(x[j]);
-        } else if constexpr (std::is_invocable_v<F, T, T>) {
-          if (x != nullptr && y != nullptr) {
-            for (int64_t j = 0; j < n; ++j) out[j] = f(x[j], y[j]);
-          } else if (x != nullptr) {
-            const T v = b.u;
-            for (int64_t j = 0; j < n; ++j) out[j] = f(x[j], v);
-          } else {
-            const T u = a.u;
-            for (int64_t j = 0; j < n; ++j) out[j] = f(u, y[j]);
-          }
-        } else if (x != nullptr && y == nullptr && z == nullptr) {  // a mask of two values
-          const T v = b.u, w = c.u;
-          for (int64_t j = 0; j < n; ++j) out[j] = f(x[j], v, w);
-        } else if (x != nullptr && y != nullptr && z == nullptr) {  // relu-like
-          const T w = c.u;
-          for (int64_t j = 0; j < n; ++j) out[j] = f(x[j], y[j], w);
-        } else if (x != nullptr && y == nullptr && z != nullptr) {
-          const T v = b.u;
-          for (int64_t j = 0; j < n; ++j) out[j] = f(x[j], v, z[j]);
-        } else {
-          auto at = [](const T* p, T u, int64_t j) { return p != nullptr ? p[j] : u; };
-          for (int64_t j = 0; j < n; ++j) out[j] = f(at(x, a.u, j), at(y, b.u, j), at(z, c.u, j));
-        }
-      }
-    });
-  }
-
-  const TcProgram& p_;
-  absl::Span<const TcTensor<T>> tensors_;
-  std::vector<int64_t> idx_, fv_;
-  std::vector<T> buf_;
-  std::vector<Operand<T>> vals_;
-};
-
 
 // ----- The loops -------------------------------------------------------------------------------
 // Work items are output chunks: the left side's points with the vector index,
@@ -502,6 +128,7 @@ class StatementRunner {
     // substitution's result, tc_positions.h): no identity fill, no loop.
     one_point_ = direct_ && inner_.empty() && p.pair < 0 && p.guards.empty();
     select_root_ = !p.nodes.empty() && p.nodes.back().cmp >= 0;
+    for (const TcReadPlan& r : p.reads) reads_out_ = reads_out_ || r.tensor == s.out;
     group_ = Group();
   }
 
@@ -588,9 +215,13 @@ class StatementRunner {
       AssignItem(ev, out, step, n, rows, row_step);
       return;
     }
+    const bool flat = step == 1 && (rows == 1 || row_step == n);  // the rows end to end
+    if (direct_ && s_.init && flat && !reads_out_) {  // the output chunk is the accumulator
+      Compute(ev, out);
+      return;
+    }
     Compute(ev, acc);
     if (direct_) {  // the lanes are output elements
-      const bool flat = step == 1 && row_step == n;  // the output's rows end to end
       for (int64_t r = 0, end = flat ? 1 : rows; r < end; ++r) {
         const Operand<T> v{acc + r * n, T{}};
         const int64_t m = flat ? n * rows : n;
@@ -614,7 +245,7 @@ class StatementRunner {
   void Compute(Evaluator<T>& ev, T* acc) {
     const int64_t n = ItemLanes(ev), rows = ItemRows(ev);
     if (one_point_) {  // acc = combine(identity, value): no fill, no loop
-      Lanes l;
+      tc_rows::Lanes l;
       ev.Guarded(n, rows, &l);  // no guard: every lane and row
       const T identity = lane_identity_;
       const C combine = combine_;
@@ -634,7 +265,7 @@ class StatementRunner {
       do {
         const int64_t lanes =
             direct_ ? n : std::min<int64_t>(kTcLanes, p_.hi[p_.vp] - ev.idx(p_.vp));
-        Lanes l;
+        tc_rows::Lanes l;
         if (ev.Guarded(lanes, rows, &l) && !FusedAccumulate(ev, acc, n, l, combine_)) {
           Accumulate(acc, n, l, ev.Eval(l), combine_);
         }
@@ -647,7 +278,11 @@ class StatementRunner {
   // of acc (no pairs, no step; rows end to end) and the operands' rows lie end
   // to end too; false (nothing done) otherwise.
   template <typename S>
-  bool FusedAccumulate(Evaluator<T>& ev, T* acc, int64_t width, const Lanes& l, S sink) {
+  bool FusedAccumulate(Evaluator<T>& ev, T* acc, int64_t width, const tc_rows::Lanes& l, S sink) {
+    if (p_.pair_select.a >= 0) {
+      ev.PairSelect(acc, width, l, sink);
+      return true;
+    }
     if (!select_root_ || l.pair != 1 || l.step != 1) return false;
     const bool one_run = l.rows == 1 || (l.first == 0 && l.count == width && l.row_step == 1);
     if (!one_run) return false;
@@ -675,7 +310,7 @@ class StatementRunner {
   void AssignItem(Evaluator<T>& ev, T* out, int64_t step, int64_t n, int64_t rows,
                   int64_t row_step) {
     const Operand<T> identity{nullptr, init_identity_};
-    Lanes l;
+    tc_rows::Lanes l;
     if (!ev.Guarded(n, rows, &l)) {
       for (int64_t r = 0; r < rows; ++r) Store(out + r * row_step, step, n, identity, Assign());
       return;
@@ -709,6 +344,7 @@ class StatementRunner {
   bool direct_ = false;      // ... or there is none: each lane is an output element
   bool one_point_ = false;
   bool select_root_ = false;  // the root a select of a fused comparison
+  bool reads_out_ = false;    // the right side reads the output
   std::vector<Level> items_, inner_;
   T init_identity_{}, lane_identity_{};
   int64_t tree_ = 1;

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "backends/cpu/tc_positions.h"
+#include "backends/cpu/tc_rows.h"
 
 namespace kgrad {
 namespace cpu {
@@ -200,10 +201,84 @@ void ChooseVectorIndex(const FormBuilder& fb, TcProgram& p) {
   if (p.vp >= 0) p.vo = RowIndexFor(p.vp, fb, p, &p.rows);
 }
 
+bool IsComparison(Op op) {
+  return op == Op::kLt || op == Op::kLe || op == Op::kGt || op == Op::kGe || op == Op::kEq ||
+         op == Op::kNe;
+}
+
+// The nodes `root`'s subtree holds (children before parents: one backward pass).
+std::vector<bool> Subtree(const tc::ExprList& rhs, int root) {
+  std::vector<bool> in(rhs.nodes.size(), false);
+  in[root] = true;
+  for (int i = root; i >= 0; --i) {
+    if (!in[i]) continue;
+    for (int child : {rhs.nodes[i].a, rhs.nodes[i].b, rhs.nodes[i].c}) {
+      if (child >= 0) in[child] = true;
+    }
+  }
+  return in;
+}
+
+// Node id -> its read's index in p.reads (reads are in node order), else -1.
+std::vector<int> ReadOfNode(const tc::ExprList& rhs) {
+  std::vector<int> read(rhs.nodes.size(), -1);
+  int r = 0;
+  for (size_t i = 0; i < rhs.nodes.size(); ++i) {
+    if (rhs.nodes[i].op == Op::kRead) read[i] = r++;
+  }
+  return read;
+}
+
+// The pair select of `s` with pair index k (TcPairSelect), or none (a = -1):
+// the root a select of a comparison of a read in pairs and a read that steps
+// along the vector index only (or not at all), X and Y of no read and of no
+// position but k and those constant over a chunk.
+TcPairSelect PairSelectOf(const TcStatement& s, const FormBuilder& fb, const TcProgram& p, int k) {
+  const tc::ExprList& rhs = *s.rhs;
+  const tc::Expr& root = rhs.nodes[rhs.root()];
+  if (root.op != Op::kSelect || !IsComparison(rhs.nodes[root.a].op)) return {};
+  const tc::Expr& cmp = rhs.nodes[root.a];
+  const std::vector<int> read = ReadOfNode(rhs);
+  auto kind = [&](int node) {  // 2: in pairs, 1: one per lane, 0: uniform, -1: neither
+    if (read[node] < 0) return -1;
+    const TcReadPlan& r = p.reads[read[node]];
+    if (!r.divided.empty()) return -1;
+    const std::vector<int64_t>& c = fb.coef(r.form);
+    if (c[k] == 1 && c[p.vp] == p.hi[k] - p.lo[k]) return 2;
+    if (c[k] != 0) return -1;
+    return c[p.vp] != 0 || (p.vo >= 0 && c[p.vo] != 0) ? 1 : 0;
+  };
+  TcPairSelect ps;
+  ps.op = cmp.op;
+  if (kind(cmp.a) == 2 && kind(cmp.b) >= 0) {
+    ps.a = cmp.a, ps.b = cmp.b;
+  } else if (kind(cmp.b) == 2 && kind(cmp.a) >= 0) {
+    ps.a = cmp.b, ps.b = cmp.a;
+    ps.op = tc_rows::MirroredComparison(cmp.op);
+  } else {
+    return {};
+  }
+  for (int v : {root.b, root.c}) {
+    const std::vector<bool> in = Subtree(rhs, v);
+    for (size_t i = 0; i < in.size(); ++i) {
+      if (!in[i]) continue;
+      const tc::Expr& e = rhs.nodes[i];
+      if (e.op == Op::kRead) return {};
+      if (e.op == Op::kIndex) {
+        const int q = p.origin[s.domain->position[e.id]];
+        if (q == p.vp || q == p.vo) return {};
+      }
+    }
+  }
+  ps.x = root.b;
+  ps.y = root.c;
+  return ps;
+}
+
 // Step 2b. The pair index (tc_program.h): the innermost reduction index of a
 // few values, named by no guard and no divided argument, with no guard along
 // the vector index (the lanes stay whole), when a read steps by 1 along it and
-// by its range along the vector index.
+// by its range along the vector index; and the pair select, if the root is one.
 void ChoosePairIndex(const TcStatement& s, const FormBuilder& fb, TcProgram& p) {
   if (p.vp < 0 || p.vp >= p.num_lhs || s.reducer == tc::Reducer::kAssign) return;
   int k = -1;
@@ -216,28 +291,31 @@ void ChoosePairIndex(const TcStatement& s, const FormBuilder& fb, TcProgram& p) 
   for (const TcGuardPlan& g : p.guards) {
     if (fb.coef(g.form)[k] != 0 || fb.coef(g.form)[p.vp] != 0) return;
   }
+  const TcPairSelect ps = PairSelectOf(s, fb, p, k);
+  const std::vector<int> read = ReadOfNode(*s.rhs);
   bool contiguous = false;
-  for (const TcReadPlan& r : p.reads) {
+  for (size_t node = 0; node < read.size(); ++node) {
+    if (read[node] < 0) continue;
+    const TcReadPlan& r = p.reads[read[node]];
     for (const TcReadPlan::Divided& dv : r.divided) {
       if (fb.coef(dv.form)[k] != 0) return;
     }
     // A read along the lanes but not in pairs (each value twice, say) costs
-    // more than the fusion saves: measured on max pooling's adjoint.
+    // more than the fusion saves (measured on max pooling's adjoint), unless
+    // it is the pair select's B, read in place.
     const std::vector<int64_t>& c = fb.coef(r.form);
     const bool pairs = c[k] == 1 && c[p.vp] == size && r.divided.empty();
-    if (!pairs && (c[k] != 0 || c[p.vp] != 0)) return;
+    const bool select_b = static_cast<int>(node) == ps.b;
+    if (!pairs && !select_b && (c[k] != 0 || c[p.vp] != 0)) return;
     contiguous = contiguous || pairs;
   }
   if (!contiguous) return;
   p.pair = k;
   p.pair_size = size;
+  p.pair_select = ps;
   p.rows = std::max<int64_t>(1, std::min(p.rows, kTcLanes / (width * size)));
 }
 
-bool IsComparison(Op op) {
-  return op == Op::kLt || op == Op::kLe || op == Op::kGt || op == Op::kGe || op == Op::kEq ||
-         op == Op::kNe;
-}
 
 // Marks each comparison that only a varying select's condition reads as
 // evaluated by that select (TcNodePlan::fused).

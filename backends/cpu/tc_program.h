@@ -74,6 +74,19 @@ struct TcNodePlan {
   int cmp = -1;
 };
 
+// The root of a pair select: `cmp(A, B) ? X : Y` over pair lanes, A a read in
+// pairs (contiguous along the pair index, the vector index stepping it by the
+// pair size), B a read with one value per output lane (or none varying), X and
+// Y reading no tensor and varying along the pair index at most (max pooling's
+// arg statement: I(b,c,2*i + kh,2*j + kw) == O(b,c,i,j) ? kh*2 + kw : 4). The
+// runner reads A and B in place and combines each output's pairs in one loop:
+// no node is evaluated into a buffer (tc_rows.h's PairSelectRow).
+struct TcPairSelect {
+  int a = -1, b = -1;  // node ids; a < 0: not a pair select
+  tc::Op op = tc::Op::kEq;  // cmp(A, B), mirrored when A was the right operand
+  int x = -1, y = -1;  // node ids
+};
+
 struct TcProgram {
   // The loop positions (tc_positions.h: the domain's, rewritten): the left
   // side's first.
@@ -95,6 +108,7 @@ struct TcProgram {
   // contiguous, and each output combines its pair_size lanes in order. -1: none.
   int pair = -1;
   int64_t pair_size = 1;
+  TcPairSelect pair_select;
   std::vector<int64_t> lo, hi;
   int num_forms = 0;
   std::vector<int64_t> constant;  // per form

@@ -63,6 +63,45 @@ inline tc::Op MirroredComparison(tc::Op op) {
   }
 }
 
+// A reducer's step combine(acc, v) as a functor that names its reducer
+// (tc_interpreter.cc's VisitReducer), so that packet loops can combine in
+// registers (CombinePacket) what scalar loops combine by calling it. max and
+// min propagate NaN (as torch.amax): once a NaN is combined the result stays NaN.
+template <tc::Reducer R>
+struct ReducerStep {
+  static constexpr tc::Reducer kReducer = R;
+  template <typename T>
+  T operator()(T a, T v) const {
+    // `|`, not `||`: no branch in the scalar loops' tails, whose data decide it.
+    if constexpr (R == tc::Reducer::kSum) return a + v;
+    if constexpr (R == tc::Reducer::kProd) return a * v;
+    if constexpr (R == tc::Reducer::kMax) return ((v > a) | (v != v)) ? v : a;
+    if constexpr (R == tc::Reducer::kMin) return ((v < a) | (v != v)) ? v : a;
+    return v;  // kAssign
+  }
+};
+
+// Whether C is a ReducerStep (names its reducer).
+template <typename C, typename = void>
+struct NamesReducer : std::false_type {};
+template <typename C>
+struct NamesReducer<C, std::void_t<decltype(C::kReducer)>> : std::true_type {};
+
+#if defined(__AVX2__)
+// ReducerStep<R> on packets, lane by lane, with the scalar step's results.
+template <tc::Reducer R>
+inline __m256 CombinePacket(__m256 acc, __m256 v) {
+  if constexpr (R == tc::Reducer::kSum) return _mm256_add_ps(acc, v);
+  if constexpr (R == tc::Reducer::kProd) return _mm256_mul_ps(acc, v);
+  if constexpr (R == tc::Reducer::kMax || R == tc::Reducer::kMin) {
+    constexpr int kBetter = R == tc::Reducer::kMax ? _CMP_GT_OQ : _CMP_LT_OQ;
+    return _mm256_blendv_ps(
+        acc, v, _mm256_or_ps(_mm256_cmp_ps(v, acc, kBetter), _mm256_cmp_ps(v, v, _CMP_UNORD_Q)));
+  }
+  return v;  // kAssign
+}
+#endif
+
 // o[j] = sink(o[j], op(a[j], b's) ? x's : y) for j < n (b and x a row, or one
 // value when nullptr: bu, xu), the select as a comparison node and then a
 // select node compute it; sink stores it, or combines it into an accumulator.
@@ -246,37 +285,96 @@ void CombineEveryOther(T* row, const T* v, int64_t n, C combine) {
   for (; j < n; ++j) row[2 * j] = combine(row[2 * j], v[j]);
 }
 
-// acc[j] = combine(combine(acc[j], v[2 * j]), v[2 * j + 1]) for j < n, with
-// 8 <= n < 32, in blocks of 8 for f32 with AVX2 (the even and odd elements
-// split by EveryOther8, the combine a fixed-length loop that vectorises); false
-// (nothing done)
-// otherwise. A row shorter than two packets (a pooled row: 14) would be mostly
-// a scalar tail: the last block ends at n and overlaps the one before, its
-// result computed from acc before any store, so the overlap is stored the
-// same value twice (sums too).
+// acc[j] = combine(combine(acc[j], v[2 * j]), v[2 * j + 1]) for j < n >= 8,
+// in packets of 8 for f32 with AVX2 and a combine that names its reducer (the
+// even and odd elements split by EveryOther8, combined in registers by
+// CombinePacket: arrays of partial results between the shuffles and a combine
+// loop stalled on store forwarding); false (nothing done) otherwise. A row
+// shorter than two packets (a pooled row: 14) would be mostly a scalar tail:
+// the last packet ends at n and overlaps the one before, its result computed
+// from acc before any store, so the overlap is stored the same value twice
+// (sums too).
 template <typename T, typename C>
 bool CombinePairBlocks(T* acc, const T* v, int64_t n, C combine) {
 #if defined(__AVX2__)
-  if constexpr (std::is_same_v<T, float>) {
-    if (n < 8 || n >= 32) return false;  // longer rows: the plain loop vectorises
-    auto block = [&](int64_t j, float* t) {
-      alignas(32) float e[8], o[8];
+  if constexpr (std::is_same_v<T, float> && NamesReducer<C>::value) {
+    constexpr tc::Reducer R = C::kReducer;
+    if (n < 8) return false;
+    auto block = [&](int64_t j) {
       const __m256 a = _mm256_loadu_ps(v + 2 * j), b = _mm256_loadu_ps(v + 2 * j + 8);
-      _mm256_store_ps(e, EveryOther8<false>(a, b));
-      _mm256_store_ps(o, EveryOther8<true>(a, b));
-      for (int k = 0; k < 8; ++k) t[k] = combine(combine(acc[j + k], e[k]), o[k]);
+      return CombinePacket<R>(CombinePacket<R>(_mm256_loadu_ps(acc + j), EveryOther8<false>(a, b)),
+                              EveryOther8<true>(a, b));
     };
-    alignas(32) float last[8], t[8];
-    block(n - 8, last);
-    for (int64_t j = 0; j + 8 < n; j += 8) {
-      block(j, t);
-      std::copy(t, t + 8, acc + j);
-    }
-    std::copy(last, last + 8, acc + n - 8);
+    const __m256 last = block(n - 8);
+    for (int64_t j = 0; j + 8 < n; j += 8) _mm256_storeu_ps(acc + j, block(j));
+    _mm256_storeu_ps(acc + n - 8, last);
     return true;
   }
 #endif
   return false;
+}
+
+#if defined(__AVX2__)
+// PairSelectRow's f32 pairs with AVX2, n >= 8: 8 outputs a packet, the pairs
+// split by EveryOther8, compared by kPred (the comparison's _CMP_ predicate),
+// selected and combined in registers; the last packet ends at n and overlaps
+// the one before, computed from acc before any store (each element gets the
+// same value twice).
+template <int kPred, tc::Reducer R>
+void PairSelectBlocks(const float* a, const float* b, float x0, float x1, float y, float* acc,
+                      int64_t n) {
+  const __m256 xs0 = _mm256_set1_ps(x0), xs1 = _mm256_set1_ps(x1), ys = _mm256_set1_ps(y);
+  auto block = [&](int64_t j) {
+    const __m256 p = _mm256_loadu_ps(a + 2 * j), q = _mm256_loadu_ps(a + 2 * j + 8);
+    const __m256 bv = _mm256_loadu_ps(b + j);
+    const __m256 v0 = _mm256_blendv_ps(ys, xs0, _mm256_cmp_ps(EveryOther8<false>(p, q), bv, kPred));
+    const __m256 v1 = _mm256_blendv_ps(ys, xs1, _mm256_cmp_ps(EveryOther8<true>(p, q), bv, kPred));
+    return CombinePacket<R>(CombinePacket<R>(_mm256_loadu_ps(acc + j), v0), v1);
+  };
+  const __m256 last = block(n - 8);
+  for (int64_t j = 0; j + 8 < n; j += 8) _mm256_storeu_ps(acc + j, block(j));
+  _mm256_storeu_ps(acc + n - 8, last);
+}
+#endif
+
+// acc[j] = combine(... combine(acc[j], cmp(a[s*j], bj) ? xs[0] : y) ...,
+// cmp(a[s*j + s - 1], bj) ? xs[s - 1] : y) for j < n, bj = b[bstep * j]: the
+// root of a pair select (tc_program.h's TcPairSelect) combined into its
+// accumulator, each output's pair lanes in order, with A and B read in place.
+template <typename T, typename C>
+void PairSelectRow(Op op, const T* a, const T* b, int64_t bstep, const T* xs, int64_t s, T y,
+                   T* acc, int64_t n, C combine) {
+#if defined(__AVX2__)
+  if constexpr (std::is_same_v<T, float> && NamesReducer<C>::value) {
+    constexpr tc::Reducer R = C::kReducer;
+    if (s == 2 && bstep == 1 && n >= 8) {
+      switch (op) {
+        case Op::kLt: return PairSelectBlocks<_CMP_LT_OQ, R>(a, b, xs[0], xs[1], y, acc, n);
+        case Op::kLe: return PairSelectBlocks<_CMP_LE_OQ, R>(a, b, xs[0], xs[1], y, acc, n);
+        case Op::kGt: return PairSelectBlocks<_CMP_GT_OQ, R>(a, b, xs[0], xs[1], y, acc, n);
+        case Op::kGe: return PairSelectBlocks<_CMP_GE_OQ, R>(a, b, xs[0], xs[1], y, acc, n);
+        case Op::kEq: return PairSelectBlocks<_CMP_EQ_OQ, R>(a, b, xs[0], xs[1], y, acc, n);
+        default: return PairSelectBlocks<_CMP_NEQ_UQ, R>(a, b, xs[0], xs[1], y, acc, n);
+      }
+    }
+  }
+#endif
+  auto run = [&](auto cmp) {
+    for (int64_t j = 0; j < n; ++j) {
+      const T bj = b[bstep * j];
+      T v = acc[j];
+      for (int64_t k = 0; k < s; ++k) v = combine(v, cmp(a[s * j + k], bj) ? xs[k] : y);
+      acc[j] = v;
+    }
+  };
+  switch (op) {
+    case Op::kLt: return run([](T p, T q) { return p < q; });
+    case Op::kLe: return run([](T p, T q) { return p <= q; });
+    case Op::kGt: return run([](T p, T q) { return p > q; });
+    case Op::kGe: return run([](T p, T q) { return p >= q; });
+    case Op::kEq: return run([](T p, T q) { return p == q; });
+    default: return run([](T p, T q) { return p != q; });
+  }
 }
 
 // acc[j] = combine(... combine(acc[j], v[s * j]) ..., v[s * j + s - 1]) for j < n:
