@@ -54,20 +54,6 @@ absl::StatusOr<GradOptions> ParseWrt(const std::string& wrt, Module& m, FuncGrap
   return o;
 }
 
-// --remat POLICY: every graph that `g` reaches (not g itself) becomes a
-// checkpointed segment whose bprop recomputes what the policy does not save
-// (ad/remat.h). Applied before differentiating.
-absl::Status ApplyRematOption(const ParsedArgs& args, Module& m, FuncGraph* g) {
-  if (!args.Has("remat")) return absl::OkStatus();
-  absl::StatusOr<RematPolicy> policy = ParseRematPolicy(args.Get("remat"));
-  if (!policy.ok()) return absl::InvalidArgumentError(absl::StrCat("--remat: ", policy.status().message()));
-  // A flat graph (an imported model) has no called graphs to mark: its residual
-  // blocks are outlined into called graphs first.
-  if (m.manager().Reachable({g}).size() == 1) {
-    KGRAD_RETURN_IF_ERROR(OutlineResidualBlocks(m, g, *policy).status());
-  }
-  return SetRematPolicy(m, g, *policy);
-}
 
 // --value and --has-aux, JAX's value_and_grad and has_aux: the graph written
 // returns (value, grads), ((value, aux), grads) or (grads, aux), where plain grad

@@ -204,7 +204,11 @@ absl::Status Bench(const ParsedArgs& args, std::ostream& out) {
   // Build every graph before timing anything (building optimises the module).
   FuncGraph* step = nullptr;
   FuncGraph* jvp = nullptr;
+  if (args.Has("remat") && !args.Has("grad")) {
+    return absl::InvalidArgumentError("--remat applies to the training step: give --grad too");
+  }
   if (args.Has("grad")) {
+    KGRAD_RETURN_IF_ERROR(ApplyRematOption(args, *m, g));
     KGRAD_ASSIGN_OR_RETURN(step, StepGraph(*m, g, inputs));
   }
   if (args.Has("jvp")) {
@@ -242,7 +246,7 @@ absl::Status Bench(const ParsedArgs& args, std::ostream& out) {
 }  // namespace
 
 int BenchCommand(const std::vector<std::string>& argv, std::ostream& out, std::ostream& err) {
-  return CommandMain(argv, {"input", "dim", "repeat", "warmup", "seed", "graph"},
+  return CommandMain(argv, {"input", "dim", "repeat", "warmup", "seed", "graph", "remat"},
                      {"grad", "jvp", "flush-denormals", "profile"}, Bench, out, err);
 }
 

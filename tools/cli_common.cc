@@ -9,7 +9,10 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "ad/expand_differentiation.h"
+#include "ad/remat.h"
 #include "backends/cpu/constant_evaluator.h"
+#include "core/manager.h"
+#include "core/passes/outline_residual_blocks.h"
 #include "core/status_macros.h"
 #include "core/value_walk.h"
 #include "ops/registry.h"
@@ -212,6 +215,21 @@ absl::StatusOr<std::unique_ptr<Module>> LoadFileArgument(const ParsedArgs& args,
     return absl::InvalidArgumentError(absl::StrCat(command, " needs -o ", output));
   }
   return LoadModule(args.positional[0]);
+}
+
+// --remat POLICY: every graph that `g` reaches (not g itself) becomes a
+// checkpointed segment whose bprop recomputes what the policy does not save
+// (ad/remat.h). Applied before differentiating.
+absl::Status ApplyRematOption(const ParsedArgs& args, Module& m, FuncGraph* g) {
+  if (!args.Has("remat")) return absl::OkStatus();
+  absl::StatusOr<RematPolicy> policy = ParseRematPolicy(args.Get("remat"));
+  if (!policy.ok()) return absl::InvalidArgumentError(absl::StrCat("--remat: ", policy.status().message()));
+  // A flat graph (an imported model) has no called graphs to mark: its residual
+  // blocks are outlined into called graphs first.
+  if (m.manager().Reachable({g}).size() == 1) {
+    KGRAD_RETURN_IF_ERROR(OutlineResidualBlocks(m, g, *policy).status());
+  }
+  return SetRematPolicy(m, g, *policy);
 }
 
 }  // namespace cli

@@ -28,6 +28,13 @@ absl::StatusOr<std::unique_ptr<Module>> LoadModule(const std::string& path, bool
 // The graph named by --graph, or the module's entry.
 absl::StatusOr<FuncGraph*> SelectGraph(Module& m, const ParsedArgs& args);
 
+// --remat POLICY (kgrad grad, kgrad bench --grad): every graph that `g` reaches
+// (not g itself) becomes a checkpointed segment whose bprop recomputes what the
+// policy does not save (ad/remat.h); a flat graph's residual blocks are outlined
+// into called graphs first. Applied before differentiating; nothing without
+// the option.
+absl::Status ApplyRematOption(const ParsedArgs& args, Module& m, FuncGraph* g);
+
 // Arguments for `g` from --input name=VALUE, where VALUE is a .npy path or, for a
 // parameter declared scalar, a literal ("5", "2.5", "true").
 absl::StatusOr<std::vector<Value>> ReadInputs(FuncGraph* g, const ParsedArgs& args);

@@ -137,6 +137,63 @@ graphs {
   EXPECT_LT(Figure(r.out, "peak"), 0);
 }
 
+// main(x, w) = sum of four calls of layer(x, w) = tanh(tanh(x * w)), f32[65536]
+// (0.25 MiB a tensor).
+constexpr char kFourLayers[] = R"pb(
+format_version: 1
+entry: "main"
+  graphs {
+    name: "layer"
+    parameters { name: "x" type { tensor { dtype: DT_FLOAT32 dims: 65536 } } }
+    parameters { name: "w" type { tensor { dtype: DT_FLOAT32 dims: 65536 } } }
+    nodes { name: "mul" constant { primitive { name: "mul" } } }
+    nodes { name: "tanh" constant { primitive { name: "tanh" } } }
+    nodes { name: "m" apply { inputs: "mul" inputs: "x" inputs: "w" } }
+    nodes { name: "t" apply { inputs: "tanh" inputs: "m" } }
+    nodes { name: "y" apply { inputs: "tanh" inputs: "t" } }
+    output: "y"
+  }
+  graphs {
+    name: "main"
+    parameters { name: "x" type { tensor { dtype: DT_FLOAT32 dims: 65536 } } }
+    parameters { name: "w" type { tensor { dtype: DT_FLOAT32 dims: 65536 } } }
+    nodes { name: "layer_fn" constant { graph: "layer" } }
+    nodes { name: "sum" constant { primitive { name: "reduce_sum" } } }
+    nodes { name: "h1" apply { inputs: "layer_fn" inputs: "x" inputs: "w" } }
+    nodes { name: "h2" apply { inputs: "layer_fn" inputs: "h1" inputs: "w" } }
+    nodes { name: "h3" apply { inputs: "layer_fn" inputs: "h2" inputs: "w" } }
+    nodes { name: "h4" apply { inputs: "layer_fn" inputs: "h3" inputs: "w" } }
+    nodes { name: "s" apply { inputs: "sum" inputs: "h4" } }
+    output: "s"
+  }
+)pb";
+
+// --remat POLICY marks the called layers as kgrad grad --remat does (the
+// gradients are checked there, cli_remat_test) and the step's peak is reported
+// for each. Without remat the optimised step, elementwise throughout, fuses into
+// passes that hold one 0.25 MiB tensor beside its inputs and outputs; under
+// nothing_saveable it keeps the three inner segments' inputs (0.75 MiB), and
+// the remat barriers split the fused passes. An unknown policy, and --remat
+// without --grad, are errors.
+TEST(CliBenchTest, RematPoliciesReportTheirStepPeak) {
+  const std::string path = TempPath("bench_layers.pbtxt");
+  std::ofstream(path) << kFourLayers;
+  CliResult r = Cli({"bench", path, "--grad", "--repeat", "2", "--warmup", "1"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_DOUBLE_EQ(Figure(r.out, "peak"), 0.25);
+  for (const std::string policy : {"nothing_saveable", "dots_saveable", "everything_saveable"}) {
+    SCOPED_TRACE(policy);
+    r = Cli({"bench", path, "--grad", "--remat", policy, "--repeat", "2", "--warmup", "1"});
+    ASSERT_EQ(r.status, 0) << r.err;
+    EXPECT_GT(Median(r.out, "step"), 0);
+    EXPECT_GE(Figure(r.out, "peak"), 0.25);
+  }
+  ExpectCliError({"bench", path, "--grad", "--remat", "auto"}, 1,
+                 {"--remat: unknown remat policy 'auto'"});
+  ExpectCliError({"bench", path, "--remat", "nothing_saveable"}, 1,
+                 {"--remat applies to the training step: give --grad too"});
+}
+
 TEST(CliBenchTest, BadArgumentsAreErrors) {
   ExpectCliError({"bench", "examples/mlp.pbtxt", "--repeat", "0"}, 1, {"--repeat wants a whole number of at least 1"});
   ExpectCliError({"bench", "examples/mlp.pbtxt", "--input", "nope=examples/data/x3.npy"}, 1,
