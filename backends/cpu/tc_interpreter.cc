@@ -130,6 +130,7 @@ class StatementRunner {
     select_root_ = !p.nodes.empty() && p.nodes.back().cmp >= 0;
     for (const TcReadPlan& r : p.reads) reads_out_ = reads_out_ || r.tensor == s.out;
     group_ = Group();
+    select_pairs_ = SelectPairs();
   }
 
   // The items stored in groups (StoreGroup): the items' last level a left-side
@@ -151,6 +152,25 @@ class StatementRunner {
       if (form == p_.out_form) return coef == 1 ? n : 1;
     }
     return 1;
+  }
+
+  // A group of two items computed and stored in one pass (StoreSelectPairs):
+  // items of one point each (no guard, no reduction) whose root is a select of
+  // a fused comparison of a contiguous read and one value, choosing between a
+  // contiguous read (or one value) and one value, all read in place.
+  bool SelectPairs() const {
+    if (group_ != 2 || !one_point_ || !select_root_) return false;
+    const TcNodePlan& root = p_.nodes.back();
+    const TcNodePlan& cmp = p_.nodes[root.cmp];
+    auto in_place = [&](int node) {
+      const TcNodePlan& nd = p_.nodes[node];
+      if (nd.op != Op::kRead) return false;
+      const TcReadPlan& r = p_.reads[nd.read];
+      return r.divided.empty() && p_.vcoef[r.form] == 1;
+    };
+    auto uniform = [&](int node) { return !p_.nodes[node].vec; };
+    const bool operands = (in_place(cmp.a) && uniform(cmp.b)) || (uniform(cmp.a) && in_place(cmp.b));
+    return operands && (in_place(root.b) || uniform(root.b)) && uniform(root.c);
   }
 
   void Run() {
@@ -184,6 +204,7 @@ class StatementRunner {
     T* out = tensors_[s_.out].data + ev.form(p_.out_form);
     const int64_t n = ItemLanes(ev), rows = ItemRows(ev);
     const int64_t row_step = p_.vo < 0 ? 0 : p_.ocoef[p_.out_form];
+    if (select_pairs_) return RunSelectPairs(ev, out, n, rows, row_step);
     const T* v[8];
     for (int64_t k = 0; k < group_; ++k) {
       Compute(ev, acc + k * size);
@@ -193,6 +214,29 @@ class StatementRunner {
     for (int64_t r = 0; r < rows; ++r) {
       StoreInterleaved(out + r * row_step, v, group_, n);
       for (int64_t k = 0; k < group_; ++k) v[k] += n;
+    }
+  }
+
+  // RunGroup for SelectPairs(): both items' operands, then their rows computed
+  // and stored interleaved.
+  void RunSelectPairs(Evaluator<T>& ev, T* out, int64_t n, int64_t rows, int64_t row_step) {
+    typename Evaluator<T>::SelectRoot r[2];
+    for (auto& item : r) {
+      tc_rows::Lanes l;
+      Operand<T> v;
+      ev.Guarded(n, rows, &l);       // no guard: every lane and row
+      ev.EvalSelectRoot(l, &item, &v);  // true: SelectPairs()
+      ev.Next(items_);
+    }
+    for (int64_t row = 0; row < rows; ++row) {
+      tc_rows::RowSelect<T> s[2];
+      for (int k = 0; k < 2; ++k) {
+        const auto& x = r[k].x;
+        s[k] = {r[k].a.p + row * r[k].a.rs, r[k].b.u,
+                x.p != nullptr ? x.p + row * x.rs : nullptr, x.u, r[k].y};
+      }
+      tc_rows::StoreSelectPairs(r[0].op, s[0], s[1], lane_identity_, out + row * row_step, n,
+                                combine_);
     }
   }
 
@@ -345,6 +389,7 @@ class StatementRunner {
   bool one_point_ = false;
   bool select_root_ = false;  // the root a select of a fused comparison
   bool reads_out_ = false;    // the right side reads the output
+  bool select_pairs_ = false;  // SelectPairs()
   std::vector<Level> items_, inner_;
   T init_identity_{}, lane_identity_{};
   int64_t tree_ = 1;

@@ -243,6 +243,78 @@ void StoreInterleaved(T* out, const T* const* v, int64_t s, int64_t n) {
   }
 }
 
+// One item's root select, cmp(a[j], b) ? x[j] : y (x one value xu when null).
+template <typename T>
+struct RowSelect {
+  const T* a;
+  T b;
+  const T* x;
+  T xu, y;
+};
+
+#if defined(__AVX2__)
+// StoreSelectPairs' f32 blocks: 8 pairs a block, the last overlapping the one
+// before (each element written its own value, twice the same).
+template <int kPred, tc::Reducer R>
+void StoreSelectPairBlocks(const RowSelect<float>& s0, const RowSelect<float>& s1, float identity,
+                           float* out, int64_t n) {
+  const __m256 id = _mm256_set1_ps(identity);
+  auto value = [&](const RowSelect<float>& s, int64_t j) {
+    const __m256 x = s.x != nullptr ? _mm256_loadu_ps(s.x + j) : _mm256_set1_ps(s.xu);
+    const __m256 m = _mm256_cmp_ps(_mm256_loadu_ps(s.a + j), _mm256_set1_ps(s.b), kPred);
+    return CombinePacket<R>(id, _mm256_blendv_ps(_mm256_set1_ps(s.y), x, m));
+  };
+  for (int64_t i = 0;; i += 8) {
+    const int64_t at = std::min(i, n - 8);
+    const __m256 a = value(s0, at), b = value(s1, at);
+    const __m256 l = _mm256_unpacklo_ps(a, b), h = _mm256_unpackhi_ps(a, b);
+    _mm256_storeu_ps(out + 2 * at, _mm256_permute2f128_ps(l, h, 0x20));
+    _mm256_storeu_ps(out + 2 * at + 8, _mm256_permute2f128_ps(l, h, 0x31));
+    if (at == n - 8) return;
+  }
+}
+#endif
+
+// out[2 * j + k] = combine(identity, select k at j) for j < n, k < 2: the roots
+// of two items that step the output by 1 (a lattice's kw items, RunGroup),
+// computed and stored interleaved in one pass, with no accumulator between.
+template <typename T, typename C>
+void StoreSelectPairs(Op op, const RowSelect<T>& s0, const RowSelect<T>& s1, T identity, T* out,
+                      int64_t n, C combine) {
+#if defined(__AVX2__)
+  if constexpr (std::is_same_v<T, float> && NamesReducer<C>::value) {
+    constexpr tc::Reducer R = C::kReducer;
+    if (n >= 8) {
+      switch (op) {
+        case Op::kLt: return StoreSelectPairBlocks<_CMP_LT_OQ, R>(s0, s1, identity, out, n);
+        case Op::kLe: return StoreSelectPairBlocks<_CMP_LE_OQ, R>(s0, s1, identity, out, n);
+        case Op::kGt: return StoreSelectPairBlocks<_CMP_GT_OQ, R>(s0, s1, identity, out, n);
+        case Op::kGe: return StoreSelectPairBlocks<_CMP_GE_OQ, R>(s0, s1, identity, out, n);
+        case Op::kEq: return StoreSelectPairBlocks<_CMP_EQ_OQ, R>(s0, s1, identity, out, n);
+        default: return StoreSelectPairBlocks<_CMP_NEQ_UQ, R>(s0, s1, identity, out, n);
+      }
+    }
+  }
+#endif
+  auto run = [&](auto cmp) {
+    for (int64_t j = 0; j < n; ++j) {
+      const RowSelect<T>* s[2] = {&s0, &s1};
+      for (int k = 0; k < 2; ++k) {
+        const T x = s[k]->x != nullptr ? s[k]->x[j] : s[k]->xu;
+        out[2 * j + k] = combine(identity, cmp(s[k]->a[j], s[k]->b) ? x : s[k]->y);
+      }
+    }
+  };
+  switch (op) {
+    case Op::kLt: return run([](T p, T q) { return p < q; });
+    case Op::kLe: return run([](T p, T q) { return p <= q; });
+    case Op::kGt: return run([](T p, T q) { return p > q; });
+    case Op::kGe: return run([](T p, T q) { return p >= q; });
+    case Op::kEq: return run([](T p, T q) { return p == q; });
+    default: return run([](T p, T q) { return p != q; });
+  }
+}
+
 // The combine of a plain store (a functor, so that the loops inline it).
 struct Assign {
   template <typename T>

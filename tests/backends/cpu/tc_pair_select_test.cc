@@ -4,7 +4,9 @@
 // statement, run with A and B in place (f32 packets from 8 outputs a row, the
 // last overlapping). Against loops, bit for bit, for every comparison, the
 // operands either way round, every reducer, B per output or one value, and
-// rows of lengths around the packet's, NaN included.
+// rows of lengths around the packet's, NaN included; and the gather that
+// follows it in max pooling's adjoint, whose kw items are selected and stored
+// interleaved in one pass.
 #include <cmath>
 #include <cstdint>
 #include <functional>
@@ -109,6 +111,59 @@ TEST_P(TcPairSelectTest, MatchesLoops) {
               EXPECT_EQ(v[e], want[e]) << e;
             }
           }
+        }
+      }
+    }
+  }
+}
+
+// The adjoint's gather of 2x2 windows after the lattice substitution: the kw
+// items of a chunk computed and stored interleaved in one pass
+// (StatementRunner::SelectPairs) for any comparison, with the chosen value a
+// read or one number, the comparison either way round; rows of 6 (scalar), 9
+// and 16 outputs (packets, the last overlapping). Against loops, bit for bit.
+TEST_P(TcPairSelectTest, InterleavedSelectsOfAGather) {
+  const DType dtype = GetParam();
+  std::mt19937_64 rng(7);
+  for (int J : {6, 9, 16}) {
+    const int N = 2, I2 = 3, H = 2 * I2, W = 2 * J;
+    std::vector<double> arg(N * I2 * J), g(N * I2 * J);
+    for (double& v : arg) v = static_cast<double>(rng() % 5);
+    for (double& v : g) v = static_cast<double>(rng() % 1000) / 64 - 7;
+    g[3] = -0.0;
+    for (const Cmp& c : std::vector<Cmp>{{"==", [](double p, double q) { return p == q; }},
+                                        {"<", [](double p, double q) { return p < q; }},
+                                        {">=", [](double p, double q) { return p >= q; }}}) {
+      for (int form = 0; form < 3; ++form) {  // kh*2+kw op A ? G; A op kh*2+kw ? G; ... ? 2.5
+        SCOPED_TRACE(::testing::Message() << "J " << J << " " << c.text << " form " << form);
+        const std::string at = "(n,(h - kh)/2,(w - kw)/2)";
+        const std::string k = "kh*2 + kw", a = "A" + at;
+        const std::string cond = form == 1 ? a + " " + c.text + " " + k : k + " " + c.text + " " + a;
+        const std::string x = form == 2 ? "2.5" : "G" + at;
+        std::string def = "def g(float(N,I2,J) A, float(N,I2,J) G) -> (Ix) {\n  Ix(n,h,w) +=! " +
+                          cond + " ? " + x + " : 0 where h in 0:" + std::to_string(H) +
+                          ", w in 0:" + std::to_string(W) +
+                          ", kh in 0:2, kw in 0:2, (h - kh)/2 in 0:I2, (w - kw)/2 in 0:J\n}";
+        if (dtype == kF64) def = absl::StrReplaceAll(def, {{"float", "double"}});
+        std::vector<double> want;
+        for (int n = 0; n < N; ++n)
+          for (int h = 0; h < H; ++h)
+            for (int w = 0; w < W; ++w) {
+              const int e = (n * I2 + h / 2) * J + w / 2;
+              const double kv = (h % 2) * 2 + w % 2;
+              const bool t = form == 1 ? c.f(arg[e], kv) : c.f(kv, arg[e]);
+              want.push_back(0.0 + (t ? (form == 2 ? 2.5 : g[e]) : 0.0));
+            }
+        absl::StatusOr<Value> got = RunCpuKernel(
+            PrimId::kTc,
+            {Value(MakeTensor(dtype, {N, I2, J}, arg)), Value(MakeTensor(dtype, {N, I2, J}, g))},
+            {{"def", def}});
+        ASSERT_TRUE(got.ok()) << got.status();
+        const std::vector<double> v = ToDoubles(got->tensor());
+        ASSERT_EQ(v.size(), want.size());
+        for (size_t e = 0; e < v.size(); ++e) {
+          EXPECT_EQ(v[e], want[e]) << e;
+          EXPECT_EQ(std::signbit(v[e]), std::signbit(want[e])) << e;  // 0 + -0 is +0
         }
       }
     }
