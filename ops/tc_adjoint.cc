@@ -112,14 +112,7 @@ int Plus(ExprList& l, int a, int b) { return Node(l, Op::kAdd, a, b); }
 // The nodes of `e` reachable from its root, in order.
 ExprList Prune(const ExprList& e, int root = -1) {
   if (root < 0) root = e.root();
-  std::vector<bool> live(e.nodes.size(), false);
-  live[root] = true;
-  for (int k = root; k >= 0; --k) {
-    if (!live[k]) continue;
-    for (int c : {e.nodes[k].a, e.nodes[k].b, e.nodes[k].c}) {
-      if (c >= 0) live[c] = true;
-    }
-  }
+  const std::vector<bool> live = e.Reaches(root);
   ExprList out;
   std::vector<int> at(e.nodes.size(), -1);
   for (size_t k = 0; k < e.nodes.size(); ++k) {

@@ -89,6 +89,19 @@ struct ExprList {
     nodes.push_back(std::move(e));
     return root();
   }
+  // Per node: whether `from`'s subtree holds it (children come before parents,
+  // so one backward pass finds them).
+  std::vector<bool> Reaches(int from) const {
+    std::vector<bool> in(nodes.size(), false);
+    in[from] = true;
+    for (int k = from; k >= 0; --k) {
+      if (!in[k]) continue;
+      for (int c : {nodes[k].a, nodes[k].b, nodes[k].c}) {
+        if (c >= 0) in[c] = true;
+      }
+    }
+    return in;
+  }
 };
 
 // A range bound: an integer, or a size symbol plus an integer.

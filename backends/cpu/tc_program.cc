@@ -206,19 +206,6 @@ bool IsComparison(Op op) {
          op == Op::kNe;
 }
 
-// The nodes `root`'s subtree holds (children before parents: one backward pass).
-std::vector<bool> Subtree(const tc::ExprList& rhs, int root) {
-  std::vector<bool> in(rhs.nodes.size(), false);
-  in[root] = true;
-  for (int i = root; i >= 0; --i) {
-    if (!in[i]) continue;
-    for (int child : {rhs.nodes[i].a, rhs.nodes[i].b, rhs.nodes[i].c}) {
-      if (child >= 0) in[child] = true;
-    }
-  }
-  return in;
-}
-
 // Node id -> its read's index in p.reads (reads are in node order), else -1.
 std::vector<int> ReadOfNode(const tc::ExprList& rhs) {
   std::vector<int> read(rhs.nodes.size(), -1);
@@ -259,7 +246,7 @@ TcPairSelect PairSelectOf(const TcStatement& s, const FormBuilder& fb, const TcP
     return {};
   }
   for (int v : {root.b, root.c}) {
-    const std::vector<bool> in = Subtree(rhs, v);
+    const std::vector<bool> in = rhs.Reaches(v);
     for (size_t i = 0; i < in.size(); ++i) {
       if (!in[i]) continue;
       const tc::Expr& e = rhs.nodes[i];
