@@ -206,19 +206,34 @@ class Evaluator {
   // value of the pair index.
   template <typename C>
   void PairSelect(T* acc, int64_t width, const Lanes& lanes, C combine) {
-    const TcPairSelect& ps = p_.pair_select;
-    const T* a = ReadAt(p_.nodes[ps.a], lanes);
-    const T* b = ReadAt(p_.nodes[ps.b], lanes);
-    const TcReadPlan &ra = p_.reads[p_.nodes[ps.a].read], &rb = p_.reads[p_.nodes[ps.b].read];
-    const int64_t a_rows = p_.ocoef[ra.form] * lanes.row_step;
-    const int64_t b_rows = p_.ocoef[rb.form] * lanes.row_step, b_step = p_.vcoef[rb.form];
+    int64_t b_step;
+    const tc_rows::PointPairs<T> pt = PairSelectPoint(lanes, &b_step);
     T xs[8];
-    for (int64_t k = 0; k < lanes.pair; ++k) xs[k] = Scalar(ps.x, p_.lo[p_.pair] + k);
-    const T y = Scalar(ps.y, p_.lo[p_.pair]);
+    for (int64_t k = 0; k < lanes.pair; ++k) xs[k] = Scalar(p_.pair_select.x, p_.lo[p_.pair] + k);
     for (int64_t r = 0; r < lanes.rows; ++r) {
-      PairSelectRow(ps.op, a + r * a_rows, b + r * b_rows, b_step, xs, lanes.pair, y,
-                    acc + (lanes.row_first + r * lanes.row_step) * width, lanes.count, combine);
+      PairSelectRow(p_.pair_select.op, pt.a + r * pt.a_rs, pt.b + r * pt.b_rs, b_step, xs,
+                    lanes.pair, pt.y, acc + (lanes.row_first + r * lanes.row_step) * width,
+                    lanes.count, combine);
     }
+  }
+
+  // The pair select's operands at this point over `lanes`: A and B in place
+  // (B stepping by *b_step along the vector index), X at the first two values
+  // of the pair index and Y.
+  tc_rows::PointPairs<T> PairSelectPoint(const Lanes& lanes, int64_t* b_step) {
+    const TcPairSelect& ps = p_.pair_select;
+    const TcReadPlan &ra = p_.reads[p_.nodes[ps.a].read], &rb = p_.reads[p_.nodes[ps.b].read];
+    tc_rows::PointPairs<T> pt;
+    pt.a = ReadAt(p_.nodes[ps.a], lanes);
+    pt.a_rs = p_.ocoef[ra.form] * lanes.row_step;
+    pt.b = ReadAt(p_.nodes[ps.b], lanes);
+    pt.b_rs = p_.ocoef[rb.form] * lanes.row_step;
+    *b_step = p_.vcoef[rb.form];
+    const int64_t lo = p_.lo[p_.pair];
+    pt.x0 = Scalar(ps.x, lo);
+    pt.x1 = lanes.pair > 1 ? Scalar(ps.x, lo + 1) : pt.x0;
+    pt.y = Scalar(ps.y, lo);
+    return pt;
   }
 
  private:

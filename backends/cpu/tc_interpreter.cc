@@ -131,6 +131,28 @@ class StatementRunner {
     for (const TcReadPlan& r : p.reads) reads_out_ = reads_out_ || r.tensor == s.out;
     group_ = Group();
     select_pairs_ = SelectPairs();
+    point_pairs_ = PointPairsApply();
+  }
+
+  // Whether Compute combines the inner points in registers (PointPairs): up
+  // to 4 points (max pooling's kh) of a reduction over pairs, each output
+  // lane its own (direct_), whose root is a pair select with B read along the
+  // output's lanes or a read of the pairs in place, in a statement without
+  // guards; f32 packets.
+  bool PointPairsApply() const {
+    if (!tc_rows::kPointPairs<T, C> || !direct_ || one_point_ || p_.pair < 0 ||
+        p_.pair_size != 2 || !p_.guards.empty() || inner_.empty()) {
+      return false;
+    }
+    int64_t points = 1;
+    for (const Level& l : inner_) points *= l.count();
+    if (points > kMaxPoints) return false;
+    if (p_.pair_select.a >= 0) {  // B one value per output lane, in place
+      return p_.vcoef[p_.reads[p_.nodes[p_.pair_select.b].read].form] == 1;
+    }
+    if (p_.nodes.size() != 1 || p_.nodes[0].op != Op::kRead) return false;
+    const TcReadPlan& r = p_.reads[p_.nodes[0].read];
+    return r.divided.empty() && p_.pcoef[r.form] == 1 && p_.vcoef[r.form] == 2;
   }
 
   // The items stored in groups (StoreGroup): the items' last level a left-side
@@ -302,6 +324,9 @@ class StatementRunner {
           for (int64_t r = 0; r < rows; ++r) Store(acc + r * n, 1, n, RowOf(v, r), first);
         }
       }
+    } else if (point_pairs_ && n >= 8) {
+      PointPairs(ev, acc, n, rows);
+      return;
     } else {
       std::fill(acc, acc + (direct_ ? n * rows : tree_), lane_identity_);
     }
@@ -314,6 +339,33 @@ class StatementRunner {
           Accumulate(acc, n, l, ev.Eval(l), combine_);
         }
       } while (ev.Next(inner_));
+    }
+  }
+
+  // Compute's reduction when PointPairsApply(): every point's operands, then
+  // each output's pairs of all points combined in one pass from the identity.
+  void PointPairs(Evaluator<T>& ev, T* acc, int64_t n, int64_t rows) {
+    tc_rows::PointPairs<T> pts[kMaxPoints];
+    int np = 0;
+    tc_rows::Lanes l;
+    ev.Begin(inner_);
+    do {
+      ev.Guarded(n, rows, &l);  // no guard: every lane and row
+      if (p_.pair_select.a >= 0) {
+        int64_t b_step;  // 1: PointPairsApply()
+        pts[np] = ev.PairSelectPoint(l, &b_step);
+      } else {
+        const Operand<T> v = ev.Eval(l);  // in place: PointPairsApply()
+        pts[np].a = v.p;
+        pts[np].a_rs = v.rs;
+      }
+      ++np;
+    } while (ev.Next(inner_));
+    if (p_.pair_select.a >= 0) {
+      tc_rows::SelectPointPairs(p_.pair_select.op, pts, np, lane_identity_, acc, n, rows,
+                                combine_);
+    } else {
+      tc_rows::CombinePointPairs(pts, np, lane_identity_, acc, n, rows, combine_);
     }
   }
 
@@ -390,6 +442,8 @@ class StatementRunner {
   bool select_root_ = false;  // the root a select of a fused comparison
   bool reads_out_ = false;    // the right side reads the output
   bool select_pairs_ = false;  // SelectPairs()
+  bool point_pairs_ = false;   // PointPairsApply()
+  static constexpr int kMaxPoints = 4;
   std::vector<Level> items_, inner_;
   T init_identity_{}, lane_identity_{};
   int64_t tree_ = 1;

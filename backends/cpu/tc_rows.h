@@ -409,6 +409,114 @@ void PairSelectBlocks(const float* a, const float* b, float x0, float x1, float 
 }
 #endif
 
+// One inner point of a pair reduction whose points are combined in registers
+// (CombinePointPairs, SelectPointPairs): row r's pairs at a + r * a_rs; for a
+// pair select also B's row at b + r * b_rs, the values x0, x1 chosen for the
+// pair's first and second lane, and y otherwise.
+template <typename T>
+struct PointPairs {
+  const T* a = nullptr;
+  int64_t a_rs = 0;
+  const T* b = nullptr;
+  int64_t b_rs = 0;
+  T x0{}, x1{}, y{};
+};
+
+// Whether CombinePointPairs and SelectPointPairs run for T and C (f32 with
+// AVX2 and a combine that names its reducer); rows of at least 8 outputs.
+template <typename T, typename C>
+constexpr bool kPointPairs =
+#if defined(__AVX2__)
+    std::is_same_v<T, float> && NamesReducer<C>::value;
+#else
+    false;
+#endif
+
+#if defined(__AVX2__)
+// acc[r * n + j] for r < rows, j < n >= 8: from `identity`, each point's pair
+// (2j, 2j + 1) of row r combined in turn, points in order (the order of
+// Compute's loop over them, so the same values bit for bit), in registers:
+// acc is only stored, once. The last packet ends at n, overlapping the one
+// before with the same values. sel(p, r, j, pair0, pair1) gives point p's
+// two packets to combine.
+template <tc::Reducer R, typename Sel>
+void PointPairBlocks(int np, float identity, float* acc, int64_t n, int64_t rows, Sel sel) {
+  const __m256 id = _mm256_set1_ps(identity);
+  for (int64_t r = 0; r < rows; ++r) {
+    float* o = acc + r * n;
+    auto block = [&](int64_t j) {
+      __m256 v = id;
+      for (int p = 0; p < np; ++p) {
+        __m256 v0, v1;
+        sel(p, r, j, &v0, &v1);
+        v = CombinePacket<R>(CombinePacket<R>(v, v0), v1);
+      }
+      return v;
+    };
+    for (int64_t j = 0; j + 8 < n; j += 8) _mm256_storeu_ps(o + j, block(j));
+    _mm256_storeu_ps(o + n - 8, block(n - 8));
+  }
+}
+
+template <int kPred, tc::Reducer R>
+void SelectPointPairBlocks(const PointPairs<float>* pts, int np, float identity, float* acc,
+                           int64_t n, int64_t rows) {
+  PointPairBlocks<R>(np, identity, acc, n, rows,
+                     [&](int p, int64_t r, int64_t j, __m256* v0, __m256* v1) {
+                       const PointPairs<float>& pt = pts[p];
+                       const float* a = pt.a + r * pt.a_rs + 2 * j;
+                       const __m256 lo = _mm256_loadu_ps(a), hi = _mm256_loadu_ps(a + 8);
+                       const __m256 bv = _mm256_loadu_ps(pt.b + r * pt.b_rs + j);
+                       const __m256 ys = _mm256_set1_ps(pt.y);
+                       *v0 = _mm256_blendv_ps(ys, _mm256_set1_ps(pt.x0),
+                                              _mm256_cmp_ps(EveryOther8<false>(lo, hi), bv, kPred));
+                       *v1 = _mm256_blendv_ps(ys, _mm256_set1_ps(pt.x1),
+                                              _mm256_cmp_ps(EveryOther8<true>(lo, hi), bv, kPred));
+                     });
+}
+#endif
+
+// acc[r * n + j] = combine(... combine(identity, a_0[2j]), a_0[2j + 1]) ...,
+// a_last[2j + 1]) over the np points' rows r (n >= 8, kPointPairs<T, C>): a
+// pair reduction's inner points (max pooling's kh) combined in registers, acc
+// written once instead of read and written per point.
+template <typename T, typename C>
+void CombinePointPairs(const PointPairs<T>* pts, int np, T identity, T* acc, int64_t n,
+                       int64_t rows, C) {
+#if defined(__AVX2__)
+  if constexpr (kPointPairs<T, C>) {
+    PointPairBlocks<C::kReducer>(np, identity, acc, n, rows,
+                                 [&](int p, int64_t r, int64_t j, __m256* v0, __m256* v1) {
+                                   const float* a = pts[p].a + r * pts[p].a_rs + 2 * j;
+                                   const __m256 lo = _mm256_loadu_ps(a);
+                                   const __m256 hi = _mm256_loadu_ps(a + 8);
+                                   *v0 = EveryOther8<false>(lo, hi);
+                                   *v1 = EveryOther8<true>(lo, hi);
+                                 });
+  }
+#endif
+}
+
+// CombinePointPairs for the roots of a pair select: point p's pair lanes are
+// cmp(a_p[2j + k], b_p[j]) ? x_k : y (x and y point p's).
+template <typename T, typename C>
+void SelectPointPairs(Op op, const PointPairs<T>* pts, int np, T identity, T* acc, int64_t n,
+                      int64_t rows, C) {
+#if defined(__AVX2__)
+  if constexpr (kPointPairs<T, C>) {
+    constexpr tc::Reducer R = C::kReducer;
+    switch (op) {
+      case Op::kLt: return SelectPointPairBlocks<_CMP_LT_OQ, R>(pts, np, identity, acc, n, rows);
+      case Op::kLe: return SelectPointPairBlocks<_CMP_LE_OQ, R>(pts, np, identity, acc, n, rows);
+      case Op::kGt: return SelectPointPairBlocks<_CMP_GT_OQ, R>(pts, np, identity, acc, n, rows);
+      case Op::kGe: return SelectPointPairBlocks<_CMP_GE_OQ, R>(pts, np, identity, acc, n, rows);
+      case Op::kEq: return SelectPointPairBlocks<_CMP_EQ_OQ, R>(pts, np, identity, acc, n, rows);
+      default: return SelectPointPairBlocks<_CMP_NEQ_UQ, R>(pts, np, identity, acc, n, rows);
+    }
+  }
+#endif
+}
+
 // acc[j] = combine(... combine(acc[j], cmp(a[s*j], bj) ? xs[0] : y) ...,
 // cmp(a[s*j + s - 1], bj) ? xs[s - 1] : y) for j < n, bj = b[bstep * j]: the
 // root of a pair select (tc_program.h's TcPairSelect) combined into its
