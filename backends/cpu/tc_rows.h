@@ -94,9 +94,11 @@ inline __m256 CombinePacket(__m256 acc, __m256 v) {
   if constexpr (R == tc::Reducer::kSum) return _mm256_add_ps(acc, v);
   if constexpr (R == tc::Reducer::kProd) return _mm256_mul_ps(acc, v);
   if constexpr (R == tc::Reducer::kMax || R == tc::Reducer::kMin) {
-    constexpr int kBetter = R == tc::Reducer::kMax ? _CMP_GT_OQ : _CMP_LT_OQ;
-    return _mm256_blendv_ps(
-        acc, v, _mm256_or_ps(_mm256_cmp_ps(v, acc, kBetter), _mm256_cmp_ps(v, v, _CMP_UNORD_Q)));
+    // max_ps(v, acc) is v > acc ? v : acc (acc when either is NaN), so only a
+    // NaN v needs the blend; the chain through acc is two short ops (a packet
+    // loop's reductions are latency-bound on it).
+    const __m256 better = R == tc::Reducer::kMax ? _mm256_max_ps(v, acc) : _mm256_min_ps(v, acc);
+    return _mm256_blendv_ps(better, v, _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
   }
   return v;  // kAssign
 }
