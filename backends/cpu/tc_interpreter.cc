@@ -412,21 +412,35 @@ class StatementRunner {
       return;
     }
     const bool all_rows = l.row_first == 0 && l.row_step == 1 && l.rows == rows;
-    if (!all_rows) {  // the rows guarded out
+    // Contiguous rows whose guarded lanes are one run: each row stored whole,
+    // the run and its borders in one pass (StoreBordered).
+    const bool bordered = step == 1 && l.step == 1;
+    // Every row filled with the identity first (the rows guarded out are not a
+    // run); else only the rows guarded out, and each row's borders below.
+    const bool prefilled = !all_rows && !(bordered && l.row_step == 1);
+    if (prefilled) {
       for (int64_t r = 0; r < rows; ++r) Store(out + r * row_step, step, n, identity, Assign());
+    } else if (!all_rows) {
+      for (int64_t r = 0; r < rows; ++r) {
+        if (r < l.row_first || r >= l.row_first + l.rows) {
+          Store(out + r * row_step, step, n, identity, Assign());
+        }
+      }
     }
     T* first = out + l.first * step;
     const Operand<T> v = ev.Eval(l, step == 1 && l.step == 1 && rows == 1 ? first : nullptr);
     for (int64_t r = 0; r < l.rows; ++r) {
       T* row = out + (l.row_first + r * l.row_step) * row_step;
       const Operand<T> vr = RowOf(v, r);
-      if (l.step == 1) {
+      if (bordered && vr.p != nullptr) {
+        tc_rows::StoreBordered(row, n, l.first, l.count, vr.p, init_identity_);
+      } else if (l.step == 1) {
         const int64_t end = l.first + l.count;
-        if (all_rows) Store(row, step, l.first, identity, Assign());
+        if (!prefilled) Store(row, step, l.first, identity, Assign());
         if (vr.p != first) Store(row + l.first * step, step, l.count, vr, Assign());
-        if (all_rows) Store(row + end * step, step, n - end, identity, Assign());
+        if (!prefilled) Store(row + end * step, step, n - end, identity, Assign());
       } else {
-        if (all_rows) Store(row, step, n, identity, Assign());
+        if (!prefilled) Store(row, step, n, identity, Assign());
         Store(row + l.first * step, step * l.step, l.count, vr, Assign());
       }
     }

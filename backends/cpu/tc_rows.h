@@ -211,6 +211,42 @@ void Store(T* out, int64_t step, int64_t n, const Operand<T>& v, F f) {
   }
 }
 
+#if defined(__AVX512F__)
+// The lanes [lo, hi) of a 16-lane packet, clipped to it.
+inline __mmask16 LaneMask(int64_t lo, int64_t hi) {
+  lo = std::max<int64_t>(lo, 0);
+  hi = std::min<int64_t>(hi, 16);
+  if (lo >= hi) return 0;
+  return static_cast<__mmask16>(((1u << hi) - 1) & ~((1u << lo) - 1));
+}
+#endif
+
+// row[j] = src[j - first] for j in [first, first + count), `identity`
+// elsewhere in [0, n): a guarded row of an assignment (im2col's rows, zeros at
+// the borders). For f32 with AVX-512 each 16 lanes are one masked load (the
+// border lanes masked off, so never read) and one masked store: the rows are
+// short (a conv's 14) and three loops were mostly scalar tails.
+template <typename T>
+void StoreBordered(T* row, int64_t n, int64_t first, int64_t count, const T* src, T identity) {
+#if defined(__AVX512F__)
+  if constexpr (std::is_same_v<T, float>) {
+    const __m512 id = _mm512_set1_ps(identity);
+    const int64_t end = first + count;
+    // Lane j's element as an address: src - first lies before src when first > 0.
+    const uintptr_t base = reinterpret_cast<uintptr_t>(src) - first * sizeof(float);
+    for (int64_t b = 0; b < n; b += 16) {
+      const float* at = reinterpret_cast<const float*>(base + b * sizeof(float));
+      const __m512 v = _mm512_mask_loadu_ps(id, LaneMask(first - b, end - b), at);
+      _mm512_mask_storeu_ps(row + b, LaneMask(0, n - b), v);
+    }
+    return;
+  }
+#endif
+  std::fill(row, row + first, identity);
+  std::copy(src, src + count, row + first);
+  std::fill(row + first + count, row + n, identity);
+}
+
 // out[j * s + k] = v[k][j] for j < n, k < s: the rows of s items that step the
 // output by s, stored as one run. For f32 pairs with AVX2, 8 (or 4) of each at
 // a time, the last block overlapping the one before (each element is written
