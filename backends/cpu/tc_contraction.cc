@@ -29,7 +29,7 @@ inline constexpr int64_t kBigGemm = int64_t{1} << 21;
 // A thread gets at least this many multiply-adds of a batch of matrices.
 inline constexpr int64_t kMinParallelGemm = int64_t{1} << 16;
 // Elements of a gathered operand per block of the outermost prefix index.
-inline constexpr int64_t kGatherBlock = int64_t{1} << 20;
+inline constexpr int64_t kGatherBlock = int64_t{1} << 16;
 // Groups of a split depth index's points (TcContractionPlan::split): fixed, so
 // that the partial sums and their order depend on the shapes only.
 inline constexpr int64_t kSplitGroups = 8;
