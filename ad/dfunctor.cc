@@ -210,8 +210,12 @@ absl::Status DFunctor::BackPropPrimitive(CNode* c, const Primitive& prim, AnfNod
   }
   BpropContext ctx(tape_, c, prim, std::move(k_inputs), std::move(abstracts), k_.at(c),
                    c->abstract(), dout);
+  const ResidualPolicy::Ask ask = ctx_->AskResidualForm(*c, prim);
+  ctx.AskForm(ask.form, ask.named);
+  ctx.SetForwardGraph(k_graph_);
   KGRAD_RETURN_IF_ERROR(def.bprop(ctx));
   KGRAD_RETURN_IF_ERROR(ctx.status());
+  KGRAD_RETURN_IF_ERROR(ctx.CheckAskedForm());
   for (size_t i = 0; i < c->num_args(); ++i) Accumulate(c->arg(i), ctx.grad(static_cast<int>(i)));
   return absl::OkStatus();
 }

@@ -285,6 +285,7 @@ class Expander {
       o.sens_param = op.GetBool("sens");
       o.has_aux = op.GetBool("has_aux");
       o.arg_types = types;
+      o.residuals = op.GetString("residuals");
       return Grad(m_, f, o);
     }
     ValueAndGradOptions o;
@@ -292,6 +293,7 @@ class Expander {
     o.weights = weights;
     o.has_aux = op.GetBool("has_aux");
     o.arg_types = types;
+    o.residuals = op.GetString("residuals");
     return ValueAndGrad(m_, f, o);
   }
 

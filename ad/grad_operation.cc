@@ -5,6 +5,7 @@
 #include "absl/strings/str_join.h"
 #include "ad/ad_context.h"
 #include "ad/prepare.h"
+#include "ad/residual_policy.h"
 #include "ad/typing.h"
 #include "core/builder.h"
 #include "core/status_macros.h"
@@ -24,6 +25,7 @@ struct GradSpec {
   bool with_value = false;        // return (value, grads)
   bool integer_inputs_ok = false;  // integer inputs get zero sensitivities (Vjp)
   std::vector<AbstractPtr> arg_types;
+  std::string residuals;  // the residual policy's spec
 };
 
 absl::Status CheckDifferentiable(FuncGraph* prepared, FuncGraph* fg, const std::vector<int>& argnums) {
@@ -64,8 +66,12 @@ absl::StatusOr<FuncGraph*> BuildGradGraph(Module& module, FuncGraph* fg, const G
   KGRAD_ASSIGN_OR_RETURN(FuncGraph* prepared, PrepareForAd(fg, spec.arg_types));
   if (!spec.integer_inputs_ok) KGRAD_RETURN_IF_ERROR(CheckDifferentiable(prepared, fg, spec.argnums));
   if (spec.has_aux) KGRAD_RETURN_IF_ERROR(CheckAuxPair(prepared, fg));
+  KGRAD_ASSIGN_OR_RETURN(ResidualPolicy residuals,
+                         ResidualPolicy::Parse(spec.residuals, module.registry()));
   AdContext ctx(&module, prepared);
+  ctx.SetResidualPolicy(&residuals);
   KGRAD_ASSIGN_OR_RETURN(FuncGraph* k, ctx.K(prepared));
+  KGRAD_RETURN_IF_ERROR(ctx.CheckResidualNames());
 
   GraphBuilder b(&module, spec.name, fg->parent());
   std::vector<AnfNode*> xs;
@@ -187,6 +193,7 @@ absl::StatusOr<GradSpec> CommonSpec(Module& module, FuncGraph* fg, absl::string_
   spec.weights = options.weights;
   spec.weights_only = options.argnums.empty() && !options.weights.empty();
   spec.arg_types = options.arg_types;
+  spec.residuals = options.residuals;
   return spec;
 }
 
@@ -201,7 +208,8 @@ absl::StatusOr<FuncGraph*> OperatorFor(Module& module, FuncGraph* fg, PrimId id,
   for (Parameter* w : spec.weights) names.push_back(w->name());
   AttrMap attrs = {{"wrt", std::vector<int64_t>(argnums.begin(), argnums.end())},
                    {"weights", absl::StrJoin(names, ",")},
-                   {"has_aux", spec.has_aux}};
+                   {"has_aux", spec.has_aux},
+                   {"residuals", spec.residuals}};
   if (id == PrimId::kGrad) attrs["sens"] = spec.sens_param;
   absl::StatusOr<PrimitivePtr> op = module.registry().Make(id, attrs);
   if (!op.ok()) return op.status();

@@ -13,6 +13,7 @@
 #ifndef KGRAD_AD_GRAD_OPERATION_H_
 #define KGRAD_AD_GRAD_OPERATION_H_
 
+#include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -47,6 +48,10 @@ struct ValueAndGradOptions {
   // Return @value_and_grad_f(x...) = value_and_grad{...}(@f)(x...), the operator
   // itself, for a graph that others load (ad/expand_differentiation.h expands it).
   bool as_operator = false;
+  // The residual policy (ad/residual_policy.h), e.g. "save_outputs" or
+  // "sin=save_outputs,@h1=recompute"; empty: each rule's default. The
+  // operator carries it as its `residuals` attribute.
+  std::string residuals;
 };
 
 // (x...) -> (value, grads): grads is dx for a single argnum, else the tuple of
@@ -62,6 +67,7 @@ struct GradOptions {
   bool has_aux = false;             // fg returns (value, aux); only value is differentiated
   std::vector<AbstractPtr> arg_types;
   bool as_operator = false;         // as in ValueAndGradOptions
+  std::string residuals;            // as in ValueAndGradOptions
 };
 
 // (x...) -> grads: dx for a single argnum, else the tuple of them; with weights,

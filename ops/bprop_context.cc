@@ -2,6 +2,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 
 namespace kgrad {
 
@@ -45,6 +46,50 @@ absl::StatusOr<int> BpropContext::InRank(int i) const {
   absl::StatusOr<Shape> s = InShape(i);
   if (!s.ok()) return s.status();
   return static_cast<int>(s->size());
+}
+
+ResidualForm BpropContext::Form(std::initializer_list<ResidualForm> forms) {
+  form_called_ = true;
+  for (ResidualForm f : forms) {
+    if (f == asked_) return f;
+  }
+  const ResidualForm fallback = *forms.begin();
+  if (asked_by_name_ && asked_ != ResidualForm::kDefault && status_.ok()) {
+    std::vector<std::string> names;
+    for (ResidualForm f : forms) names.emplace_back(ResidualFormName(f));
+    status_ = Error(absl::StrCat("the residual policy asks for ", ResidualFormName(asked_),
+                                 ", but its rule has ", absl::StrJoin(names, " and "),
+                                 " (the first is its default)"));
+  }
+  return fallback;
+}
+
+absl::Status BpropContext::CheckAskedForm() const {
+  if (!asked_by_name_ || asked_ == ResidualForm::kDefault || form_called_) {
+    return absl::OkStatus();
+  }
+  return Error(absl::StrCat("the residual policy asks for ", ResidualFormName(asked_),
+                            ", but its rule has no residual forms (it keeps what it reads)"));
+}
+
+AnfNode* BpropContext::InForward(PrimId id, std::vector<AnfNode*> args, AttrMap attrs) {
+  if (forward_ == nullptr) return Op(id, std::move(args), std::move(attrs));
+  GraphBuilder forward(forward_);
+  AnfNode* node = forward.Op(id, std::move(args), std::move(attrs));
+  if (!forward.status().ok() && status_.ok()) status_ = forward.status();
+  return node;
+}
+
+AnfNode* BpropContext::Recomputed(PrimId id, std::vector<AnfNode*> args, AttrMap attrs) {
+  for (AnfNode*& a : args) a = Op(PrimId::kRematBarrier, {a, Dout()});
+  return Op(id, std::move(args), std::move(attrs));
+}
+
+AnfNode* BpropContext::OutOrRecomputed() {
+  const ResidualForm f =
+      Form({ResidualForm::kSaveOutputs, ResidualForm::kSaveInputs, ResidualForm::kRecompute});
+  if (f == ResidualForm::kSaveOutputs) return Out();
+  return Recomputed(prim_.id(), inputs_, prim_.attrs());
 }
 
 AnfNode* BpropContext::Op(PrimId id, std::vector<AnfNode*> args, AttrMap attrs) {

@@ -17,12 +17,14 @@
 #ifndef KGRAD_OPS_BPROP_CONTEXT_H_
 #define KGRAD_OPS_BPROP_CONTEXT_H_
 
+#include <initializer_list>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "core/builder.h"
 #include "core/primitive.h"
+#include "ops/residual_form.h"
 
 namespace kgrad {
 
@@ -49,14 +51,44 @@ class BpropContext {
   absl::StatusOr<Shape> InShape(int i) const;  // rank known; dims may be unknown
   absl::StatusOr<int> InRank(int i) const;
 
+  // ----- Residual forms (ops/residual_form.h) --------------------------------------------
+  // Set by the K-transform before the rule runs: the form a policy asks of this
+  // application (kDefault: none), `named` when the policy named this op or node
+  // (so that a form the rule lacks is an error, not a fallback), and K(g), the
+  // graph of the forward pass (null: InForward builds in the tape).
+  void AskForm(ResidualForm form, bool named) {
+    asked_ = form;
+    asked_by_name_ = named;
+  }
+  void SetForwardGraph(FuncGraph* forward) { forward_ = forward; }
+  // The form the rule builds, from `forms` (the rule's own, its default first):
+  // the one asked when the rule has it, else the default; asked by name and
+  // missing, the default with an error (status()) naming the node and the forms.
+  ResidualForm Form(std::initializer_list<ResidualForm> forms);
+  // After the rule: an error when the policy named this application's op or
+  // node but the rule has no forms (never called Form).
+  absl::Status CheckAskedForm() const;
+  // A node of the forward pass, so that the backward reads it as a residual
+  // (save_outputs: sin's cos x computed beside sin x).
+  AnfNode* InForward(PrimId id, std::vector<AnfNode*> args, AttrMap attrs = {});
+  // A forward value computed again in the backward from `args`, each entering as
+  // remat_barrier(arg, Dout()): the copy differs from the forward's (CSE cannot
+  // merge it back into a saved output) and waits for the backward pass to reach
+  // it (save_inputs: tanh's y = tanh x).
+  AnfNode* Recomputed(PrimId id, std::vector<AnfNode*> args, AttrMap attrs = {});
+  // The output y for a rule that reads it (tanh, sigmoid, exp, the softmaxes):
+  // save_outputs, the default, reads y itself; save_inputs and recompute keep the
+  // inputs and compute y again from them (Recomputed), the same arithmetic.
+  AnfNode* OutOrRecomputed();
+
   // ----- What the rule writes -------------------------------------------------------------
   void SetGrad(int i, AnfNode* d) { grads_[i] = d; }
   AnfNode* grad(int i) const { return grads_[i]; }
   const std::vector<AnfNode*>& grads() const { return grads_; }
   // A rule that cannot differentiate this use reports why.
   absl::Status Error(const std::string& what) const;
-  // Errors from building nodes (bad attributes) are kept here.
-  const absl::Status& status() const { return builder_.status(); }
+  // Errors from building nodes (bad attributes) and from Form are kept here.
+  const absl::Status& status() const { return status_.ok() ? builder_.status() : status_; }
 
   // ----- Emitting ----------------------------------------------------------------------
   AnfNode* Op(PrimId id, std::vector<AnfNode*> args, AttrMap attrs = {});
@@ -101,6 +133,11 @@ class BpropContext {
   AbstractPtr out_abstract_;
   AnfNode* dout_;
   std::vector<AnfNode*> grads_;
+  ResidualForm asked_ = ResidualForm::kDefault;
+  bool asked_by_name_ = false;
+  bool form_called_ = false;
+  FuncGraph* forward_ = nullptr;
+  absl::Status status_;
 };
 
 }  // namespace kgrad

@@ -199,11 +199,13 @@ absl::StatusOr<std::vector<int>> DifferentiatedInputs(const Primitive& prim, int
 
 void RegisterDifferentiationOps(std::vector<PrimitiveDef>* defs) {
   defs->push_back(Derived(PrimId::kJ, SameArgs, JResult));
+  // residuals: the residual policy of the transform (ad/residual_policy.h).
   defs->push_back(Derived(PrimId::kGrad, GradArgs, GradResult,
                           {IntsAttr("wrt", {0}), StringAttr("weights", ""), BoolAttr("sens", false),
-                           BoolAttr("has_aux", false)}));
+                           BoolAttr("has_aux", false), StringAttr("residuals", "")}));
   defs->push_back(Derived(PrimId::kValueAndGrad, SameArgs, ValueAndGradResult,
-                          {IntsAttr("wrt", {0}), StringAttr("weights", ""), BoolAttr("has_aux", false)}));
+                          {IntsAttr("wrt", {0}), StringAttr("weights", ""), BoolAttr("has_aux", false),
+                           StringAttr("residuals", "")}));
   defs->push_back(Derived(PrimId::kJvp, JvpArgs, JvpResult));
   defs->push_back(Derived(PrimId::kVjp, VjpArgs, VjpResult));
 }

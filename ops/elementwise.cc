@@ -128,7 +128,8 @@ absl::Status BpropNeg(BpropContext& c) {
 }
 
 // Forward: y = e^x.  Backward: dx = dy * y.
-absl::Status BpropExp(BpropContext& c) { return Chain(c, c.Out()); }
+// Residuals: save_outputs (default) y; save_inputs, recompute x, y = e^x again.
+absl::Status BpropExp(BpropContext& c) { return Chain(c, c.OutOrRecomputed()); }
 
 // Forward: y = ln x.  Backward: dx = dy / x.
 absl::Status BpropLog(BpropContext& c) {
@@ -147,14 +148,31 @@ absl::Status BpropLog1p(BpropContext& c) {
 // relative precision of e^x for very negative x).
 absl::Status BpropExpm1(BpropContext& c) { return Chain(c, c.Exp(c.I(0))); }
 
+// The forms of a rule that reads its input x (sin, cos): save_inputs, the
+// default, and recompute keep x; save_outputs keeps a companion of x computed
+// in the forward pass.
+bool SavesCompanion(BpropContext& c) {
+  return c.Form({ResidualForm::kSaveInputs, ResidualForm::kSaveOutputs,
+                 ResidualForm::kRecompute}) == ResidualForm::kSaveOutputs;
+}
+
 // Forward: y = sin x.  Backward: dx = dy * cos x = sin_grad(x, dy).
+// Residuals: save_inputs (default), recompute: x, cos x in the backward;
+// save_outputs: cos x computed in the forward beside y, dx = dy * (cos x), the
+// same product sin_grad computes.
 absl::Status BpropSin(BpropContext& c) {
+  if (SavesCompanion(c)) return Chain(c, c.InForward(PrimId::kCos, {c.I(0)}));
   c.SetGrad(0, c.Op(PrimId::kSinGrad, {c.I(0), c.Dout()}));
   return absl::OkStatus();
 }
 
 // Forward: y = cos x.  Backward: dx = -(dy * sin x) = cos_grad(x, dy).
+// Residuals: as sin's, the companion sin x.
 absl::Status BpropCos(BpropContext& c) {
+  if (SavesCompanion(c)) {
+    c.SetGrad(0, c.Neg(c.Mul(c.Dout(), c.InForward(PrimId::kSin, {c.I(0)}))));
+    return absl::OkStatus();
+  }
   c.SetGrad(0, c.Op(PrimId::kCosGrad, {c.I(0), c.Dout()}));
   return absl::OkStatus();
 }
@@ -178,14 +196,16 @@ absl::Status BpropCosGrad(BpropContext& c) {
 }
 
 // Forward: y = tanh x.  Backward: dx = dy * (1 - y^2).
+// Residuals: save_outputs (default) y; save_inputs, recompute x, y again.
 absl::Status BpropTanh(BpropContext& c) {
-  c.SetGrad(0, c.Op(PrimId::kTanhGrad, {c.Out(), c.Dout()}));
+  c.SetGrad(0, c.Op(PrimId::kTanhGrad, {c.OutOrRecomputed(), c.Dout()}));
   return absl::OkStatus();
 }
 
 // Forward: y = sigmoid(x).  Backward: dx = dy * y * (1 - y) = sigmoid_grad(y, dy).
+// Residuals: as tanh's.
 absl::Status BpropSigmoid(BpropContext& c) {
-  c.SetGrad(0, c.Op(PrimId::kSigmoidGrad, {c.Out(), c.Dout()}));
+  c.SetGrad(0, c.Op(PrimId::kSigmoidGrad, {c.OutOrRecomputed(), c.Dout()}));
   return absl::OkStatus();
 }
 
@@ -212,8 +232,13 @@ absl::Status BpropSigmoidGrad(BpropContext& c) {
 // kink x = 0, and for NaN) = relu_grad(y, dy): y > 0 exactly where x > 0, so the
 // rule reads the output, which the next layer keeps alive anyway, rather than
 // holding x (or a mask of it) until the backward pass.
+// Residuals: save_outputs (default) y; save_inputs, recompute x itself, the
+// same sign test (nothing to recompute).
 absl::Status BpropRelu(BpropContext& c) {
-  c.SetGrad(0, c.Op(PrimId::kReluGrad, {c.Out(), c.Dout()}));
+  const ResidualForm f =
+      c.Form({ResidualForm::kSaveOutputs, ResidualForm::kSaveInputs, ResidualForm::kRecompute});
+  AnfNode* sign = f == ResidualForm::kSaveOutputs ? c.Out() : c.I(0);
+  c.SetGrad(0, c.Op(PrimId::kReluGrad, {sign, c.Dout()}));
   return absl::OkStatus();
 }
 

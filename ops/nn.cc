@@ -351,8 +351,9 @@ AnfNode* NormalizeGrad(BpropContext& c, const Normalized& n, AnfNode* g,
 }
 
 // Forward: y = softmax(x) along axis.  Backward: dx = y * (dy - sum(dy * y, axis)).
+// Residuals: save_outputs (default) y; save_inputs, recompute x, y again.
 absl::Status BpropSoftmax(BpropContext& c) {
-  AnfNode* y = c.Out();
+  AnfNode* y = c.OutOrRecomputed();
   AnfNode* dot = c.ReduceSum(c.Mul(c.Dout(), y), {c.prim().GetInt("axis")}, true);
   c.SetGrad(0, c.Mul(y, c.Sub(c.Dout(), dot)));
   return absl::OkStatus();
@@ -365,8 +366,9 @@ absl::Status BpropSoftmax(BpropContext& c) {
 // loss gradient kept three digits (tests/precision). There it is computed as
 // (dy - S) - expm1(y) * S, the same value, whose parts do not cancel (a one-hot
 // dy has dy - S = 0 exactly at its class).
+// Residuals: save_outputs (default) y; save_inputs, recompute x, y again.
 absl::Status BpropLogSoftmax(BpropContext& c) {
-  AnfNode* y = c.Out();
+  AnfNode* y = c.OutOrRecomputed();
   AnfNode* total = c.ReduceSum(c.Dout(), {c.prim().GetInt("axis")}, true);
   KGRAD_ASSIGN_OR_RETURN(AnfNode* half, c.ScalarLike(-0.69314718055994531, 0));  // log(1/2)
   AnfNode* dominant = c.Op(PrimId::kGreater, {y, half});

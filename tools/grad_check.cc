@@ -148,6 +148,7 @@ class Checker {
     for (int order = 1; order <= o_.order; ++order) {
       // Integer and bool inputs are passed through, not differentiated.
       GradOptions go;
+      go.residuals = o_.residuals;
       go.argnums.clear();
       for (const Subject& s : subjects_) {
         if (s.weight != nullptr) go.weights.push_back(s.weight);

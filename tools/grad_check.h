@@ -48,6 +48,9 @@ struct GradCheckOptions {
   // (GradCheckEntry::non_smooth) and, with skip_kinks, not compared. Without it
   // they fail, as any other mismatch.
   bool skip_kinks = false;
+  // The residual policy of every gradient taken (ad/residual_policy.h); empty:
+  // each rule's default.
+  std::string residuals;
 };
 
 struct GradCheckEntry {

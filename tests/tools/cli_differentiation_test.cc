@@ -82,7 +82,7 @@ TEST(CliDifferentiationTest, TrainRefusesAGraphThatIsNotAStep) {
 TEST(CliDifferentiationTest, PrintKeepsTheOperatorsAsWritten) {
   CliResult r = Cli({"print", "examples/maml.pbtxt"});
   ASSERT_EQ(r.status, 0) << r.err;
-  EXPECT_THAT(r.out, HasSubstr("grad{has_aux=false, sens=false, weights=\"\", wrt=[0]}(@inner_loss)"));
+  EXPECT_THAT(r.out, HasSubstr("grad{has_aux=false, residuals=\"\", sens=false, weights=\"\", wrt=[0]}(@inner_loss)"));
 }
 
 TEST(CliDifferentiationTest, OperatorsThatCannotBeExpandedAreClearErrors) {
