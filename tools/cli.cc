@@ -48,6 +48,7 @@ commands:
                                 (faster where values underflow; x86-64)
   grad FILE -o OUT [--wrt all|weights|0,2] [--sens] [--value] [--has-aux] [--optimize]
       [--graph G] [--remat nothing_saveable|dots_saveable|everything_saveable]
+      [--residuals SPEC]
                                 write the gradient graph (entry of OUT) of the entry graph
                                 with respect to all inputs, the weights, or input positions;
                                 --sens adds the output sensitivity as a last input;
@@ -58,13 +59,18 @@ commands:
                                 --optimize runs the post-AD optimiser (a plain kernel graph);
                                 --remat checkpoints every graph the entry calls: their
                                 backward passes recompute forward values instead of saving
-                                them (dots_saveable: all but matmul/einsum/conv outputs)
+                                them (dots_saveable: all but matmul/einsum/conv outputs);
+                                --residuals chooses what each rule saves: FORM, OP=FORM,
+                                @NODE=FORM or save_only_these_names=A|B, comma-separated
+                                (forms save_inputs, save_outputs, recompute)
   jvp FILE -o OUT [--no-optimize] [--graph G]
                                 write the forward-mode graph (x..., x_dot...) -> (out, J x_dot),
                                 derived by transposing the reverse graph and optimised
   check FILE [--order 1|2|3] [--seed N] [--input NAME=VALUE]... [--graph G]
+      [--residuals SPEC]
                                 float64 central-difference check of derivatives up to the
-                                order, at random inputs (seed printed); exit 1 above tolerance
+                                order, at random inputs (seed printed); exit 1 above tolerance;
+                                --residuals as for grad
   check FILE --precision [--input NAME=VALUE]... [--top N] [--no-weights] [--seed N]
                                 float32 against float64, node by node: value_and_grad of the
                                 output run in both at the same inputs; per application its
@@ -102,12 +108,14 @@ commands:
                                 end, --resume from it (bit-identical), final weights as
                                 OUT/<weight>.npy; under mpirun with --data-parallel each
                                 rank takes its share of every batch, gradients averaged
-  bench FILE [--input NAME=X.npy ...] [--dim NAME=N ...] [--grad] [--jvp] [--repeat N]
-      [--warmup N] [--flush-denormals] [--profile]
+  bench FILE [--input NAME=X.npy ...] [--dim NAME=N ...] [--grad [--remat POLICY]
+      [--residuals SPEC]] [--jvp] [--repeat N] [--warmup N] [--flush-denormals] [--profile]
                                 time the forward pass (and the training step, the Jvp):
                                 median and spread of N runs (default 10); inputs not
                                 given are random, symbolic dims sized by --dim;
-                                --profile: N more runs give the time per primitive
+                                --profile: N more runs give the time per primitive;
+                                with --grad also the step's peak MiB above its inputs and
+                                outputs, under --remat and --residuals as for grad
   import-onnx MODEL.onnx -o OUT [--remat nothing_saveable|dots_saveable]
                                 the ONNX model as a kgrad graph file (.pb or .pbtxt):
                                 initializers become weights, shape chains are folded;

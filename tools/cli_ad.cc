@@ -62,6 +62,7 @@ absl::StatusOr<GradOptions> ParseWrt(const std::string& wrt, Module& m, FuncGrap
 absl::StatusOr<FuncGraph*> GradientGraph(const ParsedArgs& args, Module& m, FuncGraph* g, GradOptions o,
                                          std::ostream& out) {
   o.has_aux = args.Has("has-aux");
+  o.residuals = args.Get("residuals", "");
   if (!args.Has("value")) {
     KGRAD_ASSIGN_OR_RETURN(FuncGraph* grad, kgrad::Grad(m, g, o));
     if (o.has_aux) {
@@ -76,6 +77,7 @@ absl::StatusOr<FuncGraph*> GradientGraph(const ParsedArgs& args, Module& m, Func
   v.argnums = o.argnums;
   v.weights = o.weights;
   v.has_aux = o.has_aux;
+  v.residuals = o.residuals;
   KGRAD_ASSIGN_OR_RETURN(FuncGraph* grad, kgrad::ValueAndGrad(m, g, v));
   out << "outputs: " << (o.has_aux ? "out_0_0 the value, out_0_1 the aux" : "out_0 the value")
       << " (of '" << g->name() << "'), out_1 the gradients\n";
@@ -201,6 +203,7 @@ absl::Status Check(const ParsedArgs& args, std::ostream& out, bool* passed) {
     return absl::InvalidArgumentError("--order must be 1, 2 or 3");
   }
   o.order = order;
+  o.residuals = args.Get("residuals", "");
   if (args.Has("seed")) {
     if (!absl::SimpleAtoi(args.Get("seed"), &o.seed)) return absl::InvalidArgumentError("--seed must be a number");
   } else {
@@ -217,8 +220,8 @@ absl::Status Check(const ParsedArgs& args, std::ostream& out, bool* passed) {
 }  // namespace
 
 int GradCommand(const std::vector<std::string>& argv, std::ostream& out, std::ostream& err) {
-  return CommandMain(argv, {"wrt", "output", "graph", "remat"}, {"sens", "optimize", "value", "has-aux"}, GradImpl,
-                     out, err);
+  return CommandMain(argv, {"wrt", "output", "graph", "remat", "residuals"},
+                     {"sens", "optimize", "value", "has-aux"}, GradImpl, out, err);
 }
 
 int DotCommand(const std::vector<std::string>& argv, std::ostream& out, std::ostream& err) {
@@ -231,7 +234,7 @@ int JvpCommand(const std::vector<std::string>& argv, std::ostream& out, std::ost
 
 int CheckCommand(const std::vector<std::string>& argv, std::ostream& out, std::ostream& err) {
   absl::StatusOr<ParsedArgs> args =
-      ParseArgs(argv, {"order", "seed", "graph", "input", "top"}, {"precision", "no-weights"});
+      ParseArgs(argv, {"order", "seed", "graph", "input", "top", "residuals"}, {"precision", "no-weights"});
   if (!args.ok()) return Fail(args.status(), err);
   bool passed = false;
   absl::Status s = Check(*args, out, &passed);

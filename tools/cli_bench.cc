@@ -167,8 +167,10 @@ std::string ProfileLines(const Timing& t) {
 
 // The training step: value and gradients with respect to every floating input
 // and every weight, optimised.
-absl::StatusOr<FuncGraph*> StepGraph(Module& m, FuncGraph* g, const std::vector<Value>& inputs) {
+absl::StatusOr<FuncGraph*> StepGraph(Module& m, FuncGraph* g, const std::vector<Value>& inputs,
+                                     const std::string& residuals) {
   ValueAndGradOptions o;
+  o.residuals = residuals;
   o.argnums.clear();
   for (size_t i = 0; i < inputs.size(); ++i) {
     const Value& v = inputs[i];
@@ -204,12 +206,15 @@ absl::Status Bench(const ParsedArgs& args, std::ostream& out) {
   // Build every graph before timing anything (building optimises the module).
   FuncGraph* step = nullptr;
   FuncGraph* jvp = nullptr;
-  if (args.Has("remat") && !args.Has("grad")) {
-    return absl::InvalidArgumentError("--remat applies to the training step: give --grad too");
+  for (const char* option : {"remat", "residuals"}) {
+    if (args.Has(option) && !args.Has("grad")) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--", option, " applies to the training step: give --grad too"));
+    }
   }
   if (args.Has("grad")) {
     KGRAD_RETURN_IF_ERROR(ApplyRematOption(args, *m, g));
-    KGRAD_ASSIGN_OR_RETURN(step, StepGraph(*m, g, inputs));
+    KGRAD_ASSIGN_OR_RETURN(step, StepGraph(*m, g, inputs, args.Get("residuals", "")));
   }
   if (args.Has("jvp")) {
     KGRAD_ASSIGN_OR_RETURN(jvp, Jvp(*m, g));
@@ -246,7 +251,7 @@ absl::Status Bench(const ParsedArgs& args, std::ostream& out) {
 }  // namespace
 
 int BenchCommand(const std::vector<std::string>& argv, std::ostream& out, std::ostream& err) {
-  return CommandMain(argv, {"input", "dim", "repeat", "warmup", "seed", "graph", "remat"},
+  return CommandMain(argv, {"input", "dim", "repeat", "warmup", "seed", "graph", "remat", "residuals"},
                      {"grad", "jvp", "flush-denormals", "profile"}, Bench, out, err);
 }
 

@@ -194,6 +194,23 @@ TEST(CliBenchTest, RematPoliciesReportTheirStepPeak) {
                  {"--remat applies to the training step: give --grad too"});
 }
 
+// --residuals SPEC builds the step under that policy (cli_residuals_test checks
+// its gradients) and reports its peak; like --remat it needs --grad.
+TEST(CliBenchTest, ResidualPoliciesReportTheirStepPeak) {
+  const std::string path = TempPath("bench_layers.pbtxt");
+  std::ofstream(path) << kFourLayers;
+  for (const std::string spec : {"tanh=save_inputs", "save_outputs", "save_only_these_names=y"}) {
+    SCOPED_TRACE(spec);
+    CliResult r = Cli({"bench", path, "--grad", "--residuals", spec, "--repeat", "2", "--warmup", "1"});
+    ASSERT_EQ(r.status, 0) << r.err;
+    EXPECT_GT(Median(r.out, "step"), 0);
+    EXPECT_GE(Figure(r.out, "peak"), 0.25);
+  }
+  ExpectCliError({"bench", path, "--grad", "--residuals", "tanh=keep"}, 1, {"unknown form 'keep'"});
+  ExpectCliError({"bench", path, "--residuals", "save_inputs"}, 1,
+                 {"--residuals applies to the training step: give --grad too"});
+}
+
 TEST(CliBenchTest, BadArgumentsAreErrors) {
   ExpectCliError({"bench", "examples/mlp.pbtxt", "--repeat", "0"}, 1, {"--repeat wants a whole number of at least 1"});
   ExpectCliError({"bench", "examples/mlp.pbtxt", "--input", "nope=examples/data/x3.npy"}, 1,
