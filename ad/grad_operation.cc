@@ -239,10 +239,17 @@ absl::StatusOr<FuncGraph*> DifferentiationOperatorGraph(Module& module, FuncGrap
 absl::StatusOr<FuncGraph*> ValueAndGrad(Module& module, FuncGraph* fg, const ValueAndGradOptions& options) {
   KGRAD_ASSIGN_OR_RETURN(GradSpec spec, CommonSpec(module, fg, "value_and_grad_", options));
   if (options.as_operator) {
+    if (options.sens_param) {
+      return absl::InvalidArgumentError("value_and_grad: the operator takes no sensitivity");
+    }
     spec.has_aux = options.has_aux;
     return OperatorFor(module, fg, PrimId::kValueAndGrad, spec, options.argnums);
   }
+  if (options.sens_param && options.has_aux) {
+    return absl::InvalidArgumentError("value_and_grad: sens_param with has_aux is not supported");
+  }
   spec.has_aux = options.has_aux;
+  spec.sens_param = options.sens_param;
   spec.with_value = true;
   return BuildGradGraph(module, fg, spec);
 }

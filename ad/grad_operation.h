@@ -48,6 +48,9 @@ struct ValueAndGradOptions {
   // Return @value_and_grad_f(x...) = value_and_grad{...}(@f)(x...), the operator
   // itself, for a graph that others load (ad/expand_differentiation.h expands it).
   bool as_operator = false;
+  // The output sensitivity is a last input "sens" instead of ones (the value and
+  // the vector-Jacobian product of that sensitivity); not with as_operator.
+  bool sens_param = false;
   // The residual policy (ad/residual_policy.h), e.g. "save_outputs" or
   // "sin=save_outputs,@h1=recompute"; empty: each rule's default. The
   // operator carries it as its `residuals` attribute.
