@@ -48,7 +48,7 @@ commands:
                                 (faster where values underflow; x86-64)
   grad FILE -o OUT [--wrt all|weights|0,2] [--sens] [--value] [--has-aux] [--optimize]
       [--graph G] [--remat nothing_saveable|dots_saveable|everything_saveable]
-      [--residuals SPEC]
+      [--residuals SPEC] [--split]
                                 write the gradient graph (entry of OUT) of the entry graph
                                 with respect to all inputs, the weights, or input positions;
                                 --sens adds the output sensitivity as a last input;
@@ -62,7 +62,10 @@ commands:
                                 them (dots_saveable: all but matmul/einsum/conv outputs);
                                 --residuals chooses what each rule saves: FORM, OP=FORM,
                                 @NODE=FORM or save_only_these_names=A|B, comma-separated
-                                (forms save_inputs, save_outputs, recompute)
+                                (forms save_inputs, save_outputs, recompute);
+                                --split writes fwd_G(x...) -> (value, residuals...), the
+                                entry, and bwd_G(residuals..., dout) -> gradients, cut
+                                where the optimised gradient starts reading dout
   jvp FILE -o OUT [--no-optimize] [--graph G]
                                 write the forward-mode graph (x..., x_dot...) -> (out, J x_dot),
                                 derived by transposing the reverse graph and optimised

@@ -5,11 +5,14 @@
 #include "absl/status/status.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "ad/expand_differentiation.h"
 #include "ad/grad_operation.h"
 #include "ad/jvp.h"
 #include "ad/remat.h"
+#include "ad/split.h"
 #include "core/passes/optimize.h"
 #include "core/passes/outline_residual_blocks.h"
 #include "core/printer.h"
@@ -84,11 +87,44 @@ absl::StatusOr<FuncGraph*> GradientGraph(const ParsedArgs& args, Module& m, Func
   return grad;
 }
 
+// --split: fwd_<g> (the entry) and bwd_<g> written side by side, their
+// residuals listed.
+absl::Status SplitImpl(const ParsedArgs& args, Module& m, FuncGraph* g, const GradOptions& o,
+                       std::ostream& out) {
+  for (const char* flag : {"sens", "value", "has-aux"}) {
+    if (args.Has(flag)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--split writes fwd (value and residuals) and bwd (residuals and the output "
+          "sensitivity); drop --", flag));
+    }
+  }
+  ValueAndGradOptions v;
+  v.argnums = o.argnums;
+  v.weights = o.weights;
+  v.residuals = args.Get("residuals", "");
+  KGRAD_ASSIGN_OR_RETURN(SplitGradient s, SplitGrad(m, g, v));
+  m.set_entry(s.fwd);
+  KGRAD_RETURN_IF_ERROR(SaveModelFile(m, args.Get("output")));
+  out << "wrote " << args.Get("output") << ": graph '" << s.fwd->name() << "' (the entry, "
+      << CountApplications(s.fwd) << " applications) returns (value, residuals...); graph '"
+      << s.bwd->name() << "' (" << CountApplications(s.bwd) << " applications) takes "
+      << "(residuals..., dout)\n";
+  out << "residuals: " << s.residuals.size();
+  if (s.residual_bytes >= (1 << 20)) {
+    out << absl::StrFormat(" (%.3f MiB)", static_cast<double>(s.residual_bytes) / (1 << 20));
+  } else if (s.residual_bytes >= 0) {
+    out << " (" << s.residual_bytes << " bytes)";
+  }
+  out << ": " << absl::StrJoin(s.residuals, ", ") << "\n";
+  return absl::OkStatus();
+}
+
 absl::Status GradImpl(const ParsedArgs& args, std::ostream& out) {
   KGRAD_ASSIGN_OR_RETURN(std::unique_ptr<Module> m, LoadFileArgument(args, "grad", "OUT (.pb or .pbtxt)"));
   KGRAD_ASSIGN_OR_RETURN(FuncGraph* g, SelectGraph(*m, args));
   KGRAD_ASSIGN_OR_RETURN(GradOptions o, ParseWrt(args.Get("wrt", "all"), *m, g));
   KGRAD_RETURN_IF_ERROR(ApplyRematOption(args, *m, g));
+  if (args.Has("split")) return SplitImpl(args, *m, g, o, out);
   o.sens_param = args.Has("sens");
   KGRAD_ASSIGN_OR_RETURN(FuncGraph* grad, GradientGraph(args, *m, g, o, out));
   if (args.Has("optimize")) {
@@ -221,7 +257,7 @@ absl::Status Check(const ParsedArgs& args, std::ostream& out, bool* passed) {
 
 int GradCommand(const std::vector<std::string>& argv, std::ostream& out, std::ostream& err) {
   return CommandMain(argv, {"wrt", "output", "graph", "remat", "residuals"},
-                     {"sens", "optimize", "value", "has-aux"}, GradImpl, out, err);
+                     {"sens", "optimize", "value", "has-aux", "split"}, GradImpl, out, err);
 }
 
 int DotCommand(const std::vector<std::string>& argv, std::ostream& out, std::ostream& err) {
