@@ -48,7 +48,7 @@ commands:
                                 (faster where values underflow; x86-64)
   grad FILE -o OUT [--wrt all|weights|0,2] [--sens] [--value] [--has-aux] [--optimize]
       [--graph G] [--remat nothing_saveable|dots_saveable|everything_saveable]
-      [--residuals SPEC] [--split]
+      [--residuals SPEC] [--split [--verify] [--input NAME=VALUE]...]
                                 write the gradient graph (entry of OUT) of the entry graph
                                 with respect to all inputs, the weights, or input positions;
                                 --sens adds the output sensitivity as a last input;
@@ -65,7 +65,8 @@ commands:
                                 (forms save_inputs, save_outputs, recompute);
                                 --split writes fwd_G(x...) -> (value, residuals...), the
                                 entry, and bwd_G(residuals..., dout) -> gradients, cut
-                                where the optimised gradient starts reading dout
+                                where the optimised gradient starts reading dout; --verify
+                                runs fwd then bwd against the whole at random inputs
   jvp FILE -o OUT [--no-optimize] [--graph G]
                                 write the forward-mode graph (x..., x_dot...) -> (out, J x_dot),
                                 derived by transposing the reverse graph and optimised

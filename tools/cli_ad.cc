@@ -1,6 +1,10 @@
 #include "tools/cli_ad.h"
 
+#include <algorithm>
+#include <cmath>
 #include <random>
+#include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/numbers.h"
@@ -13,6 +17,7 @@
 #include "ad/jvp.h"
 #include "ad/remat.h"
 #include "ad/split.h"
+#include "backends/executor.h"
 #include "core/passes/optimize.h"
 #include "core/passes/outline_residual_blocks.h"
 #include "core/printer.h"
@@ -87,6 +92,84 @@ absl::StatusOr<FuncGraph*> GradientGraph(const ParsedArgs& args, Module& m, Func
   return grad;
 }
 
+// Random arguments, with --input overrides (a .npy file or a scalar literal):
+// float64 (`widen`), or floats in their declared dtype and the files' own.
+absl::StatusOr<std::vector<Value>> CheckArguments(FuncGraph* g, const ParsedArgs& args, uint64_t seed,
+                                                  bool widen) {
+  std::vector<std::pair<int, std::string>> given;  // parameter index, value text
+  std::vector<bool> is_given(g->parameters().size(), false);
+  auto it = args.options.find("input");
+  for (const std::string& s : it == args.options.end() ? std::vector<std::string>{} : it->second) {
+    size_t eq = s.find('=');
+    std::string name = s.substr(0, eq);
+    int index = -1;
+    for (size_t i = 0; i < g->parameters().size(); ++i) {
+      if (g->parameters()[i]->name() == name) index = static_cast<int>(i);
+    }
+    if (eq == std::string::npos || index < 0) {
+      return absl::InvalidArgumentError(absl::StrCat("--input '", s, "': graph '", g->name(),
+                                                     "' has no input named '", name, "'"));
+    }
+    given.push_back({index, s.substr(eq + 1)});
+    is_given[index] = true;
+  }
+  KGRAD_ASSIGN_OR_RETURN(std::vector<Value> values, RandomArguments(g, seed, !widen, is_given));
+  for (const auto& [index, text] : given) {
+    KGRAD_ASSIGN_OR_RETURN(Value v, ReadOneInput(g->parameters()[index], text));
+    values[index] = widen ? WidenToFloat64(v) : v;
+  }
+  return values;
+}
+
+// Every element of `v` (tuples flattened), widened to double.
+void FlattenFloats(const Value& v, std::vector<double>* out) {
+  if (v.is_tuple()) {
+    for (const Value& e : v.tuple()) FlattenFloats(e, out);
+    return;
+  }
+  if (!v.is_tensor()) return;
+  const Tensor& t = v.tensor();
+  for (int64_t i = 0; i < t.NumElements(); ++i) {
+    if (t.dtype() == DType::kFloat64) out->push_back(t.data<double>()[i]);
+    if (t.dtype() == DType::kFloat32) out->push_back(t.data<float>()[i]);
+  }
+}
+
+// --verify: fwd then bwd (sensitivity one) against value_and_grad of `g` run
+// whole, at random inputs (--input overrides, as check takes them).
+absl::Status VerifySplit(const ParsedArgs& args, Module& m, FuncGraph* g, const SplitGradient& s,
+                         const ValueAndGradOptions& v, std::ostream& out) {
+  KGRAD_ASSIGN_OR_RETURN(std::vector<Value> inputs, CheckArguments(g, args, 1, /*widen=*/false));
+  KGRAD_ASSIGN_OR_RETURN(FuncGraph* whole, ValueAndGrad(m, g, v));
+  KGRAD_ASSIGN_OR_RETURN(Value want, RunGraph(whole, inputs));
+  KGRAD_ASSIGN_OR_RETURN(Value fwd, RunGraph(s.fwd, inputs));
+  std::vector<Value> bwd_args(fwd.tuple().begin() + 1, fwd.tuple().end());
+  const Tensor& value = fwd.tuple()[0].tensor();
+  KGRAD_ASSIGN_OR_RETURN(Tensor ones, Tensor::Full(value.dtype(), value.shape(), 1.0));
+  bwd_args.push_back(Value(std::move(ones)));
+  KGRAD_ASSIGN_OR_RETURN(Value grads, RunGraph(s.bwd, bwd_args));
+  std::vector<double> got, expected;
+  FlattenFloats(fwd.tuple()[0], &got);
+  FlattenFloats(grads, &got);
+  FlattenFloats(want, &expected);
+  if (got.size() != expected.size()) {
+    return absl::InternalError(absl::StrCat("--verify: the split gives ", got.size(),
+                                            " values, the whole ", expected.size()));
+  }
+  double worst = 0;
+  size_t differ = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    const bool same = got[i] == expected[i] || (got[i] != got[i] && expected[i] != expected[i]);
+    differ += same ? 0 : 1;
+    if (!same) worst = std::max(worst, std::abs(got[i] - expected[i]));
+  }
+  out << "verified: fwd then bwd against value_and_grad run whole, " << got.size()
+      << " values: " << (differ == 0 ? std::string("all equal")
+                                      : absl::StrCat(differ, " differ, by up to ", worst))
+      << "\n";
+  return absl::OkStatus();
+}
+
 // --split: fwd_<g> (the entry) and bwd_<g> written side by side, their
 // residuals listed.
 absl::Status SplitImpl(const ParsedArgs& args, Module& m, FuncGraph* g, const GradOptions& o,
@@ -116,6 +199,7 @@ absl::Status SplitImpl(const ParsedArgs& args, Module& m, FuncGraph* g, const Gr
     out << " (" << s.residual_bytes << " bytes)";
   }
   out << ": " << absl::StrJoin(s.residuals, ", ") << "\n";
+  if (args.Has("verify")) return VerifySplit(args, m, g, s, v, out);
   return absl::OkStatus();
 }
 
@@ -125,6 +209,9 @@ absl::Status GradImpl(const ParsedArgs& args, std::ostream& out) {
   KGRAD_ASSIGN_OR_RETURN(GradOptions o, ParseWrt(args.Get("wrt", "all"), *m, g));
   KGRAD_RETURN_IF_ERROR(ApplyRematOption(args, *m, g));
   if (args.Has("split")) return SplitImpl(args, *m, g, o, out);
+  for (const char* flag : {"verify", "input"}) {
+    if (args.Has(flag)) return absl::InvalidArgumentError(absl::StrCat("--", flag, " goes with --split"));
+  }
   o.sens_param = args.Has("sens");
   KGRAD_ASSIGN_OR_RETURN(FuncGraph* grad, GradientGraph(args, *m, g, o, out));
   if (args.Has("optimize")) {
@@ -169,34 +256,6 @@ absl::Status JvpImpl(const ParsedArgs& args, std::ostream& out) {
   return absl::OkStatus();
 }
 
-// Random arguments, with --input overrides (a .npy file or a scalar literal):
-// float64 (`widen`), or floats in their declared dtype and the files' own.
-absl::StatusOr<std::vector<Value>> CheckArguments(FuncGraph* g, const ParsedArgs& args, uint64_t seed,
-                                                  bool widen) {
-  std::vector<std::pair<int, std::string>> given;  // parameter index, value text
-  std::vector<bool> is_given(g->parameters().size(), false);
-  auto it = args.options.find("input");
-  for (const std::string& s : it == args.options.end() ? std::vector<std::string>{} : it->second) {
-    size_t eq = s.find('=');
-    std::string name = s.substr(0, eq);
-    int index = -1;
-    for (size_t i = 0; i < g->parameters().size(); ++i) {
-      if (g->parameters()[i]->name() == name) index = static_cast<int>(i);
-    }
-    if (eq == std::string::npos || index < 0) {
-      return absl::InvalidArgumentError(absl::StrCat("--input '", s, "': graph '", g->name(),
-                                                     "' has no input named '", name, "'"));
-    }
-    given.push_back({index, s.substr(eq + 1)});
-    is_given[index] = true;
-  }
-  KGRAD_ASSIGN_OR_RETURN(std::vector<Value> values, RandomArguments(g, seed, !widen, is_given));
-  for (const auto& [index, text] : given) {
-    KGRAD_ASSIGN_OR_RETURN(Value v, ReadOneInput(g->parameters()[index], text));
-    values[index] = widen ? WidenToFloat64(v) : v;
-  }
-  return values;
-}
 
 // --precision: the graph as it is (float32), value_and_grad run in float32 and
 // float64 at the same inputs, compared node by node (tools/precision_report.h).
@@ -256,8 +315,8 @@ absl::Status Check(const ParsedArgs& args, std::ostream& out, bool* passed) {
 }  // namespace
 
 int GradCommand(const std::vector<std::string>& argv, std::ostream& out, std::ostream& err) {
-  return CommandMain(argv, {"wrt", "output", "graph", "remat", "residuals"},
-                     {"sens", "optimize", "value", "has-aux", "split"}, GradImpl, out, err);
+  return CommandMain(argv, {"wrt", "output", "graph", "remat", "residuals", "input"},
+                     {"sens", "optimize", "value", "has-aux", "split", "verify"}, GradImpl, out, err);
 }
 
 int DotCommand(const std::vector<std::string>& argv, std::ostream& out, std::ostream& err) {

@@ -32,7 +32,19 @@ TEST(CliSplitTest, WritesBothGraphsAndTheResiduals) {
   EXPECT_THAT(printed.out, HasSubstr("@fwd_mlp(%x : f32[5,4], %labels : f32[5,2])"));
 }
 
+TEST(CliSplitTest, VerifyRunsBothHalvesAgainstTheWhole) {
+  for (const char* file : {"examples/mlp.pbtxt", "tests/onnx/data/resnet_train.onnx"}) {
+    CliResult r = Cli({"grad", file, "--split", "--wrt", "weights", "--verify", "-o",
+                       TempPath("verified.pb")});
+    ASSERT_EQ(r.status, 0) << file << ": " << r.err;
+    EXPECT_THAT(r.out, HasSubstr("verified: fwd then bwd against value_and_grad run whole"));
+    EXPECT_THAT(r.out, HasSubstr("values: all equal")) << file;
+  }
+}
+
 TEST(CliSplitTest, BadUsesAreErrors) {
+  ExpectCliError({"grad", "examples/mlp.pbtxt", "--verify", "-o", TempPath("c.pb")}, 1,
+                 {"--verify goes with --split"});
   ExpectCliError({"grad", "examples/mlp.pbtxt", "--split", "--sens", "-o", TempPath("a.pb")}, 1,
                  {"--split writes fwd", "drop --sens"});
   ExpectCliError({"grad", "examples/while_loop.pbtxt", "--split", "--wrt", "0", "-o", TempPath("b.pb")},
