@@ -33,25 +33,17 @@ absl::flat_hash_set<const AnfNode*> DependOn(const std::vector<CNode*>& order, c
   return set;
 }
 
-// The bytes of a residual of type `a` (-1: not static).
-int64_t StaticBytes(const AbstractPtr& a) {
-  if (const AbstractTensor* t = AsTensor(a); t != nullptr && t->shape_known()) {
-    int64_t n = 1;
-    for (int64_t d : t->shape()) n *= d;
-    return n * static_cast<int64_t>(DTypeSize(t->dtype()));
-  }
-  if (const AbstractScalar* s = AsScalar(a); s != nullptr) return DTypeSize(s->dtype());
-  return -1;
-}
-
 class Splitter {
  public:
   Splitter(Module& m, FuncGraph* g, std::string name) : m_(m), g_(g), name_(std::move(name)) {}
 
-  absl::StatusOr<SplitGradient> Run() {
+  // The cut of g: its order, what depends on the sensitivity, the residuals.
+  absl::StatusOr<GradientCut> Cut() {
     Manager manager(&m_);
-    const std::vector<CNode*> order = manager.Info(g_).order;
-    KGRAD_RETURN_IF_ERROR(CheckFlat(order));
+    GradientCut cut;
+    cut.whole = g_;
+    cut.order = manager.Info(g_).order;
+    KGRAD_RETURN_IF_ERROR(CheckFlat(cut.order));
     const CNode* out = g_->output()->AsCNode();
     if (out == nullptr || out->primitive() == nullptr ||
         out->primitive()->id() != PrimId::kMakeTuple || out->num_args() != 2) {
@@ -59,14 +51,23 @@ class Splitter {
                                               "' does not return (value, gradients)"));
     }
     dout_ = g_->parameters().back();
-    backward_ = DependOn(order, dout_);
+    backward_ = DependOn(cut.order, dout_);
     if (backward_.contains(out->arg(0))) {
       return absl::InternalError("split: the value depends on the output sensitivity");
     }
-    KGRAD_RETURN_IF_ERROR(FindResiduals(order, out->arg(1)));
+    KGRAD_RETURN_IF_ERROR(FindResiduals(cut.order, out->arg(1)));
+    cut.backward = backward_;
+    cut.residuals = residuals_;
+    cut.value = out->arg(0);
+    cut.grads = out->arg(1);
+    return cut;
+  }
+
+  absl::StatusOr<SplitGradient> Run() {
+    KGRAD_ASSIGN_OR_RETURN(GradientCut cut, Cut());
     SplitGradient s;
-    KGRAD_ASSIGN_OR_RETURN(s.fwd, BuildForward(out->arg(0)));
-    KGRAD_ASSIGN_OR_RETURN(s.bwd, BuildBackward(out->arg(1), &s));
+    KGRAD_ASSIGN_OR_RETURN(s.fwd, BuildForward(cut.value));
+    KGRAD_ASSIGN_OR_RETURN(s.bwd, BuildBackward(cut.grads, &s));
     return s;
   }
 
@@ -219,8 +220,21 @@ class Splitter {
 
 }  // namespace
 
-absl::StatusOr<SplitGradient> SplitGrad(Module& module, FuncGraph* f,
-                                        const ValueAndGradOptions& options) {
+int64_t StaticBytes(const AbstractPtr& a) {
+  if (const AbstractTensor* t = AsTensor(a); t != nullptr && t->shape_known()) {
+    int64_t n = 1;
+    for (int64_t d : t->shape()) n *= d;
+    return n * static_cast<int64_t>(DTypeSize(t->dtype()));
+  }
+  if (const AbstractScalar* s = AsScalar(a); s != nullptr) return DTypeSize(s->dtype());
+  return -1;
+}
+
+namespace {
+
+// The optimised value-and-gradient with the sensitivity as an input.
+absl::StatusOr<FuncGraph*> WholeGradient(Module& module, FuncGraph* f,
+                                         const ValueAndGradOptions& options) {
   if (f == nullptr) return absl::InvalidArgumentError("no graph to differentiate");
   if (options.has_aux || options.as_operator || options.sens_param) {
     return absl::InvalidArgumentError(
@@ -230,6 +244,20 @@ absl::StatusOr<SplitGradient> SplitGrad(Module& module, FuncGraph* f,
   o.sens_param = true;
   KGRAD_ASSIGN_OR_RETURN(FuncGraph* whole, ValueAndGrad(module, f, o));
   KGRAD_RETURN_IF_ERROR(Optimize(module, whole).status());
+  return whole;
+}
+
+}  // namespace
+
+absl::StatusOr<GradientCut> CutGradient(Module& module, FuncGraph* f,
+                                        const ValueAndGradOptions& options) {
+  KGRAD_ASSIGN_OR_RETURN(FuncGraph* whole, WholeGradient(module, f, options));
+  return Splitter(module, whole, f->name()).Cut();
+}
+
+absl::StatusOr<SplitGradient> SplitGrad(Module& module, FuncGraph* f,
+                                        const ValueAndGradOptions& options) {
+  KGRAD_ASSIGN_OR_RETURN(FuncGraph* whole, WholeGradient(module, f, options));
   KGRAD_ASSIGN_OR_RETURN(SplitGradient s, Splitter(module, whole, f->name()).Run());
   whole->set_public(false);  // the two halves replace it
   return s;

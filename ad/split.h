@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
 #include "ad/grad_operation.h"
 #include "core/func_graph.h"
@@ -36,6 +37,24 @@ struct SplitGradient {
   // Their bytes where every shape is static, else -1.
   int64_t residual_bytes = 0;
 };
+
+// The cut SplitGrad makes, for passes that rewrite the gradient in place (the
+// automatic rematerialisation plan): `whole` is the optimised value-and-gradient
+// with the sensitivity as its last parameter, returning (value, gradients).
+struct GradientCut {
+  FuncGraph* whole = nullptr;
+  std::vector<CNode*> order;                       // its applications, inputs first
+  absl::flat_hash_set<const AnfNode*> backward;    // what depends on the sensitivity
+  std::vector<AnfNode*> residuals;                 // forward values and inputs bwd reads
+  AnfNode* value = nullptr;
+  AnfNode* grads = nullptr;
+};
+// Builds and cuts the gradient `options` describe (as SplitGrad, without making
+// the two graphs).
+absl::StatusOr<GradientCut> CutGradient(Module& module, FuncGraph* f,
+                                        const ValueAndGradOptions& options);
+// The bytes of a value of type `a` when its shape is static, else -1.
+int64_t StaticBytes(const AbstractPtr& a);
 
 // Splits the gradient `options` describe (inputs, weights, residual policy; no
 // has_aux, no operator form). An error names the node when the optimised
