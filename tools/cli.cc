@@ -112,14 +112,18 @@ commands:
                                 end, --resume from it (bit-identical), final weights as
                                 OUT/<weight>.npy; under mpirun with --data-parallel each
                                 rank takes its share of every batch, gradients averaged
-  bench FILE [--input NAME=X.npy ...] [--dim NAME=N ...] [--grad [--remat POLICY]
-      [--residuals SPEC]] [--jvp] [--repeat N] [--warmup N] [--flush-denormals] [--profile]
+  bench FILE [--input NAME=X.npy ...] [--dim NAME=N ...] [--grad [--remat POLICY|auto
+      --memory-budget B] [--residuals SPEC]] [--jvp] [--repeat N] [--warmup N]
+      [--flush-denormals] [--profile]
                                 time the forward pass (and the training step, the Jvp):
                                 median and spread of N runs (default 10); inputs not
                                 given are random, symbolic dims sized by --dim;
                                 --profile: N more runs give the time per primitive;
                                 with --grad also the step's peak MiB above its inputs and
-                                outputs, under --remat and --residuals as for grad
+                                outputs, under --remat and --residuals as for grad;
+                                --remat auto plans what to recompute inside the graph so
+                                that the peak is at most B (bytes, 64MiB, or 0.5 of the
+                                save-everything peak) and prints the plan
   import-onnx MODEL.onnx -o OUT [--remat nothing_saveable|dots_saveable]
                                 the ONNX model as a kgrad graph file (.pb or .pbtxt):
                                 initializers become weights, shape chains are folded;

@@ -19,6 +19,7 @@
 #include "core/status_macros.h"
 #include "tools/cli_args.h"
 #include "tools/cli_common.h"
+#include "tools/remat_plan.h"
 
 namespace kgrad {
 namespace cli {
@@ -167,8 +168,9 @@ std::string ProfileLines(const Timing& t) {
 
 // The training step: value and gradients with respect to every floating input
 // and every weight, optimised.
-absl::StatusOr<FuncGraph*> StepGraph(Module& m, FuncGraph* g, const std::vector<Value>& inputs,
-                                     const std::string& residuals) {
+absl::StatusOr<ValueAndGradOptions> StepOptions(Module& m, FuncGraph* g,
+                                                const std::vector<Value>& inputs,
+                                                const std::string& residuals) {
   ValueAndGradOptions o;
   o.residuals = residuals;
   o.argnums.clear();
@@ -186,6 +188,28 @@ absl::StatusOr<FuncGraph*> StepGraph(Module& m, FuncGraph* g, const std::vector<
   if (o.argnums.empty() && o.weights.empty()) {
     return absl::InvalidArgumentError(absl::StrCat("graph '", g->name(), "' has no floating input or weight to differentiate"));
   }
+  return o;
+}
+
+// The step as --remat and --residuals ask: under --remat auto, the plan for
+// --memory-budget (tools/remat_plan.h), whose report goes to `out`.
+absl::StatusOr<FuncGraph*> StepGraph(const ParsedArgs& args, Module& m, FuncGraph* g,
+                                     const std::vector<Value>& inputs, std::ostream& out) {
+  KGRAD_ASSIGN_OR_RETURN(ValueAndGradOptions o,
+                         StepOptions(m, g, inputs, args.Get("residuals", "")));
+  const bool automatic = args.Get("remat", "") == "auto";
+  if (automatic != args.Has("memory-budget")) {
+    return absl::InvalidArgumentError(automatic ? "--remat auto needs --memory-budget B"
+                                                : "--memory-budget goes with --remat auto");
+  }
+  if (automatic) {
+    KGRAD_ASSIGN_OR_RETURN(MemoryBudget budget, ParseMemoryBudget(args.Get("memory-budget")));
+    RematPlanReport report;
+    KGRAD_ASSIGN_OR_RETURN(FuncGraph* step, PlanRematStep(m, g, o, budget, inputs, &report));
+    out << report.ToString() << "\n";
+    return step;
+  }
+  KGRAD_RETURN_IF_ERROR(ApplyRematOption(args, m, g));
   KGRAD_ASSIGN_OR_RETURN(FuncGraph* step, ValueAndGrad(m, g, o));
   KGRAD_RETURN_IF_ERROR(Optimize(m, step).status());
   return step;
@@ -206,15 +230,14 @@ absl::Status Bench(const ParsedArgs& args, std::ostream& out) {
   // Build every graph before timing anything (building optimises the module).
   FuncGraph* step = nullptr;
   FuncGraph* jvp = nullptr;
-  for (const char* option : {"remat", "residuals"}) {
+  for (const char* option : {"remat", "residuals", "memory-budget"}) {
     if (args.Has(option) && !args.Has("grad")) {
       return absl::InvalidArgumentError(
           absl::StrCat("--", option, " applies to the training step: give --grad too"));
     }
   }
   if (args.Has("grad")) {
-    KGRAD_RETURN_IF_ERROR(ApplyRematOption(args, *m, g));
-    KGRAD_ASSIGN_OR_RETURN(step, StepGraph(*m, g, inputs, args.Get("residuals", "")));
+    KGRAD_ASSIGN_OR_RETURN(step, StepGraph(args, *m, g, inputs, out));
   }
   if (args.Has("jvp")) {
     KGRAD_ASSIGN_OR_RETURN(jvp, Jvp(*m, g));
@@ -251,7 +274,8 @@ absl::Status Bench(const ParsedArgs& args, std::ostream& out) {
 }  // namespace
 
 int BenchCommand(const std::vector<std::string>& argv, std::ostream& out, std::ostream& err) {
-  return CommandMain(argv, {"input", "dim", "repeat", "warmup", "seed", "graph", "remat", "residuals"},
+  return CommandMain(argv, {"input", "dim", "repeat", "warmup", "seed", "graph", "remat", "residuals",
+                            "memory-budget"},
                      {"grad", "jvp", "flush-denormals", "profile"}, Bench, out, err);
 }
 

@@ -222,6 +222,11 @@ absl::StatusOr<std::unique_ptr<Module>> LoadFileArgument(const ParsedArgs& args,
 // (ad/remat.h). Applied before differentiating.
 absl::Status ApplyRematOption(const ParsedArgs& args, Module& m, FuncGraph* g) {
   if (!args.Has("remat")) return absl::OkStatus();
+  if (args.Get("remat") == "auto") {
+    return absl::InvalidArgumentError(
+        "--remat auto plans a training step under a memory budget, measured as it runs: "
+        "kgrad bench FILE --grad --remat auto --memory-budget B");
+  }
   absl::StatusOr<RematPolicy> policy = ParseRematPolicy(args.Get("remat"));
   if (!policy.ok()) return absl::InvalidArgumentError(absl::StrCat("--remat: ", policy.status().message()));
   // A flat graph (an imported model) has no called graphs to mark: its residual

@@ -189,7 +189,9 @@ TEST(CliBenchTest, RematPoliciesReportTheirStepPeak) {
     EXPECT_GE(Figure(r.out, "peak"), 0.25);
   }
   ExpectCliError({"bench", path, "--grad", "--remat", "auto"}, 1,
-                 {"--remat: unknown remat policy 'auto'"});
+                 {"--remat auto needs --memory-budget B"});
+  ExpectCliError({"bench", path, "--grad", "--remat", "sometimes"}, 1,
+                 {"--remat: unknown remat policy 'sometimes'"});
   ExpectCliError({"bench", path, "--remat", "nothing_saveable"}, 1,
                  {"--remat applies to the training step: give --grad too"});
 }
@@ -209,6 +211,19 @@ TEST(CliBenchTest, ResidualPoliciesReportTheirStepPeak) {
   ExpectCliError({"bench", path, "--grad", "--residuals", "tanh=keep"}, 1, {"unknown form 'keep'"});
   ExpectCliError({"bench", path, "--residuals", "save_inputs"}, 1,
                  {"--residuals applies to the training step: give --grad too"});
+}
+
+// --remat auto plans the step under --memory-budget (tools/remat_plan.h checks
+// its gradients) and prints the plan; the peak line then meets the budget.
+TEST(CliBenchTest, AutoRematMeetsItsBudget) {
+  CliResult r = Cli({"bench", "examples/mlp.pbtxt", "--grad", "--remat", "auto", "--memory-budget",
+                     "1.0", "--repeat", "2", "--warmup", "1"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("remat auto: budget"));
+  ExpectCliError({"bench", "examples/mlp.pbtxt", "--grad", "--memory-budget", "0.5"}, 1,
+                 {"--memory-budget goes with --remat auto"});
+  ExpectCliError({"bench", "examples/mlp.pbtxt", "--grad", "--remat", "auto", "--memory-budget", "x"},
+                 1, {"--memory-budget wants bytes"});
 }
 
 TEST(CliBenchTest, BadArgumentsAreErrors) {
