@@ -7,6 +7,9 @@
 //   (b) a 20-block residual conv net, 32 channels, 32x32 images, batch 8, each
 //       block a called graph relu(conv3x3(relu(conv3x3(x))) + x), loss = sum.
 // Every called graph gets the policy (SetRematPolicy), the entry keeps the default.
+// Beside them, `auto 0.5` and `auto 0.3`: the automatic plan (tools/remat_plan.h)
+// for that fraction of the save-everything peak, chosen inside the inlined graph
+// (no policy on the called graphs), for each step separately.
 //
 // Two steps per program, both optimised gradient graphs run by the executor:
 //   step    (x, W..., b...) -> (loss, (dW..., db...)): the training step;
@@ -41,6 +44,7 @@
 #include "core/tensor.h"
 #include "examples/programs.h"
 #include "ops/registry.h"
+#include "tools/remat_plan.h"
 
 namespace kgrad {
 namespace {
@@ -158,15 +162,37 @@ absl::StatusOr<FuncGraph*> Step(Module& m, FuncGraph* f, RematPolicy policy, boo
 
 using BuildFn = FuncGraph* (*)(Module*);
 
-absl::StatusOr<Row> Measure(const std::string& name, BuildFn build, RematPolicy policy) {
-  Row row{name, std::string(RematPolicyName(policy))};
+// The step (or dx-step) under the automatic plan for `fraction`.
+absl::StatusOr<FuncGraph*> AutoStep(Module& m, FuncGraph* f, double fraction, bool dx_only,
+                                    const std::vector<Value>& args) {
+  ValueAndGradOptions o;
+  o.argnums.clear();
+  if (dx_only) o.argnums.push_back(0);
+  for (size_t i = 1; !dx_only && i < f->parameters().size(); ++i) {
+    o.argnums.push_back(static_cast<int>(i));
+  }
+  MemoryBudget budget;
+  budget.fraction = fraction;
+  RematPlanReport report;
+  absl::StatusOr<FuncGraph*> step = PlanRematStep(m, f, o, budget, args, &report);
+  if (step.ok()) std::fprintf(stderr, "%s\n", report.ToString().c_str());
+  return step;
+}
+
+// `fraction` > 0: the automatic plan for it instead of `policy`.
+absl::StatusOr<Row> Measure(const std::string& name, BuildFn build, RematPolicy policy,
+                            double fraction = 0) {
+  Row row{name, fraction > 0 ? absl::StrCat("auto ", fraction) : std::string(RematPolicyName(policy))};
+  auto step_of = [&](Module& m, FuncGraph* f, bool dx_only, const std::vector<Value>& args) {
+    return fraction > 0 ? AutoStep(m, f, fraction, dx_only, args) : Step(m, f, policy, dx_only);
+  };
   std::vector<Value> args;
   {
     Module m(DefaultRegistry());
     m.set_constant_evaluator(&CpuConstantEvaluator::Get());
     FuncGraph* f = build(&m);
     args = Inputs(f, 42);
-    KGRAD_ASSIGN_OR_RETURN(FuncGraph* step, Step(m, f, policy, /*dx_only=*/true));
+    KGRAD_ASSIGN_OR_RETURN(FuncGraph* step, step_of(m, f, /*dx_only=*/true, args));
     KGRAD_ASSIGN_OR_RETURN(std::unique_ptr<Executor> e, Executor::Create(step));
     Value dx;
     KGRAD_ASSIGN_OR_RETURN(row.dx_peak, Peak(*e, args, &dx));
@@ -174,12 +200,13 @@ absl::StatusOr<Row> Measure(const std::string& name, BuildFn build, RematPolicy 
   Module m(DefaultRegistry());
   m.set_constant_evaluator(&CpuConstantEvaluator::Get());
   FuncGraph* f = build(&m);
-  KGRAD_ASSIGN_OR_RETURN(FuncGraph* step, Step(m, f, policy, /*dx_only=*/false));
+  KGRAD_ASSIGN_OR_RETURN(FuncGraph* step, step_of(m, f, /*dx_only=*/false, args));
   KGRAD_ASSIGN_OR_RETURN(std::unique_ptr<Executor> e, Executor::Create(step));
   Value result;
   KGRAD_ASSIGN_OR_RETURN(row.step_peak, Peak(*e, args, &result));
   row.step_total = row.step_peak + Bytes(args);
-  row.grads = result.tuple()[1].tuple();
+  const Value& grads = result.tuple()[1];
+  row.grads = grads.is_tuple() ? grads.tuple() : std::vector<Value>{grads};
   std::vector<double> ms;
   for (int i = 0; i < 5; ++i) {
     auto t0 = std::chrono::steady_clock::now();
@@ -227,6 +254,15 @@ int Main() {
         std::fprintf(stderr, "%s %s: %s\n", p.name, std::string(RematPolicyName(policy)).c_str(),
                      std::string(r.status().message()).c_str());
         return 1;
+      }
+      rows.push_back(*std::move(r));
+    }
+    for (double fraction : {0.5, 0.3}) {
+      absl::StatusOr<Row> r = Measure(p.name, p.build, RematPolicy::kEverythingSaveable, fraction);
+      if (!r.ok()) {
+        std::printf("| %s | auto %.1f | not met: %s |\n", p.name, fraction,
+                    std::string(r.status().message()).c_str());
+        continue;
       }
       rows.push_back(*std::move(r));
     }
