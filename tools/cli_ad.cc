@@ -135,6 +135,25 @@ void FlattenFloats(const Value& v, std::vector<double>* out) {
   }
 }
 
+// A value of `v`'s structure whose tensors are all ones (the sensitivity of a
+// value that is a tensor or a tuple of them).
+absl::StatusOr<Value> OnesLike(const Value& v) {
+  if (v.is_tuple()) {
+    std::vector<Value> elems;
+    for (const Value& e : v.tuple()) {
+      KGRAD_ASSIGN_OR_RETURN(Value o, OnesLike(e));
+      elems.push_back(std::move(o));
+    }
+    return Value::Tuple(std::move(elems));
+  }
+  if (!v.is_tensor()) {
+    return absl::InvalidArgumentError(
+        "--verify: the graph's value is not a tensor or a tuple of tensors");
+  }
+  KGRAD_ASSIGN_OR_RETURN(Tensor ones, Tensor::Full(v.tensor().dtype(), v.tensor().shape(), 1.0));
+  return Value(std::move(ones));
+}
+
 // --verify: fwd then bwd (sensitivity one) against value_and_grad of `g` run
 // whole, at random inputs (--input overrides, as check takes them).
 absl::Status VerifySplit(const ParsedArgs& args, Module& m, FuncGraph* g, const SplitGradient& s,
@@ -144,9 +163,8 @@ absl::Status VerifySplit(const ParsedArgs& args, Module& m, FuncGraph* g, const 
   KGRAD_ASSIGN_OR_RETURN(Value want, RunGraph(whole, inputs));
   KGRAD_ASSIGN_OR_RETURN(Value fwd, RunGraph(s.fwd, inputs));
   std::vector<Value> bwd_args(fwd.tuple().begin() + 1, fwd.tuple().end());
-  const Tensor& value = fwd.tuple()[0].tensor();
-  KGRAD_ASSIGN_OR_RETURN(Tensor ones, Tensor::Full(value.dtype(), value.shape(), 1.0));
-  bwd_args.push_back(Value(std::move(ones)));
+  KGRAD_ASSIGN_OR_RETURN(Value ones, OnesLike(fwd.tuple()[0]));
+  bwd_args.push_back(std::move(ones));
   KGRAD_ASSIGN_OR_RETURN(Value grads, RunGraph(s.bwd, bwd_args));
   std::vector<double> got, expected;
   FlattenFloats(fwd.tuple()[0], &got);

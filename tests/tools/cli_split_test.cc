@@ -2,6 +2,7 @@
 // PyTorch's ONNX exports in training mode (a small ResNet and torchvision's
 // r3d_18, batch norm throughout): fwd then bwd equal value_and_grad of the whole
 // bit for bit; the residuals are printed and bad uses are errors.
+#include <fstream>
 #include <random>
 #include <string>
 #include <vector>
@@ -40,6 +41,29 @@ TEST(CliSplitTest, VerifyRunsBothHalvesAgainstTheWhole) {
     EXPECT_THAT(r.out, HasSubstr("verified: fwd then bwd against value_and_grad run whole"));
     EXPECT_THAT(r.out, HasSubstr("values: all equal")) << file;
   }
+}
+
+// A graph whose value is a tuple: bwd takes a tuple sensitivity, --verify
+// passes ones in every element.
+TEST(CliSplitTest, TupleValuedGraphs) {
+  const std::string model = TempPath("tuple_value.pbtxt");
+  std::ofstream(model) << R"pb(
+    format_version: 1
+    entry: "main"
+    graphs {
+      name: "main"
+      parameters { name: "x" type { tensor { dtype: DT_FLOAT32 dims: 3 } } }
+      nodes { name: "sin" constant { primitive { name: "sin" } } }
+      nodes { name: "tup" constant { primitive { name: "make_tuple" } } }
+      nodes { name: "s" apply { inputs: "sin" inputs: "x" } }
+      nodes { name: "t" apply { inputs: "tup" inputs: "s" inputs: "x" } }
+      output: "t"
+    }
+  )pb";
+  CliResult r = Cli({"grad", model, "--split", "--verify", "-o", TempPath("tuple_split.pbtxt")});
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("residuals: 1 (12 bytes): x"));
+  EXPECT_THAT(r.out, HasSubstr("values: all equal"));
 }
 
 TEST(CliSplitTest, BadUsesAreErrors) {
