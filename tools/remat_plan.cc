@@ -283,7 +283,8 @@ absl::StatusOr<MemoryBudget> ParseMemoryBudget(const std::string& text) {
     if (absl::ConsumeSuffix(&t, suffix)) scale = factor;
   }
   double v;
-  if (!absl::SimpleAtod(t, &v) || !(v > 0)) {
+  // 2^62 bytes: far past any machine, and the product stays an exact int64.
+  if (!absl::SimpleAtod(t, &v) || !(v > 0) || !(v * scale < 4.6e18)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--memory-budget wants bytes (123456, 64MiB, 1.5GiB) or a fraction of the "
         "save-everything peak in (0, 1] (0.5); got '", text, "'"));

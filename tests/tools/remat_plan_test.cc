@@ -39,7 +39,7 @@ TEST(RematPlanTest, BudgetsParse) {
   b = ParseMemoryBudget("123456");
   ASSERT_TRUE(b.ok());
   EXPECT_EQ(b->bytes, 123456);
-  for (const char* bad : {"0", "-1", "1.5", "half", "3MB", ""}) {
+  for (const char* bad : {"0", "-1", "1.5", "half", "3MB", "", "1e30", "inf", "nan", "9e18GiB"}) {
     EXPECT_FALSE(ParseMemoryBudget(bad).ok()) << bad;
   }
 }
