@@ -106,6 +106,8 @@ struct ExecutorStats {
 class Plan;
 class CollectiveWorker;
 
+struct PeakTrace;
+
 // Time spent per primitive in one run (when asked for).
 struct Profile {
   struct Entry {
@@ -117,6 +119,9 @@ struct Profile {
   std::vector<std::pair<std::string, Entry>> Rows() const;
   // "conv2d 12.3 ms (4 calls)" lines, slowest first.
   std::string ToString() const;
+  // When set, the run also records where its host memory peaks and what holds
+  // it there (backends/peak_trace.h; it resets the allocator's peak mark).
+  PeakTrace* peak = nullptr;
 };
 
 // Sees every kernel application of a Run, after its kernel, on the thread that

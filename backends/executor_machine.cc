@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -11,6 +12,8 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "backends/fused_step.h"
+#include "backends/peak_recorder.h"
+#include "backends/peak_trace.h"
 #include "core/status_macros.h"
 #include "core/value_walk.h"
 
@@ -40,6 +43,7 @@ class Machine {
   Machine& operator=(const Machine&) = delete;
 
   absl::StatusOr<Value> Run(const Plan* entry, std::vector<Value> args) {
+    if (profile_ != nullptr && profile_->peak != nullptr) peak_.emplace(profile_->peak, args, weights_);
     KGRAD_RETURN_IF_ERROR(Push(entry, std::move(args), {}, nullptr));
     if (options_.max_run_seconds > 0) {
       deadline_ = std::chrono::steady_clock::now() +
@@ -168,6 +172,7 @@ class Machine {
       observed_.clear();
     }
     f.slots[s.out] = *std::move(out);
+    TracePeak(f, s);
     args_.clear();
     Finish(f, s);
     return absl::OkStatus();
@@ -195,6 +200,7 @@ class Machine {
       }
       f.slots[s.outs[k]] = std::move((*outs)[k]);
     }
+    TracePeak(f, s);
     args_.clear();
     Finish(f, s);
     return absl::OkStatus();
@@ -358,6 +364,16 @@ class Machine {
     return absl::OkStatus();
   }
 
+  // With a PeakTrace asked for: after step `s` of `f`, before its inputs are
+  // dropped, the snapshot of what is held when the high-water mark rose.
+  void TracePeak(const Frame& f, const Step& s) {
+    if (!peak_.has_value() || !peak_->AfterStep()) return;
+    peak_->Begin(s);
+    peak_->HoldInputs(*f.plan, s, absl::MakeConstSpan(args_.data(), args_.size()));
+    for (const Frame& frame : stack_) peak_->HoldFrame(*frame.plan, frame.slots);
+    peak_->End();
+  }
+
   void PopFrame() {
     SlotPool::Recycle(&spare_, &stack_.back().slots);
     stack_.pop_back();
@@ -384,6 +400,7 @@ class Machine {
   PendingCollectives pending_;
   SlotPool* slot_pool_;
   SlotPool::Set spare_;  // emptied slot vectors of returned frames
+  std::optional<PeakRecorder> peak_;  // when the profile asks for a PeakTrace
 };
 
 }  // namespace

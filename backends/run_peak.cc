@@ -59,4 +59,11 @@ int64_t NewBufferBytes(const Value& v, absl::Span<const Value> args) {
   return bytes;
 }
 
+absl::StatusOr<int64_t> RunPeakAboveOutputs(const Executor& e, const std::vector<Value>& args,
+                                            int runs) {
+  Value result;
+  KGRAD_ASSIGN_OR_RETURN(int64_t high, RunPeakBytes(e, args, runs, &result));
+  return std::max<int64_t>(0, high - NewBufferBytes(result, args));
+}
+
 }  // namespace kgrad

@@ -28,6 +28,12 @@ absl::StatusOr<int64_t> RunPeakBytes(const Executor& e, const std::vector<Value>
 // 64 KiB: a difference of less than that per output).
 int64_t NewBufferBytes(const Value& v, absl::Span<const Value> args);
 
+// The memory a run holds above its inputs and its outputs, as `kgrad bench
+// --grad` reports a training step's and memory budgets count it: RunPeakBytes
+// less the new buffers of the last run's result (the gradients it returns).
+absl::StatusOr<int64_t> RunPeakAboveOutputs(const Executor& e, const std::vector<Value>& args,
+                                            int runs);
+
 }  // namespace kgrad
 
 #endif  // KGRAD_BACKENDS_RUN_PEAK_H_

@@ -13,6 +13,7 @@
 #include "ad/grad_operation.h"
 #include "ad/jvp.h"
 #include "backends/executor.h"
+#include "backends/peak_trace.h"
 #include "backends/run_peak.h"
 #include "core/dim_symbol.h"
 #include "core/passes/optimize.h"
@@ -121,6 +122,8 @@ struct Timing {
   // allocator's, less what was in use before it and the new buffers of the
   // result it returns), the largest of 3 more runs.
   int64_t peak_bytes = -1;
+  // With both: where one more run peaks and what holds the memory there.
+  PeakTrace peak_trace;
 };
 
 absl::StatusOr<Timing> Time(FuncGraph* g, const std::vector<Value>& args, int64_t warmup, int64_t repeat,
@@ -141,9 +144,12 @@ absl::StatusOr<Timing> Time(FuncGraph* g, const std::vector<Value>& args, int64_
     t.profiled_runs = repeat;
   }
   if (peak) {
-    Value result;
-    KGRAD_ASSIGN_OR_RETURN(int64_t high, RunPeakBytes(*e, args, 3, &result));
-    t.peak_bytes = std::max<int64_t>(0, high - NewBufferBytes(result, args));
+    KGRAD_ASSIGN_OR_RETURN(t.peak_bytes, RunPeakAboveOutputs(*e, args, 3));
+    if (profile) {
+      Profile traced;
+      traced.peak = &t.peak_trace;
+      KGRAD_RETURN_IF_ERROR(e->Run(args, {}, &traced).status());
+    }
   }
   return t;
 }
@@ -256,7 +262,10 @@ absl::Status Bench(const ParsedArgs& args, std::ostream& out) {
     out << Line("step", t) << absl::StrFormat("  step/forward %.2f", t.median_ms / fwd.median_ms) << "\n";
     out << absl::StrFormat("peak     %9.3f MiB  the step's memory above its inputs and outputs\n",
                            static_cast<double>(t.peak_bytes) / (1 << 20));
-    if (profile) absl::StrAppend(&profiles, "profile of the step, per run:\n", ProfileLines(t));
+    if (profile) {
+      absl::StrAppend(&profiles, "profile of the step, per run:\n", ProfileLines(t),
+                      "where the step's memory peaks (outputs included):\n", t.peak_trace.ToString(100));
+    }
   }
   if (jvp != nullptr) {
     // Tangents of the inputs' types: the inputs themselves (the time does not
