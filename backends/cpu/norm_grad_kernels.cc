@@ -92,7 +92,11 @@ absl::StatusOr<Value> BatchNormGrad(KernelContext& ctx) {
   KGRAD_ASSIGN_OR_RETURN(const ops::NormAttrs a, ops::ParseBatchNormGradKernel(ctx.prim(), in));
   const Tensor *x = in[0], *scale = in[1], *dy = in[2];
   const ops::AxisSplit g = ops::SplitAtAxis(x->shape(), a.axis);
-  KGRAD_ASSIGN_OR_RETURN(Tensor dx, ctx.Allocate(x->dtype(), x->shape()));
+  // dx may take dy's buffer, or x's, when nothing else holds it: a channel's
+  // sums read all of its dy and x before its dx is written, element by element
+  // over the same positions, and channels are disjoint. On a network's first
+  // layers this is a whole activation less at the backward's end.
+  KGRAD_ASSIGN_OR_RETURN(Tensor dx, ctx.AllocateOrReuse({2, 0}, x->dtype(), x->shape()));
   KGRAD_ASSIGN_OR_RETURN(Tensor ds, ctx.Allocate(x->dtype(), scale->shape()));
   KGRAD_ASSIGN_OR_RETURN(Tensor db, ctx.Allocate(x->dtype(), scale->shape()));
   if (g.outer * g.inner == 0) {  // every channel empty: sums of nothing

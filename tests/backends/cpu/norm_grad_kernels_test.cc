@@ -126,6 +126,37 @@ TEST(BatchNormGradKernelTest, Float32TinyBatchAndLargeMeanStayAccurate) {
   }
 }
 
+// dx is written over dy's buffer, or else x's, when nothing else holds it, with
+// the same bits as into a new buffer; a buffer held elsewhere is never written.
+TEST(BatchNormGradKernelTest, DxTakesAFreeInputBufferWithTheSameBits) {
+  std::mt19937_64 rng(77);
+  for (DType dtype : {kF32, kF64}) {
+    const Shape s = {4, 8, 5, 5};
+    Tensor x = RandomTensor(dtype, s, rng, -3, 3), dy = RandomTensor(dtype, s, rng);
+    Tensor scale = RandomTensor(dtype, {8}, rng, 0.5, 2);
+    const Tensor x_copy = x.Clone(), dy_copy = dy.Clone();
+    const Value fresh = RunCpuKernel(PrimId::kBatchNormGrad, {x, scale, dy}).value();
+    for (int free_input : {2, 0}) {
+      SCOPED_TRACE(::testing::Message() << DTypeName(dtype) << " free input " << free_input);
+      Tensor own = (free_input == 2 ? dy : x).Clone();
+      const void* buffer = own.raw_data();
+      std::vector<Value> in;
+      in.push_back(free_input == 0 ? Value(std::move(own)) : Value(x));
+      in.push_back(Value(scale));
+      in.push_back(free_input == 2 ? Value(std::move(own)) : Value(dy));
+      const Value got = RunCpuKernel(PrimId::kBatchNormGrad, std::move(in)).value();
+      EXPECT_EQ(got.elements()[0].tensor().raw_data(), buffer);
+      for (size_t j = 0; j < 3; ++j) {
+        EXPECT_EQ(MaxAbsDiff(got.elements()[j].tensor(), ToDoubles(fresh.elements()[j].tensor())), 0.0)
+            << "output " << j;
+      }
+    }
+    // The held inputs are unchanged.
+    EXPECT_EQ(MaxAbsDiff(x, ToDoubles(x_copy)), 0.0);
+    EXPECT_EQ(MaxAbsDiff(dy, ToDoubles(dy_copy)), 0.0);
+  }
+}
+
 NaiveGrads NaiveLayerNormGrad(const Tensor& x, const Tensor& scale, const Tensor& dy, double eps) {
   const int64_t n = scale.NumElements(), rows = n == 0 ? 0 : x.NumElements() / n;
   return NaiveNormGrad(
