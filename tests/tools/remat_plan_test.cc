@@ -13,6 +13,7 @@
 #include "ad/grad_operation.h"
 #include "backends/executor.h"
 #include "core/builder.h"
+#include "core/manager.h"
 #include "core/passes/optimize.h"
 #include "examples/programs.h"
 #include "gmock/gmock.h"
@@ -124,6 +125,31 @@ TEST(RematPlanTest, ResidualConvNetStepAtHalfTheMemory) {
   for (size_t i = 0; i < f->parameters().size(); ++i) o.argnums.push_back(static_cast<int>(i));
   RematPlanReport report;
   ExpectPlanMeetsBudget(m, f, o, 0.5, &report);
+}
+
+// The plan's added FLOPs count every recomputed convolution: a chain read by
+// other dropped residuals' chains runs again in each unless they share it.
+TEST(RematPlanTest, AddedFlopsCountEveryRecomputedConvolution) {
+  Module m(DefaultRegistry());
+  FuncGraph* f = ResidualConvNet(&m, 8, 8, 16);
+  ValueAndGradOptions o;
+  o.argnums.clear();
+  for (size_t i = 0; i < f->parameters().size(); ++i) o.argnums.push_back(static_cast<int>(i));
+  for (double fraction : {0.5, 0.4}) {
+    SCOPED_TRACE(fraction);
+    MemoryBudget budget;
+    budget.fraction = fraction;
+    RematPlanReport report;
+    absl::StatusOr<FuncGraph*> step =
+        PlanRematStep(m, f, o, budget, programs::RandomInputs(f, 3), &report);
+    ASSERT_TRUE(step.ok()) << step.status();
+    int convs = 0;
+    for (const CNode* c : m.manager().Info(*step).order) convs += c->IsPrim(PrimId::kConv2d);
+    // 16 in the forward; each recomputed one is 2 * (2*8*16*16 outputs) * 72 FLOPs.
+    const double conv_flops = 2.0 * (2 * 8 * 16 * 16) * 72;
+    EXPECT_GE(convs, 16);
+    EXPECT_LE((convs - 16) * conv_flops, report.added_flops + 1) << report.ToString();
+  }
 }
 
 // The MNIST conv net's peak is its first layer's forward and backward working
